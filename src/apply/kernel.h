@@ -1,0 +1,45 @@
+// Kernel: the applier's view of the machine. NetlinkKernel (netlink_kernel.h) is the real one;
+// RecordingKernel (recording_kernel.h) records calls for tests and can be told to fail.
+//
+// Ops are submitted in plan order. An implementation may pipeline (send now, read the kernel's
+// acknowledgement later): a failure can then surface at a later submit() or at sync(), and
+// its Error names the op that failed. undo() is synchronous and treats "not found" as success.
+// Not thread-safe: one applier drives one Kernel from one thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/ipv4.h"
+#include "plan/op.h"
+
+namespace tb::apply {
+
+// One interface as the kernel reports it (for `status`).
+struct IfaceInfo {
+  std::string ifname;
+  std::string alias;
+  std::string kind;  // "veth", "bridge", "loopback", ...
+  bool admin_up = false;
+  bool oper_up = false;  // carrier / IFF_LOWER_UP
+  int mtu = 0;
+  std::vector<Prefix> addrs;
+  uint64_t rx_bytes = 0, tx_bytes = 0;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+
+  virtual Status submit(const plan::Op& op) = 0;
+  virtual Status sync() = 0;
+  virtual Status undo(const plan::Op& op) = 0;
+
+  // Named namespaces (under /run/netns) whose loopback alias starts with `marker`.
+  virtual Result<std::vector<std::string>> owned_netns(const std::string& marker) = 0;
+  // Interfaces, their state and IPv4 addresses inside a named namespace.
+  virtual Result<std::vector<IfaceInfo>> interfaces(const std::string& netns) = 0;
+};
+
+}  // namespace tb::apply

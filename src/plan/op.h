@@ -1,0 +1,94 @@
+// Plan operations: one kernel object (or owned file) each, as plain data.
+//
+// Every op names the namespace it acts in by its full name (tb-<lab>-<node>), so the applier
+// needs no other context. Interfaces are created up, with the owner marker in their alias;
+// namespaces get the owner marker on their loopback's alias (see apply/marker.h).
+// Placement: every op runs on the local host today (ARCHITECTURE "Placement, for later").
+//
+// Plain values; thread-safe to copy and read.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/error.h"
+#include "core/ipv4.h"
+
+namespace tb::plan {
+
+struct CreateNetns {
+  std::string netns;   // "tb-hzbj-hz-s0-g3"
+  std::string node;    // "hz/s0/g3"
+  std::string marker;  // owner marker set as lo's alias, e.g. "testbedctl lab=hzbj node=hz/s0/g3"
+};
+
+struct Endpoint {
+  std::string netns;
+  std::string ifname;  // <= 15 characters, unique within its namespace
+  std::string alias;   // owner marker + logical name
+  std::string master;  // bridge in the same namespace to enslave to, or ""
+};
+
+struct CreateVeth {
+  Endpoint a, b;
+  int mtu = 1500;
+};
+
+struct CreateBridge {
+  std::string netns;
+  std::string ifname;
+  std::string alias;
+  int mtu = 1500;
+};
+
+struct AddAddr {
+  std::string netns;
+  std::string ifname;
+  Prefix addr;  // address with its prefix length, e.g. 198.18.0.2/28
+};
+
+struct Nexthop {
+  std::string ifname;
+  std::optional<Ipv4> via;  // gateway; set with onlink (unnumbered /32 links)
+  int weight = 1;
+};
+
+struct AddRoute {
+  std::string netns;
+  Prefix dst;
+  std::vector<Nexthop> nexthops;  // more than one = multipath (ECMP)
+  std::optional<Ipv4> src;        // preferred source
+  int metric = 0;
+};
+
+// A per-namespace sysctl, e.g. key "net/ipv4/ip_forward" value "1".
+struct SetSysctl {
+  std::string netns;
+  std::string key;
+  std::string value;
+};
+
+// The namespace's hosts file (/etc/netns/<netns>/hosts, as `ip netns exec` and `testbedctl exec`
+// bind-mount it over /etc/hosts). The content's first line is the owner marker.
+struct WriteHosts {
+  std::string netns;
+  std::string content;
+};
+
+using Op = std::variant<CreateNetns, CreateVeth, CreateBridge, AddAddr, AddRoute, SetSysctl,
+                        WriteHosts>;
+
+// One line, the same text `testbedctl plan` prints and the golden tests pin.
+std::string to_text(const Op& op);
+// The namespace an op acts in (for CreateVeth, side a's).
+const std::string& op_netns(const Op& op);
+
+// Journal form: round-trips every field.
+nlohmann::json to_json(const Op& op);
+Result<Op> op_from_json(const nlohmann::json& j);
+
+}  // namespace tb::plan

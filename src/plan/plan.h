@@ -1,0 +1,38 @@
+// plan::compile: a pure function from a Scenario to a Plan (topology + ordered ops).
+// No system calls; the same scenario always gives the same names, addresses and order.
+//
+// Address plan (per region, from the lab's address space, in order):
+//   rail block: one prefix per rail; ToR a = .1, ToR b = .2, spines get .3.., GPU of server s
+//     = .(8+s)/32 on its rail port(s) (unnumbered: /32 on the port, onlink routes);
+//   frontend block: VPC subnet (gateway .1, server s = .(2+s)), one NVLink subnet per server
+//     (host = .1, GPU j = .(2+j));
+//   WAN /31s come from a lab-wide block after the regions.
+//
+// Thread-safe (pure).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "plan/op.h"
+#include "plan/topology.h"
+#include "scenario/model.h"
+
+namespace tb::plan {
+
+struct Plan {
+  std::string lab;
+  Topology topo;
+  std::vector<Op> ops;
+};
+
+Result<Plan> compile(const scenario::Scenario& s);
+
+// The dry-run text `testbedctl plan` prints: a header, then one op per line.
+std::string to_text(const Plan& p);
+
+// The owner marker every object of lab `lab` carries (prefix of aliases and hosts files).
+std::string owner_marker(const std::string& lab);
+
+}  // namespace tb::plan

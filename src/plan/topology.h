@@ -1,0 +1,81 @@
+// The topology a plan builds: nodes (one namespace each) and links (one veth pair each) with
+// their tier, profile and both real-world and emulated figures. `status`, `graph` and the host
+// files are derived from it; it is saved with the lab's state so they work without the scenario.
+//
+// Plain values; thread-safe to copy and read.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/ipv4.h"
+#include "core/units.h"
+
+namespace tb::plan {
+
+enum class NodeKind { kGpu, kServer, kTor, kSpine, kVpc, kTransitRouter };
+enum class Tier { kScaleUp, kScaleOut, kAggregation, kFrontend, kUplink, kWan };
+
+const char* to_string(NodeKind k);
+const char* to_string(Tier t);
+
+struct Node {
+  std::string name;   // "hz/s0/g3"
+  std::string netns;  // "tb-hzbj-hz-s0-g3"
+  NodeKind kind = NodeKind::kGpu;
+  std::string region;
+  int server = -1;  // GPUs and servers
+  int index = -1;   // GPU index (= rail), ToR rail, spine number
+  // Addresses by role: "nvl", "rail", "fe", "lo" (router id), "gw" ...
+  std::vector<std::pair<std::string, Prefix>> addrs;
+};
+
+// Link figures after scaling. Notes say what could not be emulated, e.g.
+// "delay 2us is below what the kernel can emulate (10us); not emulated".
+struct EmulatedFigures {
+  Rate rate;
+  Duration delay;
+  Duration jitter;
+  double loss_pct = 0;
+  int mtu = 1500;
+  std::vector<std::string> notes;
+};
+
+struct RealFigures {
+  Rate rate;
+  Duration delay;
+  Duration jitter;
+  double loss_pct = 0;
+  int mtu = 1500;
+};
+
+struct LinkEnd {
+  std::string node;
+  std::string ifname;
+  std::optional<Prefix> addr;
+};
+
+struct Link {
+  LinkEnd a, b;
+  Tier tier = Tier::kScaleUp;
+  std::string profile;  // profile name in the scenario
+  std::string wan;      // WAN link name, for tier kWan
+  std::string role;     // "primary" / "backup" for WAN links, "" otherwise
+  RealFigures real;
+  EmulatedFigures emulated;
+};
+
+struct Topology {
+  std::vector<Node> nodes;
+  std::vector<Link> links;
+
+  const Node* node(const std::string& name) const;
+};
+
+nlohmann::json to_json(const Topology& t);
+Topology topology_from_json(const nlohmann::json& j);
+
+}  // namespace tb::plan

@@ -1,0 +1,135 @@
+// The scenario model: plain structs describing a cluster the way real ones are described
+// (regions, servers, GPUs, fabrics, WAN links, link profiles with real-world figures), plus how
+// to scale it down. Produced by scenario::load, consumed by plan::compile.
+//
+// No Linux headers here. Values are owned; no thread-safety concerns.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/ipv4.h"
+#include "core/units.h"
+
+namespace tb::scenario {
+
+// Where something was written: line and column in Scenario::file (1-based; 0 = not from a file).
+struct Loc {
+  int line = 0;
+  int col = 0;
+};
+
+// Real-world figures for one class of link, as a datasheet or paper states them.
+struct LinkProfile {
+  std::string name;    // the key under [profiles], or the preset's own name
+  std::string preset;  // preset it started from ("" = none)
+  Rate rate;           // per direction
+  Duration delay;      // one-way
+  Duration jitter;     // standard deviation of the one-way delay
+  double loss_pct = 0; // random loss, percent, per direction
+  int mtu = 1500;
+  std::string source;  // where the figures come from (presets cite the publication)
+  Loc loc;
+};
+
+// The emulation scale: emulated rate = real rate / bandwidth; emulated delay = real delay * delay.
+struct Scale {
+  double bandwidth = 1000;
+  double delay = 1;
+  Loc loc;
+};
+
+// One region: a cluster of identical servers with a rail-optimized scale-out fabric,
+// a frontend VPC network and a transit router towards the WAN.
+struct Region {
+  std::string name;         // [a-z][a-z0-9]{0,5}, e.g. "hz"
+  std::string description;  // free text, e.g. "Hangzhou training cluster"
+  int servers = 0;
+  int gpus_per_server = 0;  // also the number of rails (GPU i of every server is on rail i)
+  std::string scale_up;     // profile of GPU <-> NVSwitch links inside a server
+  std::string rail;         // profile of GPU NIC <-> ToR links
+  bool dual_tor = false;    // each NIC has two ports, on ToR a and ToR b of its rail
+  int spines = 1;           // aggregation switches joining the rails' ToRs (0 = rails isolated)
+  std::string spine_link;   // profile of ToR <-> spine links ("" = same as rail)
+  std::string frontend;     // profile of server <-> VPC switch links
+  Loc loc;
+};
+
+enum class WanRole { kPrimary, kBackup };
+
+// A link between two regions' transit routers (Express Connect, VPN, CEN).
+struct Wan {
+  std::string name;  // [a-z][a-z0-9-]{0,11}; becomes the interface name on both routers
+  std::string a, b;  // region names
+  std::string profile;
+  WanRole role = WanRole::kPrimary;
+  Loc loc;
+};
+
+// A workload to run (executed by later verbs; parsed and validated now).
+struct Workload {
+  std::string name;
+  std::string kind;  // "collective" | "checkpoint"
+  std::string op;    // collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv
+  std::string algo;  // collective: ring tree hd hier
+  std::string ranks = "all";  // node selector: "all", a region "hz", "hz/s0", "hz/s0/g1"
+  uint64_t min_bytes = 8 * 1024;
+  uint64_t max_bytes = 64 * 1024 * 1024;
+  int step_factor = 2;
+  int iters = 20;
+  int warmup = 5;
+  int channels = 1;
+  std::string from, to;  // checkpoint: source and destination regions
+  uint64_t bytes = 0;    // checkpoint: bytes per replication
+  std::string qos;       // checkpoint: "gold" | "silver" | "bronze" | ""
+  Loc loc;
+};
+
+// One fault on the timeline (executed by later verbs; parsed and validated now).
+struct Fault {
+  Duration at;        // offset from the start of the run
+  std::string kind;   // link-down link-up flap loss blackhole latency partition node-crash rank-kill
+  std::string a, b;   // link faults: the two node names at the link's ends
+  std::string node;   // node-crash, rank-kill
+  std::string region_a, region_b;  // partition
+  Duration duration;  // "for": 0 = until the end of the run / a later link-up
+  Duration period;    // flap
+  int count = 0;      // flap
+  double loss_pct = 0;  // loss
+  Duration delay;       // latency: added one-way delay
+  Loc loc;
+};
+
+// Expectations checked by `run` (later); every field optional.
+struct Expect {
+  std::optional<double> max_stall_ms;
+  std::optional<double> min_busbw_fraction;
+  std::optional<double> max_detection_ms;
+  std::optional<double> max_recovery_ms;
+  Loc loc;
+};
+
+struct Scenario {
+  std::string file;  // the path it was loaded from
+  std::string lab;   // [a-z][a-z0-9]{0,7}; namespaces are tb-<lab>-...
+  std::string description;
+  Prefix address_space{Ipv4{(198u << 24) | (18u << 16)}, 15};
+  Scale scale;
+  std::map<std::string, LinkProfile> profiles;  // every profile a region or WAN names, resolved
+  std::vector<Region> regions;
+  std::vector<Wan> wans;
+  std::vector<Workload> workloads;
+  std::vector<Fault> faults;
+  Expect expect;
+
+  const LinkProfile& profile(const std::string& name) const { return profiles.at(name); }
+  const Region* region(const std::string& name) const {
+    for (const auto& r : regions)
+      if (r.name == name) return &r;
+    return nullptr;
+  }
+};
+
+}  // namespace tb::scenario
