@@ -47,7 +47,8 @@ struct Region {
   std::string name;         // [a-z][a-z0-9]{0,5}, e.g. "hz"
   std::string description;  // free text, e.g. "Hangzhou training cluster"
   int servers = 0;
-  int gpus_per_server = 0;  // also the number of rails (GPU i of every server is on rail i)
+  int gpus_per_server = 0;
+  int rails = 0;            // 0 = gpus_per_server; GPU j of every server is on rail j % rails
   std::string scale_up;     // profile of GPU <-> NVSwitch links inside a server
   std::string rail;         // profile of GPU NIC <-> ToR links
   bool dual_tor = false;    // each NIC has two ports, on ToR a and ToR b of its rail
@@ -92,6 +93,7 @@ struct Fault {
   Duration at;        // offset from the start of the run
   std::string kind;   // link-down link-up flap loss blackhole latency partition node-crash rank-kill
   std::string a, b;   // link faults: the two node names at the link's ends
+  std::string link;   // link faults between transit routers: the WAN link's name ("ec")
   std::string node;   // node-crash, rank-kill
   std::string region_a, region_b;  // partition
   Duration duration;  // "for": 0 = until the end of the run / a later link-up
@@ -125,6 +127,7 @@ struct Scenario {
   Expect expect;
 
   const LinkProfile& profile(const std::string& name) const { return profiles.at(name); }
+  int rails(const Region& r) const { return r.rails > 0 ? r.rails : r.gpus_per_server; }
   const Region* region(const std::string& name) const {
     for (const auto& r : regions)
       if (r.name == name) return &r;

@@ -70,7 +70,7 @@ bool node_exists(const Scenario& sc, std::string_view name) {
   if (s == "vpc" || s == "tr") return true;
   if (take(s, "spine")) return take_number(s, i) && s.empty() && i >= 0 && i < r->spines;
   if (take(s, "tor")) {
-    if (!take_number(s, i) || i < 0 || i >= r->gpus_per_server) return false;
+    if (!take_number(s, i) || i < 0 || i >= sc.rails(*r)) return false;
     if (r->dual_tor) return s == "a" || s == "b";
     return s.empty();
   }
