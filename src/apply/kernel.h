@@ -1,5 +1,5 @@
 // Kernel: the applier's view of the machine. NetlinkKernel (netlink_kernel.h) is the real one;
-// RecordingKernel (recording_kernel.h) records calls for tests and can be told to fail.
+// tests hand the applier a recording fake (tests/unit/recording_kernel.h) that can be told to fail.
 //
 // Ops are submitted in plan order. An implementation may pipeline (send now, read the kernel's
 // acknowledgement later): a failure can then surface at a later submit() or at sync(), and

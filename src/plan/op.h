@@ -79,8 +79,8 @@ struct WriteHosts {
   std::string content;
 };
 
-using Op = std::variant<CreateNetns, CreateVeth, CreateBridge, AddAddr, AddRoute, SetSysctl,
-                        WriteHosts>;
+using Op =
+    std::variant<CreateNetns, CreateVeth, CreateBridge, AddAddr, AddRoute, SetSysctl, WriteHosts>;
 
 // One line, the same text `testbedctl plan` prints and the golden tests pin.
 std::string to_text(const Op& op);

@@ -1,0 +1,164 @@
+#include "apply/lab.h"
+
+#include <arpa/inet.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "apply/applier.h"
+
+namespace tb::apply {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void on_signal(int) {
+  g_interrupted = true;
+}
+
+// Catches SIGINT/SIGTERM/SIGHUP for its lifetime; restores the previous handlers after.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    g_interrupted = false;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~SignalGuard() {
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &old_[i], nullptr);
+  }
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[3];
+};
+
+bool pid_alive(int pid) {
+  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+}
+
+// Files under /etc/netns/*/hosts whose first line is one of our markers.
+int remove_marked_hosts(const std::string& lab) {
+  namespace fs = std::filesystem;
+  const std::string want = "# " + plan::owner_marker(lab) + (lab.empty() ? "" : " ");
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/etc/netns", ec)) {
+    const fs::path hosts = e.path() / "hosts";
+    std::ifstream in(hosts);
+    std::string first;
+    if (!in || !std::getline(in, first)) continue;
+    if (!first.starts_with(want)) continue;
+    if (fs::remove(hosts, ec)) ++removed;
+    fs::remove(e.path(), ec);  // only if now empty
+  }
+  return removed;
+}
+
+}  // namespace
+
+std::vector<std::string> overlapping_host_routes(const Prefix& space) {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/net/route");
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string ifname, dst, gw, flags, refcnt, use, metric, mask;
+    if (!(ls >> ifname >> dst >> gw >> flags >> refcnt >> use >> metric >> mask)) continue;
+    uint32_t d = ntohl(static_cast<uint32_t>(std::stoul(dst, nullptr, 16)));
+    uint32_t m = ntohl(static_cast<uint32_t>(std::stoul(mask, nullptr, 16)));
+    if (m == 0) continue;  // the default route covers everything; it is not a conflict
+    Prefix p{Ipv4{d}, std::popcount(m)};
+    if (p.overlaps(space)) out.push_back(p.to_string() + " dev " + ifname);
+  }
+  return out;
+}
+
+Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, Kernel& kernel) {
+  const std::string& lab = plan.lab;
+  if (auto st = load_state(lab)) {
+    if (st->phase == "up" || pid_alive(st->pid))
+      return bad_input("lab \"" + lab + "\" is already up (from " + st->scenario +
+                       "); run `testbedctl down " + lab + "` first");
+  }
+  auto left = kernel.owned_netns(plan::owner_marker(lab) + " ");
+  if (!left) return std::unexpected(left.error());
+  if (!left->empty())
+    return bad_input("lab \"" + lab + "\" has " + std::to_string(left->size()) +
+                     " namespaces left over from an earlier run (e.g. " + left->front() +
+                     "); run `testbedctl clean " + lab + "` first");
+  auto lock = LabLock::acquire(lab);
+  if (!lock) return std::unexpected(lock.error());
+
+  LabState state{lab, scenario_path, "building", std::time(nullptr), ::getpid(), plan.topo};
+  TB_TRY(save_state(state));
+  auto journal = Journal::create(journal_path(lab));
+  if (!journal) {
+    (void)remove_state(lab);
+    return std::unexpected(journal.error());
+  }
+  SignalGuard signals;
+  ApplyOptions opts;
+  opts.interrupted = &g_interrupted;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (auto r = apply_plan(plan, kernel, *journal, opts); !r) {
+    (void)remove_state(lab);
+    return std::unexpected(with_context(r.error(), "bring up lab " + lab));
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  state.phase = "up";
+  if (auto r = save_state(state); !r) {
+    (void)teardown(journal->ops(), kernel);
+    (void)remove_state(lab);
+    return std::unexpected(r.error());
+  }
+  return UpResult{std::move(state), secs};
+}
+
+Status down(const std::string& lab, Kernel& kernel) {
+  auto lock = LabLock::acquire(lab);
+  if (!lock) return std::unexpected(lock.error());
+  std::string errors;
+  if (auto ops = Journal::read(journal_path(lab)); ops) {
+    if (auto r = teardown(*ops, kernel); !r) errors = r.error().message;
+  } else if (ops.error().sys_errno != ENOENT) {
+    spdlog::warn("{}; falling back to the owner-marker sweep", ops.error().message);
+  }
+  // Anything the journal did not name (a crash between create and journal write) still
+  // carries the marker.
+  auto swept = clean(lab, kernel);
+  if (!swept && errors.empty()) errors = swept.error().message;
+  if (auto r = remove_state(lab); !r && errors.empty()) errors = r.error().message;
+  if (!errors.empty()) return fail("take down lab " + lab + ": " + errors);
+  return {};
+}
+
+Result<int> clean(const std::string& lab, Kernel& kernel) {
+  const std::string marker = plan::owner_marker(lab) + (lab.empty() ? "" : " ");
+  auto owned = kernel.owned_netns(lab.empty() ? "testbedctl lab=" : marker);
+  if (!owned) return std::unexpected(owned.error());
+  std::string errors;
+  for (const auto& ns : *owned)
+    if (auto r = kernel.undo(plan::CreateNetns{ns, "", ""}); !r)
+      errors += (errors.empty() ? "" : "; ") + r.error().message;
+  remove_marked_hosts(lab);
+  for (const auto& l : list_labs()) {
+    if (!lab.empty() && l != lab) continue;
+    auto st = load_state(l);
+    if (st && pid_alive(st->pid) && st->pid != ::getpid() && st->phase == "building") continue;
+    if (lab.empty() && st && st->phase == "up") {
+      // --all: a lab that is up lost its namespaces above; its state goes too.
+    }
+    (void)remove_state(l);
+  }
+  if (!errors.empty()) return fail("clean: " + errors);
+  return static_cast<int>(owned->size());
+}
+
+}  // namespace tb::apply

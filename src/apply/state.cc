@@ -1,0 +1,94 @@
+#include "apply/state.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace tb::apply {
+namespace fs = std::filesystem;
+
+std::string run_root() {
+  const char* env = std::getenv("TESTBEDCTL_RUN_DIR");
+  return env && *env ? env : "/run/testbedctl";
+}
+std::string lab_dir(const std::string& lab) {
+  return run_root() + "/" + lab;
+}
+std::string journal_path(const std::string& lab) {
+  return lab_dir(lab) + "/journal.jsonl";
+}
+
+std::vector<std::string> list_labs() {
+  std::vector<std::string> labs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(run_root(), ec))
+    if (e.is_directory()) labs.push_back(e.path().filename());
+  std::ranges::sort(labs);
+  return labs;
+}
+
+Result<LabState> load_state(const std::string& lab) {
+  const std::string path = lab_dir(lab) + "/state.json";
+  std::ifstream in(path);
+  if (!in) return fail("lab \"" + lab + "\" is not up (no " + path + ")", ENOENT);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) return fail("lab \"" + lab + "\": " + path + " is unreadable");
+  try {
+    LabState s;
+    s.lab = j.at("lab");
+    s.scenario = j.at("scenario");
+    s.phase = j.at("phase");
+    s.created_unix = j.at("created_unix");
+    s.pid = j.at("pid");
+    s.topo = plan::topology_from_json(j.at("topology"));
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    return fail("lab \"" + lab + "\": " + path + ": " + e.what());
+  }
+}
+
+Status save_state(const LabState& s) {
+  std::error_code ec;
+  fs::create_directories(lab_dir(s.lab), ec);
+  if (ec) return fail("create " + lab_dir(s.lab) + ": " + ec.message());
+  nlohmann::json j = {{"lab", s.lab},     {"scenario", s.scenario},
+                      {"phase", s.phase}, {"created_unix", s.created_unix},
+                      {"pid", s.pid},     {"topology", plan::to_json(s.topo)}};
+  const std::string path = lab_dir(s.lab) + "/state.json", tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(1) << "\n";
+    if (!out) return fail("write " + tmp);
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) return fail("rename " + tmp + ": " + ec.message());
+  return {};
+}
+
+Status remove_state(const std::string& lab) {
+  std::error_code ec;
+  fs::remove_all(lab_dir(lab), ec);
+  if (ec) return fail("remove " + lab_dir(lab) + ": " + ec.message());
+  return {};
+}
+
+Result<LabLock> LabLock::acquire(const std::string& lab) {
+  std::error_code ec;
+  fs::create_directories(lab_dir(lab), ec);
+  if (ec) return fail("create " + lab_dir(lab) + ": " + ec.message());
+  const std::string path = lab_dir(lab) + "/lock";
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd) return sys_fail("open " + path);
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK)
+      return fail("lab \"" + lab + "\" is being changed by another testbedctl (lock " + path + ")");
+    return sys_fail("lock " + path);
+  }
+  return LabLock(std::move(fd));
+}
+
+}  // namespace tb::apply

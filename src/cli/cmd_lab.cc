@@ -1,0 +1,159 @@
+// Verbs that change or inspect a live lab: up, down, clean, status, exec.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <regex>
+
+#include "apply/lab.h"
+#include "apply/netlink_kernel.h"
+#include "cli/commands.h"
+#include "cli/load.h"
+#include "cli/render.h"
+#include "runner/exec.h"
+#include "scenario/names.h"
+
+namespace tb::cli {
+namespace {
+
+// "LAB|SCENARIO": a path to an existing file names the scenario's lab.
+Result<std::string> resolve_lab(const std::string& target) {
+  if (std::filesystem::is_regular_file(target)) {
+    auto s = scenario::load(target);
+    if (!s) return std::unexpected(s.error());
+    return s->lab;
+  }
+  return target;
+}
+
+}  // namespace
+
+std::optional<int> require_root(const std::string& verb) {
+  if (::geteuid() == 0) return std::nullopt;
+  std::fprintf(stderr,
+               "testbedctl: %s needs root (it creates network namespaces and interfaces); run "
+               "it with sudo\n",
+               verb.c_str());
+  return kExitBadInput;
+}
+
+int cmd_up(const std::string& path, const std::string& name) {
+  if (!name.empty() && !std::regex_match(name, std::regex("[a-z][a-z0-9]{0,7}")))
+    return report(Error{"--name \"" + name +
+                            "\": a lab name is 1-8 lowercase letters or digits, starting with a "
+                            "letter",
+                        0, kExitBadInput});
+  auto p = load_and_compile(path, name);
+  if (!p) return report(p.error());
+  if (auto rc = require_root("up")) return *rc;
+  auto s = scenario::load(path);
+  if (auto overlap = apply::overlapping_host_routes(s->address_space); !overlap.empty())
+    return report(Error{"address_space " + s->address_space.to_string() +
+                            " overlaps this host's route " + overlap.front() +
+                            "; set [lab] address_space in " + path + " to a free range",
+                        0, kExitBadInput});
+  apply::NetlinkKernel kernel;
+  auto r = apply::up(*p, std::filesystem::absolute(path).string(), kernel);
+  if (!r) return report(r.error());
+  std::printf("lab %s is up: %s built in %.2f s\n", p->lab.c_str(), summary_text(p->topo).c_str(),
+              r->seconds);
+  std::vector<std::string> gpus;
+  for (const auto& n : p->topo.nodes)
+    if (n.kind == plan::NodeKind::kGpu) gpus.push_back(n.name);
+  if (gpus.size() >= 2)
+    std::printf("try:  testbedctl status %s\n      testbedctl exec %s %s -- ping -c1 %s\n",
+                p->lab.c_str(), p->lab.c_str(), gpus.front().c_str(),
+                scenario::host_name(gpus.back()).c_str());
+  std::printf("      testbedctl down %s\n", p->lab.c_str());
+  return kExitOk;
+}
+
+int cmd_down(const std::string& target) {
+  auto lab = resolve_lab(target);
+  if (!lab) return report(lab.error());
+  if (auto rc = require_root("down")) return *rc;
+  const bool known = apply::load_state(*lab).has_value();
+  apply::NetlinkKernel kernel;
+  if (auto r = apply::down(*lab, kernel); !r) return report(r.error());
+  std::printf(known ? "lab %s is down\n" : "lab %s was not up; nothing left of it\n", lab->c_str());
+  return kExitOk;
+}
+
+int cmd_clean(const std::string& lab, bool all) {
+  if (lab.empty() == !all)
+    return report(Error{"clean needs either a lab name or --all", 0, kExitBadInput});
+  if (auto rc = require_root("clean")) return *rc;
+  apply::NetlinkKernel kernel;
+  std::optional<apply::LabLock> lock;
+  if (!lab.empty()) {
+    auto l = apply::LabLock::acquire(lab);
+    if (!l) return report(l.error());
+    lock.emplace(std::move(*l));
+  }
+  auto r = apply::clean(all ? "" : lab, kernel);
+  if (!r) return report(r.error());
+  std::printf("removed %d namespace%s%s\n", *r, *r == 1 ? "" : "s",
+              all ? " of all labs" : (" of lab " + lab).c_str());
+  return kExitOk;
+}
+
+int cmd_status(const std::string& lab, bool json) {
+  if (lab.empty()) {
+    nlohmann::json labs = nlohmann::json::array();
+    for (const auto& l : apply::list_labs()) {
+      auto st = apply::load_state(l);
+      if (!st) continue;
+      labs.push_back({{"lab", st->lab},
+                      {"phase", st->phase},
+                      {"scenario", st->scenario},
+                      {"nodes", st->topo.nodes.size()},
+                      {"links", st->topo.links.size()}});
+      if (!json)
+        std::printf("%-10s %-9s %4zu nodes %4zu links  %s\n", st->lab.c_str(), st->phase.c_str(),
+                    st->topo.nodes.size(), st->topo.links.size(), st->scenario.c_str());
+    }
+    if (json)
+      std::cout << nlohmann::json{{"labs", labs}}.dump(1) << "\n";
+    else if (labs.empty())
+      std::printf("no labs are up\n");
+    return kExitOk;
+  }
+  auto st = apply::load_state(lab);
+  if (!st) return report(Error{st.error().message, 0, kExitBadInput});
+  LiveState live;
+  const bool have_live = ::geteuid() == 0;
+  if (have_live) {
+    apply::NetlinkKernel kernel;
+    for (const auto& n : st->topo.nodes) {
+      auto ifs = kernel.interfaces(n.netns);
+      if (ifs) live[n.netns] = std::move(*ifs);
+    }
+  }
+  if (json)
+    std::cout << status_json(*st, have_live ? &live : nullptr).dump(1) << "\n";
+  else
+    std::cout << status_text(*st, have_live ? &live : nullptr);
+  return kExitOk;
+}
+
+int cmd_exec(const std::string& lab, const std::string& node,
+             const std::vector<std::string>& argv) {
+  auto st = apply::load_state(lab);
+  if (!st) return report(Error{st.error().message, 0, kExitBadInput});
+  const plan::Node* n = st->topo.node(scenario::canonical_node(node));
+  if (!n) {
+    std::string some;
+    for (size_t i = 0; i < st->topo.nodes.size() && i < 4; ++i)
+      some += (i ? ", " : "") + st->topo.nodes[i].name;
+    return report(Error{"lab " + lab + " has no node \"" + node + "\" (nodes are named like " +
+                            some + "; see `testbedctl status " + lab + "`)",
+                        0, kExitBadInput});
+  }
+  if (auto rc = require_root("exec")) return *rc;
+  auto r = runner::exec_in_netns(n->netns, argv);
+  if (!r) return report(r.error());
+  return *r;
+}
+
+}  // namespace tb::cli

@@ -1,0 +1,32 @@
+// testbedctl verbs. Each returns the process exit code (0 ok, 1 failed, 2 bad input or
+// environment) and prints its own output; main.cc only parses flags.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tb::cli {
+
+struct Common {
+  bool json = false;
+};
+
+int cmd_validate(const std::string& scenario);
+int cmd_plan(const std::string& scenario, const std::string& format);
+int cmd_graph(const std::string& target, const std::string& format);
+int cmd_up(const std::string& scenario, const std::string& name);
+int cmd_down(const std::string& target);
+int cmd_clean(const std::string& lab, bool all);
+int cmd_status(const std::string& lab, bool json);
+int cmd_exec(const std::string& lab, const std::string& node, const std::vector<std::string>& argv);
+int cmd_doctor(bool json);
+
+// Prints "testbedctl: <message>" to stderr and returns the error's exit code.
+int report(const Error& e);
+// Exit code 2 with a clear message unless we run as root.
+std::optional<int> require_root(const std::string& verb);
+
+}  // namespace tb::cli

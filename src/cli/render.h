@@ -1,0 +1,30 @@
+// Rendering for the terminal and machines: lab summaries, status tables and their JSON twins,
+// and topology graphs (Graphviz dot, Mermaid). Pure functions of the topology and live state.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "apply/kernel.h"
+#include "apply/state.h"
+#include "plan/topology.h"
+
+namespace tb::cli {
+
+// Live interface facts per namespace, as apply::Kernel::interfaces() reported them.
+using LiveState = std::map<std::string, std::vector<apply::IfaceInfo>>;
+
+// What the backends are, in words, for every report ("topology: ...; shaping: ...").
+nlohmann::json backends_json();
+std::string backends_text();
+
+std::string summary_text(const plan::Topology& t);
+std::string status_text(const apply::LabState& s, const LiveState* live);
+nlohmann::json status_json(const apply::LabState& s, const LiveState* live);
+
+std::string graph_dot(const std::string& lab, const plan::Topology& t);
+std::string graph_mermaid(const std::string& lab, const plan::Topology& t);
+
+}  // namespace tb::cli

@@ -1,0 +1,292 @@
+// plan::compile — builds the topology and the ordered ops. See plan.h for the address plan.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "plan/address.h"
+#include "plan/emulate.h"
+#include "plan/hosts.h"
+#include "plan/plan.h"
+#include "scenario/names.h"
+
+namespace tb::plan {
+namespace {
+
+using scenario::Region;
+using scenario::Scenario;
+
+constexpr uint32_t kGpuRailOffset = 8;  // .1 ToR a, .2 ToR b, .3-.7 reserved, GPUs from .8
+constexpr int kMetricPrimary = 100;
+constexpr int kMetricBackup = 200;
+
+struct RegionAddrs {
+  Prefix rail_block;          // every rail prefix plus the spines' chunk
+  std::vector<Prefix> rails;  // one per rail
+  Prefix spines;              // spine router addresses (inside rail_block)
+  Prefix frontend_block;      // VPC subnet, NVLink subnets, VPC<->TR /31
+  Prefix vpc;
+  std::vector<Prefix> nvl;  // one per server
+  Prefix uplink;            // /31 VPC <-> TR
+};
+
+class Compiler {
+ public:
+  explicit Compiler(const Scenario& s) : s_(s), alloc_(s.address_space) {}
+
+  Result<Plan> run() {
+    plan_.lab = s_.lab;
+    for (const auto& r : s_.regions) TB_TRY(allocate(r));
+    for (const auto& r : s_.regions) build_region(r);
+    TB_TRY(build_wan());
+    std::vector<Op> ops;
+    for (auto* group : {&netns_, &bridges_, &veths_, &addrs_, &routes_, &sysctls_})
+      std::ranges::move(*group, std::back_inserter(ops));
+    for (auto& h : hosts_files(plan_.lab, plan_.topo, wan_adjacent_)) ops.push_back(std::move(h));
+    plan_.ops = std::move(ops);
+    return std::move(plan_);
+  }
+
+ private:
+  Status allocate(const Region& r) {
+    RegionAddrs a;
+    const int rails = s_.rails(r);
+    const int per_rail = r.servers * ((r.gpus_per_server + rails - 1) / rails);
+    const uint64_t rail_size = uint64_t{1} << (32 - prefix_len_for(kGpuRailOffset + per_rail + 1));
+    const uint64_t spine_chunk = std::max<uint64_t>(rail_size, r.spines + 1);
+    auto block = alloc_.allocate(rail_size * rails + spine_chunk, "region " + r.name + " rails");
+    if (!block) return std::unexpected(block.error());
+    a.rail_block = *block;
+    for (int i = 0; i < rails; ++i)
+      a.rails.push_back(Prefix{Ipv4{a.rail_block.addr.value + static_cast<uint32_t>(i * rail_size)},
+                               prefix_len_for(rail_size)});
+    a.spines = Prefix{Ipv4{a.rail_block.addr.value + static_cast<uint32_t>(rails * rail_size)},
+                      prefix_len_for(spine_chunk)};
+    const uint64_t vpc_size = uint64_t{1} << (32 - prefix_len_for(r.servers + 3));
+    const uint64_t nvl_size = uint64_t{1} << (32 - prefix_len_for(r.gpus_per_server + 3));
+    const uint64_t fe_size = std::max(vpc_size, nvl_size) * 2 + nvl_size * r.servers;
+    auto fe = alloc_.allocate(fe_size, "region " + r.name + " frontend");
+    if (!fe) return std::unexpected(fe.error());
+    a.frontend_block = *fe;
+    // Largest-first packing keeps every subnet aligned inside the block.
+    uint32_t cur = fe->addr.value;
+    auto take = [&](uint64_t size) {
+      cur = static_cast<uint32_t>((uint64_t{cur} + size - 1) / size * size);
+      Prefix p{Ipv4{cur}, prefix_len_for(size)};
+      cur += static_cast<uint32_t>(size);
+      return p;
+    };
+    a.vpc = take(vpc_size);
+    for (int s = 0; s < r.servers; ++s) a.nvl.push_back(take(nvl_size));
+    a.uplink = take(2);
+    TB_CHECK(uint64_t{cur} <= uint64_t{fe->addr.value} + fe->size());
+    region_addrs_[r.name] = std::move(a);
+    return {};
+  }
+
+  Node& add_node(const std::string& name, NodeKind kind, const std::string& region, int server,
+                 int index) {
+    std::string ns = scenario::netns_name(s_.lab, name);
+    netns_.push_back(CreateNetns{ns, name, owner_marker(s_.lab) + " node=" + name});
+    plan_.topo.nodes.push_back(Node{name, ns, kind, region, server, index, {}});
+    return plan_.topo.nodes.back();
+  }
+
+  const std::string& ns(const std::string& node) {
+    return plan_.topo.node(node)->netns;  // nodes are added before links name them
+  }
+
+  void set_addr(const std::string& node, const std::string& role, Prefix p) {
+    for (auto& n : plan_.topo.nodes)
+      if (n.name == node) n.addrs.emplace_back(role, p);
+  }
+
+  // One veth pair between node a's `ia` and node b's `ib`, plus its addresses.
+  void link(const std::string& a, const std::string& ia, std::optional<Prefix> aa,
+            const std::string& master_a, const std::string& b, const std::string& ib,
+            std::optional<Prefix> ab, const std::string& master_b, Tier tier,
+            const std::string& profile, const std::string& wan = "", const std::string& role = "") {
+    const auto& p = s_.profile(profile);
+    Link l{{a, ia, aa},     {b, ib, ab},         tier, profile, wan, role,
+           real_figures(p), emulate(p, s_.scale)};
+    std::string what = std::string(" ") + to_string(tier) + " link " + a + ":" + ia + " <-> " + b +
+                       ":" + ib + " (" + profile + ")";
+    veths_.push_back(CreateVeth{{ns(a), ia, owner_marker(s_.lab) + what, master_a},
+                                {ns(b), ib, owner_marker(s_.lab) + what, master_b},
+                                p.mtu});
+    if (aa) addrs_.push_back(AddAddr{ns(a), ia, *aa});
+    if (ab) addrs_.push_back(AddAddr{ns(b), ib, *ab});
+    plan_.topo.links.push_back(std::move(l));
+  }
+
+  void bridge(const std::string& node, const std::string& ifname, int mtu, Prefix addr) {
+    bridges_.push_back(CreateBridge{ns(node), ifname,
+                                    owner_marker(s_.lab) + " bridge " + node + ":" + ifname, mtu});
+    addrs_.push_back(AddAddr{ns(node), ifname, addr});
+  }
+
+  void route(const std::string& node, Prefix dst, std::vector<Nexthop> nhs,
+             std::optional<Ipv4> src = std::nullopt, int metric = 0) {
+    routes_.push_back(AddRoute{ns(node), dst.network(), std::move(nhs), src, metric});
+  }
+
+  void sysctl(const std::string& node, const std::string& key, const std::string& value) {
+    sysctls_.push_back(SetSysctl{ns(node), key, value});
+  }
+
+  void forwarding(const std::string& node) { sysctl(node, "net/ipv4/ip_forward", "1"); }
+
+  void build_region(const Region& r);
+  Status build_wan();
+
+  const Scenario& s_;
+  AddressAllocator alloc_;
+  Plan plan_;
+  std::map<std::string, RegionAddrs> region_addrs_;
+  std::set<std::pair<std::string, std::string>> wan_adjacent_;
+  std::vector<Op> netns_, bridges_, veths_, addrs_, routes_, sysctls_;
+};
+
+void Compiler::build_region(const Region& r) {
+  using namespace scenario;
+  const RegionAddrs& a = region_addrs_.at(r.name);
+  const int rails = s_.rails(r);
+  const int gpr = (r.gpus_per_server + rails - 1) / rails;  // GPUs per server on one rail
+  const std::vector<int> sides = r.dual_tor ? std::vector<int>{1, 2} : std::vector<int>{0};
+  const std::string spine_profile = r.spine_link.empty() ? r.rail : r.spine_link;
+  auto tor_addr = [&](int rail, int side) { return host(a.rails[rail], side == 2 ? 2 : 1); };
+  auto gpu_rail_addr = [&](int s, int j) {
+    return host(a.rails[j % rails], kGpuRailOffset + s * gpr + j / rails);
+  };
+  auto spine_addr = [&](int k) { return host(a.spines, k + 1); };
+  auto side_suffix = [](int side) { return side == 0 ? "" : side == 1 ? "a" : "b"; };
+
+  // Nodes, outermost first.
+  add_node(tr_node(r.name), NodeKind::kTransitRouter, r.name, -1, -1);
+  add_node(vpc_node(r.name), NodeKind::kVpc, r.name, -1, -1);
+  for (int k = 0; k < r.spines; ++k)
+    add_node(spine_node(r.name, k), NodeKind::kSpine, r.name, -1, k);
+  for (int rail = 0; rail < rails; ++rail)
+    for (int side : sides) add_node(tor_node(r.name, rail, side), NodeKind::kTor, r.name, -1, rail);
+  for (int s = 0; s < r.servers; ++s) {
+    add_node(server_node(r.name, s), NodeKind::kServer, r.name, s, -1);
+    for (int j = 0; j < r.gpus_per_server; ++j)
+      add_node(gpu_node(r.name, s, j), NodeKind::kGpu, r.name, s, j);
+  }
+
+  // Frontend: VPC switch (bridge + gateway) <-> transit router.
+  const std::string vpc = vpc_node(r.name), tr = tr_node(r.name);
+  const Prefix vpc_gw = nth(a.vpc, 1);
+  bridge(vpc, "br", s_.profile(r.frontend).mtu, vpc_gw);
+  set_addr(vpc, "fe", vpc_gw);
+  link(vpc, "tr", nth(a.uplink, 0), "", tr, "vpc", nth(a.uplink, 1), "", Tier::kUplink, r.frontend);
+  set_addr(tr, "fe", nth(a.uplink, 1));
+  route(vpc, Prefix{Ipv4{0}, 0}, {{"tr", nth_addr(a.uplink, 1)}});
+  route(tr, a.frontend_block, {{"vpc", nth_addr(a.uplink, 0)}});
+  forwarding(vpc);
+  forwarding(tr);
+  sysctl(tr, "net/ipv4/conf/all/ignore_routes_with_linkdown", "1");
+
+  // Aggregation: every ToR to every spine, unnumbered (/32 on both ends, onlink routes).
+  for (int k = 0; k < r.spines; ++k) {
+    const std::string sp = spine_node(r.name, k);
+    set_addr(sp, "rail", spine_addr(k));
+    for (int rail = 0; rail < rails; ++rail) {
+      std::vector<Nexthop> to_rail;
+      for (int side : sides) {
+        const std::string tor = tor_node(r.name, rail, side);
+        const std::string port = "t" + std::to_string(rail) + side_suffix(side);
+        link(tor, "sp" + std::to_string(k), tor_addr(rail, side), "", sp, port, spine_addr(k), "",
+             Tier::kAggregation, spine_profile);
+        to_rail.push_back({port, tor_addr(rail, side).addr});
+        route(sp, tor_addr(rail, side), {{port, tor_addr(rail, side).addr}});
+      }
+      route(sp, a.rails[rail], to_rail);
+    }
+    forwarding(sp);
+    sysctl(sp, "net/ipv4/conf/all/ignore_routes_with_linkdown", "1");
+  }
+  for (int rail = 0; rail < rails; ++rail)
+    for (int side : sides) {
+      const std::string tor = tor_node(r.name, rail, side);
+      set_addr(tor, "rail", tor_addr(rail, side));
+      std::vector<Nexthop> up;
+      for (int k = 0; k < r.spines; ++k)
+        up.push_back({"sp" + std::to_string(k), spine_addr(k).addr});
+      if (!up.empty()) route(tor, a.rail_block, up);
+      forwarding(tor);
+      sysctl(tor, "net/ipv4/conf/all/ignore_routes_with_linkdown", "1");
+    }
+
+  // Servers: NVSwitch bridge, frontend NIC; GPUs: NVLink port and rail port(s).
+  for (int s = 0; s < r.servers; ++s) {
+    const std::string srv = server_node(r.name, s);
+    const Prefix host_nvl = nth(a.nvl[s], 1), fe = Prefix{nth_addr(a.vpc, 2 + s), a.vpc.len};
+    bridge(srv, "nvsw", s_.profile(r.scale_up).mtu, host_nvl);
+    set_addr(srv, "nvl", host_nvl);
+    set_addr(srv, "fe", fe);
+    link(srv, "fe", fe, "", vpc, "s" + std::to_string(s), std::nullopt, "br", Tier::kFrontend,
+         r.frontend);
+    route(srv, Prefix{Ipv4{0}, 0}, {{"fe", vpc_gw.addr}});
+    route(vpc, a.nvl[s], {{"br", fe.addr}});
+    forwarding(srv);
+    for (int j = 0; j < r.gpus_per_server; ++j) {
+      const std::string gpu = gpu_node(r.name, s, j);
+      const Prefix nvl = nth(a.nvl[s], 2 + j), rail_addr = gpu_rail_addr(s, j);
+      link(gpu, "nvl", nvl, "", srv, "g" + std::to_string(j), std::nullopt, "nvsw", Tier::kScaleUp,
+           r.scale_up);
+      set_addr(gpu, "nvl", nvl);
+      set_addr(gpu, "rail", rail_addr);
+      std::vector<Nexthop> via_tors;
+      const std::string tor_port = "s" + std::to_string(s) + "g" + std::to_string(j);
+      for (int side : sides) {
+        const std::string tor = tor_node(r.name, j % rails, side);
+        const std::string port = std::string("rail") + side_suffix(side);
+        link(gpu, port, rail_addr, "", tor, tor_port, tor_addr(j % rails, side), "",
+             Tier::kScaleOut, r.rail);
+        route(tor, rail_addr, {{tor_port, std::nullopt}});
+        via_tors.push_back({port, tor_addr(j % rails, side).addr});
+      }
+      route(gpu, a.rail_block, via_tors, rail_addr.addr);
+      route(gpu, Prefix{Ipv4{0}, 0}, {{"nvl", host_nvl.addr}});
+      if (r.dual_tor) sysctl(gpu, "net/ipv4/conf/all/ignore_routes_with_linkdown", "1");
+    }
+  }
+}
+
+Status Compiler::build_wan() {
+  std::map<std::pair<std::string, std::string>, int> backups;
+  for (const auto& w : s_.wans) {
+    if (w.name == "vpc")
+      return bad_input(s_.file + ":" + std::to_string(w.loc.line) + ":" +
+                       std::to_string(w.loc.col) +
+                       ": wan \"vpc\": name is reserved for the transit router's VPC port; "
+                       "choose another name");
+    auto p = alloc_.allocate(2, "wan " + w.name);
+    if (!p) return std::unexpected(p.error());
+    const std::string ta = scenario::tr_node(w.a), tb = scenario::tr_node(w.b);
+    const bool primary = w.role == scenario::WanRole::kPrimary;
+    link(ta, w.name, nth(*p, 0), "", tb, w.name, nth(*p, 1), "", Tier::kWan, w.profile, w.name,
+         primary ? "primary" : "backup");
+    int metric = kMetricPrimary;
+    if (!primary) metric = kMetricBackup + backups[std::minmax(w.a, w.b)]++;
+    route(ta, region_addrs_.at(w.b).frontend_block, {{w.name, nth_addr(*p, 1)}}, std::nullopt,
+          metric);
+    route(tb, region_addrs_.at(w.a).frontend_block, {{w.name, nth_addr(*p, 0)}}, std::nullopt,
+          metric);
+    wan_adjacent_.insert({w.a, w.b});
+    wan_adjacent_.insert({w.b, w.a});
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string owner_marker(const std::string& lab) {
+  return "testbedctl lab=" + lab;
+}
+
+Result<Plan> compile(const Scenario& s) {
+  return Compiler(s).run();
+}
+
+}  // namespace tb::plan

@@ -1,0 +1,168 @@
+#include "plan/op.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tb::plan {
+namespace {
+
+template <class... Fs>
+struct Overload : Fs... {
+  using Fs::operator()...;
+};
+
+std::string endpoint_text(const Endpoint& e) {
+  std::string s = e.netns + ":" + e.ifname;
+  if (!e.master.empty()) s += "@" + e.master;
+  return s;
+}
+
+nlohmann::json endpoint_json(const Endpoint& e) {
+  return {{"netns", e.netns}, {"ifname", e.ifname}, {"alias", e.alias}, {"master", e.master}};
+}
+
+Endpoint endpoint_from(const nlohmann::json& j) {
+  return Endpoint{j.at("netns"), j.at("ifname"), j.value("alias", ""), j.value("master", "")};
+}
+
+}  // namespace
+
+std::string to_text(const Op& op) {
+  return std::visit(
+      Overload{
+          [](const CreateNetns& o) { return "netns  " + o.netns + "  node=" + o.node; },
+          [](const CreateVeth& o) {
+            return "veth   " + endpoint_text(o.a) + " <-> " + endpoint_text(o.b) +
+                   "  mtu=" + std::to_string(o.mtu);
+          },
+          [](const CreateBridge& o) {
+            return "bridge " + o.netns + ":" + o.ifname + "  mtu=" + std::to_string(o.mtu);
+          },
+          [](const AddAddr& o) {
+            return "addr   " + o.netns + ":" + o.ifname + "  " + o.addr.to_string();
+          },
+          [](const AddRoute& o) {
+            std::string s = "route  " + o.netns + "  " + o.dst.to_string();
+            for (const auto& nh : o.nexthops) {
+              if (o.nexthops.size() > 1) s += "  nexthop";
+              if (nh.via) s += " via " + nh.via->to_string() + " onlink";
+              s += " dev " + nh.ifname;
+              if (o.nexthops.size() > 1) s += " weight " + std::to_string(nh.weight);
+            }
+            if (o.src) s += "  src " + o.src->to_string();
+            if (o.metric) s += "  metric " + std::to_string(o.metric);
+            return s;
+          },
+          [](const SetSysctl& o) { return "sysctl " + o.netns + "  " + o.key + "=" + o.value; },
+          [](const WriteHosts& o) {
+            size_t lines = 0;
+            for (char c : o.content) lines += c == '\n';
+            return "hosts  " + o.netns + "  (" + std::to_string(lines) + " lines)";
+          },
+      },
+      op);
+}
+
+const std::string& op_netns(const Op& op) {
+  return std::visit(Overload{
+                        [](const CreateVeth& o) -> const std::string& { return o.a.netns; },
+                        [](const auto& o) -> const std::string& { return o.netns; },
+                    },
+                    op);
+}
+
+nlohmann::json to_json(const Op& op) {
+  return std::visit(
+      Overload{
+          [](const CreateNetns& o) -> nlohmann::json {
+            return {{"op", "netns"}, {"netns", o.netns}, {"node", o.node}, {"marker", o.marker}};
+          },
+          [](const CreateVeth& o) -> nlohmann::json {
+            return {{"op", "veth"},
+                    {"a", endpoint_json(o.a)},
+                    {"b", endpoint_json(o.b)},
+                    {"mtu", o.mtu}};
+          },
+          [](const CreateBridge& o) -> nlohmann::json {
+            return {{"op", "bridge"},
+                    {"netns", o.netns},
+                    {"ifname", o.ifname},
+                    {"alias", o.alias},
+                    {"mtu", o.mtu}};
+          },
+          [](const AddAddr& o) -> nlohmann::json {
+            return {{"op", "addr"},
+                    {"netns", o.netns},
+                    {"ifname", o.ifname},
+                    {"addr", o.addr.to_string()}};
+          },
+          [](const AddRoute& o) -> nlohmann::json {
+            nlohmann::json nhs = nlohmann::json::array();
+            for (const auto& nh : o.nexthops) {
+              nlohmann::json n = {{"dev", nh.ifname}, {"weight", nh.weight}};
+              if (nh.via) n["via"] = nh.via->to_string();
+              nhs.push_back(n);
+            }
+            nlohmann::json j = {{"op", "route"},
+                                {"netns", o.netns},
+                                {"dst", o.dst.to_string()},
+                                {"nexthops", nhs},
+                                {"metric", o.metric}};
+            if (o.src) j["src"] = o.src->to_string();
+            return j;
+          },
+          [](const SetSysctl& o) -> nlohmann::json {
+            return {{"op", "sysctl"}, {"netns", o.netns}, {"key", o.key}, {"value", o.value}};
+          },
+          [](const WriteHosts& o) -> nlohmann::json {
+            // The journal keeps only the marker line: undo needs nothing else.
+            return {{"op", "hosts"},
+                    {"netns", o.netns},
+                    {"marker", o.content.substr(0, o.content.find('\n'))}};
+          },
+      },
+      op);
+}
+
+Result<Op> op_from_json(const nlohmann::json& j) {
+  try {
+    const std::string kind = j.at("op");
+    if (kind == "netns") return CreateNetns{j.at("netns"), j.at("node"), j.at("marker")};
+    if (kind == "veth")
+      return CreateVeth{endpoint_from(j.at("a")), endpoint_from(j.at("b")), j.at("mtu")};
+    if (kind == "bridge")
+      return CreateBridge{j.at("netns"), j.at("ifname"), j.value("alias", ""), j.at("mtu")};
+    if (kind == "addr") {
+      auto p = parse_prefix(j.at("addr").get<std::string>());
+      if (!p) return std::unexpected(p.error());
+      return AddAddr{j.at("netns"), j.at("ifname"), *p};
+    }
+    if (kind == "route") {
+      AddRoute r{j.at("netns"), {}, {}, std::nullopt, j.value("metric", 0)};
+      auto dst = parse_prefix(j.at("dst").get<std::string>());
+      if (!dst) return std::unexpected(dst.error());
+      r.dst = *dst;
+      for (const auto& n : j.at("nexthops")) {
+        Nexthop nh{n.at("dev"), std::nullopt, n.value("weight", 1)};
+        if (n.contains("via")) {
+          auto via = parse_ipv4(n.at("via").get<std::string>());
+          if (!via) return std::unexpected(via.error());
+          nh.via = *via;
+        }
+        r.nexthops.push_back(nh);
+      }
+      if (j.contains("src")) {
+        auto src = parse_ipv4(j.at("src").get<std::string>());
+        if (!src) return std::unexpected(src.error());
+        r.src = *src;
+      }
+      return r;
+    }
+    if (kind == "sysctl") return SetSysctl{j.at("netns"), j.at("key"), j.at("value")};
+    if (kind == "hosts") return WriteHosts{j.at("netns"), j.at("marker").get<std::string>() + "\n"};
+    return fail("unknown op \"" + kind + "\" in journal");
+  } catch (const nlohmann::json::exception& e) {
+    return fail(std::string("malformed journal entry: ") + e.what());
+  }
+}
+
+}  // namespace tb::plan

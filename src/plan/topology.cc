@@ -1,0 +1,150 @@
+#include "plan/topology.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tb::plan {
+
+const char* to_string(NodeKind k) {
+  switch (k) {
+    case NodeKind::kGpu:
+      return "gpu";
+    case NodeKind::kServer:
+      return "server";
+    case NodeKind::kTor:
+      return "tor";
+    case NodeKind::kSpine:
+      return "spine";
+    case NodeKind::kVpc:
+      return "vpc";
+    case NodeKind::kTransitRouter:
+      return "transit-router";
+  }
+  return "?";
+}
+
+const char* to_string(Tier t) {
+  switch (t) {
+    case Tier::kScaleUp:
+      return "scale-up";
+    case Tier::kScaleOut:
+      return "scale-out";
+    case Tier::kAggregation:
+      return "aggregation";
+    case Tier::kFrontend:
+      return "frontend";
+    case Tier::kUplink:
+      return "uplink";
+    case Tier::kWan:
+      return "wan";
+  }
+  return "?";
+}
+
+const Node* Topology::node(const std::string& name) const {
+  for (const auto& n : nodes)
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
+namespace {
+
+template <class E>
+E enum_from(const std::string& s, E last) {
+  for (int i = 0; i <= static_cast<int>(last); ++i)
+    if (s == to_string(static_cast<E>(i))) return static_cast<E>(i);
+  return static_cast<E>(0);
+}
+
+nlohmann::json end_json(const LinkEnd& e) {
+  nlohmann::json j = {{"node", e.node}, {"ifname", e.ifname}};
+  if (e.addr) j["addr"] = e.addr->to_string();
+  return j;
+}
+
+LinkEnd end_from(const nlohmann::json& j) {
+  LinkEnd e{j.at("node"), j.at("ifname"), std::nullopt};
+  if (j.contains("addr"))
+    if (auto p = parse_prefix(j.at("addr").get<std::string>())) e.addr = *p;
+  return e;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Topology& t) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : t.nodes) {
+    nlohmann::json addrs = nlohmann::json::object();
+    for (const auto& [role, p] : n.addrs) addrs[role] = p.to_string();
+    nodes.push_back({{"name", n.name},
+                     {"netns", n.netns},
+                     {"kind", to_string(n.kind)},
+                     {"region", n.region},
+                     {"server", n.server},
+                     {"index", n.index},
+                     {"addrs", addrs}});
+  }
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& l : t.links) {
+    links.push_back({
+        {"a", end_json(l.a)},
+        {"b", end_json(l.b)},
+        {"tier", to_string(l.tier)},
+        {"profile", l.profile},
+        {"wan", l.wan},
+        {"role", l.role},
+        {"real",
+         {{"rate_bps", l.real.rate.bps},
+          {"delay_ns", l.real.delay.ns},
+          {"jitter_ns", l.real.jitter.ns},
+          {"loss_pct", l.real.loss_pct},
+          {"mtu", l.real.mtu}}},
+        {"emulated",
+         {{"rate_bps", l.emulated.rate.bps},
+          {"delay_ns", l.emulated.delay.ns},
+          {"jitter_ns", l.emulated.jitter.ns},
+          {"loss_pct", l.emulated.loss_pct},
+          {"mtu", l.emulated.mtu},
+          {"notes", l.emulated.notes}}},
+    });
+  }
+  return {{"nodes", nodes}, {"links", links}};
+}
+
+Topology topology_from_json(const nlohmann::json& j) {
+  Topology t;
+  for (const auto& n : j.at("nodes")) {
+    Node node{n.at("name"),
+              n.at("netns"),
+              enum_from(n.at("kind").get<std::string>(), NodeKind::kTransitRouter),
+              n.at("region"),
+              n.at("server"),
+              n.at("index"),
+              {}};
+    for (const auto& [role, p] : n.at("addrs").items())
+      if (auto pr = parse_prefix(p.get<std::string>())) node.addrs.emplace_back(role, *pr);
+    t.nodes.push_back(std::move(node));
+  }
+  for (const auto& l : j.at("links")) {
+    Link link;
+    link.a = end_from(l.at("a"));
+    link.b = end_from(l.at("b"));
+    link.tier = enum_from(l.at("tier").get<std::string>(), Tier::kWan);
+    link.profile = l.at("profile");
+    link.wan = l.value("wan", "");
+    link.role = l.value("role", "");
+    const auto& r = l.at("real");
+    link.real = {Rate{r.at("rate_bps")}, Duration{r.at("delay_ns")}, Duration{r.at("jitter_ns")},
+                 r.at("loss_pct"), r.at("mtu")};
+    const auto& e = l.at("emulated");
+    link.emulated = {Rate{e.at("rate_bps")},
+                     Duration{e.at("delay_ns")},
+                     Duration{e.at("jitter_ns")},
+                     e.at("loss_pct"),
+                     e.at("mtu"),
+                     e.at("notes").get<std::vector<std::string>>()};
+    t.links.push_back(std::move(link));
+  }
+  return t;
+}
+
+}  // namespace tb::plan
