@@ -1,0 +1,282 @@
+// End to end, as root: the testbedctl binary on the shipped scenarios and on generated ones.
+// Every test takes its lab down however it ends (LabGuard).
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "e2e_util.h"
+
+namespace tb::e2e {
+namespace {
+
+using nlohmann::json;
+
+std::string addr_of(const json& node, const std::string& role) {
+  std::string a = node["addrs"].value(role, "");
+  return a.substr(0, a.find('/'));
+}
+
+std::string host(const std::string& node) {
+  std::string s = node;
+  for (char& c : s)
+    if (c == '/') c = '-';
+  return s;
+}
+
+std::vector<json> gpus(const json& st) {
+  std::vector<json> out;
+  for (const auto& n : st["nodes"])
+    if (n["kind"] == "gpu") out.push_back(n);
+  return out;
+}
+
+// From every GPU, resolve every other GPU by name, check the address is the intended tier's
+// and that the route leaves by the intended interface, and ping it.
+void expect_full_reachability(const std::string& lab) {
+  json st = status_json(lab);
+  ASSERT_FALSE(st.is_null());
+  auto all = gpus(st);
+  ASSERT_GE(all.size(), 2u);
+  for (const auto& src : all) {
+    std::string script;
+    std::vector<std::pair<std::string, std::string>> expect;  // (addr, dev prefix)
+    for (const auto& dst : all) {
+      if (dst["name"] == src["name"]) continue;
+      const bool same_region = dst["region"] == src["region"];
+      const std::string s = src["name"], d = dst["name"];
+      const bool same_server =
+          same_region && s.substr(0, s.rfind('/')) == d.substr(0, d.rfind('/'));
+      std::string addr = same_server || !same_region ? addr_of(dst, "nvl") : addr_of(dst, "rail");
+      expect.emplace_back(addr, same_region && !same_server ? "rail" : "nvl");
+      script += "echo \"$(getent hosts " + host(d) + " | cut -d' ' -f1) $(ip -o route get " + addr +
+                " | grep -o 'dev [a-z]*' ) $(ping -c1 -W2 -q " + host(d) +
+                " >/dev/null && echo ok || echo FAIL)\";";
+    }
+    Run r = testbedctl("exec " + lab + " " + src["name"].get<std::string>() + " -- sh -c \"" +
+                       script + "\"");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    std::istringstream lines(r.out);
+    for (const auto& [addr, dev] : expect) {
+      std::string got_addr, dev_word, got_dev, result;
+      lines >> got_addr >> dev_word >> got_dev >> result;
+      EXPECT_EQ(got_addr, addr) << "from " << src["name"];
+      EXPECT_TRUE(got_dev.starts_with(dev))
+          << "from " << src["name"] << " to " << addr << " via " << got_dev << ", wanted " << dev;
+      EXPECT_EQ(result, "ok") << "from " << src["name"] << " ping " << addr;
+    }
+  }
+}
+
+void expect_gone(const std::string& lab, const std::vector<std::string>& netns) {
+  EXPECT_TRUE(marked_netns(lab).empty());
+  for (const auto& ns : netns) {
+    EXPECT_FALSE(std::filesystem::exists("/run/netns/" + ns)) << ns;
+    EXPECT_FALSE(std::filesystem::exists("/etc/netns/" + ns)) << ns;
+  }
+  EXPECT_FALSE(std::filesystem::exists("/run/testbedctl/" + lab));
+}
+
+std::vector<std::string> netns_of(const json& st) {
+  std::vector<std::string> out;
+  for (const auto& n : st["nodes"]) out.push_back(n["netns"]);
+  return out;
+}
+
+// A generated single-region scenario of `servers` x 8 GPUs.
+std::string big_scenario(const std::string& dir, int servers) {
+  std::string path = dir + "/big.toml";
+  std::ofstream(path) << "[lab]\nname = \"big\"\n[[region]]\nname = \"dc\"\nservers = " << servers
+                      << "\ngpus_per_server = 8\nscale_up = \"nvlink\"\nrail = \"hpn\"\n"
+                         "spines = 2\nfrontend = \"vpc\"\n";
+  return path;
+}
+
+TEST(Lab, MiniUpReachDown) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("em"));
+  Run up = testbedctl("up " + scenario("mini.toml") + " --name " + g.lab());
+  ASSERT_EQ(up.rc, 0) << up.out;
+  json st = status_json(g.lab());
+  ASSERT_FALSE(st.is_null());
+  for (const auto& l : st["links"]) EXPECT_EQ(l["state"], "up") << l.dump();
+  expect_full_reachability(g.lab());
+  // Every namespace and every interface carries the owner marker.
+  EXPECT_EQ(marked_netns(g.lab()).size(), st["nodes"].size());
+  for (const auto& ns : netns_of(st)) {
+    Run links = sh("ip -n " + ns + " -o link show");
+    std::istringstream in(links.out);
+    for (std::string line; std::getline(in, line);)
+      EXPECT_NE(line.find("alias testbedctl lab=" + g.lab() + " "), std::string::npos) << line;
+  }
+  Run down = testbedctl("down " + g.lab());
+  ASSERT_EQ(down.rc, 0) << down.out;
+  expect_gone(g.lab(), netns_of(st));
+  EXPECT_EQ(testbedctl("down " + g.lab()).rc, 0) << "down must be idempotent";
+  EXPECT_EQ(testbedctl("status " + g.lab()).rc, 2);
+}
+
+TEST(Lab, HzBjEveryGpuReachesEveryOtherOverItsTier) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("eh"));
+  Run up = testbedctl("up " + scenario("hz-bj.toml") + " --name " + g.lab());
+  ASSERT_EQ(up.rc, 0) << up.out;
+  expect_full_reachability(g.lab());
+  json st = status_json(g.lab());
+  ASSERT_EQ(testbedctl("down " + g.lab()).rc, 0);
+  expect_gone(g.lab(), netns_of(st));
+}
+
+TEST(Lab, SecondUpOfTheSameLabIsRefused) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("er"));
+  ASSERT_EQ(testbedctl("up " + scenario("mini.toml") + " --name " + g.lab()).rc, 0);
+  Run again = testbedctl("up " + scenario("mini.toml") + " --name " + g.lab());
+  EXPECT_EQ(again.rc, 2) << again.out;
+  EXPECT_NE(again.out.find("already up"), std::string::npos) << again.out;
+}
+
+TEST(Lab, TwoLabsAtOnceDoNotInterfere) {
+  TB_REQUIRE_ROOT();
+  LabGuard a(unique_lab("ea")), b(unique_lab("eb"));
+  ASSERT_EQ(testbedctl("up " + scenario("mini.toml") + " --name " + a.lab()).rc, 0);
+  ASSERT_EQ(testbedctl("up " + scenario("hz-bj.toml") + " --name " + b.lab()).rc, 0);
+  json sa = status_json(a.lab());
+  ASSERT_EQ(testbedctl("down " + a.lab()).rc, 0);
+  expect_gone(a.lab(), netns_of(sa));
+  expect_full_reachability(b.lab());
+}
+
+TEST(Lab, MidApplyFailureRollsBackAndLeavesForeignObjectsAlone) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("ef"));
+  // A namespace testbedctl did not make, named like one the plan makes late.
+  Run plan = testbedctl("plan " + scenario("mini.toml") + " --format json");
+  ASSERT_EQ(plan.rc, 0);
+  json p = json::parse(plan.out);
+  std::string last_ns;
+  for (const auto& n : p["topology"]["nodes"]) last_ns = n["netns"];
+  last_ns.replace(3, 4, g.lab());  // tb-mini-... -> tb-<lab>-...
+  ASSERT_EQ(sh("ip netns add " + last_ns).rc, 0);
+  struct Del {
+    std::string ns;
+    ~Del() { sh("ip netns del " + ns); }
+  } del{last_ns};
+  Run up = testbedctl("up " + scenario("mini.toml") + " --name " + g.lab());
+  EXPECT_EQ(up.rc, 1) << up.out;
+  EXPECT_NE(up.out.find("File exists"), std::string::npos) << up.out;
+  EXPECT_NE(up.out.find("removed"), std::string::npos) << up.out;
+  EXPECT_TRUE(marked_netns(g.lab()).empty());
+  EXPECT_TRUE(std::filesystem::exists("/run/netns/" + last_ns)) << "foreign namespace deleted";
+  EXPECT_FALSE(std::filesystem::exists("/run/testbedctl/" + g.lab()));
+}
+
+// Starts `up` in the background and waits until it has made at least `n` namespaces.
+pid_t start_up_and_wait(const std::string& path, const std::string& lab, size_t n) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::freopen("/dev/null", "w", stdout);
+    ::execl(TB_TESTBEDCTL, TB_TESTBEDCTL, "up", path.c_str(), "--name", lab.c_str(), nullptr);
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    size_t count = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/run/netns", ec))
+      count += e.path().filename().string().starts_with("tb-" + lab + "-");
+    if (count >= n) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return pid;
+}
+
+TEST(Lab, KillDashNineDuringUpThenCleanLeavesNothing) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("ek"));
+  auto dir = std::filesystem::temp_directory_path() / ("tb-e2e-" + g.lab());
+  std::filesystem::create_directories(dir);
+  pid_t pid = start_up_and_wait(big_scenario(dir, 32), g.lab(), 30);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  Run clean = testbedctl("clean " + g.lab());
+  EXPECT_EQ(clean.rc, 0) << clean.out;
+  EXPECT_TRUE(marked_netns(g.lab()).empty());
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/etc/netns", ec))
+    EXPECT_FALSE(e.path().filename().string().starts_with("tb-" + g.lab() + "-")) << e.path();
+  EXPECT_FALSE(std::filesystem::exists("/run/testbedctl/" + g.lab()));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Lab, SigtermDuringUpRollsBack) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("et"));
+  auto dir = std::filesystem::temp_directory_path() / ("tb-e2e-" + g.lab());
+  std::filesystem::create_directories(dir);
+  pid_t pid = start_up_and_wait(big_scenario(dir, 32), g.lab(), 30);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0) << "up finished before the signal; use a larger lab";
+  EXPECT_TRUE(marked_netns(g.lab()).empty());
+  EXPECT_FALSE(std::filesystem::exists("/run/testbedctl/" + g.lab()));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Lab, NotRootIsExitTwo) {
+  TB_REQUIRE_ROOT();
+  auto copy = std::filesystem::temp_directory_path() / "tb-e2e-testbedctl";
+  std::filesystem::copy_file(TB_TESTBEDCTL, copy,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::permissions(copy, std::filesystem::perms(0755));
+  auto scen = std::filesystem::temp_directory_path() / "tb-e2e-mini.toml";
+  std::filesystem::copy_file(scenario("mini.toml"), scen,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::permissions(scen, std::filesystem::perms(0644));
+  for (const std::string verb :
+       {"up " + scen.string(), "down mini", "clean mini", "exec mini dc/s0/g0 -- true"}) {
+    Run r = sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + copy.string() + " " + verb);
+    EXPECT_EQ(r.rc, 2) << verb << ": " << r.out;
+    if (!verb.starts_with("exec")) EXPECT_NE(r.out.find("root"), std::string::npos) << r.out;
+  }
+  std::filesystem::remove(copy);
+  std::filesystem::remove(scen);
+}
+
+TEST(Lab, BadScenarioIsExitTwoAndBuildsNothing) {
+  TB_REQUIRE_ROOT();
+  auto path = std::filesystem::temp_directory_path() / "tb-e2e-bad.toml";
+  std::ofstream(path) << "[lab]\nname = \"ebad\"\n[[region]]\nname = \"dc\"\nservers = 0\n";
+  Run r = testbedctl("up " + path.string());
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find(path.string() + ":"), std::string::npos) << r.out;
+  EXPECT_TRUE(marked_netns("ebad").empty());
+  std::filesystem::remove(path);
+}
+
+TEST(Lab, AddressSpaceOverlappingAHostRouteIsRefused) {
+  TB_REQUIRE_ROOT();
+  Run routes = sh("ip -4 -o route show table main scope link");
+  std::string prefix = routes.out.substr(0, routes.out.find(' '));
+  if (prefix.empty() || prefix.find('/') == std::string::npos)
+    GTEST_SKIP() << "this host has no connected IPv4 route to collide with";
+  auto path = std::filesystem::temp_directory_path() / "tb-e2e-overlap.toml";
+  prefix = prefix.substr(0, prefix.find('/')) + "/16";  // the loader takes prefixes up to /24
+  std::ofstream(path) << "[lab]\nname = \"eovl\"\naddress_space = \"" << prefix
+                      << "\"\n[[region]]\nname = \"dc\"\nservers = 1\ngpus_per_server = 1\n"
+                         "scale_up = \"nvlink\"\nrail = \"hpn\"\nfrontend = \"vpc\"\n";
+  Run r = testbedctl("up " + path.string());
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("overlaps"), std::string::npos) << r.out;
+  EXPECT_TRUE(marked_netns("eovl").empty());
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace tb::e2e
