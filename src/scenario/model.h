@@ -75,7 +75,9 @@ struct Workload {
   std::string kind;  // "collective" | "checkpoint"
   std::string op;    // collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv
   std::string algo;  // collective: ring tree hd hier
-  std::string ranks = "all";  // node selector: "all", a region "hz", "hz/s0", "hz/s0/g1"
+  std::string ranks = "all";  // node selector: "all", a region "hz", "hz/s0", "hz/s0/g1";
+                              // a list is joined with ',' ("hz/s0,bj")
+  std::vector<std::string> rank_selectors = {"all"};  // the same, one canonical selector each
   uint64_t min_bytes = 8 * 1024;
   uint64_t max_bytes = 64 * 1024 * 1024;
   int step_factor = 2;

@@ -1,0 +1,206 @@
+// What runs on a lab: [[workload]] and [[fault]], and the node references they make.
+#include <algorithm>
+#include <map>
+
+#include "scenario/names.h"
+#include "scenario/reader.h"
+
+namespace tb::scenario::detail {
+namespace {
+
+const std::vector<std::string> kCollectiveKeys = {
+    "op", "algo", "ranks", "min_bytes", "max_bytes", "step_factor", "iters", "warmup", "channels"};
+const std::vector<std::string> kCheckpointKeys = {"from", "to", "bytes", "qos"};
+const std::vector<std::string> kOps = {"allreduce", "allgather", "reducescatter", "broadcast",
+                                       "reduce",    "alltoall",  "sendrecv"};
+// "s0..s3", or "s0" for one; `first` and `last` suffix the two ends ("tor0a..tor3b").
+std::string range(const std::string& prefix, int n, std::string_view first = "",
+                  std::string_view last = "") {
+  const std::string a = prefix + "0" + std::string(first);
+  const std::string b = prefix + std::to_string(n - 1) + std::string(last);
+  return a == b ? a : a + ".." + b;
+}
+
+std::string describe_nodes(const Scenario& s, const Region& r) {
+  std::string d = "region " + quote(r.name) + " has servers " + range("s", r.servers) +
+                  " with GPUs " + range("g", r.gpus_per_server) + ", ToRs " +
+                  (r.dual_tor ? range("tor", s.rails(r), "a", "b") : range("tor", s.rails(r))) +
+                  ", ";
+  d += r.spines > 0 ? "spines " + range("spine", r.spines) + ", " : "";
+  return d + "vpc and tr";
+}
+
+std::vector<std::string> nodes_of(const Scenario& s, const Region& r) {
+  std::vector<std::string> out = {vpc_node(r.name), tr_node(r.name)};
+  for (int k = 0; k < r.spines; ++k) out.push_back(spine_node(r.name, k));
+  for (int j = 0; j < s.rails(r); ++j) {
+    if (r.dual_tor) {
+      out.push_back(tor_node(r.name, j, 1));
+      out.push_back(tor_node(r.name, j, 2));
+    } else {
+      out.push_back(tor_node(r.name, j, 0));
+    }
+  }
+  for (int i = 0; i < r.servers; ++i) {
+    out.push_back(server_node(r.name, i));
+    for (int j = 0; j < r.gpus_per_server; ++j) out.push_back(gpu_node(r.name, i, j));
+  }
+  return out;
+}
+
+// Checks a node reference; returns its class, or nullopt when it was reported. A node in a
+// region whose own fields had errors is not checked (kNone is returned for it).
+std::optional<NodeClass> check_node(Table& t, std::string_view key, Loc at, const std::string& node,
+                                    const LoadState& st) {
+  if (st.unsure_regions.contains(region_of(node))) return NodeClass::kNone;
+  NodeClass c = node_class(st.s, node);
+  if (c != NodeClass::kNone) return c;
+  t.error_at(at, key, explain_missing_node(st.s, node));
+  return std::nullopt;
+}
+
+// One region reference at `at`; true when it exists.
+bool check_region(Table& t, std::string_view key, Loc at, const std::string& name,
+                  const Scenario& s) {
+  if (s.region(name)) return true;
+  t.error_at(at, key, explain_missing_region(s, name));
+  return false;
+}
+
+void read_collective(Table& t, Workload& w, const LoadState& st) {
+  if (auto op = t.str("op", true); op && t.one_of("op", *op, kOps)) w.op = *op;
+  w.algo = "ring";
+  if (auto a = t.str("algo"); a && t.one_of("algo", *a, {"ring", "tree", "hd", "hier"}))
+    w.algo = *a;
+  if (auto ranks = t.strings("ranks", false, true)) {
+    w.rank_selectors.clear();
+    for (const auto& [sel, at] : *ranks) {
+      const std::string c = canonical_node(sel);
+      if (c == "all" ||
+          (c.find('/') == std::string::npos && check_region(t, "ranks", at, c, st.s))) {
+        w.rank_selectors.push_back(c);
+        continue;
+      }
+      if (c.find('/') == std::string::npos) continue;  // reported: no such region
+      auto cls = check_node(t, "ranks", at, c, st);
+      if (!cls) continue;
+      if (*cls != NodeClass::kNone && *cls != NodeClass::kGpu && *cls != NodeClass::kServer) {
+        t.error_at(at, "ranks",
+                   quote(c) +
+                       " is not a server or a GPU; ranks are GPUs, chosen with \"all\", "
+                       "a region (\"hz\"), a server (\"hz/s0\") or a GPU (\"hz/s0/g1\")");
+        continue;
+      }
+      w.rank_selectors.push_back(c);
+    }
+    if (ranks->empty()) t.error("ranks", "must name at least one region, server or GPU");
+    w.ranks = join(w.rank_selectors, ",");
+  }
+  auto min = t.size("min_bytes");
+  auto max = t.size("max_bytes");
+  if (min && *min == 0) {
+    t.error("min_bytes",
+            "must be at least 1 (got 0); the size sweep multiplies it by "
+            "step_factor");
+    min.reset();
+  }
+  if (min) w.min_bytes = *min;
+  if (max) w.max_bytes = *max;
+  if ((min || max) && w.max_bytes < w.min_bytes)
+    t.error(max ? "max_bytes" : "min_bytes", "min_bytes (" + format_size(w.min_bytes) +
+                                                 ") must not exceed max_bytes (" +
+                                                 format_size(w.max_bytes) + ")");
+  if (auto f = t.integer("step_factor", false, 2, 1024)) w.step_factor = static_cast<int>(*f);
+  if (auto n = t.integer("iters", false, 1, 1000000)) w.iters = static_cast<int>(*n);
+  if (auto n = t.integer("warmup", false, 0, 1000000)) w.warmup = static_cast<int>(*n);
+  if (auto n = t.integer("channels", false, 1, 64)) w.channels = static_cast<int>(*n);
+}
+
+void read_checkpoint(Table& t, Workload& w, const LoadState& st) {
+  auto from = t.str("from", true);
+  auto to = t.str("to", true);
+  if (from && check_region(t, "from", t.loc("from"), *from, st.s)) w.from = *from;
+  if (to && check_region(t, "to", t.loc("to"), *to, st.s)) w.to = *to;
+  if (from && to && *from == *to)
+    t.error("to", "must differ from from (both are " + quote(*to) +
+                      "); a checkpoint is copied to another region");
+  if (auto b = t.size("bytes", true)) {
+    if (*b == 0)
+      t.error("bytes", "must be greater than 0 (got 0)");
+    else
+      w.bytes = *b;
+  }
+  if (auto q = t.str("qos"); q && t.one_of("qos", *q, {"gold", "silver", "bronze"})) w.qos = *q;
+}
+
+}  // namespace
+
+void read_workloads(Table& top, LoadState& st) {
+  std::map<std::string, Loc> seen;
+  int index = 0;
+  for (const toml::value* e : table_array(top, "workload")) {
+    ++index;
+    std::vector<std::string> keys = {"name", "kind"};
+    keys.insert(keys.end(), kCollectiveKeys.begin(), kCollectiveKeys.end());
+    keys.insert(keys.end(), kCheckpointKeys.begin(), kCheckpointKeys.end());
+    Table t(*e, "workload #" + std::to_string(index), "[[workload]]", keys, st.d);
+    Workload w;
+    w.loc = t.loc();
+    bool add = false;
+    if (auto name = t.str("name", true)) {
+      t.set_context("workload " + quote(*name));
+      check_name(t, "name", *name, 32, true, "workload name", "since results are filed under it");
+      w.name = *name;
+      if (auto it = seen.find(*name); it != seen.end()) {
+        t.error("name", "duplicate workload " + quote(*name) + " (first at line " +
+                            std::to_string(it->second.line) + "); workload names must be unique");
+      } else {
+        seen[*name] = t.loc("name");
+        add = true;
+      }
+    }
+    auto kind = t.str("kind", true);
+    if (kind && t.one_of("kind", *kind, {"collective", "checkpoint"})) {
+      w.kind = *kind;
+      if (*kind == "collective") {
+        t.not_for(kCheckpointKeys, "only for kind = \"checkpoint\"");
+        read_collective(t, w, st);
+      } else {
+        t.not_for(kCollectiveKeys, "only for kind = \"collective\"");
+        read_checkpoint(t, w, st);
+      }
+    }
+    t.finish();
+    if (add) st.s.workloads.push_back(std::move(w));
+  }
+}
+
+std::string region_of(const std::string& node) {
+  return node.substr(0, node.find('/'));
+}
+
+NodeClass node_class(const Scenario& s, const std::string& node) {
+  if (!node_exists(s, node)) return NodeClass::kNone;
+  const std::string rest = node.substr(node.find('/') + 1);
+  if (rest.find('/') != std::string::npos) return NodeClass::kGpu;
+  if (rest == "vpc") return NodeClass::kVpc;
+  if (rest == "tr") return NodeClass::kTr;
+  if (rest.starts_with("spine")) return NodeClass::kSpine;
+  if (rest.starts_with("tor")) return NodeClass::kTor;
+  return NodeClass::kServer;
+}
+
+std::string explain_missing_node(const Scenario& s, const std::string& node) {
+  const Region* r = s.region(region_of(node));
+  if (node.find('/') == std::string::npos || !r) {
+    std::string msg = "no node " + quote(node);
+    if (node.find('/') == std::string::npos)
+      return msg + "; node names are <region>/<node>, e.g. \"hz/s0/g1\", \"hz/tor0\", \"hz/tr\"";
+    return msg + ": " + explain_missing_region(s, region_of(node));
+  }
+  std::string msg = "no node " + quote(node) + " in this lab; ";
+  if (auto c = closest(node, nodes_of(s, *r))) msg += "did you mean " + quote(*c) + "? ";
+  return msg + "(" + describe_nodes(s, *r) + ")";
+}
+
+}  // namespace tb::scenario::detail

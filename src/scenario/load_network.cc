@@ -1,0 +1,263 @@
+// The network half of a scenario: [profiles.*], [[region]] and [[wan]], and the check that
+// every profile they name is declared or a preset.
+#include <algorithm>
+#include <map>
+
+#include "scenario/names.h"
+#include "scenario/presets.h"
+#include "scenario/reader.h"
+
+namespace tb::scenario::detail {
+namespace {
+
+std::string at_line(Loc at) {
+  return "line " + std::to_string(at.line);
+}
+
+// A reference to a profile: recorded now, checked by resolve_profiles.
+void profile_ref(Table& t, std::string_view key, bool required, LoadState& st, std::string* out) {
+  auto name = t.str(key, required);
+  if (!name) return;
+  *out = *name;
+  st.profile_refs.push_back({*name, t.loc(key), t.context() + ": " + std::string(key)});
+}
+
+void read_profile(const std::string& name, const toml::value& v, LoadState& st) {
+  const std::string ctx = "profiles." + name;
+  if (auto problem = name_problem(name, 0, true, "profile name")) {
+    st.d.add(loc_of(v), ctx + ": " + *problem);
+  }
+  LinkProfile p;
+  p.name = name;
+  if (!v.is_table()) {
+    st.d.add(loc_of(v),
+             ctx + ": must be a table, written [" + ctx + "] (got " + type_name(v) + ")");
+    st.declared[name] = p;
+    return;
+  }
+  Table t(v, ctx, "[" + ctx + "]", {"preset", "rate", "delay", "jitter", "loss", "mtu", "source"},
+          st.d);
+  if (auto pr = t.str("preset")) {
+    if (auto base = preset(*pr)) {
+      p = *base;
+      p.name = name;
+    } else {
+      t.error("preset",
+              quote(*pr) + " is not a preset; " + suggest(*pr, preset_names(), "presets"));
+      p.preset = *pr;
+    }
+  } else if (!t.has("rate") && !t.has("preset")) {
+    t.missing("rate", preset(name) ? "a profile without a preset must give rate; to start from "
+                                     "the built-in " +
+                                         quote(name) + ", add preset = " + quote(name)
+                                   : "a profile without a preset must give rate (or start from "
+                                     "one, e.g. preset = \"hpn\")");
+  }
+  if (auto r = t.rate("rate")) {
+    if (r->bps > 0)
+      p.rate = *r;
+    else
+      t.error("rate", "must be greater than 0; a link profile needs a rate");
+  }
+  if (auto d = t.duration("delay")) p.delay = *d;
+  if (auto j = t.duration("jitter")) p.jitter = *j;
+  if (auto l = t.percent("loss")) p.loss_pct = *l;
+  if (auto m = t.integer("mtu", false, 576, 65535,
+                         "the largest IPv4 packet is 65535 bytes (576 is the IPv4 minimum)"))
+    p.mtu = static_cast<int>(*m);
+  if (auto s = t.str("source")) p.source = *s;
+  p.loc = t.loc();
+  t.finish();
+  st.declared[name] = p;
+}
+
+}  // namespace
+
+void read_profiles(Table& top, LoadState& st) {
+  const toml::value* v = top.find("profiles");
+  if (!v) return;
+  if (!v->is_table()) {
+    top.error("profiles", "must be a table of named profiles, written [profiles.<name>] (got " +
+                              type_name(*v) + ")");
+    return;
+  }
+  for (const auto& [name, pv] : v->as_table()) read_profile(name, pv, st);
+}
+
+void read_regions(Table& top, LoadState& st) {
+  auto items = table_array(top, "region");
+  if (!top.has("region")) {
+    st.d.add(Loc{1, 1}, "region: missing; a lab needs at least one [[region]] table");
+    return;
+  }
+  std::map<std::string, Loc> seen;
+  int index = 0;
+  for (const toml::value* e : items) {
+    ++index;
+    Table t(*e, "region #" + std::to_string(index), "[[region]]",
+            {"name", "description", "servers", "gpus_per_server", "rails", "scale_up", "rail",
+             "dual_tor", "spines", "spine_link", "frontend"},
+            st.d);
+    Region r;
+    r.loc = t.loc();
+    bool sure = true;
+    bool add = false;
+    if (auto name = t.str("name", true)) {
+      t.set_context("region " + quote(*name));
+      check_name(t, "name", *name, kMaxRegionNameLen, false, "region name",
+                 "since node, namespace and interface names are built from it");
+      r.name = *name;
+      if (auto it = seen.find(*name); it != seen.end()) {
+        t.error("name", "duplicate region " + quote(*name) + " (first at " + at_line(it->second) +
+                            "); region names must be unique");
+      } else {
+        seen[*name] = t.loc("name");
+        add = true;
+      }
+    }
+    if (auto d = t.str("description")) r.description = *d;
+    auto servers = t.integer("servers", true, 1, 1023,
+                             "the region's VPC switch is a bridge with at most 1023 ports");
+    auto gpus = t.integer("gpus_per_server", true, 1, 64,
+                          "a server's NVSwitch is a bridge with at most 64 ports");
+    sure = servers && gpus;
+    if (servers) r.servers = static_cast<int>(*servers);
+    if (gpus) r.gpus_per_server = static_cast<int>(*gpus);
+    r.rails = r.gpus_per_server;
+    if (t.has("rails")) {
+      auto rails = t.integer("rails", false, 1, gpus ? *gpus : 64,
+                             "a region has at most one rail per GPU of a server "
+                             "(gpus_per_server)");
+      if (rails)
+        r.rails = static_cast<int>(*rails);
+      else
+        sure = false;
+    }
+    profile_ref(t, "scale_up", true, st, &r.scale_up);
+    profile_ref(t, "rail", true, st, &r.rail);
+    if (auto dt = t.boolean("dual_tor")) r.dual_tor = *dt;
+    if (t.has("spines")) {
+      if (auto sp = t.integer("spines", false, 0, 64, "the aggregation tier has 64 spines at most"))
+        r.spines = static_cast<int>(*sp);
+      else
+        sure = false;
+    }
+    if (r.spines == 0 && r.rails != 1 && sure) {
+      t.error("spines", "must be at least 1 when the region has more than one rail (rails = " +
+                            std::to_string(r.rails) +
+                            "); 0 spines leaves the rails unconnected, which is only allowed "
+                            "with rails = 1");
+    }
+    if (t.has("spine_link"))
+      profile_ref(t, "spine_link", false, st, &r.spine_link);
+    else
+      r.spine_link = r.rail;
+    profile_ref(t, "frontend", true, st, &r.frontend);
+    t.finish();
+    if (!sure && !r.name.empty()) st.unsure_regions.insert(r.name);
+    if (add) st.s.regions.push_back(std::move(r));
+  }
+}
+
+void read_wans(Table& top, LoadState& st) {
+  std::map<std::string, Loc> seen;
+  // Primary link per region pair (names sorted), with where it was declared.
+  std::map<std::pair<std::string, std::string>, std::pair<std::string, Loc>> primaries;
+  int index = 0;
+  for (const toml::value* e : table_array(top, "wan")) {
+    ++index;
+    Table t(*e, "wan #" + std::to_string(index), "[[wan]]", {"name", "between", "profile", "role"},
+            st.d);
+    Wan w;
+    w.loc = t.loc();
+    bool add = false;
+    if (auto name = t.str("name", true)) {
+      t.set_context("wan " + quote(*name));
+      check_name(t, "name", *name, kMaxWanNameLen, true, "WAN link name",
+                 "since it becomes the interface name on both transit routers");
+      w.name = *name;
+      if (auto it = seen.find(*name); it != seen.end()) {
+        t.error("name", "duplicate WAN link " + quote(*name) + " (first at " + at_line(it->second) +
+                            "); WAN link names must be unique");
+      } else {
+        seen[*name] = t.loc("name");
+        add = true;
+      }
+    }
+    bool ends_ok = false;
+    if (auto between = t.strings("between", true, true)) {
+      if (between->size() != 2) {
+        t.error("between", "must name exactly two regions, e.g. [\"hz\", \"bj\"] (got " +
+                               std::to_string(between->size()) + ")");
+      } else {
+        ends_ok = true;
+        for (const auto& [region, at] : *between) {
+          if (!st.s.region(region)) {
+            t.error_at(at, "between", explain_missing_region(st.s, region));
+            ends_ok = false;
+          }
+        }
+        w.a = (*between)[0].first;
+        w.b = (*between)[1].first;
+        if (w.a == w.b) {
+          t.error_at((*between)[1].second, "between",
+                     "must name two different regions (got " + quote(w.a) + " twice)");
+          ends_ok = false;
+        }
+      }
+    }
+    profile_ref(t, "profile", true, st, &w.profile);
+    if (auto role = t.str("role"); role && t.one_of("role", *role, {"primary", "backup"}))
+      w.role = *role == "backup" ? WanRole::kBackup : WanRole::kPrimary;
+    if (ends_ok && w.role == WanRole::kPrimary) {
+      auto key = std::minmax(w.a, w.b);
+      auto pair = std::pair(key.first, key.second);
+      if (auto it = primaries.find(pair); it != primaries.end()) {
+        t.error("role", "a second primary link between " + quote(pair.first) + " and " +
+                            quote(pair.second) + " (" + quote(it->second.first) + " at " +
+                            at_line(it->second.second) +
+                            " is primary too); at most one primary per region pair: make one "
+                            "of them role = \"backup\"");
+      } else {
+        primaries[pair] = {w.name, w.loc};
+      }
+    }
+    t.finish();
+    if (add) st.s.wans.push_back(std::move(w));
+  }
+}
+
+void resolve_profiles(LoadState& st) {
+  for (const auto& [name, p] : st.declared) st.s.profiles[name] = p;
+  std::vector<std::string> known;
+  for (const auto& [name, p] : st.declared) known.push_back(name);
+  for (const auto& n : preset_names())
+    if (!st.declared.contains(n)) known.push_back(n);
+  for (const auto& ref : st.profile_refs) {
+    if (st.s.profiles.contains(ref.name)) continue;
+    if (auto p = preset(ref.name)) {
+      st.s.profiles[ref.name] = *p;
+      continue;
+    }
+    std::string msg = "no profile or preset named " + quote(ref.name) + "; ";
+    if (auto c = closest(ref.name, known))
+      msg += "did you mean " + quote(*c) + "?";
+    else
+      msg += "declared profiles: " +
+             (st.declared.empty() ? std::string("(none)") : [&] {
+               std::vector<std::string> names;
+               for (const auto& [n, p] : st.declared) names.push_back(n);
+               return join(names);
+             }()) +
+             "; presets: " + join(preset_names());
+    st.d.add(ref.at, ref.field + ": " + msg);
+  }
+}
+
+std::string explain_missing_region(const Scenario& s, const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& r : s.regions) names.push_back(r.name);
+  return "no region named " + quote(name) + "; " + suggest(name, names, "regions");
+}
+
+}  // namespace tb::scenario::detail

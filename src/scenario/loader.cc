@@ -1,0 +1,189 @@
+// scenario::load: parse the TOML, then read each section into the model, collecting every
+// problem with its place. The sections live in load_network.cc (profiles, regions, WAN links)
+// and load_activity.cc (workloads, faults); the shared helpers in reader.{h,cc}.
+#include "scenario/loader.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <toml.hpp>
+
+#include "core/ipv4.h"
+#include "scenario/names.h"
+#include "scenario/reader.h"
+
+namespace tb::scenario {
+namespace {
+
+using detail::Diags;
+using detail::LoadState;
+using detail::Table;
+
+// toml11's message for a syntax error is "[error] toml::<func>: <what>" followed by a snippet
+//   " --> file" / "   |" / " 2 | name = " / "   |        ^--- expected value, but got nothing"
+// Returns "<what>; <note under the caret>" and the column the caret points at on `line`.
+std::string summarize_syntax_error(const std::string& what, int line, int& col) {
+  std::istringstream in(what);
+  std::string first, l, summary;
+  std::getline(in, first);
+  if (first.starts_with("[error] ")) first.erase(0, 8);
+  if (first.starts_with("toml::")) {
+    auto colon = first.find(": ");
+    if (colon != std::string::npos) first.erase(0, colon + 2);
+  }
+  while (!first.empty() && (first.back() == '.' || first.back() == ' ')) first.pop_back();
+  summary = first;
+  const std::string marker = " " + std::to_string(line) + " | ";
+  bool at_line = false;
+  while (std::getline(in, l)) {
+    if (at_line) {
+      auto bar = l.find("| ");
+      auto caret = l.find_first_of("^~", bar == std::string::npos ? 0 : bar);
+      if (bar != std::string::npos && caret != std::string::npos) {
+        col = static_cast<int>(caret - (bar + 2)) + 1;
+        auto note = l.find_first_not_of("^~- ", caret);
+        if (note != std::string::npos) summary += "; " + l.substr(note);
+      }
+      break;
+    }
+    auto pos = l.find(marker);
+    at_line = pos != std::string::npos && l.find_first_not_of(' ') == pos + 1;
+  }
+  return summary;
+}
+
+Result<toml::value> parse_toml(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  try {
+    return toml::parse(in, name);
+  } catch (const toml::syntax_error& e) {
+    const int line = static_cast<int>(e.location().line());
+    int col = static_cast<int>(e.location().column());
+    const std::string summary = summarize_syntax_error(e.what(), line, col);
+    std::string snippet = e.what();
+    auto nl = snippet.find('\n');
+    snippet = nl == std::string::npos ? "" : snippet.substr(nl);
+    return bad_input(name + ":" + std::to_string(line) + ":" + std::to_string(col) +
+                     ": malformed TOML: " + summary + snippet);
+  } catch (const toml::exception& e) {
+    return bad_input(name + ":" + std::to_string(e.location().line()) + ":" +
+                     std::to_string(e.location().column()) + ": malformed TOML: " + e.what());
+  } catch (const std::exception& e) {
+    return bad_input(name + ": malformed TOML: " + e.what());
+  }
+}
+
+void read_lab(Table& top, LoadState& st) {
+  const toml::value* v = top.find("lab");
+  if (!v) {
+    st.d.add(Loc{1, 1}, "lab: missing; every scenario starts with a [lab] table giving its name");
+    return;
+  }
+  if (!v->is_table()) {
+    top.error("lab", "must be a table, written [lab] (got " + detail::type_name(*v) + ")");
+    return;
+  }
+  Table t(*v, "lab", "[lab]", {"name", "description", "address_space"}, st.d);
+  if (auto name = t.str("name", true)) {
+    if (detail::check_name(t, "name", *name, kMaxLabNameLen, false, "lab name",
+                           "since namespace names are tb-<lab>-<node>"))
+      st.s.lab = *name;
+  }
+  if (auto d = t.str("description")) st.s.description = *d;
+  if (auto a = t.str("address_space")) {
+    auto p = parse_prefix(*a);
+    if (!p) {
+      t.error("address_space", p.error().message);
+    } else if (p->len > 24) {
+      t.error("address_space", "prefix length must be at most 24 (got /" + std::to_string(p->len) +
+                                   "); a lab needs at least a /24");
+    } else if (p->network() != *p) {
+      t.error("address_space", detail::quote(*a) + " has host bits set; did you mean " +
+                                   detail::quote(p->network().to_string()) + "?");
+    } else {
+      st.s.address_space = *p;
+    }
+  }
+  t.finish();
+}
+
+void read_scale(Table& top, LoadState& st) {
+  const toml::value* v = top.find("scale");
+  if (!v) return;
+  if (!v->is_table()) {
+    top.error("scale", "must be a table, written [scale] (got " + detail::type_name(*v) + ")");
+    return;
+  }
+  Table t(*v, "scale", "[scale]", {"bandwidth", "delay"}, st.d);
+  st.s.scale.loc = t.loc();
+  if (auto b = t.number("bandwidth", false, 0, 1e12, true)) st.s.scale.bandwidth = *b;
+  if (auto d = t.number("delay", false, 0, 1e6, true)) st.s.scale.delay = *d;
+  t.finish();
+}
+
+void read_expect(Table& top, LoadState& st) {
+  const toml::value* v = top.find("expect");
+  if (!v) return;
+  if (!v->is_table()) {
+    top.error("expect", "must be a table, written [expect] (got " + detail::type_name(*v) + ")");
+    return;
+  }
+  Table t(*v, "expect", "[expect]",
+          {"max_stall_ms", "min_busbw_fraction", "max_detection_ms", "max_recovery_ms"}, st.d);
+  Expect& e = st.s.expect;
+  e.loc = t.loc();
+  constexpr double kBig = 1e12;
+  e.max_stall_ms = t.number("max_stall_ms", false, 0, kBig);
+  e.min_busbw_fraction = t.number("min_busbw_fraction", false, 0, 1);
+  e.max_detection_ms = t.number("max_detection_ms", false, 0, kBig);
+  e.max_recovery_ms = t.number("max_recovery_ms", false, 0, kBig);
+  t.finish();
+}
+
+}  // namespace
+
+Result<Scenario> load_text(const std::string& text, const std::string& name) {
+  auto root = parse_toml(text, name);
+  if (!root) return std::unexpected(root.error());
+
+  Scenario s;
+  s.file = name;
+  Diags d(name);
+  LoadState st{s, d, {}, {}, {}};
+  Table top(*root, "", "the top level",
+            {"lab", "scale", "profiles", "region", "wan", "workload", "fault", "expect"}, d);
+  read_lab(top, st);
+  read_scale(top, st);
+  detail::read_profiles(top, st);
+  detail::read_regions(top, st);
+  detail::read_wans(top, st);
+  detail::resolve_profiles(st);
+  detail::read_workloads(top, st);
+  detail::read_faults(top, st);
+  read_expect(top, st);
+  top.finish();
+
+  if (!d.empty()) return bad_input(d.text());
+  return s;
+}
+
+Result<Scenario> load(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return bad_input(path + ": cannot read scenario file: it is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int e = errno;
+    return bad_input(path +
+                     ": cannot read scenario file: " + (e ? std::strerror(e) : "cannot open it"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return bad_input(path + ": cannot read scenario file: read failed");
+  return load_text(text.str(), path);
+}
+
+}  // namespace tb::scenario
