@@ -2,6 +2,7 @@
 // plan_golden_test.cc.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "plan/address.h"
