@@ -1,0 +1,35 @@
+// Owner markers as the kernel side reads them back: a namespace is ours when its loopback's
+// alias starts with our marker; a hosts file is ours when its first line equals the marker
+// line it was written with (plan::owner_marker builds the marker itself).
+//
+// Pure functions, and two that touch only <etc_netns>/<netns>/hosts; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace tb::apply {
+
+// True when `alias` carries `marker`. An empty marker matches nothing: it must never select
+// every namespace on the machine.
+inline bool has_marker(std::string_view alias, std::string_view marker) {
+  return !marker.empty() && alias.starts_with(marker);
+}
+
+// The text up to the first newline (all of it when there is none).
+inline std::string_view first_line(std::string_view text) {
+  return text.substr(0, text.find('\n'));
+}
+
+// Writes <etc_netns>/<netns>/hosts (creating both directories as needed), the file
+// `ip netns exec` bind-mounts over /etc/hosts.
+Status write_hosts_file(const std::string& etc_netns, const std::string& netns,
+                        const std::string& content);
+// Removes <etc_netns>/<netns>/hosts only when its first line is `marker_line`, then the
+// directory if that left it empty. A missing file, or someone else's, is success.
+Status remove_hosts_file_if_ours(const std::string& etc_netns, const std::string& netns,
+                                 std::string_view marker_line);
+
+}  // namespace tb::apply

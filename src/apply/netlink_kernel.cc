@@ -1,0 +1,381 @@
+#include "apply/netlink_kernel.h"
+
+#include <fcntl.h>
+#include <linux/if.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <variant>
+
+#include "apply/marker.h"
+#include "netlink/dump.h"
+#include "netlink/message.h"
+#include "netlink/netns.h"
+
+namespace tb::apply {
+namespace {
+
+namespace nl = tb::netlink;
+
+std::string in_ns(const std::string& netns) {
+  return " in netns " + netns;
+}
+
+// An error whose errno is one of `gone` becomes success: teardown treats "not found" as done
+// (STYLE rule 5).
+template <class... E>
+Status ok_if_gone(Status r, E... gone) {
+  if (!r && ((r.error().sys_errno == gone) || ...)) return {};
+  return r;
+}
+
+// The kernel keeps at most IFALIASZ - 1 bytes of alias (include/uapi/linux/if.h).
+Status check_alias(const std::string& alias, const std::string& what) {
+  if (alias.size() >= IFALIASZ)
+    return bad_input(what + ": alias is " + std::to_string(alias.size()) +
+                     " bytes, the kernel keeps at most " + std::to_string(IFALIASZ - 1));
+  return {};
+}
+
+}  // namespace
+
+NetlinkKernel::NetlinkKernel() {
+  // Two descriptors per namespace held; a 1000-namespace lab passes the usual soft limit 1024.
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+NetlinkKernel::~NetlinkKernel() = default;
+
+Status NetlinkKernel::submit(const plan::Op& op) {
+  auto r = std::visit([this](const auto& o) { return submit_op(o); }, op);
+  if (!r) note_failure();
+  return r;
+}
+
+Status NetlinkKernel::sync() {
+  settle();
+  if (auto e = std::exchange(deferred_, std::nullopt)) {
+    note_failure();
+    return std::unexpected(std::move(e->error));
+  }
+  return {};
+}
+
+Status NetlinkKernel::undo(const plan::Op& op) {
+  settle();  // acks of earlier submits must not be taken for the undo's own
+  return std::visit([this](const auto& o) { return undo_op(o); }, op);
+}
+
+void NetlinkKernel::settle() {
+  for (auto& [name, ns] : ns_) {
+    if (ns->sock.outstanding() == 0) continue;
+    if (auto e = ns->sock.collect(); e && (!deferred_ || e->seq < deferred_->seq))
+      deferred_ = std::move(e);
+  }
+}
+
+void NetlinkKernel::note_failure() {
+  for (auto& [name, ns] : ns_) ns->stale = true;
+}
+
+// ---- namespace handles and ifindexes -------------------------------------------------------
+
+Result<std::unique_ptr<NetlinkKernel::Ns>> NetlinkKernel::open_ns(const std::string& name) {
+  auto ns = std::make_unique<Ns>();
+  ns->name = name;
+  auto fd = nl::open_named_netns(name);
+  if (!fd) return std::unexpected(fd.error());
+  ns->fd = std::move(*fd);
+  auto sock = nl::NlSocket::open_in(ns->fd.get());
+  if (!sock) return std::unexpected(with_context(sock.error(), "netns " + name));
+  ns->sock = std::move(*sock);
+  return ns;
+}
+
+Result<NetlinkKernel::Ns*> NetlinkKernel::handle(const std::string& name) {
+  if (auto it = ns_.find(name); it != ns_.end()) return it->second.get();
+  auto ns = open_ns(name);
+  if (!ns) return std::unexpected(ns.error());
+  Ns* raw = ns->get();
+  ns_.emplace(name, std::move(*ns));
+  return raw;
+}
+
+Result<NetlinkKernel::Ns*> NetlinkKernel::handle_if_exists(const std::string& name) {
+  if (auto it = ns_.find(name); it != ns_.end()) return it->second.get();
+  auto h = handle(name);
+  if (!h && h.error().sys_errno == ENOENT) return nullptr;
+  return h;
+}
+
+Status NetlinkKernel::refresh(Ns& ns) {
+  auto links = nl::list_links(ns.sock, "netns " + ns.name);
+  if (!links) return std::unexpected(links.error());
+  ns.ifindex.clear();
+  ns.next_ifindex = nl::kLoopbackIfindex + 1;
+  for (const auto& l : *links) {
+    ns.ifindex[l.name] = l.ifindex;
+    ns.next_ifindex = std::max(ns.next_ifindex, l.ifindex + 1);
+  }
+  ns.stale = false;
+  return {};
+}
+
+Result<int> NetlinkKernel::ifindex_of(Ns& ns, const std::string& ifname) {
+  if (ns.stale) TB_TRY(refresh(ns));
+  auto it = ns.ifindex.find(ifname);
+  if (it == ns.ifindex.end()) return fail("no interface " + ifname + in_ns(ns.name), ENODEV);
+  return it->second;
+}
+
+Result<int> NetlinkKernel::allocate(Ns& ns, const std::string& ifname) {
+  if (ns.stale) TB_TRY(refresh(ns));
+  int idx = ns.next_ifindex++;
+  ns.ifindex[ifname] = idx;
+  return idx;
+}
+
+// ---- submit -------------------------------------------------------------------------------
+
+Status NetlinkKernel::submit_op(const plan::CreateNetns& op) {
+  TB_TRY(check_alias(op.marker, "create netns " + op.netns));
+  auto ns = std::make_unique<Ns>();
+  ns->name = op.netns;
+  auto fd = nl::create_named_netns(op.netns, [&]() -> Status {
+    auto sock = nl::NlSocket::open();  // inside the new namespace: bound to it for good
+    if (!sock) return std::unexpected(sock.error());
+    ns->sock = std::move(*sock);
+    return {};
+  });
+  if (!fd) return std::unexpected(fd.error());
+  ns->fd = std::move(*fd);
+  ns->ifindex["lo"] = nl::kLoopbackIfindex;
+  ns->stale = false;
+  Ns* raw = ns.get();
+  ns_[op.netns] = std::move(ns);
+  return raw->sock.send(
+      nl::set_link({.ifindex = nl::kLoopbackIfindex, .up = true, .alias = op.marker}),
+      "set lo up with owner marker" + in_ns(op.netns));
+}
+
+Status NetlinkKernel::submit_op(const plan::CreateVeth& op) {
+  const std::string what = "create veth " + op.a.ifname + " <-> " + op.b.ifname + in_ns(op.a.netns);
+  TB_TRY(check_alias(op.a.alias, what));
+  TB_TRY(check_alias(op.b.alias, what));
+  auto a = handle(op.a.netns);
+  if (!a) return std::unexpected(with_context(a.error(), what));
+  auto b = handle(op.b.netns);
+  if (!b) return std::unexpected(with_context(b.error(), what));
+  Ns& na = **a;
+  Ns& nb = **b;
+  int master_a = 0, master_b = 0;
+  if (!op.a.master.empty()) {
+    auto m = ifindex_of(na, op.a.master);
+    if (!m) return std::unexpected(with_context(m.error(), what));
+    master_a = *m;
+  }
+  if (!op.b.master.empty()) {
+    auto m = ifindex_of(nb, op.b.master);
+    if (!m) return std::unexpected(with_context(m.error(), what));
+    master_b = *m;
+  }
+  auto ia = allocate(na, op.a.ifname);
+  if (!ia) return std::unexpected(with_context(ia.error(), what));
+  auto ib = allocate(nb, op.b.ifname);
+  if (!ib) return std::unexpected(with_context(ib.error(), what));
+  // Both ends are created directly in their namespaces, `a` up and enslaved. The kernel ignores
+  // IFLA_IFALIAS on create, and the peer can be neither created up nor enslaved on create
+  // (drivers/net/veth.c veth_newlink), so one follow-up request per end sets the rest.
+  TB_TRY(na.sock.send(nl::new_veth({op.a.ifname, *ia, na.fd.get()}, {op.b.ifname, *ib, nb.fd.get()},
+                                   op.mtu, master_a),
+                      what));
+  if (!op.a.alias.empty())
+    TB_TRY(na.sock.send(nl::set_link({.ifindex = *ia, .alias = op.a.alias}),
+                        "set alias of veth " + op.a.ifname + in_ns(op.a.netns)));
+  nl::LinkChange c{.ifindex = *ib, .up = true};
+  if (!op.b.alias.empty()) c.alias = op.b.alias;
+  if (master_b) c.master = master_b;
+  return nb.sock.send(nl::set_link(c), "set up veth " + op.b.ifname + in_ns(op.b.netns));
+}
+
+Status NetlinkKernel::submit_op(const plan::CreateBridge& op) {
+  const std::string what = "create bridge " + op.ifname + in_ns(op.netns);
+  TB_TRY(check_alias(op.alias, what));
+  auto h = handle(op.netns);
+  if (!h) return std::unexpected(with_context(h.error(), what));
+  Ns& ns = **h;
+  auto idx = allocate(ns, op.ifname);
+  if (!idx) return std::unexpected(with_context(idx.error(), what));
+  TB_TRY(ns.sock.send(nl::new_bridge(op.ifname, *idx, op.mtu), what));
+  if (op.alias.empty()) return {};
+  return ns.sock.send(nl::set_link({.ifindex = *idx, .alias = op.alias}),
+                      "set alias of bridge " + op.ifname + in_ns(op.netns));
+}
+
+Status NetlinkKernel::submit_op(const plan::AddAddr& op) {
+  const std::string what =
+      "add address " + op.addr.to_string() + " to " + op.ifname + in_ns(op.netns);
+  auto h = handle(op.netns);
+  if (!h) return std::unexpected(with_context(h.error(), what));
+  auto idx = ifindex_of(**h, op.ifname);
+  if (!idx) return std::unexpected(with_context(idx.error(), what));
+  return (*h)->sock.send(nl::new_addr(*idx, op.addr), what);
+}
+
+Status NetlinkKernel::submit_op(const plan::AddRoute& op) {
+  const std::string what = "add route " + op.dst.to_string() + in_ns(op.netns);
+  if (op.nexthops.empty()) return bad_input(what + ": no nexthop");
+  auto h = handle(op.netns);
+  if (!h) return std::unexpected(with_context(h.error(), what));
+  nl::RouteSpec spec{op.dst, {}, op.src, static_cast<uint32_t>(op.metric)};
+  for (const auto& nh : op.nexthops) {
+    auto idx = ifindex_of(**h, nh.ifname);
+    if (!idx) return std::unexpected(with_context(idx.error(), what));
+    // A gateway is always "onlink": on /32-unnumbered links no subnet covers it.
+    spec.nexthops.push_back({*idx, nh.via, nh.via.has_value(), nh.weight});
+  }
+  return (*h)->sock.send(nl::new_route(spec), what);
+}
+
+Status NetlinkKernel::submit_op(const plan::SetSysctl& op) {
+  const std::string what = "set sysctl " + op.key + "=" + op.value + in_ns(op.netns);
+  auto h = handle(op.netns);
+  if (!h) return std::unexpected(with_context(h.error(), what));
+  if (auto r = nl::write_sysctl((*h)->fd.get(), op.key, op.value); !r)
+    return std::unexpected(with_context(r.error(), what));
+  return {};
+}
+
+Status NetlinkKernel::submit_op(const plan::WriteHosts& op) {
+  if (!nl::valid_netns_name(op.netns))
+    return bad_input("write hosts file for netns " + op.netns + ": not a valid namespace name");
+  return write_hosts_file(kEtcNetns, op.netns, op.content);
+}
+
+// ---- undo ---------------------------------------------------------------------------------
+
+Status NetlinkKernel::undo_op(const plan::CreateNetns& op) {
+  ns_.erase(op.netns);  // close our descriptor and socket first, or they keep it alive
+  return nl::delete_named_netns(op.netns);
+}
+
+Status NetlinkKernel::undo_op(const plan::CreateVeth& op) {
+  const std::string what = "delete veth " + op.a.ifname + in_ns(op.a.netns);
+  auto h = handle_if_exists(op.a.netns);
+  if (!h) return std::unexpected(with_context(h.error(), what));
+  if (!*h) return {};
+  // By name: deleting one end deletes the pair.
+  auto r = ok_if_gone((*h)->sock.call(nl::del_link(0, op.a.ifname), what), ENODEV);
+  (*h)->ifindex.erase(op.a.ifname);
+  if (auto it = ns_.find(op.b.netns); it != ns_.end()) it->second->ifindex.erase(op.b.ifname);
+  return r;
+}
+
+Status NetlinkKernel::undo_op(const plan::CreateBridge& op) {
+  const std::string what = "delete bridge " + op.ifname + in_ns(op.netns);
+  auto h = handle_if_exists(op.netns);
+  if (!h) return std::unexpected(with_context(h.error(), what));
+  if (!*h) return {};
+  auto r = ok_if_gone((*h)->sock.call(nl::del_link(0, op.ifname), what), ENODEV);
+  (*h)->ifindex.erase(op.ifname);
+  return r;
+}
+
+Status NetlinkKernel::undo_op(const plan::AddAddr& op) {
+  const std::string what =
+      "delete address " + op.addr.to_string() + " from " + op.ifname + in_ns(op.netns);
+  auto h = handle_if_exists(op.netns);
+  if (!h) return std::unexpected(with_context(h.error(), what));
+  if (!*h) return {};
+  auto idx = ifindex_of(**h, op.ifname);
+  if (!idx && idx.error().sys_errno == ENODEV) return {};  // its interface is gone already
+  if (!idx) return std::unexpected(with_context(idx.error(), what));
+  return ok_if_gone((*h)->sock.call(nl::del_addr(*idx, op.addr), what), EADDRNOTAVAIL, ENODEV);
+}
+
+Status NetlinkKernel::undo_op(const plan::AddRoute& op) {
+  const std::string what = "delete route " + op.dst.to_string() + in_ns(op.netns);
+  auto h = handle_if_exists(op.netns);
+  if (!h) return std::unexpected(with_context(h.error(), what));
+  if (!*h) return {};
+  return ok_if_gone((*h)->sock.call(nl::del_route(op.dst, static_cast<uint32_t>(op.metric)), what),
+                    ESRCH, ENODEV);
+}
+
+Status NetlinkKernel::undo_op(const plan::SetSysctl&) {
+  return {};
+}
+
+Status NetlinkKernel::undo_op(const plan::WriteHosts& op) {
+  if (!nl::valid_netns_name(op.netns)) return {};
+  return remove_hosts_file_if_ours(kEtcNetns, op.netns, first_line(op.content));
+}
+
+// ---- queries ------------------------------------------------------------------------------
+
+Result<std::vector<std::string>> NetlinkKernel::owned_netns(const std::string& marker) {
+  if (marker.empty()) return bad_input("find owned namespaces: empty owner marker");
+  auto names = nl::list_named_netns();
+  if (!names) return std::unexpected(names.error());
+  std::vector<std::string> out;
+  for (const auto& name : *names) {
+    // A namespace we cannot open or ask is someone else's problem, not a reason to fail.
+    std::unique_ptr<Ns> temp;
+    Ns* ns = nullptr;
+    if (auto it = ns_.find(name); it != ns_.end()) {
+      ns = it->second.get();
+    } else if (auto o = open_ns(name)) {
+      temp = std::move(*o);
+      ns = temp.get();
+    } else {
+      continue;
+    }
+    auto lo = nl::query_link(ns->sock, nl::kLoopbackIfindex, "netns " + name);
+    if (lo && has_marker(lo->alias, marker)) out.push_back(name);
+  }
+  return out;
+}
+
+Result<std::vector<IfaceInfo>> NetlinkKernel::interfaces(const std::string& netns) {
+  std::unique_ptr<Ns> temp;
+  Ns* ns = nullptr;
+  if (auto it = ns_.find(netns); it != ns_.end()) {
+    ns = it->second.get();
+  } else {
+    auto o = open_ns(netns);
+    if (!o) return std::unexpected(o.error());
+    temp = std::move(*o);
+    ns = temp.get();
+  }
+  auto links = nl::list_links(ns->sock, "netns " + netns);
+  if (!links) return std::unexpected(links.error());
+  auto addrs = nl::list_ipv4_addrs(ns->sock, "netns " + netns);
+  if (!addrs) return std::unexpected(addrs.error());
+  std::sort(links->begin(), links->end(),
+            [](const auto& x, const auto& y) { return x.ifindex < y.ifindex; });
+  std::vector<IfaceInfo> out;
+  out.reserve(links->size());
+  for (const auto& l : *links) {
+    IfaceInfo i;
+    i.ifname = l.name;
+    i.alias = l.alias;
+    i.kind = l.kind;
+    i.admin_up = (l.flags & IFF_UP) != 0;
+    i.oper_up = (l.flags & IFF_LOWER_UP) != 0;
+    i.mtu = l.mtu;
+    i.rx_bytes = l.rx_bytes;
+    i.tx_bytes = l.tx_bytes;
+    for (const auto& a : *addrs)
+      if (a.ifindex == l.ifindex) i.addrs.push_back(a.addr);
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+}  // namespace tb::apply

@@ -1,0 +1,91 @@
+// NetlinkKernel: the real Kernel. Applies plan ops with rtnetlink, named namespaces, sysctls
+// and hosts files (netlink/ does the talking; this class decides what to say).
+//
+// Speed comes from three choices. (1) Each namespace gets one netlink socket, opened while the
+// thread is inside the namespace being created, so later ops never setns. (2) Requests are
+// pipelined: submit() sends and returns; acks are read at sync(), or when a socket has
+// NlSocket::kMaxOutstanding in flight. The kernel applies a request inside sendmsg(), so order
+// across sockets is submission order. (3) We choose ifindexes ourselves (2, 3, ... per
+// namespace; lo is 1), so no op ever looks an interface up by name: the name -> ifindex map is
+// filled as we create, and read from the kernel (one dump) only for a namespace this object
+// did not create, or after a failure made the map doubtful.
+//
+// Owns, per namespace it touched: a descriptor of it and its socket (two fds; the constructor
+// raises the soft RLIMIT_NOFILE to the hard limit). These keep a namespace alive even after
+// someone else unmounts it; undo(CreateNetns) drops them first. The destructor closes them and
+// deletes nothing (STYLE rule 5). Not thread-safe: one applier thread drives it.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "apply/kernel.h"
+#include "core/unique_fd.h"
+#include "netlink/socket.h"
+
+namespace tb::apply {
+
+class NetlinkKernel final : public Kernel {
+ public:
+  // Where WriteHosts puts <netns>/hosts (`ip netns exec` bind-mounts files from here).
+  static constexpr const char* kEtcNetns = "/etc/netns";
+
+  NetlinkKernel();
+  ~NetlinkKernel() override;
+  NetlinkKernel(const NetlinkKernel&) = delete;
+  NetlinkKernel& operator=(const NetlinkKernel&) = delete;
+
+  Status submit(const plan::Op& op) override;
+  Status sync() override;
+  Status undo(const plan::Op& op) override;
+  Result<std::vector<std::string>> owned_netns(const std::string& marker) override;
+  Result<std::vector<IfaceInfo>> interfaces(const std::string& netns) override;
+
+ private:
+  // One namespace we hold: descriptor, socket, and what we know of its interfaces.
+  struct Ns {
+    std::string name;
+    UniqueFd fd;
+    netlink::NlSocket sock;
+    std::unordered_map<std::string, int> ifindex;  // name -> ifindex
+    int next_ifindex = 2;
+    bool stale = true;  // re-read `ifindex` from the kernel before trusting it
+  };
+
+  Status submit_op(const plan::CreateNetns& op);
+  Status submit_op(const plan::CreateVeth& op);
+  Status submit_op(const plan::CreateBridge& op);
+  Status submit_op(const plan::AddAddr& op);
+  Status submit_op(const plan::AddRoute& op);
+  Status submit_op(const plan::SetSysctl& op);
+  Status submit_op(const plan::WriteHosts& op);
+
+  Status undo_op(const plan::CreateNetns& op);
+  Status undo_op(const plan::CreateVeth& op);
+  Status undo_op(const plan::CreateBridge& op);
+  Status undo_op(const plan::AddAddr& op);
+  Status undo_op(const plan::AddRoute& op);
+  Status undo_op(const plan::SetSysctl& op);
+  Status undo_op(const plan::WriteHosts& op);
+
+  // Opens a namespace by name: descriptor plus a socket inside it (not cached).
+  static Result<std::unique_ptr<Ns>> open_ns(const std::string& name);
+  // The cached handle, opening it on first use.
+  Result<Ns*> handle(const std::string& name);
+  // Like handle(), but nullptr (not an error) when the namespace does not exist.
+  Result<Ns*> handle_if_exists(const std::string& name);
+  Status refresh(Ns& ns);
+  Result<int> ifindex_of(Ns& ns, const std::string& ifname);
+  Result<int> allocate(Ns& ns, const std::string& ifname);
+  // Reads every outstanding ack; keeps the earliest failure for the next sync().
+  void settle();
+  void note_failure();
+
+  std::unordered_map<std::string, std::unique_ptr<Ns>> ns_;
+  std::optional<netlink::AckError> deferred_;
+};
+
+}  // namespace tb::apply

@@ -1,0 +1,132 @@
+#include "netlink/dump.h"
+
+#include <arpa/inet.h>
+#include <libmnl/libmnl.h>
+#include <linux/if_addr.h>
+#include <linux/if_arp.h>
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
+
+#include <cstring>
+
+#include "netlink/message.h"
+
+namespace tb::netlink {
+namespace {
+
+std::string attr_str(const nlattr* a) {
+  // Strings may or may not carry their NUL (IFLA_IFALIAS does not); take the payload bytes.
+  const char* p = static_cast<const char*>(mnl_attr_get_payload(a));
+  size_t n = mnl_attr_get_payload_len(a);
+  return std::string(p, strnlen(p, n));
+}
+
+int linkinfo_cb(const nlattr* a, void* data) {
+  if (mnl_attr_get_type(a) == IFLA_INFO_KIND) static_cast<LinkRecord*>(data)->kind = attr_str(a);
+  return MNL_CB_OK;
+}
+
+int link_cb(const nlattr* a, void* data) {
+  auto* r = static_cast<LinkRecord*>(data);
+  switch (mnl_attr_get_type(a)) {
+    case IFLA_IFNAME:
+      r->name = attr_str(a);
+      break;
+    case IFLA_IFALIAS:
+      r->alias = attr_str(a);
+      break;
+    case IFLA_MTU:
+      if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0) r->mtu = static_cast<int>(mnl_attr_get_u32(a));
+      break;
+    case IFLA_MASTER:
+      if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+        r->master = static_cast<int>(mnl_attr_get_u32(a));
+      break;
+    case IFLA_LINKINFO:
+      mnl_attr_parse_nested(a, linkinfo_cb, r);
+      break;
+    case IFLA_STATS64:
+      if (mnl_attr_get_payload_len(a) >= sizeof(rtnl_link_stats64)) {
+        rtnl_link_stats64 st;
+        std::memcpy(&st, mnl_attr_get_payload(a), sizeof(st));
+        r->rx_bytes = st.rx_bytes;
+        r->tx_bytes = st.tx_bytes;
+      }
+      break;
+    default:
+      break;
+  }
+  return MNL_CB_OK;
+}
+
+struct AddrAttrs {
+  std::optional<uint32_t> local, address;
+};
+
+int addr_cb(const nlattr* a, void* data) {
+  auto* r = static_cast<AddrAttrs*>(data);
+  if (mnl_attr_get_payload_len(a) != sizeof(uint32_t)) return MNL_CB_OK;
+  uint32_t v;
+  std::memcpy(&v, mnl_attr_get_payload(a), sizeof(v));
+  if (mnl_attr_get_type(a) == IFA_LOCAL) r->local = ntohl(v);
+  if (mnl_attr_get_type(a) == IFA_ADDRESS) r->address = ntohl(v);
+  return MNL_CB_OK;
+}
+
+// Retries a dump the kernel marked as interrupted (the table changed while it was read).
+template <class T, class Parse>
+Result<std::vector<T>> dump_all(NlSocket& sock, NlMsg (*build)(), const std::string& what,
+                                Parse parse) {
+  for (int attempt = 0;; ++attempt) {
+    std::vector<T> out;
+    auto r = sock.dump(build(), what, [&](const nlmsghdr* nlh) {
+      if (auto rec = parse(nlh)) out.push_back(std::move(*rec));
+    });
+    if (r) return out;
+    if (r.error().sys_errno != EAGAIN || attempt == 3) return std::unexpected(r.error());
+  }
+}
+
+}  // namespace
+
+std::optional<LinkRecord> parse_link(const nlmsghdr* nlh) {
+  if (nlh->nlmsg_type != RTM_NEWLINK || mnl_nlmsg_get_payload_len(nlh) < sizeof(ifinfomsg))
+    return std::nullopt;
+  const auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(nlh));
+  LinkRecord r;
+  r.ifindex = ifi->ifi_index;
+  r.flags = ifi->ifi_flags;
+  mnl_attr_parse(nlh, sizeof(ifinfomsg), link_cb, &r);
+  if (r.kind.empty() && ifi->ifi_type == ARPHRD_LOOPBACK) r.kind = "loopback";
+  return r;
+}
+
+std::optional<AddrRecord> parse_ipv4_addr(const nlmsghdr* nlh) {
+  if (nlh->nlmsg_type != RTM_NEWADDR || mnl_nlmsg_get_payload_len(nlh) < sizeof(ifaddrmsg))
+    return std::nullopt;
+  const auto* ifa = static_cast<const ifaddrmsg*>(mnl_nlmsg_get_payload(nlh));
+  if (ifa->ifa_family != AF_INET) return std::nullopt;
+  AddrAttrs attrs;
+  mnl_attr_parse(nlh, sizeof(ifaddrmsg), addr_cb, &attrs);
+  auto a = attrs.local ? attrs.local : attrs.address;
+  if (!a) return std::nullopt;
+  return AddrRecord{static_cast<int>(ifa->ifa_index), Prefix{Ipv4{*a}, ifa->ifa_prefixlen}};
+}
+
+Result<std::vector<LinkRecord>> list_links(NlSocket& sock, const std::string& where) {
+  return dump_all<LinkRecord>(sock, dump_links, "list links in " + where, parse_link);
+}
+
+Result<std::vector<AddrRecord>> list_ipv4_addrs(NlSocket& sock, const std::string& where) {
+  return dump_all<AddrRecord>(sock, dump_ipv4_addrs, "list addresses in " + where, parse_ipv4_addr);
+}
+
+Result<LinkRecord> query_link(NlSocket& sock, int ifindex, const std::string& where) {
+  std::optional<LinkRecord> rec;
+  TB_TRY(sock.call(get_link(ifindex), "get link " + std::to_string(ifindex) + " in " + where,
+                   [&](const nlmsghdr* nlh) { rec = parse_link(nlh); }));
+  if (!rec) return fail("get link " + std::to_string(ifindex) + " in " + where + ": no answer");
+  return *rec;
+}
+
+}  // namespace tb::netlink

@@ -1,0 +1,47 @@
+// Reading state back: links (with IFLA_STATS64) and IPv4 addresses of the namespace a socket
+// lives in, as plain records.
+//
+// Parsers are pure (unit-tested on hand-built messages); the list_* functions do one dump each
+// on the caller's socket. Not thread-safe beyond the socket's own rules.
+#pragma once
+
+#include <linux/netlink.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/ipv4.h"
+#include "netlink/socket.h"
+
+namespace tb::netlink {
+
+struct LinkRecord {
+  int ifindex = 0;
+  std::string name;
+  std::string alias;
+  std::string kind;    // IFLA_INFO_KIND ("veth", "bridge"), "loopback" for lo, else ""
+  unsigned flags = 0;  // ifi_flags: IFF_UP, IFF_LOWER_UP, ...
+  int mtu = 0;
+  int master = 0;  // IFLA_MASTER, 0 = none
+  uint64_t rx_bytes = 0, tx_bytes = 0;
+};
+
+struct AddrRecord {
+  int ifindex = 0;
+  Prefix addr;
+};
+
+// An RTM_NEWLINK message (a dump entry or a get reply).
+std::optional<LinkRecord> parse_link(const nlmsghdr* nlh);
+// An RTM_NEWADDR message; nullopt for other families.
+std::optional<AddrRecord> parse_ipv4_addr(const nlmsghdr* nlh);
+
+// `where` names the namespace for error messages ("netns tb-x-a").
+Result<std::vector<LinkRecord>> list_links(NlSocket& sock, const std::string& where);
+Result<std::vector<AddrRecord>> list_ipv4_addrs(NlSocket& sock, const std::string& where);
+Result<LinkRecord> query_link(NlSocket& sock, int ifindex, const std::string& where);
+
+}  // namespace tb::netlink

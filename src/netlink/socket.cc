@@ -1,0 +1,190 @@
+#include "netlink/socket.h"
+
+#include <libmnl/libmnl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <atomic>
+#include <vector>
+
+#include "netlink/ack.h"
+#include "netlink/netns.h"
+
+namespace tb::netlink {
+namespace {
+
+std::atomic<uint32_t> g_seq{1};
+
+uint32_t next_seq() {
+  uint32_t s = g_seq.fetch_add(1, std::memory_order_relaxed);
+  return s == 0 ? g_seq.fetch_add(1, std::memory_order_relaxed) : s;
+}
+
+// Big enough for any datagram the kernel sends us: a dump skb is at most 32 KiB
+// (net/netlink/af_netlink.c netlink_dump: max_recvmsg_len capped at 32768).
+constexpr size_t kRecvBuf = 64 * 1024;
+
+}  // namespace
+
+Result<NlSocket> NlSocket::open() {
+  UniqueFd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+  if (!fd) return sys_fail("open netlink socket");
+  int one = 1;
+  // Extended ack text, and acks without a copy of the request (include/uapi/linux/netlink.h).
+  if (setsockopt(fd.get(), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one)) < 0)
+    return sys_fail("set NETLINK_EXT_ACK");
+  if (setsockopt(fd.get(), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one)) < 0)
+    return sys_fail("set NETLINK_CAP_ACK");
+  int rcv = kRcvBuf;
+  // SO_RCVBUFFORCE passes net.core.rmem_max when we have CAP_NET_ADMIN.
+  if (setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv)) < 0 &&
+      setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv)) < 0)
+    return sys_fail("set netlink SO_RCVBUF");
+  timeval tv{};
+  tv.tv_sec = kTimeout.count();
+  if (setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
+    return sys_fail("set netlink SO_RCVTIMEO");
+  sockaddr_nl sa{};
+  sa.nl_family = AF_NETLINK;
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) < 0)
+    return sys_fail("bind netlink socket");
+  return NlSocket(std::move(fd));
+}
+
+Result<NlSocket> NlSocket::open_in(int netns_fd) {
+  auto sw = ScopedNetns::enter(netns_fd);
+  if (!sw) return std::unexpected(sw.error());
+  return open();
+}
+
+Result<uint32_t> NlSocket::transmit(NlMsg& msg, uint16_t extra_flags, const std::string& what) {
+  TB_CHECK(fd_.valid());
+  nlmsghdr* h = msg.header();
+  TB_CHECK(h->nlmsg_len == msg.bytes.size());
+  h->nlmsg_flags |= extra_flags;
+  h->nlmsg_seq = next_seq();
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  ssize_t n;
+  do {
+    n = ::sendto(fd_.get(), msg.bytes.data(), msg.bytes.size(), 0,
+                 reinterpret_cast<sockaddr*>(&kernel), sizeof(kernel));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return sys_fail(what + ": send netlink request");
+  return h->nlmsg_seq;
+}
+
+Status NlSocket::receive(const std::function<void(const nlmsghdr*)>& each) {
+  thread_local std::vector<uint8_t> buf(kRecvBuf);
+  ssize_t n;
+  iovec iov{buf.data(), buf.size()};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  do {
+    n = ::recvmsg(fd_.get(), &mh, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+    return fail("no netlink answer within " + std::to_string(kTimeout.count()) + " s", ETIMEDOUT);
+  if (n < 0) return sys_fail("receive netlink answer");
+  if (mh.msg_flags & MSG_TRUNC) return fail("netlink answer truncated", EMSGSIZE);
+  int len = static_cast<int>(n);
+  for (auto* nlh = reinterpret_cast<const nlmsghdr*>(buf.data()); mnl_nlmsg_ok(nlh, len);
+       nlh = mnl_nlmsg_next(nlh, &len)) {
+    each(nlh);
+  }
+  return {};
+}
+
+void NlSocket::record(AckError e) {
+  if (!first_error_ || e.seq < first_error_->seq) first_error_ = std::move(e);
+}
+
+bool NlSocket::on_pipelined(const nlmsghdr* nlh) {
+  if (nlh->nlmsg_type != NLMSG_ERROR) return false;
+  Ack ack = parse_ack(nlh);
+  // Acks come back in request order, so the match is almost always the front.
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (it->seq != ack.seq) continue;
+    if (ack.error != 0) record(AckError{ack.seq, ack_error(it->what, ack)});
+    pending_.erase(it);
+    return true;
+  }
+  return false;
+}
+
+Status NlSocket::send(NlMsg msg, std::string what) {
+  auto seq = transmit(msg, NLM_F_ACK, what);
+  if (!seq) return std::unexpected(seq.error());
+  pending_.push_back(Pending{*seq, std::move(what)});
+  if (pending_.size() >= kMaxOutstanding) return drain();
+  return {};
+}
+
+std::optional<AckError> NlSocket::collect() {
+  while (!pending_.empty()) {
+    auto r = receive([this](const nlmsghdr* nlh) { on_pipelined(nlh); });
+    if (!r) {
+      // The socket lost track of its acks; every pending request is in doubt.
+      Error e =
+          with_context(r.error(), "wait for acks of " + std::to_string(pending_.size()) +
+                                      " netlink requests (first: " + pending_.front().what + ")");
+      pending_.clear();
+      record(AckError{0, std::move(e)});
+    }
+  }
+  return std::exchange(first_error_, std::nullopt);
+}
+
+Status NlSocket::drain() {
+  if (auto e = collect()) return std::unexpected(std::move(e->error));
+  return {};
+}
+
+Status NlSocket::call(NlMsg msg, const std::string& what, const ReplyFn& on_reply) {
+  auto seq = transmit(msg, NLM_F_ACK, what);
+  if (!seq) return std::unexpected(seq.error());
+  std::optional<Ack> mine;
+  while (!mine) {
+    TB_TRY(receive([&](const nlmsghdr* nlh) {
+      if (nlh->nlmsg_seq != *seq) {
+        on_pipelined(nlh);
+      } else if (nlh->nlmsg_type == NLMSG_ERROR) {
+        mine = parse_ack(nlh);
+      } else if (on_reply) {
+        on_reply(nlh);
+      }
+    }));
+  }
+  if (mine->error != 0) return std::unexpected(ack_error(what, *mine));
+  return {};
+}
+
+Status NlSocket::dump(NlMsg msg, const std::string& what, const ReplyFn& on_reply) {
+  auto seq = transmit(msg, 0, what);
+  if (!seq) return std::unexpected(seq.error());
+  bool done = false, interrupted = false;
+  std::optional<Ack> failed;
+  while (!done) {
+    TB_TRY(receive([&](const nlmsghdr* nlh) {
+      if (nlh->nlmsg_seq != *seq) {
+        on_pipelined(nlh);
+        return;
+      }
+      if (done) return;
+      if (nlh->nlmsg_flags & NLM_F_DUMP_INTR) interrupted = true;
+      if (nlh->nlmsg_type == NLMSG_DONE || nlh->nlmsg_type == NLMSG_ERROR) {
+        done = true;
+        Ack ack = parse_ack(nlh);
+        if (ack.error != 0) failed = ack;
+      } else {
+        on_reply(nlh);
+      }
+    }));
+  }
+  if (failed) return std::unexpected(ack_error(what, *failed));
+  if (interrupted) return fail(what + ": dump interrupted by a concurrent change", EAGAIN);
+  return {};
+}
+
+}  // namespace tb::netlink

@@ -1,0 +1,92 @@
+// NlSocket: one owning NETLINK_ROUTE socket, with pipelined requests and their acks.
+//
+// A netlink socket stays bound to the network namespace it was opened in, whatever the thread
+// does afterwards, so one NlSocket per namespace lets a single thread configure many
+// namespaces without setns (open it inside with ScopedNetns, netlink/netns.h).
+//
+// Every request goes through here, which adds NLM_F_ACK and a sequence number (process-wide
+// counter, so sequence order is submission order across sockets). send() does not wait:
+// the kernel handles an rtnetlink request inside sendmsg(), so later requests, on any socket,
+// already see its effect; only the ack is read later. At most kMaxOutstanding acks are left
+// unread so the receive buffer (raised to kRcvBuf) never overflows. A failed ack becomes
+// "<what>: <strerror> (kernel: <extended ack>)" with `what` given at send().
+//
+// Move-only; not thread-safe (one thread drives a socket). Every wait has a timeout (kTimeout).
+#pragma once
+
+#include <linux/netlink.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+#include "core/unique_fd.h"
+#include "netlink/message.h"
+
+namespace tb::netlink {
+
+// A failed acknowledgement and the sequence number of the request it answers.
+struct AckError {
+  uint32_t seq = 0;  // 0 for a transport failure (which outranks any request's failure)
+  Error error;
+};
+
+class NlSocket {
+ public:
+  static constexpr size_t kMaxOutstanding = 256;
+  static constexpr int kRcvBuf = 4 << 20;
+  static constexpr std::chrono::seconds kTimeout{10};
+
+  using ReplyFn = std::function<void(const nlmsghdr*)>;
+
+  // A socket in the calling thread's current network namespace.
+  static Result<NlSocket> open();
+  // A socket in the namespace behind `netns_fd`: the thread enters it, opens, and comes back.
+  static Result<NlSocket> open_in(int netns_fd);
+
+  NlSocket() = default;
+  NlSocket(NlSocket&&) = default;
+  NlSocket& operator=(NlSocket&&) = default;
+
+  bool valid() const { return fd_.valid(); }
+  size_t outstanding() const { return pending_.size(); }
+
+  // Pipelined request. A failure that comes back is reported by a later send() (once
+  // kMaxOutstanding are in flight), collect(), drain(), call() or dump().
+  Status send(NlMsg msg, std::string what);
+  // Reads every outstanding ack; returns the earliest-sent failure among them (or an earlier
+  // one seen by call()/dump()) and forgets it.
+  std::optional<AckError> collect();
+  Status drain();
+
+  // Synchronous request: waits for its own ack; replies before it (a get) go to on_reply.
+  // Acks of pipelined requests read meanwhile are booked; their failure waits for collect().
+  Status call(NlMsg msg, const std::string& what, const ReplyFn& on_reply = {});
+  // Dump request (NLM_F_DUMP): every message up to NLMSG_DONE goes to on_reply. An interrupted
+  // dump (NLM_F_DUMP_INTR, the table changed meanwhile) fails with EAGAIN; the caller retries.
+  Status dump(NlMsg msg, const std::string& what, const ReplyFn& on_reply);
+
+ private:
+  struct Pending {
+    uint32_t seq;
+    std::string what;
+  };
+
+  explicit NlSocket(UniqueFd fd) : fd_(std::move(fd)) {}
+  Result<uint32_t> transmit(NlMsg& msg, uint16_t extra_flags, const std::string& what);
+  // Receives one datagram and passes each message in it to `each`.
+  Status receive(const std::function<void(const nlmsghdr*)>& each);
+  // Books an ack for a pipelined request; false if `nlh` answers none of them.
+  bool on_pipelined(const nlmsghdr* nlh);
+  void record(AckError e);
+
+  UniqueFd fd_;
+  std::deque<Pending> pending_;
+  std::optional<AckError> first_error_;
+};
+
+}  // namespace tb::netlink

@@ -1,0 +1,91 @@
+// Shared pieces of the netns tier: a fixture that skips without root, hands out namespace names
+// unique to this test process (tb-t<pid>-<tag>), and removes every one of them in TearDown even
+// when the test failed; plus small helpers that run `ip`/`ping` to observe (never to build).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apply/netlink_kernel.h"
+#include "netlink/netns.h"
+
+namespace tb::testing {
+
+// Runs argv with stdout/stderr sent to /dev/null; returns the exit status (or -1).
+inline int run_quiet(std::vector<std::string> argv) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* null = std::fopen("/dev/null", "w");
+    if (null) {
+      dup2(fileno(null), 1);
+      dup2(fileno(null), 2);
+    }
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Output of a shell command (for `ip -n NS route show ...`).
+inline std::string capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[512];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+inline bool ping(const std::string& netns, const std::string& addr) {
+  return run_quiet({"ip", "netns", "exec", netns, "ping", "-c1", "-W1", addr}) == 0;
+}
+
+class NetnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root: creates network namespaces";
+    kernel_ = std::make_unique<apply::NetlinkKernel>();
+  }
+
+  void TearDown() override {
+    kernel_.reset();  // drop our descriptors first, or they keep the namespaces alive
+    for (const auto& n : names_) {
+      EXPECT_TRUE(netlink::delete_named_netns(n).has_value()) << n;
+      std::error_code ec;
+      std::filesystem::remove_all(std::filesystem::path(apply::NetlinkKernel::kEtcNetns) / n, ec);
+    }
+  }
+
+  // "tb-t<pid>-<tag>", registered for removal before anything is created under it.
+  std::string ns(const std::string& tag) {
+    std::string n = "tb-t" + std::to_string(getpid()) + "-" + tag;
+    names_.push_back(n);
+    return n;
+  }
+  // Owner marker unique to this process and `lab`.
+  static std::string marker(const std::string& lab) {
+    return "testbedctl lab=t" + std::to_string(getpid()) + lab + " ";
+  }
+
+  bool exists(const std::string& name) const {
+    return std::filesystem::exists(netlink::netns_path(name));
+  }
+
+  std::unique_ptr<apply::NetlinkKernel> kernel_;
+  std::vector<std::string> names_;
+};
+
+}  // namespace tb::testing

@@ -1,0 +1,351 @@
+// Netlink message builders and ack/dump parsers, checked byte by byte without root: each
+// request is parsed back with libmnl and its header, family struct and attributes compared.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <libmnl/libmnl.h>
+#include <linux/if.h>
+#include <linux/if_addr.h>
+#include <linux/if_arp.h>
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
+#include <linux/veth.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "netlink/ack.h"
+#include "netlink/dump.h"
+#include "netlink/message.h"
+
+namespace tb::netlink {
+namespace {
+
+using Attrs = std::map<uint16_t, const nlattr*>;
+
+int collect_cb(const nlattr* a, void* data) {
+  (*static_cast<Attrs*>(data))[mnl_attr_get_type(a)] = a;
+  return MNL_CB_OK;
+}
+
+Attrs attrs_of(const nlmsghdr* nlh, size_t family_len) {
+  Attrs out;
+  EXPECT_EQ(mnl_attr_parse(nlh, family_len, collect_cb, &out), MNL_CB_OK);
+  return out;
+}
+
+Attrs nested(const nlattr* a) {
+  Attrs out;
+  EXPECT_EQ(mnl_attr_parse_nested(a, collect_cb, &out), MNL_CB_OK);
+  return out;
+}
+
+std::string str(const nlattr* a) {
+  return std::string(
+      static_cast<const char*>(mnl_attr_get_payload(a)),
+      strnlen(static_cast<const char*>(mnl_attr_get_payload(a)), mnl_attr_get_payload_len(a)));
+}
+
+uint32_t ip(const char* dotted) {
+  return inet_addr(dotted);
+}  // network order
+
+Prefix pfx(const char* text) {
+  return *parse_prefix(text);
+}
+
+// Every request: one well-formed message whose length is the buffer's, seq 0, no ACK yet.
+void expect_request(const NlMsg& m, uint16_t type, uint16_t flags) {
+  ASSERT_GE(m.bytes.size(), sizeof(nlmsghdr));
+  const nlmsghdr* h = m.header();
+  EXPECT_EQ(h->nlmsg_len, m.bytes.size());
+  EXPECT_TRUE(mnl_nlmsg_ok(h, static_cast<int>(m.bytes.size())));
+  EXPECT_EQ(h->nlmsg_type, type);
+  EXPECT_EQ(h->nlmsg_flags, flags);
+  EXPECT_EQ(h->nlmsg_seq, 0u);
+  EXPECT_EQ(h->nlmsg_flags & NLM_F_ACK, 0);
+}
+
+TEST(NetlinkMsg, VethBothEndsPlacedInTheirNamespaces) {
+  NlMsg m = new_veth({"nvl", 5, 7}, {"g0", 9, 8}, 9000, /*a_master=*/3);
+  expect_request(m, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL);
+  const auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(m.header()));
+  EXPECT_EQ(ifi->ifi_index, 5);
+  EXPECT_EQ(ifi->ifi_flags, unsigned{IFF_UP});
+  EXPECT_EQ(ifi->ifi_change, unsigned{IFF_UP});
+  Attrs a = attrs_of(m.header(), sizeof(ifinfomsg));
+  EXPECT_EQ(str(a.at(IFLA_IFNAME)), "nvl");
+  EXPECT_EQ(mnl_attr_get_u32(a.at(IFLA_MTU)), 9000u);
+  EXPECT_EQ(mnl_attr_get_u32(a.at(IFLA_NET_NS_FD)), 7u);
+  EXPECT_EQ(mnl_attr_get_u32(a.at(IFLA_MASTER)), 3u);
+  Attrs info = nested(a.at(IFLA_LINKINFO));
+  EXPECT_EQ(str(info.at(IFLA_INFO_KIND)), "veth");
+  Attrs data = nested(info.at(IFLA_INFO_DATA));
+  const nlattr* peer = data.at(VETH_INFO_PEER);
+  ASSERT_GE(mnl_attr_get_payload_len(peer), sizeof(ifinfomsg));
+  const auto* pifi = static_cast<const ifinfomsg*>(mnl_attr_get_payload(peer));
+  EXPECT_EQ(pifi->ifi_index, 9);
+  EXPECT_EQ(pifi->ifi_flags, 0u);  // a peer cannot be opened before the pair is tied
+  EXPECT_EQ(pifi->ifi_change, 0u);
+  // The peer's attributes follow its ifinfomsg inside VETH_INFO_PEER.
+  Attrs pa;
+  const auto* first = reinterpret_cast<const uint8_t*>(pifi) + NLMSG_ALIGN(sizeof(ifinfomsg));
+  int left = static_cast<int>(mnl_attr_get_payload_len(peer) - NLMSG_ALIGN(sizeof(ifinfomsg)));
+  for (auto* x = reinterpret_cast<const nlattr*>(first); mnl_attr_ok(x, left);
+       left -= static_cast<int>(MNL_ALIGN(x->nla_len)), x = mnl_attr_next(x))
+    pa[mnl_attr_get_type(x)] = x;
+  EXPECT_EQ(str(pa.at(IFLA_IFNAME)), "g0");
+  EXPECT_EQ(mnl_attr_get_u32(pa.at(IFLA_NET_NS_FD)), 8u);
+  EXPECT_EQ(mnl_attr_get_u32(pa.at(IFLA_MTU)), 9000u);
+  EXPECT_EQ(pa.count(IFLA_MASTER), 0u);
+}
+
+TEST(NetlinkMsg, VethWithoutNamespaceOrMasterLeavesThemOut) {
+  NlMsg m = new_veth({"a", 0, -1}, {"b", 0, -1}, 1500);
+  Attrs a = attrs_of(m.header(), sizeof(ifinfomsg));
+  EXPECT_EQ(a.count(IFLA_NET_NS_FD), 0u);
+  EXPECT_EQ(a.count(IFLA_MASTER), 0u);
+}
+
+TEST(NetlinkMsg, BridgeIsCreatedUp) {
+  NlMsg m = new_bridge("nvsw", 4, 1500);
+  expect_request(m, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL);
+  const auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(m.header()));
+  EXPECT_EQ(ifi->ifi_index, 4);
+  EXPECT_EQ(ifi->ifi_flags & IFF_UP, unsigned{IFF_UP});
+  Attrs a = attrs_of(m.header(), sizeof(ifinfomsg));
+  EXPECT_EQ(str(a.at(IFLA_IFNAME)), "nvsw");
+  EXPECT_EQ(str(nested(a.at(IFLA_LINKINFO)).at(IFLA_INFO_KIND)), "bridge");
+}
+
+TEST(NetlinkMsg, LoopbackUpWithAliasSetsOnlyWhatIsAsked) {
+  NlMsg m = set_link({.ifindex = kLoopbackIfindex, .up = true, .alias = "testbedctl lab=x"});
+  expect_request(m, RTM_NEWLINK, NLM_F_REQUEST);
+  const auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(m.header()));
+  EXPECT_EQ(ifi->ifi_index, 1);
+  EXPECT_EQ(ifi->ifi_flags, unsigned{IFF_UP});
+  EXPECT_EQ(ifi->ifi_change, unsigned{IFF_UP});
+  Attrs a = attrs_of(m.header(), sizeof(ifinfomsg));
+  // The alias is sent without a NUL: the kernel stores exactly the attribute's bytes.
+  EXPECT_EQ(mnl_attr_get_payload_len(a.at(IFLA_IFALIAS)), 16u);
+  EXPECT_EQ(str(a.at(IFLA_IFALIAS)), "testbedctl lab=x");
+  EXPECT_EQ(a.size(), 1u);
+
+  NlMsg master = set_link({.ifindex = 6, .master = 2});
+  const auto* mifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(master.header()));
+  EXPECT_EQ(mifi->ifi_change, 0u);  // up/down left alone
+  Attrs ma = attrs_of(master.header(), sizeof(ifinfomsg));
+  EXPECT_EQ(mnl_attr_get_u32(ma.at(IFLA_MASTER)), 2u);
+  EXPECT_EQ(ma.size(), 1u);
+}
+
+TEST(NetlinkMsg, DeleteLinkByIndexOrName) {
+  NlMsg by_name = del_link(0, "g0");
+  expect_request(by_name, RTM_DELLINK, NLM_F_REQUEST);
+  EXPECT_EQ(str(attrs_of(by_name.header(), sizeof(ifinfomsg)).at(IFLA_IFNAME)), "g0");
+  NlMsg by_index = del_link(7);
+  EXPECT_EQ(static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(by_index.header()))->ifi_index, 7);
+  EXPECT_TRUE(attrs_of(by_index.header(), sizeof(ifinfomsg)).empty());
+}
+
+TEST(NetlinkMsg, AddressCarriesLocalAndPrefixLength) {
+  NlMsg m = new_addr(3, pfx("198.18.0.5/31"));
+  expect_request(m, RTM_NEWADDR, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL);
+  const auto* ifa = static_cast<const ifaddrmsg*>(mnl_nlmsg_get_payload(m.header()));
+  EXPECT_EQ(ifa->ifa_family, AF_INET);
+  EXPECT_EQ(ifa->ifa_prefixlen, 31);
+  EXPECT_EQ(ifa->ifa_index, 3u);
+  Attrs a = attrs_of(m.header(), sizeof(ifaddrmsg));
+  EXPECT_EQ(mnl_attr_get_u32(a.at(IFA_LOCAL)), ip("198.18.0.5"));
+  EXPECT_EQ(mnl_attr_get_u32(a.at(IFA_ADDRESS)), ip("198.18.0.5"));
+  expect_request(del_addr(3, pfx("198.18.0.5/31")), RTM_DELADDR, NLM_F_REQUEST);
+}
+
+TEST(NetlinkMsg, SingleOnlinkRouteWithSourceAndMetric) {
+  RouteSpec r{pfx("198.18.4.0/24"),
+              {{2, *parse_ipv4("198.18.9.1"), true, 1}},
+              *parse_ipv4("198.18.0.1"),
+              20};
+  NlMsg m = new_route(r);
+  expect_request(m, RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL);
+  const auto* rtm = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(m.header()));
+  EXPECT_EQ(rtm->rtm_family, AF_INET);
+  EXPECT_EQ(rtm->rtm_dst_len, 24);
+  EXPECT_EQ(rtm->rtm_table, RT_TABLE_MAIN);
+  EXPECT_EQ(rtm->rtm_protocol, RTPROT_STATIC);
+  EXPECT_EQ(rtm->rtm_scope, RT_SCOPE_UNIVERSE);
+  EXPECT_EQ(rtm->rtm_type, RTN_UNICAST);
+  EXPECT_EQ(rtm->rtm_flags, unsigned{RTNH_F_ONLINK});
+  Attrs a = attrs_of(m.header(), sizeof(rtmsg));
+  EXPECT_EQ(mnl_attr_get_u32(a.at(RTA_DST)), ip("198.18.4.0"));
+  EXPECT_EQ(mnl_attr_get_u32(a.at(RTA_OIF)), 2u);
+  EXPECT_EQ(mnl_attr_get_u32(a.at(RTA_GATEWAY)), ip("198.18.9.1"));
+  EXPECT_EQ(mnl_attr_get_u32(a.at(RTA_PREFSRC)), ip("198.18.0.1"));
+  EXPECT_EQ(mnl_attr_get_u32(a.at(RTA_PRIORITY)), 20u);
+  EXPECT_EQ(a.count(RTA_MULTIPATH), 0u);
+}
+
+TEST(NetlinkMsg, DeviceRouteHasLinkScopeAndNoGateway) {
+  NlMsg m = new_route({pfx("198.18.7.7/32"), {{4, std::nullopt, false, 1}}, std::nullopt, 0});
+  const auto* rtm = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(m.header()));
+  EXPECT_EQ(rtm->rtm_scope, RT_SCOPE_LINK);
+  EXPECT_EQ(rtm->rtm_flags, 0u);
+  Attrs a = attrs_of(m.header(), sizeof(rtmsg));
+  EXPECT_EQ(a.count(RTA_GATEWAY), 0u);
+  EXPECT_EQ(a.count(RTA_PRIORITY), 0u);
+  EXPECT_EQ(a.count(RTA_PREFSRC), 0u);
+}
+
+TEST(NetlinkMsg, MultipathOnlinkRouteListsEachNexthop) {
+  RouteSpec r{pfx("198.18.8.0/24"),
+              {{2, *parse_ipv4("198.18.0.1"), true, 1}, {3, *parse_ipv4("198.18.0.2"), true, 3}},
+              std::nullopt,
+              0};
+  NlMsg m = new_route(r);
+  const auto* rtm = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(m.header()));
+  EXPECT_EQ(rtm->rtm_flags, 0u);  // onlink lives in each rtnexthop
+  Attrs a = attrs_of(m.header(), sizeof(rtmsg));
+  EXPECT_EQ(a.count(RTA_OIF), 0u);
+  EXPECT_EQ(a.count(RTA_GATEWAY), 0u);
+  const nlattr* mp = a.at(RTA_MULTIPATH);
+  const auto* p = static_cast<const uint8_t*>(mnl_attr_get_payload(mp));
+  size_t left = mnl_attr_get_payload_len(mp);
+  struct Seen {
+    int ifindex, hops, flags;
+    uint32_t gw;
+  };
+  std::vector<Seen> seen;
+  while (left >= sizeof(rtnexthop)) {
+    const auto* nh = reinterpret_cast<const rtnexthop*>(p);
+    ASSERT_GE(nh->rtnh_len, sizeof(rtnexthop));
+    ASSERT_LE(nh->rtnh_len, left);
+    const auto* attr = reinterpret_cast<const nlattr*>(p + RTNH_ALIGN(sizeof(rtnexthop)));
+    ASSERT_EQ(nh->rtnh_len, RTNH_ALIGN(sizeof(rtnexthop)) + MNL_ALIGN(attr->nla_len));
+    ASSERT_EQ(mnl_attr_get_type(attr), RTA_GATEWAY);
+    seen.push_back({nh->rtnh_ifindex, nh->rtnh_hops, nh->rtnh_flags, mnl_attr_get_u32(attr)});
+    p += RTNH_ALIGN(nh->rtnh_len);
+    left -= RTNH_ALIGN(nh->rtnh_len);
+  }
+  EXPECT_EQ(left, 0u);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].ifindex, 2);
+  EXPECT_EQ(seen[0].hops, 0);
+  EXPECT_EQ(seen[0].flags, RTNH_F_ONLINK);
+  EXPECT_EQ(seen[0].gw, ip("198.18.0.1"));
+  EXPECT_EQ(seen[1].ifindex, 3);
+  EXPECT_EQ(seen[1].hops, 2);  // weight 3
+  EXPECT_EQ(seen[1].gw, ip("198.18.0.2"));
+}
+
+TEST(NetlinkMsg, DeleteRouteMatchesAnyScopeAndNexthop) {
+  NlMsg m = del_route(pfx("198.18.8.0/24"), 20);
+  expect_request(m, RTM_DELROUTE, NLM_F_REQUEST);
+  const auto* rtm = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(m.header()));
+  EXPECT_EQ(rtm->rtm_scope, RT_SCOPE_NOWHERE);
+  EXPECT_EQ(rtm->rtm_protocol, 0);
+  Attrs a = attrs_of(m.header(), sizeof(rtmsg));
+  EXPECT_EQ(mnl_attr_get_u32(a.at(RTA_PRIORITY)), 20u);
+  EXPECT_EQ(a.count(RTA_OIF), 0u);
+}
+
+TEST(NetlinkMsg, DumpsAskForEverything) {
+  expect_request(dump_links(), RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP);
+  NlMsg addrs = dump_ipv4_addrs();
+  expect_request(addrs, RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP);
+  EXPECT_EQ(static_cast<const ifaddrmsg*>(mnl_nlmsg_get_payload(addrs.header()))->ifa_family,
+            AF_INET);
+}
+
+// ---- acks -----------------------------------------------------------------------------------
+
+// An NLMSG_ERROR as the kernel sends it with NETLINK_CAP_ACK and NETLINK_EXT_ACK.
+std::vector<uint8_t> error_ack(uint32_t seq, int error, const char* text) {
+  std::vector<uint8_t> buf(1024);
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
+  nlh->nlmsg_type = NLMSG_ERROR;
+  nlh->nlmsg_seq = seq;
+  nlh->nlmsg_flags = NLM_F_CAPPED | (text ? NLM_F_ACK_TLVS : 0);
+  auto* err = static_cast<nlmsgerr*>(mnl_nlmsg_put_extra_header(nlh, sizeof(nlmsgerr)));
+  err->error = -error;
+  err->msg.nlmsg_len = sizeof(nlmsghdr);
+  err->msg.nlmsg_type = RTM_NEWLINK;
+  err->msg.nlmsg_seq = seq;
+  if (text) mnl_attr_put_strz(nlh, NLMSGERR_ATTR_MSG, text);
+  buf.resize(nlh->nlmsg_len);
+  return buf;
+}
+
+TEST(NetlinkAck, ErrorAckBecomesOurSentenceWithKernelText) {
+  auto bytes = error_ack(42, EEXIST, "Some kernel detail");
+  Ack ack = parse_ack(reinterpret_cast<const nlmsghdr*>(bytes.data()));
+  EXPECT_EQ(ack.seq, 42u);
+  EXPECT_EQ(ack.error, EEXIST);
+  EXPECT_EQ(ack.detail, "Some kernel detail");
+  Error e = ack_error("create veth nvl <-> g0 in netns tb-x-a", ack);
+  EXPECT_EQ(e.message,
+            "create veth nvl <-> g0 in netns tb-x-a: File exists (kernel: Some kernel detail)");
+  EXPECT_EQ(e.sys_errno, EEXIST);
+}
+
+TEST(NetlinkAck, SuccessAndPlainErrors) {
+  auto ok = error_ack(7, 0, nullptr);
+  EXPECT_EQ(parse_ack(reinterpret_cast<const nlmsghdr*>(ok.data())).error, 0);
+  auto plain = error_ack(8, ENODEV, nullptr);
+  Ack ack = parse_ack(reinterpret_cast<const nlmsghdr*>(plain.data()));
+  EXPECT_EQ(ack_error("delete veth x", ack).message, "delete veth x: No such device");
+}
+
+// ---- dump parsers ---------------------------------------------------------------------------
+
+TEST(NetlinkDump, ParsesLinkWithKindAliasAndStats) {
+  std::vector<uint8_t> buf(2048);
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
+  nlh->nlmsg_type = RTM_NEWLINK;
+  auto* ifi = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(ifinfomsg)));
+  ifi->ifi_index = 4;
+  ifi->ifi_type = ARPHRD_ETHER;
+  ifi->ifi_flags = IFF_UP | IFF_LOWER_UP;
+  mnl_attr_put_strz(nlh, IFLA_IFNAME, "g0");
+  mnl_attr_put(nlh, IFLA_IFALIAS, 5, "owner");
+  mnl_attr_put_u32(nlh, IFLA_MTU, 9000);
+  mnl_attr_put_u32(nlh, IFLA_MASTER, 2);
+  nlattr* li = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+  mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
+  mnl_attr_nest_end(nlh, li);
+  rtnl_link_stats64 st{};
+  st.rx_bytes = 1000;
+  st.tx_bytes = 2000;
+  mnl_attr_put(nlh, IFLA_STATS64, sizeof(st), &st);
+  auto r = parse_link(nlh);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->ifindex, 4);
+  EXPECT_EQ(r->name, "g0");
+  EXPECT_EQ(r->alias, "owner");
+  EXPECT_EQ(r->kind, "veth");
+  EXPECT_EQ(r->mtu, 9000);
+  EXPECT_EQ(r->master, 2);
+  EXPECT_EQ(r->rx_bytes, 1000u);
+  EXPECT_EQ(r->tx_bytes, 2000u);
+  EXPECT_TRUE(r->flags & IFF_LOWER_UP);
+}
+
+TEST(NetlinkDump, ParsesIpv4AddressAndSkipsOthers) {
+  std::vector<uint8_t> buf(512);
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
+  nlh->nlmsg_type = RTM_NEWADDR;
+  auto* ifa = static_cast<ifaddrmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(ifaddrmsg)));
+  ifa->ifa_family = AF_INET;
+  ifa->ifa_prefixlen = 31;
+  ifa->ifa_index = 3;
+  uint32_t a = ip("198.18.0.1");
+  mnl_attr_put(nlh, IFA_LOCAL, 4, &a);
+  auto r = parse_ipv4_addr(nlh);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->ifindex, 3);
+  EXPECT_EQ(r->addr.to_string(), "198.18.0.1/31");
+  ifa->ifa_family = AF_INET6;
+  EXPECT_FALSE(parse_ipv4_addr(nlh).has_value());
+}
+
+}  // namespace
+}  // namespace tb::netlink
