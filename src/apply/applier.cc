@@ -29,7 +29,11 @@ Status apply_plan(const plan::Plan& plan, Kernel& kernel, Journal& journal,
       return rollback(Error{"interrupted by signal"});
     const plan::Op& op = plan.ops[i];
     journal.append(op);
-    if (i % kFlushEvery == 0)
+    // Objects outside any namespace of ours must be on disk before they exist, so that a
+    // kill -9 leaves a journal that names them; the rest go with their namespace.
+    const bool outside = std::holds_alternative<plan::CreateNetns>(op) ||
+                         std::holds_alternative<plan::WriteHosts>(op);
+    if (outside || i % kFlushEvery == 0)
       if (auto r = journal.flush(); !r) return rollback(r.error());
     spdlog::debug("apply {}", plan::to_text(op));
     if (auto r = kernel.submit(op); !r) return rollback(r.error());

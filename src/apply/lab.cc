@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "apply/applier.h"
+#include "apply/marker.h"
 
 namespace tb::apply {
 namespace {
@@ -42,21 +43,21 @@ bool pid_alive(int pid) {
   return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
 }
 
-// Files under /etc/netns/*/hosts whose first line is one of our markers.
+// Hosts and resolv.conf files under /etc/netns/*/ whose first line is one of our markers.
 int remove_marked_hosts(const std::string& lab) {
   namespace fs = std::filesystem;
   const std::string want = "# " + plan::owner_marker(lab) + (lab.empty() ? "" : " ");
   int removed = 0;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/etc/netns", ec)) {
-    const fs::path hosts = e.path() / "hosts";
-    std::ifstream in(hosts);
+  std::vector<std::pair<std::string, std::string>> ours;  // (netns, marker line)
+  for (const auto& e : fs::directory_iterator(kEtcNetns, ec)) {
+    std::ifstream in(e.path() / "hosts");
     std::string first;
-    if (!in || !std::getline(in, first)) continue;
-    if (!first.starts_with(want)) continue;
-    if (fs::remove(hosts, ec)) ++removed;
-    fs::remove(e.path(), ec);  // only if now empty
+    if (in && std::getline(in, first) && first.starts_with(want))
+      ours.emplace_back(e.path().filename(), first);
   }
+  for (const auto& [netns, marker] : ours)
+    if (remove_hosts_file_if_ours(kEtcNetns, netns, marker)) ++removed;
   return removed;
 }
 
@@ -82,13 +83,17 @@ std::vector<std::string> overlapping_host_routes(const Prefix& space) {
 
 Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, Kernel& kernel) {
   const std::string& lab = plan.lab;
-  if (auto st = load_state(lab)) {
-    if (st->phase == "up" || pid_alive(st->pid))
-      return bad_input("lab \"" + lab + "\" is already up (from " + st->scenario +
-                       "); run `testbedctl down " + lab + "` first");
-  }
   auto left = kernel.owned_netns(plan::owner_marker(lab) + " ");
   if (!left) return std::unexpected(left.error());
+  if (auto st = load_state(lab)) {
+    if (st->phase == "up" && !left->empty())
+      return bad_input("lab \"" + lab + "\" is already up (from " + st->scenario +
+                       "); run `testbedctl down " + lab + "` first");
+    if (st->phase == "building" && st->pid != ::getpid() && pid_alive(st->pid))
+      return bad_input("lab \"" + lab + "\" is being built by testbedctl pid " +
+                       std::to_string(st->pid));
+    TB_TRY(remove_state(lab));  // stale: its namespaces are gone (a reboot, a manual delete)
+  }
   if (!left->empty())
     return bad_input("lab \"" + lab + "\" has " + std::to_string(left->size()) +
                      " namespaces left over from an earlier run (e.g. " + left->front() +
@@ -124,41 +129,42 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, Ke
 Status down(const std::string& lab, Kernel& kernel) {
   auto lock = LabLock::acquire(lab);
   if (!lock) return std::unexpected(lock.error());
-  std::string errors;
-  if (auto ops = Journal::read(journal_path(lab)); ops) {
-    if (auto r = teardown(*ops, kernel); !r) errors = r.error().message;
-  } else if (ops.error().sys_errno != ENOENT) {
-    spdlog::warn("{}; falling back to the owner-marker sweep", ops.error().message);
-  }
-  // Anything the journal did not name (a crash between create and journal write) still
-  // carries the marker.
-  auto swept = clean(lab, kernel);
-  if (!swept && errors.empty()) errors = swept.error().message;
-  if (auto r = remove_state(lab); !r && errors.empty()) errors = r.error().message;
-  if (!errors.empty()) return fail("take down lab " + lab + ": " + errors);
+  auto r = clean(lab, kernel);
+  if (!r) return fail("take down lab " + lab + ": " + r.error().message);
   return {};
 }
 
 Result<int> clean(const std::string& lab, Kernel& kernel) {
-  const std::string marker = plan::owner_marker(lab) + (lab.empty() ? "" : " ");
-  auto owned = kernel.owned_netns(lab.empty() ? "testbedctl lab=" : marker);
-  if (!owned) return std::unexpected(owned.error());
   std::string errors;
+  auto note = [&](const std::string& e) { errors += (errors.empty() ? "" : "; ") + e; };
+  const std::string select = plan::owner_marker(lab) + (lab.empty() ? "" : " ");
+  auto before = kernel.owned_netns(select);
+  if (!before) return std::unexpected(before.error());
+  // The journal first: it also names what no marker can (a namespace file made but never
+  // mounted, a hosts file not yet written when a crash came).
+  for (const auto& l : list_labs()) {
+    if (!lab.empty() && l != lab) continue;
+    auto ops = Journal::read(journal_path(l));
+    if (ops) {
+      if (auto r = teardown(*ops, kernel); !r) note(r.error().message);
+    } else if (ops.error().sys_errno != ENOENT) {
+      spdlog::warn("{}; relying on the owner-marker sweep", ops.error().message);
+    }
+  }
+  // Then the marker sweep: whatever the journal did not name still carries the marker.
+  auto owned = kernel.owned_netns(select);
+  if (!owned) return std::unexpected(owned.error());
   for (const auto& ns : *owned)
-    if (auto r = kernel.undo(plan::CreateNetns{ns, "", ""}); !r)
-      errors += (errors.empty() ? "" : "; ") + r.error().message;
+    if (auto r = kernel.undo(plan::CreateNetns{ns, "", select}); !r) note(r.error().message);
   remove_marked_hosts(lab);
   for (const auto& l : list_labs()) {
     if (!lab.empty() && l != lab) continue;
     auto st = load_state(l);
     if (st && pid_alive(st->pid) && st->pid != ::getpid() && st->phase == "building") continue;
-    if (lab.empty() && st && st->phase == "up") {
-      // --all: a lab that is up lost its namespaces above; its state goes too.
-    }
-    (void)remove_state(l);
+    if (auto r = remove_state(l); !r) note(r.error().message);
   }
-  if (!errors.empty()) return fail("clean: " + errors);
-  return static_cast<int>(owned->size());
+  if (!errors.empty()) return fail(errors);
+  return static_cast<int>(before->size());
 }
 
 }  // namespace tb::apply

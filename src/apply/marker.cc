@@ -8,13 +8,19 @@
 
 namespace tb::apply {
 
-Status write_hosts_file(const std::string& etc_netns, const std::string& netns,
-                        const std::string& content) {
-  const std::string dir = etc_netns + "/" + netns;
-  const std::string path = dir + "/hosts";
-  if (mkdir(etc_netns.c_str(), 0755) < 0 && errno != EEXIST) return sys_fail("create " + etc_netns);
-  if (mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) return sys_fail("create " + dir);
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+namespace {
+
+// Lookups inside a lab never leave its namespace: no nameserver but loopback, where nothing
+// listens, so a name the hosts file lacks fails at once instead of sending DNS into the lab.
+constexpr const char* kResolvConf = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
+
+Status write_new_file(const std::string& path, const std::string& content) {
+  // O_EXCL: a file that is already there is not ours to overwrite.
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd && errno == EEXIST)
+    return sys_fail("write " + path +
+                    " (it exists and this lab did not make it; if an earlier "
+                    "run left it, `testbedctl clean` removes it when it carries our marker)");
   if (!fd) return sys_fail("write " + path);
   size_t off = 0;
   while (off < content.size()) {
@@ -26,11 +32,8 @@ Status write_hosts_file(const std::string& etc_netns, const std::string& netns,
   return {};
 }
 
-Status remove_hosts_file_if_ours(const std::string& etc_netns, const std::string& netns,
-                                 std::string_view marker_line) {
-  const std::string dir = etc_netns + "/" + netns;
-  const std::string path = dir + "/hosts";
-  if (marker_line.empty()) return {};  // nothing to recognise ours by
+// Removes `path` when its first line is `marker_line`; anything else is left alone.
+Status remove_if_marked(const std::string& path, std::string_view marker_line) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return errno == ENOENT ? Status{} : sys_fail("remove " + path);
   // One byte past the marker: the newline that must end the first line (or end of file).
@@ -40,6 +43,27 @@ Status remove_hosts_file_if_ours(const std::string& etc_netns, const std::string
   head.resize(static_cast<size_t>(n));
   if (first_line(head) != marker_line) return {};
   if (unlink(path.c_str()) < 0 && errno != ENOENT) return sys_fail("remove " + path);
+  return {};
+}
+
+}  // namespace
+
+Status write_hosts_file(const std::string& etc_netns, const std::string& netns,
+                        const std::string& content) {
+  const std::string dir = etc_netns + "/" + netns;
+  if (mkdir(etc_netns.c_str(), 0755) < 0 && errno != EEXIST) return sys_fail("create " + etc_netns);
+  if (mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) return sys_fail("create " + dir);
+  TB_TRY(write_new_file(dir + "/hosts", content));
+  return write_new_file(dir + "/resolv.conf",
+                        std::string(first_line(content)) + "\n" + kResolvConf);
+}
+
+Status remove_hosts_file_if_ours(const std::string& etc_netns, const std::string& netns,
+                                 std::string_view marker_line) {
+  if (marker_line.empty()) return {};  // nothing to recognise ours by
+  const std::string dir = etc_netns + "/" + netns;
+  TB_TRY(remove_if_marked(dir + "/resolv.conf", marker_line));
+  TB_TRY(remove_if_marked(dir + "/hosts", marker_line));
   rmdir(dir.c_str());  // only succeeds when nothing else is left in it
   return {};
 }

@@ -12,6 +12,9 @@
 
 namespace tb::apply {
 
+// Per-namespace files live here, as iproute2 defines it (NETNS_ETC_DIR in ip/ipnetns.c).
+inline constexpr const char* kEtcNetns = "/etc/netns";
+
 // True when `alias` carries `marker`. An empty marker matches nothing: it must never select
 // every namespace on the machine.
 inline bool has_marker(std::string_view alias, std::string_view marker) {
@@ -23,12 +26,15 @@ inline std::string_view first_line(std::string_view text) {
   return text.substr(0, text.find('\n'));
 }
 
-// Writes <etc_netns>/<netns>/hosts (creating both directories as needed), the file
-// `ip netns exec` bind-mounts over /etc/hosts.
+// Writes <etc_netns>/<netns>/hosts and resolv.conf (creating both directories as needed), the
+// files `ip netns exec` and `testbedctl exec` bind-mount over /etc. resolv.conf names only
+// loopback, so lookups of names not in the hosts file fail at once inside the lab. Refuses to
+// overwrite a file that is already there.
 Status write_hosts_file(const std::string& etc_netns, const std::string& netns,
                         const std::string& content);
-// Removes <etc_netns>/<netns>/hosts only when its first line is `marker_line`, then the
-// directory if that left it empty. A missing file, or someone else's, is success.
+// Removes <etc_netns>/<netns>/hosts and resolv.conf, each only when its first line is
+// `marker_line`, then the directory if that left it empty. A missing file, or someone else's, is
+// success.
 Status remove_hosts_file_if_ours(const std::string& etc_netns, const std::string& netns,
                                  std::string_view marker_line);
 

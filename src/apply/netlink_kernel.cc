@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <variant>
 
+#include <spdlog/spdlog.h>
+
 #include "apply/marker.h"
 #include "netlink/dump.h"
 #include "netlink/message.h"
@@ -261,6 +263,22 @@ Status NetlinkKernel::submit_op(const plan::WriteHosts& op) {
 // ---- undo ---------------------------------------------------------------------------------
 
 Status NetlinkKernel::undo_op(const plan::CreateNetns& op) {
+  // Only a namespace whose loopback carries op.marker is ours to delete: a create that failed
+  // with "File exists" is journaled too, and the namespace that was there first is not ours.
+  // An entry that is not a namespace at all (a file left by a create killed before its bind
+  // mount) holds nothing and goes.
+  auto h = handle_if_exists(op.netns);
+  if (h && !*h) return {};
+  if (h) {
+    auto lo = nl::query_link((*h)->sock, nl::kLoopbackIfindex, "netns " + op.netns);
+    if (!lo || !has_marker(lo->alias, op.marker)) {
+      spdlog::warn("left namespace {} alone: its loopback does not carry the owner marker \"{}\"",
+                   op.netns, op.marker);
+      return {};
+    }
+  } else if (!nl::is_half_made_netns(op.netns)) {
+    return std::unexpected(with_context(h.error(), "delete netns " + op.netns));
+  }
   ns_.erase(op.netns);  // close our descriptor and socket first, or they keep it alive
   return nl::delete_named_netns(op.netns);
 }

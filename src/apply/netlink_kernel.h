@@ -31,7 +31,6 @@ namespace tb::apply {
 class NetlinkKernel final : public Kernel {
  public:
   // Where WriteHosts puts <netns>/hosts (`ip netns exec` bind-mounts files from here).
-  static constexpr const char* kEtcNetns = "/etc/netns";
 
   NetlinkKernel();
   ~NetlinkKernel() override;

@@ -1,7 +1,8 @@
 // Lab state on disk: /run/testbedctl/<lab>/ holds state.json (what was built from which
 // scenario, the topology, when, by which pid), journal.jsonl (apply/journal.h) and a lock file
-// held by whichever verb is changing the lab. /run is a tmpfs: state ends with the boot, as do
-// the namespaces it describes. Override the root with TESTBEDCTL_RUN_DIR (tests).
+// held by whichever verb is changing the lab. On most hosts /run is a tmpfs, so state ends with
+// the boot, as do the namespaces it describes (where /run is on disk, `clean --all` after a
+// reboot removes stale state). Override the root with TESTBEDCTL_RUN_DIR (tests).
 // Not thread-safe.
 #pragma once
 

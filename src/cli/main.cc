@@ -1,4 +1,5 @@
 // testbedctl: parse flags, call a verb (commands.h). Nothing else lives here.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : tb::kExitBadInput;
   }
+  // Logs go to stderr, so `--json` and `plan --format json` stay parseable with -v.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("testbedctl"));
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   spdlog::set_pattern("%^%l%$: %v");
 

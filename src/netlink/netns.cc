@@ -135,6 +135,17 @@ Status delete_named_netns(const std::string& name) {
   return {};
 }
 
+bool is_half_made_netns(const std::string& name) {
+  if (!valid_netns_name(name)) return false;
+  struct stat file {
+  }, dir{};
+  if (::stat(netns_path(name).c_str(), &file) != 0 ||
+      ::stat(std::string(kNetnsRunDir).c_str(), &dir) != 0)
+    return false;
+  // A mounted namespace lives on nsfs, another device than the directory's.
+  return S_ISREG(file.st_mode) && file.st_size == 0 && file.st_dev == dir.st_dev;
+}
+
 Result<UniqueFd> open_named_netns(const std::string& name) {
   if (!valid_netns_name(name)) return bad_input("open netns " + name + ": not a valid name");
   UniqueFd fd(::open(netns_path(name).c_str(), O_RDONLY | O_CLOEXEC));

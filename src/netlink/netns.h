@@ -55,6 +55,9 @@ Result<UniqueFd> create_named_netns(const std::string& name,
                                     const std::function<Status()>& inside = {});
 // Unmounts and unlinks /run/netns/<name>. A name that does not exist is success.
 Status delete_named_netns(const std::string& name);
+// True when /run/netns/<name> is an empty file with no namespace mounted on it (a create that
+// died between making the file and bind-mounting the namespace).
+bool is_half_made_netns(const std::string& name);
 // Opens /run/netns/<name> (the error carries ENOENT when there is no such namespace).
 Result<UniqueFd> open_named_netns(const std::string& name);
 // Names under /run/netns, sorted; none when the directory does not exist.

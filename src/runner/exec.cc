@@ -1,10 +1,10 @@
 #include "runner/exec.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,11 +23,21 @@ Status enter_node(const std::string& netns) {
   if (::unshare(CLONE_NEWNS) != 0) return sys_fail("unshare mount namespace");
   if (::mount("", "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0)
     return sys_fail("make / a slave mount");
-  const std::string hosts = "/etc/netns/" + netns + "/hosts";
-  struct stat st {};
-  if (::stat(hosts.c_str(), &st) == 0 &&
-      ::mount(hosts.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) != 0)
-    return sys_fail("bind " + hosts + " over /etc/hosts");
+  // Every file in /etc/netns/<netns>/ replaces its namesake in /etc (iproute2's
+  // bind_etc()): the lab's hosts and resolv.conf.
+  const std::string dir = "/etc/netns/" + netns;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      const std::string src = dir + "/" + name, dst = "/etc/" + name;
+      if (::mount(src.c_str(), dst.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+        ::closedir(d);
+        return sys_fail("bind " + src + " over " + dst);
+      }
+    }
+    ::closedir(d);
+  }
   ::umount2("/sys", MNT_DETACH);
   if (::mount(netns.c_str(), "/sys", "sysfs", 0, nullptr) != 0)
     return sys_fail("mount /sys for " + netns);

@@ -13,13 +13,13 @@
 
 namespace tb::e2e {
 
-struct Run {
+struct CmdResult {
   int rc = -1;
   std::string out;  // stdout and stderr together
 };
 
-inline Run sh(const std::string& cmd) {
-  Run r;
+inline CmdResult sh(const std::string& cmd) {
+  CmdResult r;
   FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
@@ -36,7 +36,7 @@ inline std::string tbctl() {
 inline std::string scenario(const std::string& name) {
   return std::string(TB_SOURCE_DIR) + "/scenarios/" + name;
 }
-inline Run testbedctl(const std::string& args) {
+inline CmdResult testbedctl(const std::string& args) {
   return sh(tbctl() + " " + args);
 }
 
@@ -53,7 +53,7 @@ inline std::vector<std::string> marked_netns(const std::string& lab) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/run/netns", ec)) {
     const std::string ns = e.path().filename();
-    Run r = sh("ip -n " + ns + " -o link show lo");
+    CmdResult r = sh("ip -n " + ns + " -o link show lo");
     if (r.out.find("alias testbedctl lab=" + lab + " ") != std::string::npos) out.push_back(ns);
   }
   return out;
@@ -78,7 +78,7 @@ class LabGuard {
 };
 
 inline nlohmann::json status_json(const std::string& lab) {
-  Run r = testbedctl("status " + lab + " --json");
+  CmdResult r = testbedctl("status " + lab + " --json");
   if (r.rc != 0) return {};
   return nlohmann::json::parse(r.out, nullptr, false);
 }

@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "core/ipv4.h"
 #include "e2e_util.h"
 
 namespace tb::e2e {
@@ -56,8 +57,11 @@ void expect_full_reachability(const std::string& lab) {
                 " | grep -o 'dev [a-z]*' ) $(ping -c1 -W2 -q " + host(d) +
                 " >/dev/null && echo ok || echo FAIL)\";";
     }
-    Run r = testbedctl("exec " + lab + " " + src["name"].get<std::string>() + " -- sh -c \"" +
-                       script + "\"");
+    // The script runs inside the node; a file keeps the root shell from expanding it.
+    const std::string file = "/tmp/tb-e2e-reach-" + std::to_string(::getpid()) + ".sh";
+    std::ofstream(file) << script << "\n";
+    CmdResult r = testbedctl("exec " + lab + " " + src["name"].get<std::string>() + " -- sh " + file);
+    std::filesystem::remove(file);
     ASSERT_EQ(r.rc, 0) << r.out;
     std::istringstream lines(r.out);
     for (const auto& [addr, dev] : expect) {
@@ -98,7 +102,7 @@ std::string big_scenario(const std::string& dir, int servers) {
 TEST(Lab, MiniUpReachDown) {
   TB_REQUIRE_ROOT();
   LabGuard g(unique_lab("em"));
-  Run up = testbedctl("up " + scenario("mini.toml") + " --name " + g.lab());
+  CmdResult up = testbedctl("up " + scenario("mini.toml") + " --name " + g.lab());
   ASSERT_EQ(up.rc, 0) << up.out;
   json st = status_json(g.lab());
   ASSERT_FALSE(st.is_null());
@@ -107,12 +111,12 @@ TEST(Lab, MiniUpReachDown) {
   // Every namespace and every interface carries the owner marker.
   EXPECT_EQ(marked_netns(g.lab()).size(), st["nodes"].size());
   for (const auto& ns : netns_of(st)) {
-    Run links = sh("ip -n " + ns + " -o link show");
+    CmdResult links = sh("ip -n " + ns + " -o link show");
     std::istringstream in(links.out);
     for (std::string line; std::getline(in, line);)
       EXPECT_NE(line.find("alias testbedctl lab=" + g.lab() + " "), std::string::npos) << line;
   }
-  Run down = testbedctl("down " + g.lab());
+  CmdResult down = testbedctl("down " + g.lab());
   ASSERT_EQ(down.rc, 0) << down.out;
   expect_gone(g.lab(), netns_of(st));
   EXPECT_EQ(testbedctl("down " + g.lab()).rc, 0) << "down must be idempotent";
@@ -122,7 +126,7 @@ TEST(Lab, MiniUpReachDown) {
 TEST(Lab, HzBjEveryGpuReachesEveryOtherOverItsTier) {
   TB_REQUIRE_ROOT();
   LabGuard g(unique_lab("eh"));
-  Run up = testbedctl("up " + scenario("hz-bj.toml") + " --name " + g.lab());
+  CmdResult up = testbedctl("up " + scenario("hz-bj.toml") + " --name " + g.lab());
   ASSERT_EQ(up.rc, 0) << up.out;
   expect_full_reachability(g.lab());
   json st = status_json(g.lab());
@@ -134,7 +138,7 @@ TEST(Lab, SecondUpOfTheSameLabIsRefused) {
   TB_REQUIRE_ROOT();
   LabGuard g(unique_lab("er"));
   ASSERT_EQ(testbedctl("up " + scenario("mini.toml") + " --name " + g.lab()).rc, 0);
-  Run again = testbedctl("up " + scenario("mini.toml") + " --name " + g.lab());
+  CmdResult again = testbedctl("up " + scenario("mini.toml") + " --name " + g.lab());
   EXPECT_EQ(again.rc, 2) << again.out;
   EXPECT_NE(again.out.find("already up"), std::string::npos) << again.out;
 }
@@ -154,7 +158,7 @@ TEST(Lab, MidApplyFailureRollsBackAndLeavesForeignObjectsAlone) {
   TB_REQUIRE_ROOT();
   LabGuard g(unique_lab("ef"));
   // A namespace testbedctl did not make, named like one the plan makes late.
-  Run plan = testbedctl("plan " + scenario("mini.toml") + " --format json");
+  CmdResult plan = testbedctl("plan " + scenario("mini.toml") + " --format json");
   ASSERT_EQ(plan.rc, 0);
   json p = json::parse(plan.out);
   std::string last_ns;
@@ -165,7 +169,7 @@ TEST(Lab, MidApplyFailureRollsBackAndLeavesForeignObjectsAlone) {
     std::string ns;
     ~Del() { sh("ip netns del " + ns); }
   } del{last_ns};
-  Run up = testbedctl("up " + scenario("mini.toml") + " --name " + g.lab());
+  CmdResult up = testbedctl("up " + scenario("mini.toml") + " --name " + g.lab());
   EXPECT_EQ(up.rc, 1) << up.out;
   EXPECT_NE(up.out.find("File exists"), std::string::npos) << up.out;
   EXPECT_NE(up.out.find("removed"), std::string::npos) << up.out;
@@ -203,7 +207,7 @@ TEST(Lab, KillDashNineDuringUpThenCleanLeavesNothing) {
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  Run clean = testbedctl("clean " + g.lab());
+  CmdResult clean = testbedctl("clean " + g.lab());
   EXPECT_EQ(clean.rc, 0) << clean.out;
   EXPECT_TRUE(marked_netns(g.lab()).empty());
   std::error_code ec;
@@ -239,9 +243,10 @@ TEST(Lab, NotRootIsExitTwo) {
   std::filesystem::copy_file(scenario("mini.toml"), scen,
                              std::filesystem::copy_options::overwrite_existing);
   std::filesystem::permissions(scen, std::filesystem::perms(0644));
-  for (const std::string verb :
-       {"up " + scen.string(), "down mini", "clean mini", "exec mini dc/s0/g0 -- true"}) {
-    Run r = sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + copy.string() + " " + verb);
+  for (const std::string& verb : std::vector<std::string>{
+           "up " + scen.string(), "down mini", "clean mini", "exec mini dc/s0/g0 -- true"}) {
+    CmdResult r =
+        sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + copy.string() + " " + verb);
     EXPECT_EQ(r.rc, 2) << verb << ": " << r.out;
     if (!verb.starts_with("exec")) EXPECT_NE(r.out.find("root"), std::string::npos) << r.out;
   }
@@ -253,7 +258,7 @@ TEST(Lab, BadScenarioIsExitTwoAndBuildsNothing) {
   TB_REQUIRE_ROOT();
   auto path = std::filesystem::temp_directory_path() / "tb-e2e-bad.toml";
   std::ofstream(path) << "[lab]\nname = \"ebad\"\n[[region]]\nname = \"dc\"\nservers = 0\n";
-  Run r = testbedctl("up " + path.string());
+  CmdResult r = testbedctl("up " + path.string());
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find(path.string() + ":"), std::string::npos) << r.out;
   EXPECT_TRUE(marked_netns("ebad").empty());
@@ -262,16 +267,19 @@ TEST(Lab, BadScenarioIsExitTwoAndBuildsNothing) {
 
 TEST(Lab, AddressSpaceOverlappingAHostRouteIsRefused) {
   TB_REQUIRE_ROOT();
-  Run routes = sh("ip -4 -o route show table main scope link");
+  CmdResult routes = sh("ip -4 -o route show table main scope link");
   std::string prefix = routes.out.substr(0, routes.out.find(' '));
   if (prefix.empty() || prefix.find('/') == std::string::npos)
     GTEST_SKIP() << "this host has no connected IPv4 route to collide with";
   auto path = std::filesystem::temp_directory_path() / "tb-e2e-overlap.toml";
-  prefix = prefix.substr(0, prefix.find('/')) + "/16";  // the loader takes prefixes up to /24
+  auto route = parse_prefix(prefix);
+  ASSERT_TRUE(route) << prefix;
+  // The loader takes prefixes up to /24 without host bits: the /24 holding the route overlaps it.
+  prefix = Prefix{route->addr, std::min(route->len, 24)}.network().to_string();
   std::ofstream(path) << "[lab]\nname = \"eovl\"\naddress_space = \"" << prefix
                       << "\"\n[[region]]\nname = \"dc\"\nservers = 1\ngpus_per_server = 1\n"
                          "scale_up = \"nvlink\"\nrail = \"hpn\"\nfrontend = \"vpc\"\n";
-  Run r = testbedctl("up " + path.string());
+  CmdResult r = testbedctl("up " + path.string());
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("overlaps"), std::string::npos) << r.out;
   EXPECT_TRUE(marked_netns("eovl").empty());

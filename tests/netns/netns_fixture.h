@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "apply/marker.h"
 #include "apply/netlink_kernel.h"
 #include "netlink/netns.h"
 
@@ -65,7 +66,7 @@ class NetnsTest : public ::testing::Test {
     for (const auto& n : names_) {
       EXPECT_TRUE(netlink::delete_named_netns(n).has_value()) << n;
       std::error_code ec;
-      std::filesystem::remove_all(std::filesystem::path(apply::NetlinkKernel::kEtcNetns) / n, ec);
+      std::filesystem::remove_all(std::filesystem::path(apply::kEtcNetns) / n, ec);
     }
   }
 
