@@ -57,6 +57,7 @@ Status teardown(const std::vector<plan::Op>& ops, Kernel& kernel) {
       return created.contains(v->a.netns) || created.contains(v->b.netns);
     return created.contains(plan::op_netns(op));
   };
+  kernel.prepare_undo(ops);
   std::string errors;
   size_t failed = 0;
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {

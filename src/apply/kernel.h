@@ -35,6 +35,10 @@ class Kernel {
   virtual Status submit(const plan::Op& op) = 0;
   virtual Status sync() = 0;
   virtual Status undo(const plan::Op& op) = 0;
+  // Called before undoing `ops` as a batch, while the machine is still quiet: an
+  // implementation may check ownership of everything up front (once namespaces start going,
+  // the kernel's asynchronous clean-up makes every netlink request wait).
+  virtual void prepare_undo(const std::vector<plan::Op>& ops) { (void)ops; }
 
   // Named namespaces (under /run/netns) whose loopback alias starts with `marker`.
   virtual Result<std::vector<std::string>> owned_netns(const std::string& marker) = 0;

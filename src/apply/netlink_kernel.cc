@@ -262,23 +262,44 @@ Status NetlinkKernel::submit_op(const plan::WriteHosts& op) {
 
 // ---- undo ---------------------------------------------------------------------------------
 
+Result<std::optional<bool>> NetlinkKernel::carries_marker(const std::string& netns,
+                                                          const std::string& marker) {
+  auto h = handle_if_exists(netns);
+  if (!h) return std::unexpected(h.error());
+  if (!*h) return std::optional<bool>{};
+  auto lo = nl::query_link((*h)->sock, nl::kLoopbackIfindex, "netns " + netns);
+  return std::optional<bool>{lo && has_marker(lo->alias, marker)};
+}
+
+void NetlinkKernel::prepare_undo(const std::vector<plan::Op>& ops) {
+  for (const auto& op : ops)
+    if (const auto* n = std::get_if<plan::CreateNetns>(&op))
+      if (auto m = carries_marker(n->netns, n->marker); m && *m) marked_[n->netns] = **m;
+}
+
 Status NetlinkKernel::undo_op(const plan::CreateNetns& op) {
   // Only a namespace whose loopback carries op.marker is ours to delete: a create that failed
   // with "File exists" is journaled too, and the namespace that was there first is not ours.
   // An entry that is not a namespace at all (a file left by a create killed before its bind
   // mount) holds nothing and goes.
-  auto h = handle_if_exists(op.netns);
-  if (h && !*h) return {};
-  if (h) {
-    auto lo = nl::query_link((*h)->sock, nl::kLoopbackIfindex, "netns " + op.netns);
-    if (!lo || !has_marker(lo->alias, op.marker)) {
-      spdlog::warn("left namespace {} alone: its loopback does not carry the owner marker \"{}\"",
-                   op.netns, op.marker);
-      return {};
-    }
-  } else if (!nl::is_half_made_netns(op.netns)) {
-    return std::unexpected(with_context(h.error(), "delete netns " + op.netns));
+  bool ours = false;
+  if (auto it = marked_.find(op.netns); it != marked_.end()) {
+    ours = it->second;
+  } else if (auto m = carries_marker(op.netns, op.marker); !m) {
+    if (!nl::is_half_made_netns(op.netns))
+      return std::unexpected(with_context(m.error(), "delete netns " + op.netns));
+    ours = true;
+  } else if (!*m) {
+    return {};  // already gone
+  } else {
+    ours = **m;
   }
+  if (!ours) {
+    spdlog::warn("left namespace {} alone: its loopback does not carry the owner marker \"{}\"",
+                 op.netns, op.marker);
+    return {};
+  }
+  marked_.erase(op.netns);
   ns_.erase(op.netns);  // close our descriptor and socket first, or they keep it alive
   return nl::delete_named_netns(op.netns);
 }

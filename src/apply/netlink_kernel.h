@@ -40,6 +40,7 @@ class NetlinkKernel final : public Kernel {
   Status submit(const plan::Op& op) override;
   Status sync() override;
   Status undo(const plan::Op& op) override;
+  void prepare_undo(const std::vector<plan::Op>& ops) override;
   Result<std::vector<std::string>> owned_netns(const std::string& marker) override;
   Result<std::vector<IfaceInfo>> interfaces(const std::string& netns) override;
 
@@ -84,6 +85,10 @@ class NetlinkKernel final : public Kernel {
   void note_failure();
 
   std::unordered_map<std::string, std::unique_ptr<Ns>> ns_;
+  // netns -> whether its loopback carries the owner marker, checked by prepare_undo().
+  std::unordered_map<std::string, bool> marked_;
+  // Whether `netns` exists and its loopback alias carries `marker` (nullopt: no such netns).
+  Result<std::optional<bool>> carries_marker(const std::string& netns, const std::string& marker);
   std::optional<netlink::AckError> deferred_;
 };
 
