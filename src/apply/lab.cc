@@ -11,10 +11,12 @@
 
 #include "apply/applier.h"
 #include "apply/marker.h"
+#include "core/process.h"
 
 namespace tb::apply {
 namespace {
 
+constexpr int kProcessGraceMs = 3000;
 std::atomic<bool> g_interrupted{false};
 void on_signal(int) {
   g_interrupted = true;
@@ -140,6 +142,8 @@ Result<int> clean(const std::string& lab, Kernel& kernel) {
   const std::string select = plan::owner_marker(lab) + (lab.empty() ? "" : " ");
   auto before = kernel.owned_netns(select);
   if (!before) return std::unexpected(before.error());
+  // Processes first (the supervisor and what it runs): they hold namespaces alive.
+  terminate(owned_processes(plan::owner_marker(lab), lab.empty()), kProcessGraceMs);
   // The journal first: it also names what no marker can (a namespace file made but never
   // mounted, a hosts file not yet written when a crash came).
   for (const auto& l : list_labs()) {

@@ -23,6 +23,8 @@ int cmd_clean(const std::string& lab, bool all);
 int cmd_status(const std::string& lab, bool json);
 int cmd_exec(const std::string& lab, const std::string& node, const std::vector<std::string>& argv);
 int cmd_doctor(bool json);
+// Internal: the lab supervisor daemon `up` starts (runner/supervisor.h).
+int cmd_supervise(const std::string& lab);
 
 // Prints "testbedctl: <message>" to stderr and returns the error's exit code.
 int report(const Error& e);

@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
   exec->add_option("LAB", lab)->required();
   exec->add_option("NODE", node, "e.g. hz/s0/g3 or hz-s0-g3")->required();
   exec->add_option("CMD", command, "command and arguments, after --")->required();
+  auto* supervise = app.add_subcommand("supervise", "");  // internal: started by up
+  supervise->add_option("LAB", lab)->required();
+  supervise->group("");
   auto* doctor = app.add_subcommand("doctor", "probe what this kernel offers and what falls back");
   doctor->add_flag("--json", json);
 
@@ -68,5 +71,6 @@ int main(int argc, char** argv) {
   if (*status) return cmd_status(lab, json);
   if (*exec) return cmd_exec(lab, node, command);
   if (*doctor) return cmd_doctor(json);
+  if (*supervise) return cmd_supervise(lab);
   return tb::kExitBadInput;
 }

@@ -1,0 +1,32 @@
+#include "core/events.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+
+#include "core/unique_fd.h"
+
+namespace tb {
+
+int64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+Status append_event(const std::string& path, nlohmann::json event) {
+  event["t_mono_ns"] = monotonic_ns();
+  event["t_unix_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  const std::string line = event.dump() + "\n";
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!fd) return sys_fail("open event log " + path);
+  if (::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    return sys_fail("append to event log " + path);
+  return {};
+}
+
+}  // namespace tb

@@ -1,0 +1,51 @@
+#include "core/process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace tb {
+
+std::vector<int> owned_processes(const std::string& owner, bool prefix) {
+  const std::string want = std::string(kOwnerEnv) + "=" + owner;
+  std::vector<int> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream in(e.path() / "environ", std::ios::binary);
+    std::string var;
+    while (std::getline(in, var, '\0'))
+      if (var == want || (prefix && var.starts_with(want))) {
+        out.push_back(std::stoi(name));
+        break;
+      }
+  }
+  return out;
+}
+
+void terminate(const std::vector<int>& pids, int grace_ms) {
+  for (int pid : pids) ::kill(pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+  auto alive = [](int pid) {
+    int st;
+    if (::waitpid(pid, &st, WNOHANG) == pid) return false;  // our child, now reaped
+    return ::kill(pid, 0) == 0;
+  };
+  while (std::chrono::steady_clock::now() < deadline &&
+         std::ranges::any_of(pids, [&](int p) { return alive(p); }))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int pid : pids)
+    if (alive(pid)) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+}
+
+}  // namespace tb

@@ -1,0 +1,20 @@
+// Processes the lab owns: each carries TESTBEDCTL_OWNER=<owner marker> in its environment, so
+// they are found by marker (never by name or pattern) and stopped by pid.
+// Thread-safe (no shared state).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tb {
+
+inline constexpr const char* kOwnerEnv = "TESTBEDCTL_OWNER";
+
+// Pids of processes whose environment holds TESTBEDCTL_OWNER=<owner> exactly, or, with
+// `prefix`, any value starting with <owner> (reads /proc/<pid>/environ; root sees all).
+std::vector<int> owned_processes(const std::string& owner, bool prefix = false);
+
+// SIGTERM, wait up to `grace_ms`, then SIGKILL; reaps those that are our children.
+void terminate(const std::vector<int>& pids, int grace_ms);
+
+}  // namespace tb

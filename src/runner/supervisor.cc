@@ -1,0 +1,244 @@
+#include "runner/supervisor.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/events.h"
+#include "core/unique_fd.h"
+
+namespace tb::runner {
+namespace {
+
+constexpr int64_t kBackoffFirstMs = 50;
+constexpr int64_t kBackoffMaxMs = 2000;
+constexpr int kMaxDeathsPerMinute = 8;
+constexpr int kStopGraceMs = 2000;
+
+struct Child {
+  ChildSpec spec;
+  ChildState state;
+  int64_t next_start_ns = 0;  // when a dead child may start again
+  int64_t backoff_ms = kBackoffFirstMs;
+  std::vector<int64_t> deaths;  // monotonic ns of recent deaths
+};
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
+  return "stopped";
+}
+
+void write_status(const std::string& path, const std::vector<Child>& children) {
+  std::vector<ChildState> states;
+  for (const auto& c : children) states.push_back(c.state);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << states_to_json(states).dump(1) << "\n";
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+std::string log_name(const std::string& name) {
+  std::string s = name;
+  for (char& c : s)
+    if (c == '/' || c == ' ') c = '_';
+  return s + ".log";
+}
+
+}  // namespace
+
+nlohmann::json specs_to_json(const std::vector<ChildSpec>& specs) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& s : specs) j.push_back({{"name", s.name}, {"netns", s.netns}, {"argv", s.argv}});
+  return j;
+}
+
+Result<std::vector<ChildSpec>> specs_from_json(const nlohmann::json& j) {
+  try {
+    std::vector<ChildSpec> out;
+    for (const auto& s : j) out.push_back({s.at("name"), s.at("netns"), s.at("argv")});
+    return out;
+  } catch (const nlohmann::json::exception& e) {
+    return fail(std::string("malformed supervisor spec: ") + e.what());
+  }
+}
+
+nlohmann::json states_to_json(const std::vector<ChildState>& states) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& s : states)
+    j.push_back({{"name", s.name},
+                 {"pid", s.pid},
+                 {"running", s.running},
+                 {"broken", s.broken},
+                 {"restarts", s.restarts},
+                 {"last_exit", s.last_exit}});
+  return j;
+}
+
+std::vector<ChildState> states_from_json(const nlohmann::json& j) {
+  std::vector<ChildState> out;
+  if (!j.is_array()) return out;
+  for (const auto& s : j)
+    out.push_back({s.value("name", ""), s.value("pid", 0), s.value("running", false),
+                   s.value("broken", false), s.value("restarts", 0), s.value("last_exit", "")});
+  return out;
+}
+
+Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::string>& argv,
+                           const std::string& owner, const std::string& log_path) {
+  if (argv.empty()) return fail("spawn in " + netns + ": empty command");
+  UniqueFd ns(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ns) return sys_fail("spawn in " + netns + ": open namespace");
+  UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!log) return sys_fail("spawn in " + netns + ": open log " + log_path);
+  const std::string env = std::string(kOwnerEnv) + "=" + owner;
+  pid_t pid = ::fork();
+  if (pid < 0) return sys_fail("spawn in " + netns + ": fork");
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own group: a terminal's Ctrl-C does not reach it
+    if (::setns(ns.get(), CLONE_NEWNET) != 0) ::_exit(126);
+    ::dup2(log.get(), STDOUT_FILENO);
+    ::dup2(log.get(), STDERR_FILENO);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    ::putenv(const_cast<char*>(env.c_str()));
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
+                 const SupervisorPaths& paths, const std::atomic<bool>& stop) {
+  std::vector<Child> children;
+  for (const auto& s : specs) children.push_back({s, ChildState{s.name}, 0, kBackoffFirstMs, {}});
+  auto event = [&](const char* what, const Child& c, const std::string& detail = "") {
+    nlohmann::json e = {
+        {"event", what}, {"child", c.spec.name}, {"netns", c.spec.netns}, {"pid", c.state.pid}};
+    if (!detail.empty()) e["detail"] = detail;
+    (void)append_event(paths.events, e);
+  };
+  while (!stop.load()) {
+    const int64_t now = monotonic_ns();
+    bool changed = false;
+    for (auto& c : children) {
+      if (c.state.running || c.state.broken || now < c.next_start_ns) continue;
+      auto pid = spawn_in_netns(c.spec.netns, c.spec.argv, owner,
+                                paths.logs + "/" + log_name(c.spec.name));
+      if (!pid) {
+        c.state.last_exit = pid.error().message;
+        c.next_start_ns = now + c.backoff_ms * 1'000'000;
+        c.backoff_ms = std::min(c.backoff_ms * 2, kBackoffMaxMs);
+        event("start_failed", c, pid.error().message);
+        changed = true;
+        continue;
+      }
+      const bool restart = c.state.pid != 0;
+      c.state.pid = *pid;
+      c.state.running = true;
+      c.state.restarts += restart;
+      event(restart ? "restarted" : "started", c);
+      changed = true;
+    }
+    int status = 0;
+    for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+      for (auto& c : children) {
+        if (c.state.pid != pid || !c.state.running) continue;
+        c.state.running = false;
+        c.state.last_exit = describe_exit(status);
+        c.deaths.push_back(now);
+        std::erase_if(c.deaths, [&](int64_t t) { return now - t > 60'000'000'000; });
+        c.state.broken = static_cast<int>(c.deaths.size()) >= kMaxDeathsPerMinute;
+        c.next_start_ns = now + c.backoff_ms * 1'000'000;
+        c.backoff_ms = std::min(c.backoff_ms * 2, kBackoffMaxMs);
+        event(c.state.broken ? "broken" : "died", c, c.state.last_exit);
+        changed = true;
+      }
+    }
+    if (changed) write_status(paths.status, children);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<int> pids;
+  for (const auto& c : children)
+    if (c.state.running) pids.push_back(c.state.pid);
+  terminate(pids, kStopGraceMs);
+  for (auto& c : children) {
+    if (c.state.running) event("stopped", c);
+    c.state.running = false;
+  }
+  write_status(paths.status, children);
+  return {};
+}
+
+Status start_supervisor(const std::string& lab, const std::string& lab_dir,
+                        const std::string& owner, const std::vector<ChildSpec>& specs,
+                        int wait_ms) {
+  const std::string spec_path = lab_dir + "/supervisor-spec.json";
+  const std::string status_path = lab_dir + "/supervisor.json";
+  {
+    std::ofstream out(spec_path, std::ios::trunc);
+    out << specs_to_json(specs).dump(1) << "\n";
+    if (!out) return fail("write " + spec_path);
+  }
+  std::filesystem::remove(status_path);
+  UniqueFd log(::open((lab_dir + "/supervisor.log").c_str(),
+                      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!log) return sys_fail("open " + lab_dir + "/supervisor.log");
+  const std::string env = std::string(kOwnerEnv) + "=" + owner;
+  pid_t pid = ::fork();
+  if (pid < 0) return sys_fail("start supervisor: fork");
+  if (pid == 0) {
+    // Double fork: the daemon is reparented to init and outlives `up`.
+    if (::fork() != 0) ::_exit(0);
+    ::setsid();
+    ::dup2(log.get(), STDOUT_FILENO);
+    ::dup2(log.get(), STDERR_FILENO);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    ::putenv(const_cast<char*>(env.c_str()));
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execl("/proc/self/exe", "testbedctl", "supervise", lab.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ::waitpid(pid, nullptr, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  std::string last = "no status yet";
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(status_path);
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_discarded()) {
+      auto states = states_from_json(j);
+      if (states.size() == specs.size() &&
+          std::ranges::all_of(states, [](const ChildState& c) { return c.running; }))
+        return {};
+      for (const auto& c : states)
+        if (!c.running) last = c.name + ": " + (c.last_exit.empty() ? "not running" : c.last_exit);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return fail("supervised processes did not start within " + std::to_string(wait_ms) + " ms (" +
+              last + "; see " + lab_dir + "/supervisor.log and logs/)");
+}
+
+}  // namespace tb::runner
