@@ -62,6 +62,7 @@ class NetlinkKernel final : public Kernel {
   Status submit_op(const plan::AddRoute& op);
   Status submit_op(const plan::SetSysctl& op);
   Status submit_op(const plan::WriteHosts& op);
+  Status submit_op(const plan::SetShape& op);  // netlink_kernel_shape.cc
 
   Status undo_op(const plan::CreateNetns& op);
   Status undo_op(const plan::CreateVeth& op);
@@ -70,6 +71,7 @@ class NetlinkKernel final : public Kernel {
   Status undo_op(const plan::AddRoute& op);
   Status undo_op(const plan::SetSysctl& op);
   Status undo_op(const plan::WriteHosts& op);
+  Status undo_op(const plan::SetShape& op);  // netlink_kernel_shape.cc
 
   // Opens a namespace by name: descriptor plus a socket inside it (not cached).
   static Result<std::unique_ptr<Ns>> open_ns(const std::string& name);

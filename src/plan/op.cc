@@ -1,5 +1,7 @@
 #include "plan/op.h"
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 namespace tb::plan {
@@ -22,6 +24,19 @@ nlohmann::json endpoint_json(const Endpoint& e) {
 
 Endpoint endpoint_from(const nlohmann::json& j) {
   return Endpoint{j.at("netns"), j.at("ifname"), j.value("alias", ""), j.value("master", "")};
+}
+
+// "rate 10Mbit delay 5ms jitter 1ms loss 0.1% mtu 1500"; unset figures are left out.
+std::string shape_text(const shaping::LinkShape& s) {
+  std::string t = "rate " + (s.rate.bps > 0 ? format_rate(s.rate) : std::string("unlimited"));
+  if (s.delay.ns) t += " delay " + format_duration(s.delay);
+  if (s.jitter.ns) t += " jitter " + format_duration(s.jitter);
+  if (s.loss_pct > 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", s.loss_pct);
+    t += std::string(" loss ") + buf + "%";
+  }
+  return t + " mtu " + std::to_string(s.mtu);
 }
 
 }  // namespace
@@ -57,6 +72,10 @@ std::string to_text(const Op& op) {
             size_t lines = 0;
             for (char c : o.content) lines += c == '\n';
             return "hosts  " + o.netns + "  (" + std::to_string(lines) + " lines)";
+          },
+          [](const SetShape& o) {
+            return "shape  " + o.netns + ":" + o.ifname + "  " + o.backend + " " +
+                   shape_text(o.shape);
           },
       },
       op);
@@ -119,6 +138,17 @@ nlohmann::json to_json(const Op& op) {
                     {"netns", o.netns},
                     {"marker", o.content.substr(0, o.content.find('\n'))}};
           },
+          [](const SetShape& o) -> nlohmann::json {
+            return {{"op", "shape"},
+                    {"netns", o.netns},
+                    {"ifname", o.ifname},
+                    {"backend", o.backend},
+                    {"rate_bps", o.shape.rate.bps},
+                    {"delay_ns", o.shape.delay.ns},
+                    {"jitter_ns", o.shape.jitter.ns},
+                    {"loss_pct", o.shape.loss_pct},
+                    {"mtu", o.shape.mtu}};
+          },
       },
       op);
 }
@@ -159,6 +189,13 @@ Result<Op> op_from_json(const nlohmann::json& j) {
     }
     if (kind == "sysctl") return SetSysctl{j.at("netns"), j.at("key"), j.at("value")};
     if (kind == "hosts") return WriteHosts{j.at("netns"), j.at("marker").get<std::string>() + "\n"};
+    if (kind == "shape") {
+      shaping::LinkShape s{Rate{j.at("rate_bps").get<double>()},
+                           Duration{j.at("delay_ns").get<int64_t>()},
+                           Duration{j.at("jitter_ns").get<int64_t>()},
+                           j.at("loss_pct").get<double>(), j.at("mtu").get<int>()};
+      return SetShape{j.at("netns"), j.at("ifname"), s, j.at("backend")};
+    }
     return fail("unknown op \"" + kind + "\" in journal");
   } catch (const nlohmann::json::exception& e) {
     return fail(std::string("malformed journal entry: ") + e.what());

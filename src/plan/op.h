@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/ipv4.h"
+#include "shaping/link_shape.h"
 
 namespace tb::plan {
 
@@ -79,8 +80,18 @@ struct WriteHosts {
   std::string content;
 };
 
-using Op =
-    std::variant<CreateNetns, CreateVeth, CreateBridge, AddAddr, AddRoute, SetSysctl, WriteHosts>;
+// The egress shaping of one interface: its root qdisc tree, replaced in place when it exists
+// (shaping/backend.h builds the tree; `backend` is a registry kind: "netem", "tbf", "htb").
+// Undo puts the interface's default qdisc back.
+struct SetShape {
+  std::string netns;
+  std::string ifname;
+  shaping::LinkShape shape;
+  std::string backend;
+};
+
+using Op = std::variant<CreateNetns, CreateVeth, CreateBridge, AddAddr, AddRoute, SetSysctl,
+                        WriteHosts, SetShape>;
 
 // One line, the same text `testbedctl plan` prints and the golden tests pin.
 std::string to_text(const Op& op);

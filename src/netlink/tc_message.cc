@@ -1,0 +1,219 @@
+// Traffic-control builders (declared in netlink/tc_message.h).
+#include "netlink/tc_message.h"
+
+#include <libmnl/libmnl.h>
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "core/error.h"
+#include "netlink/message_builder.h"
+
+namespace tb::netlink {
+namespace {
+
+// A psched tick is 64 ns: include/net/pkt_sched.h PSCHED_SHIFT 6, PSCHED_TICKS2NS(x) = x << 6.
+// Fields named "buffer" or "latency" in tc structs are in ticks (iproute2 tc/tc_core.c
+// tc_calc_xmittime reads the same factor from /proc/net/psched).
+constexpr int kPschedShift = 6;
+constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
+
+uint32_t ns_to_ticks(int64_t ns) {
+  if (ns <= 0) return 0;
+  return static_cast<uint32_t>(
+      std::min<uint64_t>(static_cast<uint64_t>(ns) >> kPschedShift, kU32Max));
+}
+
+// Time to send `bytes` at `rate` bytes per second, in ticks (tc_calc_xmittime).
+uint32_t xmit_ticks(uint64_t rate, uint32_t bytes) {
+  if (rate == 0) return 0;
+  const long double ns = static_cast<long double>(bytes) * 1e9L / static_cast<long double>(rate);
+  return ns_to_ticks(static_cast<int64_t>(std::min<long double>(ns, 9.2e18L)));
+}
+
+// A rate that does not fit the 32-bit field is sent as ~0U there and in full in a *_RATE64
+// attribute (iproute2 tc/q_tbf.c, q_htb.c, q_netem.c: "rate64 >= (1ULL << 32)").
+bool needs_rate64(uint64_t rate) {
+  return rate > kU32Max;
+}
+
+tc_ratespec ratespec(uint64_t rate) {
+  tc_ratespec r{};
+  r.rate = static_cast<uint32_t>(std::min(rate, kU32Max));
+  r.linklayer = TC_LINKLAYER_ETHERNET;  // not UNAWARE: no legacy rate table is read
+  return r;
+}
+
+void put_u64(MessageBuilder& m, uint16_t type, uint64_t v) {
+  m.put_bytes(type, &v, sizeof(v));
+}
+
+void put_tbf(MessageBuilder& m, const TbfOptions& o) {
+  TB_CHECK(o.rate > 0 && o.burst > 0 && o.limit > 0);
+  tc_tbf_qopt q{};
+  q.rate = ratespec(o.rate);
+  q.limit = o.limit;
+  q.buffer = xmit_ticks(o.rate, o.burst);
+  nlattr* opts = m.nest_start(TCA_OPTIONS);
+  m.put_bytes(TCA_TBF_PARMS, &q, sizeof(q));
+  // With TCA_TBF_BURST the kernel takes the bucket size in bytes and derives the buffer time
+  // from it (sch_tbf.c tbf_change); iproute2 sends both as well.
+  m.put_u32(TCA_TBF_BURST, o.burst);
+  if (needs_rate64(o.rate)) put_u64(m, TCA_TBF_RATE64, o.rate);
+  m.nest_end(opts);
+}
+
+void put_netem(MessageBuilder& m, const NetemOptions& o) {
+  TB_CHECK(o.delay_ns >= 0 && o.jitter_ns >= 0 && o.limit > 0);
+  TB_CHECK(o.jitter_table.size() <= NETEM_DIST_MAX);
+  // netem's TCA_OPTIONS is a tc_netem_qopt followed by TCA_NETEM_* attributes, without
+  // NLA_F_NESTED (sch_netem.c netem_change -> parse_attr(..., sizeof(*qopt)); q_netem.c).
+  nlattr* opts = m.nest_start(TCA_OPTIONS);
+  opts->nla_type = TCA_OPTIONS;
+  auto* q = m.put_extra<tc_netem_qopt>();
+  // The 32-bit tick fields are what kernels before 4.15 read; LATENCY64/JITTER64 (ns) override
+  // them (netem_change: "if (tb[TCA_NETEM_LATENCY64]) q->latency = ...").
+  q->latency = ns_to_ticks(o.delay_ns);
+  q->jitter = ns_to_ticks(o.jitter_ns);
+  q->limit = o.limit;
+  q->loss = netem_probability(o.loss_pct);
+  put_u64(m, TCA_NETEM_LATENCY64, static_cast<uint64_t>(o.delay_ns));
+  put_u64(m, TCA_NETEM_JITTER64, static_cast<uint64_t>(o.jitter_ns));
+  if (o.rate > 0) {
+    if (needs_rate64(o.rate)) put_u64(m, TCA_NETEM_RATE64, o.rate);
+    tc_netem_rate r{};
+    r.rate = static_cast<uint32_t>(std::min(o.rate, kU32Max));
+    m.put_bytes(TCA_NETEM_RATE, &r, sizeof(r));
+  }
+  if (!o.jitter_table.empty())
+    m.put_bytes(TCA_NETEM_DELAY_DIST, o.jitter_table.data(),
+                o.jitter_table.size() * sizeof(int16_t));
+  m.nest_end(opts);
+}
+
+void put_htb(MessageBuilder& m, const HtbOptions& o) {
+  tc_htb_glob g{};
+  g.version = TC_HTB_PROTOVER;  // htb_init rejects any other (sch_htb.c: HTB_VER >> 16)
+  g.rate2quantum = 10;          // iproute2 tc/q_htb.c default r2q
+  g.defcls = o.default_class;
+  nlattr* opts = m.nest_start(TCA_OPTIONS);
+  m.put_bytes(TCA_HTB_INIT, &g, sizeof(g));
+  m.nest_end(opts);
+}
+
+void put_htb_class(MessageBuilder& m, const HtbClassOptions& o) {
+  TB_CHECK(o.rate > 0 && o.ceil >= o.rate);
+  tc_htb_opt h{};
+  h.rate = ratespec(o.rate);
+  h.ceil = ratespec(o.ceil);
+  // HTB has no byte-sized burst attribute: buffer/cbuffer are the time to send the burst at
+  // the rate, in ticks (sch_htb.c htb_change_class: cl->buffer = PSCHED_TICKS2NS(hopt->buffer)).
+  h.buffer = xmit_ticks(o.rate, o.burst);
+  h.cbuffer = xmit_ticks(o.ceil, o.cburst);
+  h.quantum = o.quantum;
+  nlattr* opts = m.nest_start(TCA_OPTIONS);
+  if (needs_rate64(o.rate)) put_u64(m, TCA_HTB_RATE64, o.rate);
+  if (needs_rate64(o.ceil)) put_u64(m, TCA_HTB_CEIL64, o.ceil);
+  m.put_bytes(TCA_HTB_PARMS, &h, sizeof(h));
+  m.nest_end(opts);
+}
+
+void put_bfifo(MessageBuilder& m, const BfifoOptions& o) {
+  TB_CHECK(o.limit > 0);
+  tc_fifo_qopt f{o.limit};
+  m.put_bytes(TCA_OPTIONS, &f, sizeof(f));  // bare struct (sch_fifo.c fifo_init)
+}
+
+tcmsg* put_tcmsg(MessageBuilder& m, const TcPlace& at) {
+  auto* t = m.put_extra<tcmsg>();
+  t->tcm_family = AF_UNSPEC;
+  t->tcm_ifindex = at.ifindex;
+  t->tcm_parent = at.parent;
+  t->tcm_handle = at.handle;
+  return t;
+}
+
+template <class... Fs>
+struct Overload : Fs... {
+  using Fs::operator()...;
+};
+
+}  // namespace
+
+std::string_view tc_kind(const TcOptions& o) {
+  return std::visit(Overload{
+                        [](const TbfOptions&) { return std::string_view("tbf"); },
+                        [](const NetemOptions&) { return std::string_view("netem"); },
+                        [](const HtbOptions&) { return std::string_view("htb"); },
+                        [](const HtbClassOptions&) { return std::string_view("htb"); },
+                        [](const BfifoOptions&) { return std::string_view("bfifo"); },
+                    },
+                    o);
+}
+
+bool is_class(const TcOptions& o) {
+  return std::holds_alternative<HtbClassOptions>(o);
+}
+
+NlMsg new_tc(const TcPlace& at, const TcOptions& options, TcWrite write) {
+  uint16_t flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE;
+  if (write == TcWrite::kCreateOnly) flags |= NLM_F_EXCL;
+  MessageBuilder m(is_class(options) ? RTM_NEWTCLASS : RTM_NEWQDISC, flags);
+  put_tcmsg(m, at);
+  m.put_str(TCA_KIND, tc_kind(options));
+  std::visit(Overload{
+                 [&](const TbfOptions& o) { put_tbf(m, o); },
+                 [&](const NetemOptions& o) { put_netem(m, o); },
+                 [&](const HtbOptions& o) { put_htb(m, o); },
+                 [&](const HtbClassOptions& o) { put_htb_class(m, o); },
+                 [&](const BfifoOptions& o) { put_bfifo(m, o); },
+             },
+             options);
+  return m.finish();
+}
+
+NlMsg del_qdisc(int ifindex, uint32_t parent, uint32_t handle) {
+  MessageBuilder m(RTM_DELQDISC, NLM_F_REQUEST);
+  put_tcmsg(m, {ifindex, parent, handle});
+  return m.finish();
+}
+
+std::string format_handle(uint32_t handle) {
+  if (handle == TC_H_ROOT) return "root";
+  char buf[24];
+  if (TC_H_MIN(handle) == 0)
+    std::snprintf(buf, sizeof(buf), "%x:", TC_H_MAJ(handle) >> 16);
+  else
+    std::snprintf(buf, sizeof(buf), "%x:%x", TC_H_MAJ(handle) >> 16, TC_H_MIN(handle));
+  return buf;
+}
+
+uint32_t netem_probability(double pct) {
+  const double p = std::clamp(pct, 0.0, 100.0) / 100.0;
+  return static_cast<uint32_t>(std::llround(p * static_cast<double>(kU32Max)));
+}
+
+std::vector<int16_t> normal_jitter_table(size_t size) {
+  TB_CHECK(size > 0 && size <= NETEM_DIST_MAX);
+  // Standard normal CDF, inverted by bisection: deterministic and plenty fast for 16 k entries.
+  auto cdf = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  std::vector<int16_t> out(size);
+  for (size_t i = 0; i < size; ++i) {
+    const double p = (static_cast<double>(i) + 0.5) / static_cast<double>(size);
+    double lo = -10, hi = 10;
+    for (int k = 0; k < 80; ++k) {
+      const double mid = (lo + hi) / 2;
+      (cdf(mid) < p ? lo : hi) = mid;
+    }
+    const double v = std::round((lo + hi) / 2 * NETEM_DIST_SCALE);
+    out[i] = static_cast<int16_t>(std::clamp(v, -32767.0, 32767.0));
+  }
+  return out;
+}
+
+}  // namespace tb::netlink

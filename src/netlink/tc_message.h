@@ -1,0 +1,112 @@
+// Traffic-control request builders: RTM_NEWQDISC / RTM_NEWTCLASS / RTM_DELQDISC for the qdiscs
+// testbedctl shapes links with (tbf, netem, htb and its class, bfifo). Like message.h, each
+// returns the bytes of one request with seq 0 and no NLM_F_ACK (NlSocket::send adds both), and
+// makes no system calls, so tests/unit/tc_message_test.cc checks them without root.
+//
+// Options are in kernel units (bytes per second, bytes, nanoseconds); the builders only encode.
+// Where iproute2 sends a rate table (TCA_TBF_RTAB, TCA_HTB_RTAB/CTAB) we send none and set the
+// rate's linklayer instead: kernels since 3.11 build the rate table themselves and read the
+// legacy table only when linklayer is TC_LINKLAYER_UNAWARE (net/sched/sch_tbf.c tbf_change,
+// net/sched/sch_htb.c htb_change_class: "Keeping backward compatible with rate_table based
+// iproute2 tc"); the netns tier applies these messages to the kernel to prove it.
+//
+// Plain values and pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "netlink/message.h"
+
+namespace tb::netlink {
+
+// Token bucket (net/sched/sch_tbf.c). The kernel adds a bfifo child of `limit` bytes.
+struct TbfOptions {
+  uint64_t rate = 0;   // bytes per second, > 0
+  uint32_t burst = 0;  // bucket size in bytes (TCA_TBF_BURST)
+  uint32_t limit = 0;  // bytes the queue may hold (tc_tbf_qopt.limit), > 0
+};
+
+// Network emulator (net/sched/sch_netem.c): delay with jitter, random loss, optional rate.
+struct NetemOptions {
+  int64_t delay_ns = 0;
+  int64_t jitter_ns = 0;              // with `jitter_table`, its standard deviation
+  double loss_pct = 0;                // 0..100
+  uint32_t limit = 0;                 // packets it may hold (tc_netem_qopt.limit)
+  uint64_t rate = 0;                  // bytes per second; 0 = netem does not rate-limit
+  std::vector<int16_t> jitter_table;  // TCA_NETEM_DELAY_DIST; empty = uniform in +-jitter
+};
+
+// HTB root qdisc (net/sched/sch_htb.c htb_init): unclassified traffic goes to class
+// <handle major>:default_class.
+struct HtbOptions {
+  uint32_t default_class = 1;
+};
+
+// One HTB class (RTM_NEWTCLASS).
+struct HtbClassOptions {
+  uint64_t rate = 0;     // bytes per second, > 0
+  uint64_t ceil = 0;     // bytes per second, >= rate
+  uint32_t burst = 0;    // bytes sendable at once at `rate`
+  uint32_t cburst = 0;   // bytes sendable at once at `ceil`
+  uint32_t quantum = 0;  // bytes per round (0 = the kernel derives it from the rate)
+};
+
+// Byte-limited FIFO (net/sched/sch_fifo.c); its TCA_OPTIONS is a bare tc_fifo_qopt.
+struct BfifoOptions {
+  uint32_t limit = 0;  // bytes
+};
+
+using TcOptions = std::variant<TbfOptions, NetemOptions, HtbOptions, HtbClassOptions, BfifoOptions>;
+
+// TCA_KIND for the options: "tbf", "netem", "htb" (qdisc and class), "bfifo".
+std::string_view tc_kind(const TcOptions& o);
+// True for options that describe a class (RTM_NEWTCLASS) rather than a qdisc.
+bool is_class(const TcOptions& o);
+
+// Where a tc object sits: its interface, its parent (TC_H_ROOT or a class "major:minor") and its
+// own handle ("major:0" for a qdisc, "major:minor" for a class).
+struct TcPlace {
+  int ifindex = 0;
+  uint32_t parent = 0;
+  uint32_t handle = 0;
+};
+
+// How a NEW request treats an object that is already there.
+enum class TcWrite {
+  // NLM_F_CREATE | NLM_F_REPLACE: create it, or change its parameters in place when an object
+  // of the same kind has this handle; a different handle at the same parent is created and
+  // grafted in place of the old one (net/sched/sch_api.c tc_modify_qdisc, tc_ctl_tclass).
+  kReplace,
+  // NLM_F_CREATE | NLM_F_REPLACE | NLM_F_EXCL: as kReplace, but fails with EEXIST where it would
+  // change in place. For kinds without Qdisc_ops.change (htb: changing its root in place is
+  // EINVAL "Change operation not supported"), so EEXIST there means "already as wanted".
+  kCreateOnly,
+};
+
+// RTM_NEWQDISC or RTM_NEWTCLASS (by is_class(options)) with TCA_KIND and TCA_OPTIONS.
+NlMsg new_tc(const TcPlace& at, const TcOptions& options, TcWrite write = TcWrite::kReplace);
+
+// RTM_DELQDISC of the qdisc at `parent` (TC_H_ROOT for the root). handle 0 deletes whatever
+// non-default qdisc is there; a default one (handle 0) is ENOENT (net/sched/sch_api.c
+// tc_get_qdisc: "Cannot delete qdisc with handle of zero").
+NlMsg del_qdisc(int ifindex, uint32_t parent, uint32_t handle = 0);
+
+// "major:minor" as tc prints handles ("1:", "1:1", "root").
+std::string format_handle(uint32_t handle);
+
+// netem's loss probability: percent scaled so that UINT32_MAX is 100% (iproute2 tc/q_netem.c
+// set_percent: rint(per * max_percent_value); net/sched/sch_netem.c compares it with a random
+// u32).
+uint32_t netem_probability(double pct);
+
+// A normal distribution table for TCA_NETEM_DELAY_DIST with `size` entries: each entry is the
+// standard normal quantile at (i + 0.5) / size, times NETEM_DIST_SCALE (8192), clamped to int16
+// (as iproute2 tc/netem/normal.c makes normal.dist; sch_netem.c tabledist indexes it uniformly,
+// so any size up to NETEM_DIST_MAX 16384 works).
+std::vector<int16_t> normal_jitter_table(size_t size = 1024);
+
+}  // namespace tb::netlink

@@ -1,0 +1,58 @@
+// Shaping backends: one per kernel mechanism, a registry by kind (STYLE rule 8, after iproute2's
+// qdisc_util). Each turns a LinkShape into a QdiscPlan for one interface's egress:
+//
+//   netem  rate, delay, jitter, loss in the kernel. With a rate: netem at the root holds the
+//          delay line (delay, normal jitter, loss) and feeds a tbf child that limits the rate
+//          and owns the byte-sized buffer (the tc-netem(8) "rate control with tbf" recipe; the
+//          queue that builds up behind the rate limit sits in tbf's bfifo, counted in bytes,
+//          while netem's packet limit only has to cover its delay line). Without a rate: netem
+//          alone. Needs sch_netem and sch_tbf.
+//   tbf    rate only, with a BDP-sized buffer: the fallback where sch_netem is absent. Delay,
+//          jitter and loss are left in QdiscPlan::residual for the userspace delay stage.
+//   htb    rate only, as one HTB class with a byte-limited bfifo leaf; residual as tbf. Kept for
+//          kernels without sch_tbf; tbf is the better single-rate limiter (research/limits.md 3).
+//
+// Adding a backend is a new backend_<kind>.cc and one row in backend.cc. The registry order is
+// the order of preference pick_backend() uses. Bursts and limits come from sizing.h.
+//
+// Pure functions over plain values; thread-safe.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+#include "shaping/link_shape.h"
+#include "shaping/qdisc_plan.h"
+
+namespace tb::shaping {
+
+struct Backend {
+  std::string_view kind;                    // "netem", "tbf", "htb"
+  std::string_view emulates;                // what it does in the kernel, for reports
+  std::span<const std::string_view> needs;  // capability names (apply/capabilities.cc)
+  QdiscPlan (*build)(const LinkShape&);     // called with a validated shape
+};
+
+std::span<const Backend> backend_registry();
+// nullptr for an unknown kind.
+const Backend* find_backend(std::string_view kind);
+// "netem, tbf, htb": the known kinds, for error messages and --help.
+std::string backend_kinds();
+// The first backend (in registry order) whose every need is in `available`; nullptr if none.
+const Backend* pick_backend(std::span<const std::string> available);
+
+// A shape the kernel can take: rate 0 or at least 8 bit/s, delay and jitter >= 0, loss in
+// 0..100, MTU in 68..65535. The error says which field and why (exit code 2).
+Status validate(const LinkShape& s);
+
+// validate() + find_backend() + build. Unknown backend or invalid shape: bad input.
+Result<QdiscPlan> plan_qdiscs(const LinkShape& s, std::string_view backend);
+
+// The builders, one file each.
+QdiscPlan build_netem(const LinkShape& s);
+QdiscPlan build_tbf(const LinkShape& s);
+QdiscPlan build_htb(const LinkShape& s);
+
+}  // namespace tb::shaping

@@ -1,0 +1,27 @@
+// Backend "tbf": the rate limit alone, one tbf at the root. Its queue is the bfifo the kernel
+// gives tbf, `limit` bytes long (sch_tbf.c tbf_change: fifo_create_dflt(sch, &bfifo_qdisc_ops,
+// qopt->limit)); a change of rate or buffer resizes it in place (fifo_set_limit).
+#include "shaping/backend.h"
+#include "shaping/sizing.h"
+
+namespace tb::shaping {
+
+QdiscPlan build_tbf(const LinkShape& s) {
+  QdiscPlan p;
+  p.backend = "tbf";
+  p.residual = Residual{s.delay, s.jitter, s.loss_pct};
+  if (bytes_per_second(s.rate) > 0) {
+    p.nodes.push_back(
+        TcNode{kRootParent, kTbfRoot,
+               netlink::TbfOptions{bytes_per_second(s.rate), burst_bytes(s), limit_bytes(s)}});
+    p.notes.push_back("buffer " + std::to_string(queue_bytes(s)) + " bytes (" +
+                      format_duration(queue_latency(s)) + " at the rate)");
+  }
+  if (!p.residual.empty())
+    p.notes.push_back(
+        "tbf emulates the rate only; delay, jitter and loss are the residual for "
+        "the userspace delay stage");
+  return p;
+}
+
+}  // namespace tb::shaping

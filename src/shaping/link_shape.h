@@ -1,0 +1,23 @@
+// LinkShape: what one direction of a link should look like on the wire (rate, one-way delay,
+// jitter, loss, MTU), as the plan carries it in SetShape. Header-only plain data, so plan/ can
+// hold it without linking the shaping room; the shaping backends (backend.h) turn it into a
+// qdisc tree.
+//
+// Plain values; thread-safe to copy and read.
+#pragma once
+
+#include "core/units.h"
+
+namespace tb::shaping {
+
+struct LinkShape {
+  Rate rate;            // 0 = not rate-limited
+  Duration delay;       // one-way, added to every packet
+  Duration jitter;      // standard deviation of that delay (scenario/model.h LinkProfile)
+  double loss_pct = 0;  // 0..100, independent per packet
+  int mtu = 1500;       // the interface's MTU; sizes bursts and queues
+
+  friend bool operator==(const LinkShape&, const LinkShape&) = default;
+};
+
+}  // namespace tb::shaping

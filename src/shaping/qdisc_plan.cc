@@ -1,0 +1,75 @@
+#include "shaping/qdisc_plan.h"
+
+#include <cstdio>
+
+namespace tb::shaping {
+namespace {
+
+template <class... Fs>
+struct Overload : Fs... {
+  using Fs::operator()...;
+};
+
+std::string rate_text(uint64_t bytes_per_s) {
+  return format_rate(Rate{static_cast<double>(bytes_per_s) * 8});
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+std::string options_text(const netlink::TcOptions& o) {
+  return std::visit(
+      Overload{
+          [](const netlink::TbfOptions& t) {
+            return "rate " + rate_text(t.rate) + " burst " + std::to_string(t.burst) + "b limit " +
+                   std::to_string(t.limit) + "b";
+          },
+          [](const netlink::NetemOptions& n) {
+            std::string s = "limit " + std::to_string(n.limit);
+            if (n.delay_ns || n.jitter_ns) s += " delay " + format_duration(Duration{n.delay_ns});
+            if (n.jitter_ns) {
+              s += " " + format_duration(Duration{n.jitter_ns});
+              s += n.jitter_table.empty() ? " (uniform)" : " distribution normal";
+            }
+            if (n.loss_pct > 0) s += " loss " + number(n.loss_pct) + "%";
+            if (n.rate) s += " rate " + rate_text(n.rate);
+            return s;
+          },
+          [](const netlink::HtbOptions& h) { return "default " + std::to_string(h.default_class); },
+          [](const netlink::HtbClassOptions& c) {
+            return "rate " + rate_text(c.rate) + " ceil " + rate_text(c.ceil) + " burst " +
+                   std::to_string(c.burst) + "b cburst " + std::to_string(c.cburst) + "b quantum " +
+                   std::to_string(c.quantum);
+          },
+          [](const netlink::BfifoOptions& b) { return "limit " + std::to_string(b.limit) + "b"; },
+      },
+      o);
+}
+
+}  // namespace
+
+std::string to_text(const TcNode& n) {
+  std::string s = n.is_class() ? "class " : "qdisc ";
+  s += std::string(n.kind()) + " " + netlink::format_handle(n.handle);
+  s += n.parent == kRootParent ? " root " : " parent " + netlink::format_handle(n.parent) + " ";
+  return s + options_text(n.options);
+}
+
+std::string to_text(const QdiscPlan& p) {
+  std::string s;
+  for (const auto& n : p.nodes) s += to_text(n) + "\n";
+  if (p.nodes.empty()) s += "qdisc default root\n";
+  if (!p.residual.empty()) {
+    s += "residual";
+    if (p.residual.delay.ns) s += " delay " + format_duration(p.residual.delay);
+    if (p.residual.jitter.ns) s += " jitter " + format_duration(p.residual.jitter);
+    if (p.residual.loss_pct > 0) s += " loss " + number(p.residual.loss_pct) + "%";
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace tb::shaping

@@ -1,0 +1,79 @@
+// QdiscPlan: the tc objects one backend builds for one LinkShape on one interface's egress, as
+// data: root first, every parent before its children. Applying it (apply/netlink_kernel_shape.cc)
+// sends one replace request per node; an empty plan means "the interface's default qdisc".
+//
+// Handles name layouts. Each layout (tree shape) has its own root handle, below. Replacing a
+// tree with one of the same layout reuses every handle, so each object changes its parameters in
+// place; a different layout has a different root handle, so the kernel builds the new root and
+// grafts it over the old one, which goes with all its children in the same step (sch_api.c
+// tc_modify_qdisc: a new handle at TC_H_ROOT with NLM_F_REPLACE -> create_n_graft). No tree is
+// ever deleted and re-added, and no stale child outlives a layout change.
+//
+// A backend may leave parts of the shape to a userspace stage (a kernel without netem): `residual`
+// says which, with the values the stage must apply.
+//
+// Plain values; thread-safe to copy and read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+#include "netlink/tc_message.h"
+
+namespace tb::shaping {
+
+// "major:0" handles (TC_H_MAKE(major << 16, 0)); children are major << 4 of their root.
+inline constexpr uint32_t tc_handle(uint32_t major, uint32_t minor = 0) {
+  return (major << 16) | minor;
+}
+inline constexpr uint32_t kRootParent = 0xFFFFFFFFu;  // TC_H_ROOT (linux/pkt_sched.h)
+
+// Layout "tbf": one tbf at the root (its bfifo child is the kernel's own).
+inline constexpr uint32_t kTbfRoot = tc_handle(1);
+// Layout "netem+tbf": netem at the root holding the delay line, a tbf child 20: at 2:1.
+inline constexpr uint32_t kNetemTbfRoot = tc_handle(2);
+inline constexpr uint32_t kNetemTbfClass = tc_handle(2, 1);
+inline constexpr uint32_t kNetemTbfChild = tc_handle(0x20);
+// Layout "netem": netem alone (no rate limit).
+inline constexpr uint32_t kNetemRoot = tc_handle(3);
+// Layout "htb": htb root 4:, one class 4:1 (the default class), a bfifo leaf 40:.
+inline constexpr uint32_t kHtbRoot = tc_handle(4);
+inline constexpr uint32_t kHtbClass = tc_handle(4, 1);
+inline constexpr uint32_t kHtbLeaf = tc_handle(0x40);
+
+struct TcNode {
+  uint32_t parent = kRootParent;
+  uint32_t handle = 0;
+  netlink::TcOptions options;
+  // Sent with NLM_F_EXCL; "File exists" means it is already there (netlink::TcWrite).
+  bool create_only = false;
+
+  std::string_view kind() const { return netlink::tc_kind(options); }
+  bool is_class() const { return netlink::is_class(options); }
+};
+
+// What the qdiscs did not emulate and a userspace stage must.
+struct Residual {
+  Duration delay;
+  Duration jitter;
+  double loss_pct = 0;
+
+  bool empty() const { return delay.ns == 0 && jitter.ns == 0 && loss_pct == 0; }
+  friend bool operator==(const Residual&, const Residual&) = default;
+};
+
+struct QdiscPlan {
+  std::string backend;
+  std::vector<TcNode> nodes;  // root first; empty = leave (or put back) the default qdisc
+  Residual residual;
+  std::vector<std::string> notes;  // what a reader should know about how it is emulated
+};
+
+// One line per node, tc style: "qdisc tbf 1: root rate 10Mbit burst 3028b limit 71428b", then
+// "residual delay 5ms jitter 1ms loss 0.1%" when there is one.
+std::string to_text(const QdiscPlan& p);
+std::string to_text(const TcNode& n);
+
+}  // namespace tb::shaping
