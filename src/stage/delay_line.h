@@ -1,0 +1,76 @@
+// DelayLine: the held packets of one delay-stage queue and the arithmetic of when each may go.
+//
+// A FIFO of (packet id, length, deadline). Each packet gets deadline = arrival + delay + a normal
+// sample of the jitter, but never earlier than the packet before it: deadlines are kept monotonic,
+// so packets leave in the order they came (no reordering) and the kernel's ids stay in order too,
+// which is what lets one NFQNL_MSG_VERDICT_BATCH release a whole prefix. Jitter is therefore
+// one-sided once it exceeds the packet spacing: a late packet delays those behind it.
+//
+// No system calls: time is passed in, so the whole thing is unit-tested. Reconfiguring changes
+// what later packets get; packets already held keep their deadlines (a cut from 20 ms to 10 ms
+// takes effect over one old delay). Storage grows on demand up to maxlen slots.
+// Not thread-safe; owned by the stage's single loop.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "stage/queue_spec.h"
+
+namespace tb::stage {
+
+struct LineCounters {
+  uint64_t packets = 0;      // admitted
+  uint64_t bytes = 0;        // their original lengths (a GSO super-packet counts whole)
+  uint64_t released = 0;     // released at or after their deadline
+  uint64_t late_ns_sum = 0;  // sum of (release time - deadline) over `released`
+  uint64_t late_ns_max = 0;
+  uint64_t drops_full = 0;  // refused because maxlen packets were held (the caller drops them)
+  uint64_t flushed = 0;     // released early by release_all (shutdown, queue removed)
+  uint32_t held_max = 0;
+};
+
+class DelayLine {
+ public:
+  DelayLine(const QueueSpec& spec, uint64_t seed);
+
+  const QueueSpec& spec() const { return spec_; }
+  // New delay, jitter and maxlen for packets admitted from now on. The queue number must match.
+  void reconfigure(const QueueSpec& spec);
+
+  // Takes a packet that arrived at `now_ns`. False when maxlen packets are already held.
+  bool admit(uint32_t id, uint32_t len, int64_t now_ns);
+  // Removes every packet whose deadline is <= now_ns and returns the id of the last one (the id
+  // for a batch verdict), or nothing when none was due.
+  std::optional<uint32_t> release_due(int64_t now_ns);
+  // Removes every held packet regardless of deadline; returns the last id, if any.
+  std::optional<uint32_t> release_all();
+
+  // Deadline of the oldest held packet.
+  std::optional<int64_t> next_deadline() const;
+  uint32_t held() const { return static_cast<uint32_t>(tail_ - head_); }
+  const LineCounters& counters() const { return counters_; }
+
+ private:
+  struct Slot {
+    uint32_t id;
+    uint32_t len;
+    int64_t deadline_ns;
+  };
+  Slot& at(uint64_t i) { return ring_[i & (ring_.size() - 1)]; }
+  const Slot& at(uint64_t i) const { return ring_[i & (ring_.size() - 1)]; }
+  void grow();
+  int64_t sample_delay_ns();
+
+  QueueSpec spec_;
+  std::vector<Slot> ring_;  // power-of-two size
+  uint64_t head_ = 0, tail_ = 0;
+  int64_t last_deadline_ns_ = 0;
+  std::mt19937_64 rng_;
+  std::normal_distribution<double> normal_{0.0, 1.0};
+  LineCounters counters_;
+};
+
+}  // namespace tb::stage

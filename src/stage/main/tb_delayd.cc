@@ -1,0 +1,81 @@
+// tb-delayd: the userspace delay stage (stage/stage.h) as a process. Runs in the network
+// namespace it is started in and serves the NFQUEUE queues given on its command line and in its
+// config file, until SIGTERM/SIGINT (or --duration-s). SIGHUP re-reads the config file.
+//
+//   tb-delayd --queue 10:delay_us=25000:jitter_us=1000:maxlen=65536 --queue 11:delay_us=0
+//             [--config FILE] [--stats FILE] [--stats-interval-ms 500] [--duration-s N]
+//             [--fail-open]
+//
+// The caller installs `iptables ... -j NFQUEUE --queue-num N` WITHOUT --queue-bypass
+// (stage/netfilter_rules.h): then a dead stage means a dead link (fail-closed), never an
+// undelayed one. Exit codes: 0 clean stop, 1 failure, 2 bad command line or config.
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+
+#include "core/unique_fd.h"
+#include "stage/stage.h"
+
+namespace {
+
+int fail_with(const tb::Error& e) {
+  std::fprintf(stderr, "tb-delayd: %s\n", e.message.c_str());
+  return e.exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tb-delayd: hold NFQUEUE'd packets for a per-queue delay (no netem needed)"};
+  std::vector<std::string> queue_args;
+  tb::stage::StageOptions options;
+  int interval_ms = 500;
+  double duration_s = 0;
+  app.add_option("--queue", queue_args,
+                 "NUM:delay_us=N[:jitter_us=N][:maxlen=N] (repeatable; one per link direction)");
+  app.add_option("--config", options.config_path,
+                 "file with more queue specs, one per line; re-read on SIGHUP");
+  app.add_option("--stats", options.stats_path, "JSON stats file, rewritten atomically");
+  app.add_option("--stats-interval-ms", interval_ms, "stats interval (default 500)")
+      ->check(CLI::Range(10, 3'600'000));
+  app.add_option("--duration-s", duration_s, "stop after this many seconds (default: never)")
+      ->check(CLI::Range(0.0, 1e7));
+  app.add_flag("--fail-open", options.fail_open,
+               "pass packets undelayed when a queue is full, instead of dropping them");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : tb::kExitBadInput;
+  }
+  for (const auto& a : queue_args) {
+    auto spec = tb::stage::parse_queue_spec(a);
+    if (!spec) return fail_with(spec.error());
+    options.queues.push_back(*spec);
+  }
+  if (options.queues.empty() && options.config_path.empty())
+    return fail_with(
+        tb::bad_input("no queues: give --queue NUM:delay_us=N or --config FILE").error());
+  options.stats_interval = tb::Duration{static_cast<int64_t>(interval_ms) * 1'000'000};
+  options.duration = tb::Duration{static_cast<int64_t>(duration_s * 1e9)};
+
+  // Wake-ups at the deadline, not up to 50 us after it (the default timer slack).
+  ::prctl(PR_SET_TIMERSLACK, 1UL);
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);
+  if (sigprocmask(SIG_BLOCK, &mask, nullptr) != 0)
+    return fail_with(tb::sys_fail("block signals").error());
+  tb::UniqueFd signals(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!signals) return fail_with(tb::sys_fail("signalfd").error());
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto stage = tb::stage::DelayStage::open(std::move(options));
+  if (!stage) return fail_with(stage.error());
+  if (auto s = stage->run(signals.get()); !s) return fail_with(s.error());
+  return tb::kExitOk;
+}

@@ -1,0 +1,347 @@
+// NFQUEUE and loss rules through iptables and nft, inside a named namespace (netfilter_rules.h).
+#include "stage/netfilter_rules.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/unique_fd.h"
+
+namespace tb::stage {
+namespace {
+
+constexpr int kToolTimeoutMs = 5000;
+constexpr size_t kMaxOutput = 1 << 20;
+
+struct ToolRun {
+  int exit_code = -1;  // 128 + signal when killed
+  std::string output;  // stdout and stderr
+};
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  if (s.size() > 600) s = s.substr(0, 600) + "...";
+  return s;
+}
+
+std::string find_tool(const std::string& name) {
+  for (const char* dir : {"/usr/sbin", "/sbin", "/usr/bin", "/bin", "/usr/local/sbin"}) {
+    std::string path = std::string(dir) + "/" + name;
+    if (::access(path.c_str(), X_OK) == 0) return path;
+  }
+  return "";
+}
+
+// Runs `tool args...` inside /run/netns/<netns> (or here when netns is ""), bounded in time.
+Result<ToolRun> run_tool(const std::string& netns, const std::string& tool,
+                         const std::vector<std::string>& args) {
+  std::string path = find_tool(tool);
+  if (path.empty()) return fail(tool + " not found in /usr/sbin, /sbin, /usr/bin or /bin");
+  UniqueFd ns_fd;
+  if (!netns.empty()) {
+    if (netns.find('/') != std::string::npos) return bad_input("bad netns name \"" + netns + "\"");
+    ns_fd.reset(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns_fd) return sys_fail("open netns " + netns);
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return sys_fail("pipe");
+  UniqueFd rd(fds[0]), wr(fds[1]);
+  std::vector<char*> argv{path.data()};
+  std::vector<std::string> copy = args;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  char env_path[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+  char env_lang[] = "LC_ALL=C";
+  char* envp[] = {env_path, env_lang, nullptr};
+  pid_t pid = ::fork();
+  if (pid < 0) return sys_fail("fork for " + tool);
+  if (pid == 0) {  // child: only async-signal-safe calls from here
+    ::setpgid(0, 0);
+    ::dup2(wr.get(), STDOUT_FILENO);
+    ::dup2(wr.get(), STDERR_FILENO);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    if (ns_fd && ::setns(ns_fd.get(), CLONE_NEWNET) != 0) {
+      const char msg[] = "setns into the namespace failed\n";
+      (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+      ::_exit(126);
+    }
+    ::execve(path.c_str(), argv.data(), envp);
+    ::_exit(127);
+  }
+  wr.reset();
+  timespec start{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  auto elapsed_ms = [&start] {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1'000'000;
+  };
+  ToolRun run;
+  bool timed_out = false;
+  char buf[4096];
+  for (;;) {
+    long left = kToolTimeoutMs - elapsed_ms();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{rd.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) < 0 && errno != EINTR) break;
+    ssize_t n = ::read(rd.get(), buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      break;
+    }
+    if (run.output.size() < kMaxOutput) run.output.append(buf, static_cast<size_t>(n));
+  }
+  if (timed_out) {
+    ::kill(-pid, SIGKILL);  // its own process group: the tool and anything it started
+    ::kill(pid, SIGKILL);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return fail(tool + " in netns " + netns + " took over 5 s and was killed");
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (run.exit_code == 127 && run.output.empty()) return fail("exec " + path + " failed");
+  return run;
+}
+
+// Runs the tool and turns a non-zero exit into "<what> in netns N: <tool> exit E: <stderr>".
+Result<std::string> run_checked(const std::string& netns, const std::string& what,
+                                const std::string& tool, const std::vector<std::string>& args) {
+  std::string where = what + (netns.empty() ? "" : " in netns " + netns);
+  auto run = run_tool(netns, tool, args);
+  if (!run) return std::unexpected(with_context(run.error(), where));
+  if (run->exit_code != 0)
+    return fail(where + ": " + tool + " exit " + std::to_string(run->exit_code) + ": " +
+                trimmed(run->output));
+  return run->output;
+}
+
+// Splits a line of `iptables -S` output into words; "..." with \" and \\ escapes is one word.
+std::vector<std::string> shell_words(const std::string& line) {
+  std::vector<std::string> words;
+  std::string cur;
+  bool in_word = false, quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '\\' && i + 1 < line.size()) {
+        cur += line[++i];
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cur += c;
+      }
+    } else if (c == '"') {
+      quoted = in_word = true;
+    } else if (c == ' ' || c == '\t') {
+      if (in_word) words.push_back(cur);
+      cur.clear();
+      in_word = false;
+    } else {
+      cur += c;
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(cur);
+  return words;
+}
+
+bool has_marker(const std::string& comment, const std::string& marker) {
+  return !marker.empty() && comment.starts_with(marker);
+}
+
+}  // namespace
+
+uint32_t loss_per_10000(double percent) {
+  if (!(percent > 0)) return 0;
+  return static_cast<uint32_t>(std::lround(std::min(percent, 100.0) * 100));
+}
+
+Status check_marker(const std::string& marker) {
+  if (marker.empty() || marker.size() > 120)
+    return bad_input("owner marker must be 1-120 characters, got " + std::to_string(marker.size()));
+  for (unsigned char c : marker)
+    if (c < 0x20 || c == 0x7f || c == '"' || c == '\\')
+      return bad_input("owner marker \"" + marker + "\" has a quote, backslash or control byte");
+  return {};
+}
+
+std::vector<std::string> queue_rule_args(const QueueRule& rule, const std::string& marker,
+                                         bool add) {
+  // No --queue-bypass, on purpose: fail-closed (netfilter_rules.h).
+  return {"-w",
+          "5",
+          "-t",
+          "mangle",
+          add ? "-A" : "-D",
+          "PREROUTING",
+          "-i",
+          rule.ifname,
+          "-m",
+          "comment",
+          "--comment",
+          marker,
+          "-j",
+          "NFQUEUE",
+          "--queue-num",
+          std::to_string(rule.queue)};
+}
+
+std::string loss_rule_script(const LossRule& rule, const std::string& marker) {
+  return std::string("add table inet ") + kLossTable + "; add chain inet " + kLossTable + " " +
+         kLossChain + " { type filter hook prerouting priority raw; policy accept; }; " +
+         "add rule inet " + kLossTable + " " + kLossChain + " iif \"" + rule.ifname +
+         "\" numgen random mod " + std::to_string(kLossModulus) + " < " +
+         std::to_string(rule.per_10000) + " counter drop comment \"" + marker + "\"";
+}
+
+std::vector<MarkedRule> parse_iptables_rules(const std::string& save_text,
+                                             const std::string& marker) {
+  std::vector<MarkedRule> out;
+  size_t pos = 0;
+  while (pos < save_text.size()) {
+    size_t nl = save_text.find('\n', pos);
+    std::string line = save_text.substr(pos, nl == std::string::npos ? nl : nl - pos);
+    pos = nl == std::string::npos ? save_text.size() : nl + 1;
+    auto words = shell_words(line);
+    if (words.size() < 2 || words[0] != "-A") continue;
+    MarkedRule r;
+    bool nfqueue = false;
+    for (size_t i = 0; i + 1 < words.size(); ++i) {
+      if (words[i] == "-i") r.ifname = words[i + 1];
+      if (words[i] == "--comment") r.comment = words[i + 1];
+      if (words[i] == "-j" && words[i + 1] == "NFQUEUE") nfqueue = true;
+      if (words[i] == "--queue-num")
+        r.queue = static_cast<uint16_t>(std::strtoul(words[i + 1].c_str(), nullptr, 10));
+    }
+    if (!nfqueue || !has_marker(r.comment, marker)) continue;
+    r.kind = MarkedRule::Kind::kQueue;
+    r.iptables = std::move(words);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<std::vector<MarkedRule>> parse_nft_rules(const std::string& json_text,
+                                                const std::string& marker) {
+  auto doc = nlohmann::json::parse(json_text, nullptr, false);
+  if (doc.is_discarded() || !doc.contains("nftables"))
+    return fail("nft -j printed something that is not its JSON: " + trimmed(json_text));
+  std::vector<MarkedRule> out;
+  for (const auto& item : doc["nftables"]) {
+    if (!item.contains("rule")) continue;
+    const auto& rule = item["rule"];
+    MarkedRule r;
+    r.kind = MarkedRule::Kind::kLoss;
+    r.comment = rule.value("comment", "");
+    if (!has_marker(r.comment, marker)) continue;
+    r.handle = rule.value("handle", uint64_t{0});
+    for (const auto& e : rule.value("expr", nlohmann::json::array())) {
+      if (!e.contains("match")) continue;
+      const auto& m = e["match"];
+      const auto& left = m.value("left", nlohmann::json::object());
+      if (left.contains("meta") && m["right"].is_string()) r.ifname = m["right"];
+      if (left.contains("numgen") && m["right"].is_number_unsigned()) r.per_10000 = m["right"];
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Status add_queue_rule(const std::string& netns, const QueueRule& rule, const std::string& marker) {
+  TB_TRY(check_marker(marker));
+  auto r =
+      run_checked(netns, "add NFQUEUE " + std::to_string(rule.queue) + " rule on " + rule.ifname,
+                  "iptables", queue_rule_args(rule, marker, true));
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Status remove_queue_rule(const std::string& netns, const QueueRule& rule,
+                         const std::string& marker) {
+  TB_TRY(check_marker(marker));
+  auto run = run_tool(netns, "iptables", queue_rule_args(rule, marker, false));
+  if (!run) return std::unexpected(run.error());
+  // iptables-nft says "Bad rule (does a matching rule exist in that chain?)" for a rule that is
+  // not there, and "No chain/target/match by that name" when the chain is missing.
+  if (run->exit_code == 0 || run->output.find("does a matching rule exist") != std::string::npos ||
+      run->output.find("No chain/target/match") != std::string::npos)
+    return {};
+  return fail("remove NFQUEUE " + std::to_string(rule.queue) + " rule on " + rule.ifname +
+              " in netns " + netns + ": iptables exit " + std::to_string(run->exit_code) + ": " +
+              trimmed(run->output));
+}
+
+Status add_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker) {
+  TB_TRY(check_marker(marker));
+  if (rule.per_10000 == 0) return {};
+  if (rule.per_10000 > kLossModulus) return bad_input("loss above 100 %");
+  auto r = run_checked(netns, "add loss rule on " + rule.ifname, "nft",
+                       {loss_rule_script(rule, marker)});
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<std::vector<MarkedRule>> list_marked_rules(const std::string& netns,
+                                                  const std::string& marker) {
+  TB_TRY(check_marker(marker));
+  auto save = run_checked(netns, "list NFQUEUE rules", "iptables",
+                          {"-w", "5", "-t", "mangle", "-S", "PREROUTING"});
+  if (!save) return std::unexpected(save.error());
+  std::vector<MarkedRule> out = parse_iptables_rules(*save, marker);
+  auto nft = run_tool(netns, "nft", {"-j", "-a", "list", "chain", "inet", kLossTable, kLossChain});
+  if (!nft) return std::unexpected(nft.error());
+  if (nft->exit_code != 0) {
+    if (nft->output.find("No such file or directory") != std::string::npos) return out;
+    return fail("list loss rules in netns " + netns + ": nft exit " +
+                std::to_string(nft->exit_code) + ": " + trimmed(nft->output));
+  }
+  auto loss = parse_nft_rules(nft->output, marker);
+  if (!loss) return std::unexpected(loss.error());
+  out.insert(out.end(), loss->begin(), loss->end());
+  return out;
+}
+
+Status remove_marked_rules(const std::string& netns, const std::string& marker) {
+  auto rules = list_marked_rules(netns, marker);
+  if (!rules) return std::unexpected(rules.error());
+  Status first;
+  bool any_loss = false;
+  for (const auto& r : *rules) {
+    Result<std::string> done;
+    if (r.kind == MarkedRule::Kind::kQueue) {
+      std::vector<std::string> args{"-w", "5", "-t", "mangle"};
+      args.insert(args.end(), r.iptables.begin(), r.iptables.end());
+      args[4] = "-D";  // "-A PREROUTING ..." as printed, deleted by the same words
+      done = run_checked(netns, "remove NFQUEUE rule on " + r.ifname, "iptables", args);
+    } else {
+      any_loss = true;
+      done = run_checked(
+          netns, "remove loss rule on " + r.ifname, "nft",
+          {"delete", "rule", "inet", kLossTable, kLossChain, "handle", std::to_string(r.handle)});
+    }
+    if (!done && first) first = std::unexpected(done.error());
+  }
+  if (any_loss) {  // drop the table once no rule, ours or another lab's, is left in it
+    auto left = run_tool(netns, "nft", {"-j", "-a", "list", "table", "inet", kLossTable});
+    if (left && left->exit_code == 0 && left->output.find("\"rule\"") == std::string::npos)
+      (void)run_tool(netns, "nft", {"delete", "table", "inet", kLossTable});
+  }
+  return first;
+}
+
+}  // namespace tb::stage

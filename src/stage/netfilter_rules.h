@@ -1,0 +1,91 @@
+// The netfilter side of the delay stage: the rules that steer a link direction's packets into
+// an NFQUEUE queue, and nftables loss rules, inside a named network namespace.
+//
+// This is the one place that runs iptables and nft. No library interface builds iptables-nft's
+// xtables-compat NFQUEUE target (nft's own `queue` statement does not work on our kernels,
+// research/limits.md 4), and nft's expression compiler lives in the nft tool, so we fork, enter
+// /run/netns/NAME (setns) and exec the tool, bounded by a timeout; a refusal returns the tool's
+// stderr.
+//
+// Rules, each tagged with a comment that is the owner marker the caller passes:
+//   iptables -t mangle -A PREROUTING -i IFNAME -m comment --comment MARKER
+//            -j NFQUEUE --queue-num N
+//     deliberately WITHOUT --queue-bypass: with no tb-delayd bound to queue N the kernel drops
+//     the packets (fail-closed), so a crashed stage is a dead link, never an undelayed one.
+//     PREROUTING of the receiving end's ingress interface covers forwarded and locally
+//     delivered traffic alike. IPv4 only (iptables, not ip6tables): labs use 198.18.0.0/15.
+//   nft table inet tb_loss, chain prerouting (filter hook, priority raw, -300: drops happen
+//   before the packet reaches the queue and costs the stage nothing):
+//     iif IFNAME numgen random mod 10000 < K counter drop comment MARKER
+//     K is in 0.01 % steps (research/limits.md 5: numgen loss is unbiased).
+// A rule belongs to a marker when its comment starts with it (apply/marker.h's rule), so a lab
+// marker selects all of a lab's rules and a longer per-link marker selects one link's.
+//
+// `netns` "" means the caller's own namespace. Thread-safe (each call forks its own child).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tb::stage {
+
+inline constexpr const char* kLossTable = "tb_loss";
+inline constexpr const char* kLossChain = "prerouting";
+// A loss rule drops K of every kLossModulus packets.
+inline constexpr uint32_t kLossModulus = 10000;
+
+struct QueueRule {
+  std::string ifname;  // ingress interface (iptables -i)
+  uint16_t queue = 0;  // --queue-num
+};
+struct LossRule {
+  std::string ifname;      // ingress interface (nft iif)
+  uint32_t per_10000 = 0;  // packets dropped out of every 10000
+};
+// A rule found by marker: kind, what it matches, and how to delete it.
+struct MarkedRule {
+  enum class Kind { kQueue, kLoss } kind = Kind::kQueue;
+  std::string ifname;
+  uint16_t queue = 0;      // kQueue
+  uint32_t per_10000 = 0;  // kLoss
+  std::string comment;
+  uint64_t handle = 0;                // kLoss: nft rule handle
+  std::vector<std::string> iptables;  // kQueue: the rule as `iptables -S` prints it, tokenised
+};
+
+// 12.34 (%) -> 1234; rounds to the nearest 0.01 % step. Percent outside [0, 100] is clamped.
+uint32_t loss_per_10000(double percent);
+
+// A marker must be 1-120 printable characters without '"' or '\\' (it travels inside quoted
+// comments; nft keeps at most 128 bytes of comment).
+Status check_marker(const std::string& marker);
+
+// Building and reading the tools' text, apart from running them (unit-tested).
+std::vector<std::string> queue_rule_args(const QueueRule& rule, const std::string& marker,
+                                         bool add);
+std::string loss_rule_script(const LossRule& rule, const std::string& marker);
+// `iptables -t mangle -S PREROUTING` output -> NFQUEUE rules whose comment carries `marker`.
+std::vector<MarkedRule> parse_iptables_rules(const std::string& save_text,
+                                             const std::string& marker);
+// `nft -j -a list chain inet tb_loss prerouting` output -> loss rules carrying `marker`.
+Result<std::vector<MarkedRule>> parse_nft_rules(const std::string& json_text,
+                                                const std::string& marker);
+
+// Installs the NFQUEUE rule (no --queue-bypass: fail-closed).
+Status add_queue_rule(const std::string& netns, const QueueRule& rule, const std::string& marker);
+// Removes that exact rule; one that is not there is success.
+Status remove_queue_rule(const std::string& netns, const QueueRule& rule,
+                         const std::string& marker);
+// Installs a loss rule (creating table and chain when missing). per_10000 == 0 adds nothing.
+Status add_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker);
+// Every NFQUEUE and loss rule in `netns` whose comment starts with `marker`.
+Result<std::vector<MarkedRule>> list_marked_rules(const std::string& netns,
+                                                  const std::string& marker);
+// Removes every rule list_marked_rules finds, keeps going past failures (returns the first),
+// and deletes table tb_loss once it holds no rule. Nothing marked is success.
+Status remove_marked_rules(const std::string& netns, const std::string& marker);
+
+}  // namespace tb::stage

@@ -1,0 +1,51 @@
+// nfnetlink_queue messages the delay stage sends and the packet notices it reads, built apart from
+// any socket (STYLE rule 7) so unit tests can check their bytes.
+//
+// Built with libnetfilter_queue's libmnl-based helpers (nfq_nlmsg_*), not its older nfq_handle
+// API: the stage owns its socket, and one send() can carry many verdicts.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace tb::stage {
+
+using NlBuffer = std::vector<char>;
+
+// Binds queue `num` to the sending socket (NFQNL_CFG_CMD_BIND) and configures it in the same
+// message: a one-byte NFQNL_COPY_PACKET (in effect no payload copy, but the length is reported;
+// plain NFQNL_COPY_META reports none), queue maxlen, flags NFQA_CFG_F_GSO (whole GSO
+// super-packets, research/limits.md 4b) plus NFQA_CFG_F_FAIL_OPEN when `fail_open`. Asks for an
+// ACK with sequence `seq`.
+void append_bind(NlBuffer& out, uint16_t num, uint32_t maxlen, bool fail_open, uint32_t seq);
+// Changes only the maxlen of a bound queue (ACK requested).
+void append_set_maxlen(NlBuffer& out, uint16_t num, uint32_t maxlen, uint32_t seq);
+// NFQNL_CFG_CMD_UNBIND (ACK requested). The kernel drops whatever the queue still holds.
+void append_unbind(NlBuffer& out, uint16_t num, uint32_t seq);
+// NFQNL_MSG_VERDICT_BATCH: `verdict` (NF_ACCEPT, NF_DROP) for every packet of queue `num` with an
+// id up to and including `last_id`. No ACK: verdicts are fire-and-forget.
+void append_verdict_batch(NlBuffer& out, uint16_t num, uint32_t last_id, uint32_t verdict);
+// NFQNL_MSG_VERDICT for one packet.
+void append_verdict(NlBuffer& out, uint16_t num, uint32_t id, uint32_t verdict);
+
+// A queued-packet notice (NFQNL_MSG_PACKET).
+struct PacketNotice {
+  uint16_t queue = 0;
+  uint32_t id = 0;
+  uint32_t len = 0;  // NFQA_CAP_LEN: the packet's full length (0 when the kernel sent none)
+};
+// What one received netlink message is.
+struct NlEvent {
+  enum class Kind { kPacket, kAck, kOther } kind = Kind::kOther;
+  PacketNotice packet;  // kPacket
+  uint32_t seq = 0;     // kAck: the request it answers
+  int error = 0;        // kAck: 0 or a positive errno
+};
+// Appends one NlEvent per netlink message in one received datagram. Returns false when the
+// datagram is malformed (truncated header or attributes); events before the fault are kept.
+bool parse_events(std::span<const char> datagram, std::vector<NlEvent>& out);
+
+}  // namespace tb::stage

@@ -1,0 +1,260 @@
+// DelayStage (stage.h): binding, the ppoll loop, reconfiguration and the clean close.
+#include "stage/stage.h"
+
+#include <linux/netfilter.h>
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace tb::stage {
+namespace {
+
+// Datagrams read per wake-up before releasing due packets again: bounds how late a release can
+// be made by a flood (the prototype's bounded drain, raised for 64-byte floods).
+constexpr int kDrainBound = 1024;
+// Pending verdict bytes that trigger a send mid-drain (one verdict message is 32 bytes).
+constexpr size_t kFlushBytes = 32 * 1024;
+// Longest sleep with nothing to do, so --duration and a broken clock cannot stall us.
+constexpr int64_t kMaxSleepNs = 1'000'000'000;
+constexpr Duration kAckTimeout{2'000'000'000};
+
+int64_t mono_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+void log(const std::string& line) {
+  std::fprintf(stderr, "tb-delayd: %s\n", line.c_str());
+}
+
+std::string queue_name(uint16_t num) {
+  return "NFQUEUE " + std::to_string(num);
+}
+
+}  // namespace
+
+DelayStage::DelayStage(StageOptions options, NfqSocket socket)
+    : options_(std::move(options)), socket_(std::move(socket)) {
+  start_ns_ = mono_ns();
+  seed_ = static_cast<uint64_t>(start_ns_) ^ (static_cast<uint64_t>(::getpid()) << 32);
+  process_.pid = ::getpid();
+}
+
+Result<DelayStage> DelayStage::open(StageOptions options) {
+  auto socket = NfqSocket::open(options.rcvbuf_bytes);
+  if (!socket) return std::unexpected(socket.error());
+  DelayStage stage(std::move(options), std::move(*socket));
+  auto wanted = stage.wanted_queues();
+  if (!wanted) return std::unexpected(wanted.error());
+  TB_TRY(stage.apply(*wanted));
+  stage.write_stats();
+  return stage;
+}
+
+Result<std::vector<QueueSpec>> DelayStage::wanted_queues() const {
+  std::vector<QueueSpec> wanted = options_.queues;
+  if (options_.config_path.empty()) return wanted;
+  std::ifstream in(options_.config_path);
+  if (!in) return sys_fail("read config " + options_.config_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto file = parse_queue_config(text.str());
+  if (!file) return std::unexpected(with_context(file.error(), options_.config_path));
+  for (const auto& spec : *file) {
+    if (std::ranges::any_of(wanted, [&](const QueueSpec& s) { return s.num == spec.num; }))
+      return bad_input(options_.config_path + ": queue " + std::to_string(spec.num) +
+                       " is also given with --queue");
+    wanted.push_back(spec);
+  }
+  return wanted;
+}
+
+Status DelayStage::apply(const std::vector<QueueSpec>& wanted) {
+  Status first;
+  auto keep = [&](const Status& s) {
+    if (!s && first) first = s;
+  };
+  auto other = [this](const NlEvent& e) { on_event(e); };
+  // Queues no longer wanted: hand back what they hold, then unbind.
+  for (auto it = lines_.begin(); it != lines_.end();) {
+    uint16_t num = it->first;
+    if (std::ranges::any_of(wanted, [&](const QueueSpec& s) { return s.num == num; })) {
+      ++it;
+      continue;
+    }
+    if (auto last = it->second.release_all())
+      append_verdict_batch(verdicts_, num, *last, NF_ACCEPT);
+    keep(flush_verdicts());
+    NlBuffer msg;
+    uint32_t seq = socket_.next_seq();
+    append_unbind(msg, num, seq);
+    keep(socket_.request(msg, seq, "unbind " + queue_name(num), kAckTimeout, other));
+    it = lines_.erase(it);
+  }
+  for (const auto& spec : wanted) {
+    NlBuffer msg;
+    uint32_t seq = socket_.next_seq();
+    auto it = lines_.find(spec.num);
+    if (it != lines_.end()) {
+      bool maxlen_changed = it->second.spec().maxlen != spec.maxlen;
+      it->second.reconfigure(spec);
+      if (!maxlen_changed) continue;
+      append_set_maxlen(msg, spec.num, spec.maxlen, seq);
+      keep(socket_.request(msg, seq, "set maxlen of " + queue_name(spec.num), kAckTimeout, other));
+      continue;
+    }
+    // In the map before the bind: packets may arrive before its ACK does.
+    lines_.emplace(spec.num, DelayLine(spec, seed_++));
+    append_bind(msg, spec.num, spec.maxlen, options_.fail_open, seq);
+    auto bound = socket_.request(msg, seq, "bind " + queue_name(spec.num), kAckTimeout, other);
+    // nfqnl_recv_config answers EPERM both to a queue bound by another socket and to a caller
+    // without CAP_NET_ADMIN (net/netfilter/nfnetlink_queue.c).
+    if (!bound && bound.error().sys_errno == EPERM)
+      bound.error().message += " (another process serves this queue, or we lack CAP_NET_ADMIN)";
+    if (!bound) lines_.erase(spec.num);
+    keep(bound);
+  }
+  return first;
+}
+
+void DelayStage::reload() {
+  auto wanted = wanted_queues();
+  Status s = wanted ? apply(*wanted) : Status(std::unexpected(wanted.error()));
+  if (!s) {
+    process_.reload_error = s.error().message;
+    log("reload failed (in part or whole): " + s.error().message);
+    return;
+  }
+  process_.reload_error.clear();
+  ++process_.reloads;
+  std::string summary;
+  for (const auto& [num, line] : lines_) summary += " " + to_arg(line.spec());
+  log("reloaded:" + summary);
+}
+
+void DelayStage::on_event(const NlEvent& event) {
+  if (event.kind != NlEvent::Kind::kPacket) return;
+  const PacketNotice& p = event.packet;
+  auto it = lines_.find(p.queue);
+  // Not ours (a queue being torn down) or no room: drop, as the kernel would with no listener.
+  if (it == lines_.end() || !it->second.admit(p.id, p.len, mono_ns()))
+    append_verdict(verdicts_, p.queue, p.id, NF_DROP);
+}
+
+void DelayStage::release_due() {
+  int64_t now = mono_ns();
+  for (auto& [num, line] : lines_)
+    if (auto last = line.release_due(now)) append_verdict_batch(verdicts_, num, *last, NF_ACCEPT);
+}
+
+Status DelayStage::flush_verdicts() {
+  Status s = socket_.send(verdicts_);
+  verdicts_.clear();
+  return s;
+}
+
+void DelayStage::write_stats() {
+  if (options_.stats_path.empty()) return;
+  process_.uptime_s = static_cast<double>(mono_ns() - start_ns_) / 1e9;
+  process_cpu(process_);
+  auto text = stats_json(lines_, read_proc_nfqueue(), process_).dump(2) + "\n";
+  auto s = write_file_atomically(options_.stats_path, text);
+  std::string error = s ? "" : s.error().message;
+  if (!error.empty() && error != stats_error_) log("stats: " + error);  // once per new cause
+  stats_error_ = error;
+}
+
+void DelayStage::close_all() {
+  for (auto& [num, line] : lines_)
+    if (auto last = line.release_all()) append_verdict_batch(verdicts_, num, *last, NF_ACCEPT);
+  if (auto s = flush_verdicts(); !s) log("release held packets: " + s.error().message);
+  for (const auto& [num, line] : lines_) {
+    NlBuffer msg;
+    uint32_t seq = socket_.next_seq();
+    append_unbind(msg, num, seq);
+    // Packets arriving now find no room to wait: they are dropped, as after the unbind.
+    auto drop = [this](const NlEvent& e) {
+      if (e.kind == NlEvent::Kind::kPacket)
+        append_verdict(verdicts_, e.packet.queue, e.packet.id, NF_DROP);
+    };
+    if (auto s = socket_.request(msg, seq, "unbind " + queue_name(num), kAckTimeout, drop); !s)
+      log(s.error().message);
+    (void)flush_verdicts();
+  }
+}
+
+Status DelayStage::run(int signal_fd) {
+  const int64_t end = options_.duration.ns > 0 ? start_ns_ + options_.duration.ns : INT64_MAX;
+  const bool stats = !options_.stats_path.empty();
+  const int64_t interval = std::max<int64_t>(options_.stats_interval.ns, 10'000'000);
+  int64_t next_stats = mono_ns() + interval;
+  std::vector<NlEvent> events;
+  Status result;
+  bool stop = false;
+  while (!stop) {
+    int64_t now = mono_ns();
+    if (now >= end) break;
+    int64_t wake = std::min(end, now + kMaxSleepNs);
+    if (stats) wake = std::min(wake, next_stats);
+    for (const auto& [num, line] : lines_)
+      if (auto d = line.next_deadline()) wake = std::min(wake, *d);
+    int64_t wait = std::max<int64_t>(0, wake - now);
+    timespec timeout{static_cast<time_t>(wait / 1'000'000'000), wait % 1'000'000'000};
+    pollfd fds[2] = {{socket_.fd(), POLLIN, 0}, {signal_fd, POLLIN, 0}};
+    int ready = ::ppoll(fds, 2, &timeout, nullptr);
+    if (ready < 0 && errno != EINTR) {
+      result = sys_fail("wait for packets (ppoll)");
+      break;
+    }
+    if (ready > 0 && (fds[0].revents & (POLLIN | POLLERR))) {
+      for (int k = 0; k < kDrainBound && !stop; ++k) {
+        auto data = socket_.receive_nowait();
+        if (!data) {
+          result = std::unexpected(data.error());
+          stop = true;
+        } else if (data->empty()) {
+          break;
+        } else {
+          events.clear();
+          parse_events(*data, events);
+          for (const auto& e : events) on_event(e);
+          if (verdicts_.size() > kFlushBytes) result = flush_verdicts();
+          if (!result) stop = true;
+        }
+      }
+    }
+    if (ready > 0 && (fds[1].revents & POLLIN)) {
+      signalfd_siginfo si{};
+      while (::read(signal_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        if (si.ssi_signo == SIGHUP)
+          reload();
+        else
+          stop = true;
+      }
+    }
+    release_due();
+    if (auto s = flush_verdicts(); !s && result) {
+      result = s;
+      stop = true;
+    }
+    if (stats && mono_ns() >= next_stats) {
+      write_stats();
+      next_stats = std::max(next_stats + interval, mono_ns());
+    }
+  }
+  close_all();
+  write_stats();
+  return result;
+}
+
+}  // namespace tb::stage

@@ -1,0 +1,122 @@
+// Delay-stage statistics (stats.h).
+#include "stage/stats.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace tb::stage {
+namespace {
+
+double seconds(const timeval& tv) {
+  return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+}
+
+}  // namespace
+
+std::map<uint16_t, KernelQueueStats> parse_proc_nfqueue(std::string_view text) {
+  std::map<uint16_t, KernelQueueStats> out;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    unsigned num = 0, portid = 0, total = 0, mode = 0, range = 0, idseq = 0;
+    unsigned long long dropped = 0, user_dropped = 0;
+    if (std::sscanf(line.c_str(), "%u %u %u %u %u %llu %llu %u", &num, &portid, &total, &mode,
+                    &range, &dropped, &user_dropped, &idseq) != 8 ||
+        num > 65535)
+      continue;
+    out[static_cast<uint16_t>(num)] = {portid, total, dropped, user_dropped, idseq};
+  }
+  return out;
+}
+
+std::map<uint16_t, KernelQueueStats> read_proc_nfqueue() {
+  std::ifstream f(kProcNfqueue);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_proc_nfqueue(ss.str());
+}
+
+void process_cpu(ProcessStats& out) {
+  rusage ru{};
+  if (::getrusage(RUSAGE_SELF, &ru) != 0) return;
+  out.cpu_user_s = seconds(ru.ru_utime);
+  out.cpu_sys_s = seconds(ru.ru_stime);
+}
+
+nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
+                          const std::map<uint16_t, KernelQueueStats>& kernel,
+                          const ProcessStats& process) {
+  nlohmann::json queues = nlohmann::json::array();
+  uint64_t packets = 0, bytes = 0;
+  for (const auto& [num, line] : lines) {
+    const LineCounters& c = line.counters();
+    packets += c.packets;
+    bytes += c.bytes;
+    auto k = kernel.find(num);
+    bool known = k != kernel.end();
+    queues.push_back({
+        {"num", num},
+        {"delay_us", static_cast<double>(line.spec().delay.ns) / 1e3},
+        {"jitter_us", static_cast<double>(line.spec().jitter.ns) / 1e3},
+        {"maxlen", line.spec().maxlen},
+        {"packets", c.packets},
+        {"bytes", c.bytes},
+        {"held", line.held()},
+        {"held_max", c.held_max},
+        {"late_mean_us",
+         c.released ? static_cast<double>(c.late_ns_sum) / static_cast<double>(c.released) / 1e3
+                    : 0.0},
+        {"late_max_us", static_cast<double>(c.late_ns_max) / 1e3},
+        {"drops_full", c.drops_full},
+        {"flushed", c.flushed},
+        {"kernel_total", known ? static_cast<int64_t>(k->second.total) : -1},
+        {"kernel_dropped", known ? static_cast<int64_t>(k->second.dropped) : -1},
+        {"kernel_user_dropped", known ? static_cast<int64_t>(k->second.user_dropped) : -1},
+    });
+  }
+  double cpu_s = process.cpu_user_s + process.cpu_sys_s;
+  return {
+      {"pid", process.pid},
+      {"uptime_s", process.uptime_s},
+      {"cpu_user_s", process.cpu_user_s},
+      {"cpu_sys_s", process.cpu_sys_s},
+      {"packets", packets},
+      {"bytes", bytes},
+      {"cpu_us_per_packet", packets ? cpu_s * 1e6 / static_cast<double>(packets) : 0.0},
+      {"reloads", process.reloads},
+      {"reload_error", process.reload_error},
+      {"queues", queues},
+  };
+}
+
+Status write_file_atomically(const std::string& path, std::string_view text) {
+  std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return sys_fail("create " + tmp);
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return sys_fail("write " + tmp, e);
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return sys_fail("rename " + tmp + " to " + path, e);
+  }
+  return {};
+}
+
+}  // namespace tb::stage

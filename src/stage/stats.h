@@ -1,0 +1,63 @@
+// The delay stage's statistics: what the kernel says about each queue
+// (/proc/net/netfilter/nfnetlink_queue, per network namespace), the process's CPU time, and the
+// JSON document tb-delayd rewrites atomically every interval.
+//
+// Stats file (one object):
+//   {"pid", "uptime_s", "cpu_user_s", "cpu_sys_s", "packets", "bytes", "cpu_us_per_packet",
+//    "reloads", "reload_error", "queues": [{"num", "delay_us", "jitter_us", "maxlen",
+//    "packets", "bytes", "held", "held_max", "late_mean_us", "late_max_us", "drops_full",
+//    "flushed", "kernel_total", "kernel_dropped", "kernel_user_dropped"}]}
+// kernel_dropped: the kernel refused packets because the queue held maxlen (or, fail-closed,
+// because no listener was bound); kernel_user_dropped: it could not hand them to us (receive
+// buffer overrun). Both are -1 when the /proc file has no line for the queue.
+//
+// Pure functions except read_proc_nfqueue, process_cpu and write_file_atomically; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+#include "stage/delay_line.h"
+
+namespace tb::stage {
+
+inline constexpr const char* kProcNfqueue = "/proc/net/netfilter/nfnetlink_queue";
+
+// One line of /proc/net/netfilter/nfnetlink_queue (net/netfilter/nfnetlink_queue.c seq_show:
+// queue_num peer_portid queue_total copy_mode copy_range queue_dropped queue_user_dropped
+// id_sequence 1).
+struct KernelQueueStats {
+  uint32_t portid = 0;
+  uint32_t total = 0;  // packets waiting for a verdict (all of ours are)
+  uint64_t dropped = 0;
+  uint64_t user_dropped = 0;
+  uint32_t id_sequence = 0;
+};
+std::map<uint16_t, KernelQueueStats> parse_proc_nfqueue(std::string_view text);
+// Reads kProcNfqueue in the caller's namespace; empty when it cannot be read.
+std::map<uint16_t, KernelQueueStats> read_proc_nfqueue();
+
+struct ProcessStats {
+  int pid = 0;
+  double uptime_s = 0;
+  double cpu_user_s = 0;
+  double cpu_sys_s = 0;
+  uint64_t reloads = 0;      // SIGHUP re-reads that were applied
+  std::string reload_error;  // why the last one was refused ("" when it was not)
+};
+// getrusage(RUSAGE_SELF) user and system time.
+void process_cpu(ProcessStats& out);
+
+nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
+                          const std::map<uint16_t, KernelQueueStats>& kernel,
+                          const ProcessStats& process);
+
+// Writes `text` to `path` through a temporary file in the same directory and rename(), so a
+// reader sees the old or the new file, never half of one.
+Status write_file_atomically(const std::string& path, std::string_view text);
+
+}  // namespace tb::stage

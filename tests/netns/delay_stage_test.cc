@@ -1,0 +1,268 @@
+// The userspace delay stage against the real kernel (root; skips otherwise): tb-delayd delays
+// one direction of a veth pair by 10 ms, changes to 20 ms on SIGHUP without a restart, fails
+// closed when killed, counts what it held; nft numgen loss drops about what it should; rules
+// are found and removed by owner marker. Namespaces are tb-t<pid>-<tag>, addresses 198.18.0.0/31,
+// every wait is bounded, and the daemon is killed by pid whatever happens.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "netns_fixture.h"
+#include "stage/netfilter_rules.h"
+#include "stage/queue_spec.h"
+
+namespace tb::testing {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr uint16_t kQueue = 17;
+
+// tb-delayd started in a namespace; SIGKILLed and reaped in the destructor if still running.
+class Delayd {
+ public:
+  Delayd(const std::string& netns, const std::vector<std::string>& args, const std::string& log) {
+    std::vector<std::string> all{TB_DELAYD};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::string ns_path = netlink::netns_path(netns);
+    pid_ = fork();
+    if (pid_ == 0) {
+      int ns = open(ns_path.c_str(), O_RDONLY);
+      int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (ns < 0 || out < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(126);
+      dup2(out, 1);
+      dup2(out, 2);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~Delayd() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  void signal(int sig) const {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  // Exit status after at most `limit`, or -1 (still running).
+  int wait_exit(std::chrono::milliseconds limit) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (pid_ > 0 && std::chrono::steady_clock::now() < end) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+struct PingResult {
+  int sent = 0, received = 0;
+  double avg_ms = -1;
+};
+
+PingResult ping_many(const std::string& netns, int count, const char* interval) {
+  // -c without -w: with a deadline ping would send until `count` replies came back.
+  std::string out = capture("timeout 60 ip netns exec " + netns + " ping -q -n -c " +
+                            std::to_string(count) + " -i " + interval + " -W 1 198.18.0.1 2>&1");
+  PingResult r;
+  std::smatch m;
+  if (std::regex_search(out, m, std::regex(R"((\d+) packets transmitted, (\d+) received)"))) {
+    r.sent = std::stoi(m[1]);
+    r.received = std::stoi(m[2]);
+  }
+  if (std::regex_search(out, m, std::regex(R"(= [\d.]+/([\d.]+)/)"))) r.avg_ms = std::stod(m[1]);
+  return r;
+}
+
+class DelayStageTest : public NetnsTest {
+ protected:
+  void SetUp() override {
+    NetnsTest::SetUp();
+    if (IsSkipped()) return;
+    a_ = ns("da");
+    b_ = ns("db");
+    mk_ = marker("delay");
+    for (const auto& op : std::vector<plan::Op>{
+             plan::CreateNetns{a_, "a", mk_ + "node=a"}, plan::CreateNetns{b_, "b", mk_ + "node=b"},
+             plan::CreateVeth{{a_, "e0", mk_ + "a-b", ""}, {b_, "e0", mk_ + "b-a", ""}, 1500},
+             plan::AddAddr{a_, "e0", *parse_prefix("198.18.0.0/31")},
+             plan::AddAddr{b_, "e0", *parse_prefix("198.18.0.1/31")}})
+      ASSERT_TRUE(kernel_->submit(op)) << "setup";
+    ASSERT_TRUE(kernel_->sync());
+    dir_ = "/tmp/tb-t" + std::to_string(getpid()) + "-delay";
+    std::filesystem::create_directories(dir_);
+    stats_ = dir_ + "/stats.json";
+    config_ = dir_ + "/queues.conf";
+  }
+  void TearDown() override {
+    delayd_.reset();
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+    NetnsTest::TearDown();
+  }
+
+  void write_config(const std::string& text) {
+    std::ofstream(config_ + ".new") << text;
+    std::filesystem::rename(config_ + ".new", config_);
+  }
+  void start() {
+    std::filesystem::remove(stats_);
+    delayd_ = std::make_unique<Delayd>(
+        b_,
+        std::vector<std::string>{"--config", config_, "--stats", stats_, "--stats-interval-ms",
+                                 "50", "--duration-s", "120"},
+        dir_ + "/delayd.log");
+    ASSERT_FALSE(wait_stats([](const nlohmann::json&) { return true; }).is_null()) << log();
+  }
+  // Polls the stats file (at most 5 s) until `ok` holds; returns the document, or null.
+  nlohmann::json wait_stats(const std::function<bool(const nlohmann::json&)>& ok) {
+    for (int i = 0; i < 250; ++i) {
+      std::ifstream f(stats_);
+      auto j = nlohmann::json::parse(f, nullptr, false);
+      if (!j.is_discarded() && ok(j)) return j;
+      std::this_thread::sleep_for(20ms);
+    }
+    return nullptr;
+  }
+  std::string log() const { return capture("cat " + dir_ + "/delayd.log"); }
+
+  std::string a_, b_, mk_, dir_, stats_, config_;
+  std::unique_ptr<Delayd> delayd_;
+};
+
+TEST_F(DelayStageTest, DelaysReconfiguresAndCounts) {
+  ASSERT_TRUE(stage::add_queue_rule(b_, {"e0", kQueue}, mk_ + "link=a-b"));
+  write_config("# a->b\n" + std::to_string(kQueue) + ":delay_us=10000\n");
+  start();
+  PingResult p = ping_many(a_, 50, "0.01");
+  EXPECT_EQ(p.received, 50) << log();
+  EXPECT_GE(p.avg_ms, 10.0);
+  EXPECT_LE(p.avg_ms, 11.5);
+
+  // A config that does not parse is refused whole and reported; the stage keeps running.
+  write_config(std::to_string(kQueue) + ":delay_us=banana\n");
+  delayd_->signal(SIGHUP);
+  auto refused = wait_stats([](const nlohmann::json& j) { return j["reload_error"] != ""; });
+  ASSERT_FALSE(refused.is_null()) << log();
+  EXPECT_NE(refused["reload_error"].get<std::string>().find("banana"), std::string::npos);
+  EXPECT_EQ(refused["reloads"], 0);
+  EXPECT_DOUBLE_EQ(refused["queues"][0]["delay_us"].get<double>(), 10000.0);
+
+  // 20 ms in place: same process, new config, SIGHUP.
+  write_config(std::to_string(kQueue) + ":delay_us=20000:maxlen=4096\n");
+  delayd_->signal(SIGHUP);
+  auto j = wait_stats([](const nlohmann::json& j) { return j["reloads"] == 1; });
+  ASSERT_FALSE(j.is_null()) << log();
+  EXPECT_EQ(j["reload_error"], "");
+  p = ping_many(a_, 50, "0.01");
+  EXPECT_EQ(p.received, 50);
+  EXPECT_GE(p.avg_ms, 20.0);
+  EXPECT_LE(p.avg_ms, 21.5);
+
+  // Counters: every echo request (84 bytes as IP: 56 data + 8 ICMP + 20 IP) passed the queue.
+  // (A file written within the last delay can still show the final packets held.)
+  j = wait_stats([](const nlohmann::json& j) {
+    return j["queues"][0]["packets"] >= 100 && j["queues"][0]["held"] == 0;
+  });
+  ASSERT_FALSE(j.is_null()) << log();
+  const auto& q = j["queues"][0];
+  EXPECT_EQ(q["num"], kQueue);
+  EXPECT_DOUBLE_EQ(q["delay_us"].get<double>(), 20000.0);
+  EXPECT_EQ(q["maxlen"], 4096);
+  uint64_t packets = q["packets"];
+  EXPECT_EQ(packets, 100u);
+  EXPECT_EQ(q["bytes"], packets * 84);
+  EXPECT_EQ(q["held"], 0);
+  EXPECT_GE(q["held_max"], 1);
+  EXPECT_LT(q["late_mean_us"].get<double>(), 2000.0);
+  EXPECT_EQ(q["drops_full"], 0);
+  EXPECT_EQ(q["kernel_dropped"], 0);  // the queue is listed in /proc while bound
+  EXPECT_GT(j["cpu_us_per_packet"].get<double>(), 0.0);
+
+  // A second stage on the same queue is refused and says why.
+  Delayd second(b_, {"--queue", std::to_string(kQueue) + ":delay_us=1"}, dir_ + "/second.log");
+  EXPECT_EQ(second.wait_exit(5s), 1);
+  EXPECT_NE(capture("cat " + dir_ + "/second.log").find("bind NFQUEUE 17"), std::string::npos);
+
+  // SIGTERM: a clean exit.
+  delayd_->signal(SIGTERM);
+  EXPECT_EQ(delayd_->wait_exit(5s), 0) << log();
+}
+
+TEST_F(DelayStageTest, KilledStageFailsClosedUntilRestarted) {
+  ASSERT_TRUE(stage::add_queue_rule(b_, {"e0", kQueue}, mk_ + "link=a-b"));
+  write_config(std::to_string(kQueue) + ":delay_us=1000\n");
+  start();
+  EXPECT_EQ(ping_many(a_, 5, "0.05").received, 5) << log();
+  delayd_->signal(SIGKILL);
+  EXPECT_EQ(delayd_->wait_exit(5s), 128 + SIGKILL);
+  // No listener and no --queue-bypass: the kernel drops every packet.
+  PingResult dead = ping_many(a_, 5, "0.2");
+  EXPECT_EQ(dead.sent, 5);
+  EXPECT_EQ(dead.received, 0);
+  start();
+  EXPECT_EQ(ping_many(a_, 5, "0.05").received, 5) << log();
+}
+
+TEST_F(DelayStageTest, LossRuleDropsAboutTheRate) {
+  const std::string link = mk_ + "link=a-b";
+  ASSERT_TRUE(stage::add_loss_rule(b_, {"e0", stage::loss_per_10000(20)}, link));
+  PingResult p = ping_many(a_, 500, "0.002");
+  ASSERT_EQ(p.sent, 500);
+  // Binomial n=500, p=0.2: mean 100 lost, sigma 8.9; accept +-5 sigma.
+  int lost = p.sent - p.received;
+  EXPECT_GE(lost, 55);
+  EXPECT_LE(lost, 145);
+}
+
+TEST_F(DelayStageTest, RulesAreListedAndRemovedByMarker) {
+  const std::string link = mk_ + "link=a-b";
+  ASSERT_TRUE(stage::add_queue_rule(b_, {"e0", kQueue}, link));
+  ASSERT_TRUE(stage::add_loss_rule(b_, {"e0", 150}, link));
+  ASSERT_TRUE(stage::add_queue_rule(b_, {"e0", kQueue + 1}, "someone else"));
+  auto rules = stage::list_marked_rules(b_, mk_);
+  ASSERT_TRUE(rules) << rules.error().message;
+  ASSERT_EQ(rules->size(), 2u);
+  EXPECT_EQ((*rules)[0].kind, stage::MarkedRule::Kind::kQueue);
+  EXPECT_EQ((*rules)[0].queue, kQueue);
+  EXPECT_EQ((*rules)[1].kind, stage::MarkedRule::Kind::kLoss);
+  EXPECT_EQ((*rules)[1].per_10000, 150u);
+  EXPECT_EQ((*rules)[1].ifname, "e0");
+  ASSERT_TRUE(stage::remove_marked_rules(b_, mk_));
+  EXPECT_TRUE(stage::list_marked_rules(b_, mk_)->empty());
+  EXPECT_EQ(stage::list_marked_rules(b_, "someone else")->size(), 1u);  // not ours: kept
+  EXPECT_NE(run_quiet({"ip", "netns", "exec", b_, "nft", "list", "table", "inet", "tb_loss"}), 0);
+  EXPECT_TRUE(stage::remove_marked_rules(b_, mk_));  // idempotent
+  EXPECT_TRUE(stage::remove_queue_rule(b_, {"e0", kQueue}, link));
+  // Failures carry the tool's own words.
+  auto bad = stage::add_queue_rule(b_, {"nosuchif-but-long-name", kQueue}, link);
+  EXPECT_FALSE(bad);
+  auto gone = stage::add_loss_rule(b_, {"nosuchif", 100}, link);
+  ASSERT_FALSE(gone);
+  EXPECT_NE(gone.error().message.find("nft exit 1"), std::string::npos) << gone.error().message;
+  EXPECT_NE(gone.error().message.find("in netns " + b_), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tb::testing

@@ -1,0 +1,280 @@
+// stage/: the delay line's arithmetic, nfnetlink_queue message bytes, the stats document and the
+// parsing of iptables/nft output — everything of the delay stage that needs no root.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netlink.h>
+
+#include <cstring>
+
+#include "stage/delay_line.h"
+#include "stage/netfilter_rules.h"
+#include "stage/nfq_message.h"
+#include "stage/stats.h"
+
+namespace tb::stage {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+TEST(DelayLine, HoldsForTheDelayAndReleasesInOrder) {
+  DelayLine line({10, Duration{10 * kMs}, Duration{0}, 1024}, 1);
+  EXPECT_FALSE(line.next_deadline());
+  ASSERT_TRUE(line.admit(1, 100, 0));
+  ASSERT_TRUE(line.admit(2, 200, 1 * kMs));
+  ASSERT_TRUE(line.admit(3, 300, 2 * kMs));
+  EXPECT_EQ(*line.next_deadline(), 10 * kMs);
+  EXPECT_FALSE(line.release_due(10 * kMs - 1));
+  EXPECT_EQ(line.release_due(11 * kMs + 500), 2u);  // 1 and 2 are due; the batch ends at 2
+  EXPECT_EQ(line.held(), 1u);
+  EXPECT_EQ(line.release_due(20 * kMs), 3u);
+  const auto& c = line.counters();
+  EXPECT_EQ(c.packets, 3u);
+  EXPECT_EQ(c.bytes, 600u);
+  EXPECT_EQ(c.released, 3u);
+  EXPECT_EQ(c.held_max, 3u);
+  EXPECT_EQ(c.late_ns_max, uint64_t(8 * kMs));  // packet 3: due 12, out at 20
+  EXPECT_EQ(c.late_ns_sum, uint64_t((1 * kMs + 500) + 500 + 8 * kMs));
+}
+
+TEST(DelayLine, JitterNeverReorders) {
+  DelayLine line({1, Duration{5 * kMs}, Duration{3 * kMs}, 100000}, 42);
+  int64_t last = 0;
+  double sum = 0;
+  for (uint32_t i = 0; i < 20000; ++i) {
+    int64_t now = static_cast<int64_t>(i) * 10 * kMs;  // sparse: jitter is not compressed
+    ASSERT_TRUE(line.admit(i, 64, now));
+    int64_t d = *line.next_deadline();
+    ASSERT_GE(d, last);
+    ASSERT_GE(d, now);
+    ASSERT_LE(d, now + 17 * kMs);  // clamped at delay + 4 sigma
+    sum += static_cast<double>(d - now);
+    last = d;
+    line.release_due(d);
+  }
+  EXPECT_NEAR(sum / 20000 / kMs, 5.0, 0.15);  // the mean delay is kept
+  // Dense arrivals: deadlines stay monotonic even when samples go backwards.
+  DelayLine dense({2, Duration{5 * kMs}, Duration{3 * kMs}, 100000}, 7);
+  for (uint32_t i = 0; i < 5000; ++i) ASSERT_TRUE(dense.admit(i, 64, i * 1000));
+  std::optional<uint32_t> prev;
+  for (int64_t t = 0; t < 40 * kMs; t += 100'000)
+    if (auto id = dense.release_due(t)) {
+      if (prev) {
+        ASSERT_GT(*id, *prev);
+      }
+      prev = id;
+    }
+  EXPECT_EQ(prev, 4999u);
+}
+
+TEST(DelayLine, FullLineRefusesAndGrows) {
+  DelayLine line({3, Duration{kMs}, Duration{0}, 5000}, 1);
+  for (uint32_t i = 0; i < 5000; ++i) ASSERT_TRUE(line.admit(i, 1, 0));  // grows past 4096
+  EXPECT_FALSE(line.admit(5000, 1, 0));
+  EXPECT_EQ(line.counters().drops_full, 1u);
+  EXPECT_EQ(line.release_due(kMs), 4999u);
+  // A smaller maxlen applies to later packets only; a reconfigured delay too.
+  line.reconfigure({3, Duration{2 * kMs}, Duration{0}, 2});
+  EXPECT_TRUE(line.admit(1, 1, 10 * kMs));
+  EXPECT_TRUE(line.admit(2, 1, 10 * kMs));
+  EXPECT_FALSE(line.admit(3, 1, 10 * kMs));
+  EXPECT_EQ(*line.next_deadline(), 12 * kMs);
+  EXPECT_EQ(line.release_all(), 2u);
+  EXPECT_EQ(line.counters().flushed, 2u);
+  EXPECT_FALSE(line.release_all());
+}
+
+TEST(DelayLine, ShorterDelayKeepsOrder) {
+  DelayLine line({3, Duration{20 * kMs}, Duration{0}, 100}, 1);
+  line.admit(1, 1, 0);  // due at 20 ms
+  line.reconfigure({3, Duration{10 * kMs}, Duration{0}, 100});
+  line.admit(2, 1, 1 * kMs);  // would be 11 ms: waits for packet 1
+  EXPECT_EQ(line.release_due(15 * kMs), std::nullopt);
+  EXPECT_EQ(line.release_due(20 * kMs), 2u);
+}
+
+const nlmsghdr* header(const NlBuffer& b) {
+  return reinterpret_cast<const nlmsghdr*>(b.data());
+}
+
+TEST(NfqMessage, BindAsksForAckAndConfiguresEverything) {
+  NlBuffer b;
+  append_bind(b, 10, 65536, false, 77);
+  const nlmsghdr* h = header(b);
+  EXPECT_EQ(h->nlmsg_len, b.size());
+  EXPECT_EQ(h->nlmsg_type, (NFNL_SUBSYS_QUEUE << 8) | 2);  // NFQNL_MSG_CONFIG
+  EXPECT_EQ(h->nlmsg_flags, NLM_F_REQUEST | NLM_F_ACK);
+  EXPECT_EQ(h->nlmsg_seq, 77u);
+  const auto* gen = reinterpret_cast<const nfgenmsg*>(NLMSG_DATA(h));
+  EXPECT_EQ(ntohs(gen->res_id), 10);
+  // Attributes: CMD(bind), PARAMS(copy packet, range 1), QUEUE_MAXLEN, FLAGS(GSO), MASK.
+  std::vector<std::pair<uint16_t, std::vector<uint8_t>>> attrs;
+  size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
+  while (off + sizeof(nlattr) <= b.size()) {
+    const auto* a = reinterpret_cast<const nlattr*>(b.data() + off);
+    const auto* p = reinterpret_cast<const uint8_t*>(a) + NLA_HDRLEN;
+    attrs.push_back({a->nla_type, std::vector<uint8_t>(p, p + a->nla_len - NLA_HDRLEN)});
+    off += NLA_ALIGN(a->nla_len);
+  }
+  ASSERT_EQ(attrs.size(), 5u);
+  EXPECT_EQ(attrs[0].first, 1);                                       // NFQA_CFG_CMD
+  EXPECT_EQ(attrs[0].second[0], 1);                                   // NFQNL_CFG_CMD_BIND
+  EXPECT_EQ(attrs[1].first, 2);                                       // NFQA_CFG_PARAMS
+  EXPECT_EQ(attrs[1].second, (std::vector<uint8_t>{0, 0, 0, 1, 2}));  // range 1, COPY_PACKET
+  EXPECT_EQ(attrs[2].first, 3);                                       // NFQA_CFG_QUEUE_MAXLEN
+  EXPECT_EQ(attrs[2].second, (std::vector<uint8_t>{0, 1, 0, 0}));     // 65536, big-endian
+  EXPECT_EQ(attrs[3].first, 5);                                       // NFQA_CFG_FLAGS: GSO only
+  EXPECT_EQ(attrs[3].second, (std::vector<uint8_t>{0, 0, 0, 4}));
+  EXPECT_EQ(attrs[4].first, 4);  // NFQA_CFG_MASK: GSO | FAIL_OPEN
+  EXPECT_EQ(attrs[4].second, (std::vector<uint8_t>{0, 0, 0, 5}));
+  NlBuffer open;
+  append_bind(open, 10, 1024, true, 1);
+  EXPECT_EQ(static_cast<uint8_t>(open[open.size() - 9]), 5);  // FLAGS now GSO | FAIL_OPEN
+}
+
+TEST(NfqMessage, VerdictsChainInOneBuffer) {
+  NlBuffer b;
+  append_verdict(b, 3, 41, NF_DROP);
+  size_t first = b.size();
+  append_verdict_batch(b, 3, 0xfffffffe, NF_ACCEPT);
+  EXPECT_EQ(b.size(), 2 * first);
+  const nlmsghdr* h = header(b);
+  EXPECT_EQ(h->nlmsg_type, (NFNL_SUBSYS_QUEUE << 8) | 1);  // NFQNL_MSG_VERDICT
+  EXPECT_EQ(h->nlmsg_flags, NLM_F_REQUEST);                // no ACK for verdicts
+  const auto* h2 = reinterpret_cast<const nlmsghdr*>(b.data() + first);
+  EXPECT_EQ(h2->nlmsg_type, (NFNL_SUBSYS_QUEUE << 8) | 3);  // NFQNL_MSG_VERDICT_BATCH
+  // nfqnl_msg_verdict_hdr {verdict, id}, both big-endian, after the attribute header.
+  const auto* v = reinterpret_cast<const uint32_t*>(b.data() + first + NLMSG_HDRLEN +
+                                                    NLMSG_ALIGN(sizeof(nfgenmsg)) + NLA_HDRLEN);
+  EXPECT_EQ(ntohl(v[0]), uint32_t(NF_ACCEPT));
+  EXPECT_EQ(ntohl(v[1]), 0xfffffffeu);
+}
+
+TEST(NfqMessage, ParsesPacketsAndAcks) {
+  // A packet notice as the kernel writes it: PACKET_HDR {id 9, proto, hook} and CAP_LEN 65226.
+  alignas(4) unsigned char buf[128] = {};
+  auto* h = reinterpret_cast<nlmsghdr*>(buf);
+  h->nlmsg_type = (NFNL_SUBSYS_QUEUE << 8) | 0;
+  auto* gen = reinterpret_cast<nfgenmsg*>(NLMSG_DATA(h));
+  gen->res_id = htons(12);
+  size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
+  auto put = [&](uint16_t type, const void* data, uint16_t len) {
+    auto* a = reinterpret_cast<nlattr*>(buf + off);
+    a->nla_type = type;
+    a->nla_len = NLA_HDRLEN + len;
+    std::memcpy(buf + off + NLA_HDRLEN, data, len);
+    off += NLA_ALIGN(a->nla_len);
+  };
+  unsigned char ph[7] = {0, 0, 0, 9, 0x08, 0x00, 0};
+  put(1, ph, 7);  // NFQA_PACKET_HDR
+  uint32_t cap = htonl(65226);
+  put(13, &cap, 4);  // NFQA_CAP_LEN
+  h->nlmsg_len = static_cast<uint32_t>(off);
+  // Followed by an ACK (NLMSG_ERROR, error 0) and an EBUSY refusal.
+  auto ack = [&](uint32_t seq, int err) {
+    auto* e = reinterpret_cast<nlmsghdr*>(buf + off);
+    e->nlmsg_type = NLMSG_ERROR;
+    e->nlmsg_len = NLMSG_LENGTH(sizeof(nlmsgerr));
+    e->nlmsg_seq = seq;
+    reinterpret_cast<nlmsgerr*>(NLMSG_DATA(e))->error = -err;
+    off += NLMSG_ALIGN(e->nlmsg_len);
+  };
+  ack(5, 0);
+  ack(6, EBUSY);
+  std::vector<NlEvent> ev;
+  ASSERT_TRUE(parse_events({reinterpret_cast<char*>(buf), off}, ev));
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].kind, NlEvent::Kind::kPacket);
+  EXPECT_EQ(ev[0].packet.queue, 12);
+  EXPECT_EQ(ev[0].packet.id, 9u);
+  EXPECT_EQ(ev[0].packet.len, 65226u);
+  EXPECT_EQ(ev[1].kind, NlEvent::Kind::kAck);
+  EXPECT_EQ(ev[1].seq, 5u);
+  EXPECT_EQ(ev[1].error, 0);
+  EXPECT_EQ(ev[2].error, EBUSY);
+  ev.clear();
+  EXPECT_TRUE(parse_events({reinterpret_cast<char*>(buf), 3}, ev));  // runt: nothing, no crash
+  EXPECT_TRUE(ev.empty());
+}
+
+TEST(StageStats, ProcFileAndDocument) {
+  auto k = parse_proc_nfqueue(
+      "   10  12345     3 2 65535     7     2       99  1\n"
+      "   11      0     0 2     1     0     0        0  1\nnot a line\n");
+  ASSERT_EQ(k.size(), 2u);
+  EXPECT_EQ(k[10].total, 3u);
+  EXPECT_EQ(k[10].dropped, 7u);
+  EXPECT_EQ(k[10].user_dropped, 2u);
+  std::map<uint16_t, DelayLine> lines;
+  lines.emplace(10, DelayLine({10, Duration{kMs}, Duration{0}, 1024}, 1));
+  lines.at(10).admit(1, 1500, 0);
+  lines.at(10).admit(2, 500, 0);
+  lines.at(10).release_due(kMs + 4000);
+  ProcessStats p{42, 1.0, 0.001, 0.003, 1, ""};
+  auto j = stats_json(lines, k, p);
+  EXPECT_EQ(j["packets"], 2);
+  EXPECT_EQ(j["bytes"], 2000);
+  EXPECT_DOUBLE_EQ(j["cpu_us_per_packet"].get<double>(), 2000.0);
+  EXPECT_EQ(j["reloads"], 1);
+  const auto& q = j["queues"][0];
+  EXPECT_EQ(q["num"], 10);
+  EXPECT_DOUBLE_EQ(q["delay_us"].get<double>(), 1000.0);
+  EXPECT_DOUBLE_EQ(q["late_mean_us"].get<double>(), 4.0);
+  EXPECT_EQ(q["held"], 0);
+  EXPECT_EQ(q["held_max"], 2);
+  EXPECT_EQ(q["kernel_dropped"], 7);
+}
+
+TEST(NetfilterRules, Texts) {
+  EXPECT_EQ(loss_per_10000(20), 2000u);
+  EXPECT_EQ(loss_per_10000(0.015), 2u);  // nearest 0.01 % step
+  EXPECT_EQ(loss_per_10000(150), 10000u);
+  EXPECT_EQ(loss_per_10000(-1), 0u);
+  auto args = queue_rule_args({"vb", 10}, "testbedctl lab=x ", true);
+  std::string joined;
+  for (const auto& a : args) joined += a + "|";
+  EXPECT_EQ(joined,
+            "-w|5|-t|mangle|-A|PREROUTING|-i|vb|-m|comment|--comment|testbedctl lab=x |-j|"
+            "NFQUEUE|--queue-num|10|");
+  EXPECT_EQ(joined.find("bypass"), std::string::npos);  // fail-closed
+  EXPECT_EQ(loss_rule_script({"vb", 2000}, "m1"),
+            "add table inet tb_loss; add chain inet tb_loss prerouting { type filter hook "
+            "prerouting priority raw; policy accept; }; add rule inet tb_loss prerouting iif "
+            "\"vb\" numgen random mod 10000 < 2000 counter drop comment \"m1\"");
+  EXPECT_TRUE(check_marker("testbedctl lab=x "));
+  EXPECT_FALSE(check_marker(""));
+  EXPECT_FALSE(check_marker("a\"b"));
+  EXPECT_FALSE(check_marker(std::string(121, 'm')));
+}
+
+TEST(NetfilterRules, FindsMarkedRules) {
+  auto ipt = parse_iptables_rules(
+      "-P PREROUTING ACCEPT\n"
+      "-A PREROUTING -i vb -m comment --comment \"tb lab=a link=1\" -j NFQUEUE --queue-num 10\n"
+      "-A PREROUTING -i vc -m comment --comment \"tb lab=ab\" -j NFQUEUE --queue-num 11\n"
+      "-A PREROUTING -i vd -m comment --comment \"tb lab=a \\\"q\\\"\" -j ACCEPT\n",
+      "tb lab=a ");
+  ASSERT_EQ(ipt.size(), 1u);
+  EXPECT_EQ(ipt[0].ifname, "vb");
+  EXPECT_EQ(ipt[0].queue, 10);
+  EXPECT_EQ(ipt[0].comment, "tb lab=a link=1");
+  EXPECT_EQ(ipt[0].iptables.size(), 12u);
+  auto nft = parse_nft_rules(
+      R"({"nftables": [{"metainfo": {"version": "1.0.6"}}, {"chain": {"name": "prerouting"}},
+      {"rule": {"handle": 2, "comment": "tb lab=a link=1", "expr": [
+        {"match": {"op": "==", "left": {"meta": {"key": "iif"}}, "right": "va"}},
+        {"match": {"op": "<", "left": {"numgen": {"mode": "random", "mod": 10000}}, "right": 2000}},
+        {"counter": {"packets": 0, "bytes": 0}}, {"drop": null}]}},
+      {"rule": {"handle": 3, "comment": "other", "expr": []}}]})",
+      "tb lab=a ");
+  ASSERT_TRUE(nft) << nft.error().message;
+  ASSERT_EQ(nft->size(), 1u);
+  EXPECT_EQ((*nft)[0].handle, 2u);
+  EXPECT_EQ((*nft)[0].ifname, "va");
+  EXPECT_EQ((*nft)[0].per_10000, 2000u);
+  EXPECT_FALSE(parse_nft_rules("Error: nope", "tb"));
+}
+
+}  // namespace
+}  // namespace tb::stage
