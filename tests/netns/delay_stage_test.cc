@@ -59,6 +59,7 @@ class Delayd {
     if (pid_ > 0) kill(pid_, sig);
   }
   // Exit status after at most `limit`, or -1 (still running).
+  pid_t pid() const { return pid_; }
   int wait_exit(std::chrono::milliseconds limit) {
     auto end = std::chrono::steady_clock::now() + limit;
     while (pid_ > 0 && std::chrono::steady_clock::now() < end) {
@@ -126,13 +127,12 @@ class DelayStageTest : public NetnsTest {
     std::ofstream(config_ + ".new") << text;
     std::filesystem::rename(config_ + ".new", config_);
   }
-  void start() {
+  void start(const std::vector<std::string>& extra = {}) {
     std::filesystem::remove(stats_);
-    delayd_ = std::make_unique<Delayd>(
-        b_,
-        std::vector<std::string>{"--config", config_, "--stats", stats_, "--stats-interval-ms",
-                                 "50", "--duration-s", "120"},
-        dir_ + "/delayd.log");
+    std::vector<std::string> args{
+        "--config", config_, "--stats", stats_, "--stats-interval-ms", "50", "--duration-s", "120"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    delayd_ = std::make_unique<Delayd>(b_, args, dir_ + "/delayd.log");
     ASSERT_FALSE(wait_stats([](const nlohmann::json&) { return true; }).is_null()) << log();
   }
   // Polls the stats file (at most 5 s) until `ok` holds; returns the document, or null.
@@ -221,7 +221,8 @@ TEST_F(DelayStageTest, KilledStageFailsClosedUntilRestarted) {
   PingResult dead = ping_many(a_, 5, "0.2");
   EXPECT_EQ(dead.sent, 5);
   EXPECT_EQ(dead.received, 0);
-  start();
+  start({"--sched-fifo", "5"});  // the restart also tries the real-time option
+  EXPECT_EQ(sched_getscheduler(delayd_->pid()), SCHED_FIFO);
   EXPECT_EQ(ping_many(a_, 5, "0.05").received, 5) << log();
 }
 
