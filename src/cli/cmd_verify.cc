@@ -1,0 +1,120 @@
+// verify: measure a live lab's links and compare them with the figures the scenario asks for
+// (verify/). One representative link per class (tier + profile), or the one --link names.
+// Exit 0 when every class is within tolerance, 1 when one is not (or a measurement failed),
+// 2 for bad input (unknown lab or link, not root, tb-probe missing, lab busy).
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "apply/netlink_kernel.h"
+#include "apply/state.h"
+#include "cli/commands.h"
+#include "cli/render.h"
+#include "plan/plan.h"
+#include "verify/report.h"
+
+namespace tb::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_stop(int) {
+  g_stop = true;
+}
+
+// SIGINT/SIGTERM set g_stop while this lives, so probes are killed and sysctls restored.
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
+
+}  // namespace
+
+int cmd_verify(const std::string& lab, const std::vector<std::string>& link, bool json,
+               bool quick) {
+  auto st = apply::load_state(lab);
+  if (!st) return report(Error{st.error().message, 0, kExitBadInput});
+  if (st->phase != "up")
+    return report(Error{"lab " + lab + " is " + st->phase + ", not up", 0, kExitBadInput});
+  std::vector<verify::LinkClass> classes;
+  if (!link.empty()) {
+    if (link.size() != 2)
+      return report(Error{"--link takes two endpoints: NODE[:IF] NODE[:IF]", 0, kExitBadInput});
+    auto i = verify::find_link(st->topo, verify::parse_endpoint(link[0]),
+                               verify::parse_endpoint(link[1]));
+    if (!i) return report(i.error());
+    classes.push_back(verify::class_of(st->topo, *i));
+  } else {
+    classes = verify::link_classes(st->topo);
+  }
+  if (auto rc = require_root("verify")) return *rc;
+  auto tb_probe = verify::find_tb_probe();
+  if (!tb_probe) return report(tb_probe.error());
+  auto lock = apply::LabLock::acquire(lab);
+  if (!lock) return report(Error{lock.error().message, 0, kExitBadInput});
+  StopSignals signals;
+
+  verify::VerifyReport rep;
+  rep.lab = lab;
+  rep.scenario = st->scenario;
+  // What `status --json` says under "backends" (no live view needed for it).
+  rep.backends = status_json(*st, nullptr).value("backends", nlohmann::json::object());
+  rep.shaping = rep.backends.value("shaping", "unknown");
+  rep.quick = quick;
+  rep.settings = verify::settings(quick);
+  rep.single_link = !link.empty();
+  const std::string work = apply::lab_dir(lab) + "/verify-" + std::to_string(::getpid());
+  apply::NetlinkKernel kernel;
+  for (size_t n = 0; n < classes.size(); ++n) {
+    if (g_stop) {
+      rep.interrupted = true;
+      break;
+    }
+    const auto& l = st->topo.links[classes[n].link];
+    verify::ClassResult c{classes[n], l, {}, {}, {}, {}};
+    std::fprintf(stderr, "verify %s: [%zu/%zu] %s  %s:%s -> %s:%s\n", lab.c_str(), n + 1,
+                 classes.size(), c.cls.name().c_str(), l.a.node.c_str(), l.a.ifname.c_str(),
+                 l.b.node.c_str(), l.b.ifname.c_str());
+    auto ifaces = kernel.interfaces(st->topo.node(l.b.node)->netns);
+    auto target = ifaces ? verify::probe_target(st->topo, l, *ifaces)
+                         : Result<verify::ProbeTarget>(std::unexpected(ifaces.error()));
+    if (!target) {
+      c.outcome.errors.push_back(target.error().message);
+    } else {
+      c.target = *target;
+      c.request = verify::plan_request(l, *target, rep.settings);
+      c.request.tb_probe = *tb_probe;
+      c.request.owner = plan::owner_marker(lab);
+      c.request.work_dir = work + "/" + std::to_string(n);
+      c.outcome = verify::measure_link(c.request, g_stop);
+    }
+    c.checks = verify::evaluate(l.emulated, c.outcome.m);
+    rep.classes.push_back(std::move(c));
+  }
+  if (g_stop) rep.interrupted = true;
+  std::error_code ec;
+  std::filesystem::remove_all(work, ec);
+  if (json)
+    std::cout << verify::render_json(rep).dump(1) << "\n";
+  else
+    std::cout << verify::render_text(rep);
+  return rep.passed() ? kExitOk : kExitFailed;
+}
+
+}  // namespace tb::cli

@@ -1,0 +1,107 @@
+// tb-probe: the measuring end of `testbedctl verify`, run inside lab namespaces.
+//
+//   tb-probe serve   --port P --seconds N [--dev IF] [--addr A] [--buffer BYTES]
+//   tb-probe rtt     --to ADDR --port P [--dev IF] --count N --interval-us I [--wait-ms W]
+//                    [--samples]
+//   tb-probe goodput --to ADDR --port P [--dev IF] --seconds T [--warmup-ms W]
+//                    [--buffer BYTES] [--drain-ms D]
+//
+// rtt and goodput print one JSON object on stdout; serve prints JSON lines ("ready", then
+// "done"). Every mode is bounded in time. Exit codes: 0 done, 1 failed, 2 bad command line.
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "probe/goodput.h"
+#include "probe/rtt.h"
+#include "probe/serve.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) {
+  g_stop = true;
+}
+
+int fail_with(const tb::Error& e) {
+  std::fprintf(stderr, "tb-probe: %s\n", e.message.c_str());
+  return e.exit_code;
+}
+
+void print(const nlohmann::json& j) {
+  std::cout << j.dump() << std::endl;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tb-probe: RTT, loss and goodput across one link of a lab"};
+  app.require_subcommand(1);
+  tb::probe::ServeOptions so;
+  tb::probe::RttOptions ro;
+  tb::probe::GoodputOptions go;
+
+  auto* serve = app.add_subcommand("serve", "UDP echo + TCP sink until --seconds or SIGTERM");
+  serve->add_option("--port", so.port)->required();
+  serve->add_option("--seconds", so.seconds, "exit after this many seconds")->required();
+  serve->add_option("--dev", so.dev, "bind to this interface (SO_BINDTODEVICE)");
+  serve->add_option("--addr", so.addr, "local address to bind")->capture_default_str();
+  serve->add_option("--buffer", so.buffer, "SO_RCVBUF of the TCP sink in bytes (0 = autotune)");
+
+  auto* rtt = app.add_subcommand("rtt", "UDP echo probes with sequence numbers");
+  rtt->add_option("--to", ro.to)->required();
+  rtt->add_option("--port", ro.port)->required();
+  rtt->add_option("--dev", ro.dev, "send through this interface only (SO_BINDTODEVICE)");
+  rtt->add_option("--count", ro.count)->required();
+  rtt->add_option("--interval-us", ro.interval_us)->required();
+  rtt->add_option("--wait-ms", ro.wait_ms, "wait for late echoes after the last send")
+      ->capture_default_str();
+  rtt->add_flag("--samples", ro.samples, "print every RTT too");
+
+  auto* goodput = app.add_subcommand("goodput", "TCP bulk transfer counted by the receiver");
+  goodput->add_option("--to", go.to)->required();
+  goodput->add_option("--port", go.port)->required();
+  goodput->add_option("--dev", go.dev, "send through this interface only (SO_BINDTODEVICE)");
+  goodput->add_option("--seconds", go.seconds)->required();
+  goodput->add_option("--warmup-ms", go.warmup_ms, "excluded from the measured window")
+      ->capture_default_str();
+  goodput->add_option("--buffer", go.buffer, "SO_SNDBUF in bytes (0 = autotune)");
+  goodput->add_option("--drain-ms", go.drain_ms, "wait this long for the receiver's report")
+      ->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : tb::kExitBadInput;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+
+  if (*serve) {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    auto r = tb::probe::serve(so, g_stop, print);
+    if (!r) return fail_with(r.error());
+    print({{"event", "done"},
+           {"echoed", r->echoed},
+           {"tcp_sessions", r->tcp_sessions},
+           {"tcp_bytes", r->tcp_bytes}});
+    return tb::kExitOk;
+  }
+  if (*rtt) {
+    auto r = tb::probe::run_rtt(ro);
+    if (!r) return fail_with(r.error());
+    print(tb::probe::to_json(ro, *r));
+    return tb::kExitOk;
+  }
+  auto r = tb::probe::run_goodput(go);
+  if (!r) return fail_with(r.error());
+  print(tb::probe::to_json(go, *r));
+  return tb::kExitOk;
+}

@@ -1,0 +1,53 @@
+// `tb-probe rtt`: round-trip times from numbered UDP probes to a `serve` echo. Sends `count`
+// probes, one every `interval_us` on an absolute schedule (a late wake-up does not shift the
+// rest), each stamped with its sequence number and send time; matches echoes by sequence
+// number (duplicates and strays counted, not timed) and waits `wait_ms` after the last send
+// for stragglers. Bounded by count and time: at most count x interval + wait.
+// Not thread-safe (one run per call); blocks the caller.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/error.h"
+#include "probe/stats.h"
+
+namespace tb::probe {
+
+inline constexpr int kMaxProbeCount = 1'000'000;
+inline constexpr int64_t kMaxRunSeconds = 600;
+
+struct RttOptions {
+  std::string to;  // IPv4 address
+  uint16_t port = 0;
+  std::string dev;  // SO_BINDTODEVICE; empty = any route
+  int count = 100;
+  int interval_us = 1000;
+  int wait_ms = 1000;
+  bool samples = false;  // also print every RTT
+};
+
+struct RttResult {
+  int sent = 0;
+  int received = 0;    // distinct probes answered
+  int duplicates = 0;  // second and later echoes of one probe
+  int strays = 0;      // datagrams that were not an echo of this run
+  int send_errors = 0;
+  std::string first_error;     // e.g. "Connection refused" (ICMP port unreachable)
+  double seconds = 0;          // first send to the end of the wait
+  std::vector<double> rtt_us;  // answered probes, in sequence order
+  Summary summary;             // of rtt_us
+};
+
+// Bad input (exit 2) for counts, intervals or a total time out of range.
+Status validate(const RttOptions& o);
+Result<RttResult> run_rtt(const RttOptions& o);
+
+nlohmann::json to_json(const RttOptions& o, const RttResult& r);
+// Reads what to_json wrote (samples only when it has them).
+Result<RttResult> rtt_from_json(const nlohmann::json& j);
+
+}  // namespace tb::probe

@@ -1,0 +1,326 @@
+#include "verify/measure.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "netlink/netns.h"
+#include "plan/emulate.h"
+#include "runner/supervisor.h"
+
+namespace tb::verify {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr int kReadyTimeoutMs = 3000;
+constexpr int kStopGraceMs = 1000;
+constexpr double kMaxProbeShare = 0.05;  // probes use at most 5% of the link's rate
+
+void sleep_ms(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+int64_t mono_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The last line of a probe's log that is a JSON object with a "mode".
+std::optional<nlohmann::json> result_line(const std::string& log) {
+  std::istringstream in(log);
+  std::optional<nlohmann::json> last;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("mode")) last = std::move(j);
+  }
+  return last;
+}
+
+std::string tail(const std::string& log) {
+  std::string s = log;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  if (s.size() > 300) s = "..." + s.substr(s.size() - 300);
+  return s.empty() ? "(no output)" : s;
+}
+
+// Runs one client mode to completion and returns its JSON.
+Result<nlohmann::json> run_client(const MeasureRequest& r, const std::string& what,
+                                  const std::vector<std::string>& argv, int timeout_ms,
+                                  const std::atomic<bool>& stop) {
+  const std::string log = r.work_dir + "/" + what + ".log";
+  auto child = ProbeChild::start(r.target.a_netns, argv, r.owner, log);
+  if (!child) return std::unexpected(child.error());
+  auto rc = child->wait(timeout_ms, stop);
+  if (!rc) return std::unexpected(with_context(rc.error(), what));
+  if (*rc != 0)
+    return fail(what + " (tb-probe in " + r.target.a_netns + ") exited " + std::to_string(*rc) +
+                ": " + tail(child->log()));
+  auto j = result_line(child->log());
+  if (!j) return fail(what + ": tb-probe printed no result: " + tail(child->log()));
+  return *j;
+}
+
+std::vector<std::string> rtt_argv(const MeasureRequest& r, const std::string& to, uint16_t port,
+                                  const std::string& dev) {
+  return {r.tb_probe,      "rtt",
+          "--to",          to,
+          "--port",        std::to_string(port),
+          "--dev",         dev,
+          "--count",       std::to_string(r.probes),
+          "--interval-us", std::to_string(r.interval_us),
+          "--wait-ms",     std::to_string(r.wait_ms)};
+}
+
+int rtt_timeout_ms(const MeasureRequest& r) {
+  return static_cast<int>(int64_t{r.probes} * r.interval_us / 1000) + r.wait_ms + 5000;
+}
+
+}  // namespace
+
+Settings settings(bool quick) {
+  if (quick) return Settings{200, 1000, 2, 500};
+  return Settings{};
+}
+
+MeasureRequest plan_request(const plan::Link& l, const ProbeTarget& t, const Settings& s) {
+  const auto& f = l.emulated;
+  MeasureRequest r;
+  r.target = t;
+  r.probes = s.probes;
+  r.interval_us = s.interval_us;
+  if (f.rate.bps > 0) {
+    const double min_interval_s = kProbeWireBytes * 8 / (f.rate.bps * kMaxProbeShare);
+    r.interval_us = std::max(r.interval_us, static_cast<int>(std::ceil(min_interval_s * 1e6)));
+  }
+  // Four round trips at the worst delay the link is configured for, and a second more.
+  r.wait_ms = 1000 + static_cast<int>(std::ceil(8 * (f.delay.ms() + 4 * f.jitter.ms())));
+  r.goodput_seconds = s.goodput_seconds;
+  r.warmup_ms = s.warmup_ms;
+  r.buffer = tcp_buffer_bytes(f.rate, f.delay);
+  const double rate = f.rate.bps > 0 ? f.rate.bps : plan::kHostVethRate.bps;
+  r.drain_ms = std::min(60'000, 3000 + static_cast<int>(2e3 * r.buffer * 8 / rate));
+  const double rtt_s = (static_cast<double>(r.probes) * r.interval_us / 1e6 + r.wait_ms / 1e3);
+  r.serve_seconds =
+      static_cast<int>(std::ceil(2 * rtt_s + r.goodput_seconds + r.drain_ms / 1e3 + 15));
+  return r;
+}
+
+MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& stop) {
+  MeasureOutcome out;
+  std::error_code ec;
+  fs::create_directories(r.work_dir, ec);
+  if (ec) {
+    out.errors.push_back("create " + r.work_dir + ": " + ec.message());
+    return out;
+  }
+  std::vector<TcpBufferRaise> raised;
+  for (const auto& ns : {r.target.a_netns, r.target.b_netns}) {
+    auto g = TcpBufferRaise::apply(ns, r.buffer);
+    if (!g) {
+      out.errors.push_back(g.error().message);
+      continue;
+    }
+    for (const auto& n : g->notes()) out.notes.push_back(n);
+    raised.push_back(std::move(*g));
+  }
+  const std::string secs = std::to_string(r.serve_seconds);
+  auto server =
+      ProbeChild::start(r.target.b_netns,
+                        {r.tb_probe, "serve", "--port", std::to_string(r.port), "--seconds", secs,
+                         "--dev", r.target.server_dev, "--buffer", std::to_string(r.buffer)},
+                        r.owner, r.work_dir + "/serve-b.log");
+  auto base_server = ProbeChild::start(r.target.a_netns,
+                                       {r.tb_probe, "serve", "--port", std::to_string(r.port + 1),
+                                        "--seconds", secs, "--dev", "lo", "--addr", "127.0.0.1"},
+                                       r.owner, r.work_dir + "/serve-a-lo.log");
+  for (auto* s : {&server, &base_server}) {
+    if (!*s) {
+      out.errors.push_back(s->error().message);
+      return out;
+    }
+    if (auto ok = (*s)->wait_for_line("\"ready\"", kReadyTimeoutMs, stop); !ok) {
+      out.errors.push_back(ok.error().message + ": " + tail((*s)->log()));
+      return out;
+    }
+  }
+
+  auto base = run_client(r, "rtt over lo (base)", rtt_argv(r, "127.0.0.1", r.port + 1, "lo"),
+                         rtt_timeout_ms(r), stop);
+  if (base) {
+    if (auto v = probe::rtt_from_json(*base))
+      out.m.base = *v;
+    else
+      out.errors.push_back(v.error().message);
+  } else {
+    out.errors.push_back(base.error().message);
+  }
+  if (stop) return out;
+  auto rtt = run_client(r, "rtt over the link",
+                        rtt_argv(r, r.target.addr.to_string(), r.port, r.target.a_dev),
+                        rtt_timeout_ms(r), stop);
+  if (rtt) {
+    if (auto v = probe::rtt_from_json(*rtt))
+      out.m.rtt = *v;
+    else
+      out.errors.push_back(v.error().message);
+  } else {
+    out.errors.push_back(rtt.error().message);
+  }
+  if (stop) return out;
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.3f", r.goodput_seconds);
+  auto gp = run_client(
+      r, "goodput",
+      {r.tb_probe, "goodput", "--to", r.target.addr.to_string(), "--port", std::to_string(r.port),
+       "--dev", r.target.a_dev, "--seconds", seconds, "--warmup-ms", std::to_string(r.warmup_ms),
+       "--buffer", std::to_string(r.buffer), "--drain-ms", std::to_string(r.drain_ms)},
+      static_cast<int>(r.goodput_seconds * 1000) + r.drain_ms + 8000, stop);
+  if (gp) {
+    if (auto v = probe::goodput_from_json(*gp))
+      out.m.goodput = *v;
+    else
+      out.errors.push_back(v.error().message);
+  } else {
+    out.errors.push_back(gp.error().message);
+  }
+  return out;  // servers stopped, sysctls restored
+}
+
+Result<std::string> find_tb_probe() {
+  std::error_code ec;
+  const auto self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto p = self.parent_path() / "tb-probe";
+    if (::access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  if (const char* env = std::getenv("TESTBEDCTL_PROBE"); env && ::access(env, X_OK) == 0)
+    return std::string(env);
+  if (const char* path = std::getenv("PATH")) {
+    std::istringstream in(path);
+    for (std::string dir; std::getline(in, dir, ':');) {
+      const auto p = fs::path(dir) / "tb-probe";
+      if (!dir.empty() && ::access(p.c_str(), X_OK) == 0) return fs::absolute(p).string();
+    }
+  }
+  return bad_input(
+      "tb-probe not found next to testbedctl, in $TESTBEDCTL_PROBE or on PATH "
+      "(it is built and installed with testbedctl)");
+}
+
+Result<ProbeChild> ProbeChild::start(const std::string& netns, const std::vector<std::string>& argv,
+                                     const std::string& owner, const std::string& log_path) {
+  std::error_code ec;
+  fs::remove(log_path, ec);
+  auto pid = runner::spawn_in_netns(netns, argv, owner, log_path);
+  if (!pid) return std::unexpected(pid.error());
+  return ProbeChild(*pid, log_path);
+}
+
+ProbeChild::ProbeChild(ProbeChild&& o) noexcept
+    : pid_(std::exchange(o.pid_, -1)), status_(o.status_), log_path_(std::move(o.log_path_)) {}
+
+bool ProbeChild::reap(bool block) {
+  if (pid_ < 0) return true;
+  int st = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(pid_, &st, block ? 0 : WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r == pid_ || (r < 0 && errno == ECHILD)) {
+    status_ = st;
+    pid_ = -1;
+    return true;
+  }
+  return false;
+}
+
+ProbeChild::~ProbeChild() {
+  if (pid_ < 0) return;
+  ::kill(pid_, SIGTERM);
+  const int64_t deadline = mono_ms() + kStopGraceMs;
+  while (!reap(false) && mono_ms() < deadline) sleep_ms(5);
+  if (pid_ >= 0) {
+    ::kill(pid_, SIGKILL);
+    reap(true);
+  }
+}
+
+Status ProbeChild::wait_for_line(const std::string& text, int timeout_ms,
+                                 const std::atomic<bool>& stop) {
+  const int64_t deadline = mono_ms() + timeout_ms;
+  for (;;) {
+    if (log().find(text) != std::string::npos) return {};
+    if (reap(false)) return fail("tb-probe exited before it was ready");
+    if (stop) return fail("interrupted");
+    if (mono_ms() >= deadline)
+      return fail("tb-probe was not ready within " + std::to_string(timeout_ms) + " ms");
+    sleep_ms(5);
+  }
+}
+
+Result<int> ProbeChild::wait(int timeout_ms, const std::atomic<bool>& stop) {
+  const int64_t deadline = mono_ms() + timeout_ms;
+  while (!reap(false)) {
+    if (stop || mono_ms() >= deadline) {
+      ::kill(pid_, SIGKILL);
+      reap(true);
+      return fail(stop ? "interrupted"
+                       : "tb-probe did not finish within " + std::to_string(timeout_ms) +
+                             " ms; killed");
+    }
+    sleep_ms(5);
+  }
+  if (WIFSIGNALED(status_)) return 128 + WTERMSIG(status_);
+  return WEXITSTATUS(status_);
+}
+
+std::string ProbeChild::log() const {
+  std::ifstream in(log_path_);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Result<TcpBufferRaise> TcpBufferRaise::apply(const std::string& netns, uint64_t bytes) {
+  auto fd = netlink::open_named_netns(netns);
+  if (!fd) return std::unexpected(fd.error());
+  TcpBufferRaise g(std::move(*fd), netns);
+  for (const char* key : {"net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem"}) {
+    auto old = netlink::read_sysctl(g.ns_.get(), key);
+    if (!old) return std::unexpected(old.error());
+    std::istringstream in(*old);
+    uint64_t lo = 0, def = 0, max = 0;
+    if (!(in >> lo >> def >> max))
+      return fail(std::string(key) + " in " + netns + ": \"" + *old + "\" is not three numbers");
+    if (max >= bytes) continue;
+    const std::string raised =
+        std::to_string(lo) + " " + std::to_string(def) + " " + std::to_string(bytes);
+    if (auto w = netlink::write_sysctl(g.ns_.get(), key, raised); !w)
+      return std::unexpected(w.error());
+    g.saved_.emplace_back(key, *old);
+    g.notes_.push_back(std::string(key).substr(9) + " max raised " + std::to_string(max) + " -> " +
+                       std::to_string(bytes) + " in " + netns + " for the run");
+  }
+  return g;
+}
+
+TcpBufferRaise::~TcpBufferRaise() {
+  if (!ns_) return;
+  for (const auto& [key, old] : saved_)
+    if (auto r = netlink::write_sysctl(ns_.get(), key, old); !r)
+      std::fprintf(stderr, "testbedctl: restore %s in %s: %s\n", key.c_str(), name_.c_str(),
+                   r.error().message.c_str());
+}
+
+}  // namespace tb::verify

@@ -1,0 +1,112 @@
+// The measuring half of `testbedctl verify`: runs tb-probe inside a lab's namespaces for one
+// link and collects what it printed. Per link, in this order:
+//   1. raise net.ipv4.tcp_rmem/tcp_wmem max in A's and B's namespaces to the transfer's buffer
+//      where they are lower (restored when the measurement ends);
+//   2. `tb-probe serve` in B, bound to the interface holding the target address, and a
+//      second one on lo in A for the base RTT;
+//   3. `tb-probe rtt` over lo in A (base), then over the link (bound to A's port);
+//   4. `tb-probe goodput` A -> B with SO_SNDBUF/SO_RCVBUF = the buffer.
+// Every probe is started with spawn_in_netns (runner/supervisor.h) carrying the lab's owner
+// marker, so `down` stops any that survive a crash; every wait has a deadline; each child is
+// killed and reaped by pid before measure_link returns.
+// Not thread-safe: forks; call from one thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/unique_fd.h"
+#include "plan/topology.h"
+#include "verify/classes.h"
+#include "verify/tolerance.h"
+
+namespace tb::verify {
+
+inline constexpr uint16_t kProbePort = 47000;             // B's server; A's base server is +1
+inline constexpr int kProbeWireBytes = 32 + 8 + 20 + 14;  // payload + UDP + IPv4 + Ethernet
+
+// How hard to look. Defaults: 1000 probes, 5 s transfer; --quick: 200 probes, 2 s.
+struct Settings {
+  int probes = 1000;
+  int interval_us = 1000;
+  double goodput_seconds = 5;
+  int warmup_ms = 1000;
+};
+Settings settings(bool quick);
+
+struct MeasureRequest {
+  ProbeTarget target;
+  std::string tb_probe;  // absolute path
+  std::string owner;     // TESTBEDCTL_OWNER of every probe: the lab's owner marker
+  std::string work_dir;  // probe logs
+  uint16_t port = kProbePort;
+  int probes = 0, interval_us = 0, wait_ms = 0;
+  double goodput_seconds = 0;
+  int warmup_ms = 0, drain_ms = 0;
+  uint64_t buffer = 0;
+  int serve_seconds = 0;  // the servers' own bound
+};
+
+// Pure: the request for one link. The probe interval is stretched so probes use at most 5%
+// of a slow link; waits and drains grow with the configured delay and the buffer.
+MeasureRequest plan_request(const plan::Link& l, const ProbeTarget& t, const Settings& s);
+
+struct MeasureOutcome {
+  Measurement m;
+  std::vector<std::string> errors;  // a step that failed: the class fails
+  std::vector<std::string> notes;   // e.g. sysctls raised for the run
+};
+
+MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& stop);
+
+// tb-probe next to the running executable, else $TESTBEDCTL_PROBE, else on PATH.
+Result<std::string> find_tb_probe();
+
+// A started tb-probe. Move-only; the destructor sends SIGTERM, waits up to 1 s, then SIGKILL,
+// and reaps: no probe outlives its owner.
+class ProbeChild {
+ public:
+  static Result<ProbeChild> start(const std::string& netns, const std::vector<std::string>& argv,
+                                  const std::string& owner, const std::string& log_path);
+  ProbeChild(ProbeChild&& o) noexcept;
+  ProbeChild& operator=(ProbeChild&&) = delete;
+  ProbeChild(const ProbeChild&) = delete;
+  ~ProbeChild();
+
+  // Until the log holds a line containing `text` (a server's "ready").
+  Status wait_for_line(const std::string& text, int timeout_ms, const std::atomic<bool>& stop);
+  // Until it exits; killed when `timeout_ms` pass or `stop` is set. Returns the exit status.
+  Result<int> wait(int timeout_ms, const std::atomic<bool>& stop);
+  std::string log() const;
+  int pid() const { return pid_; }
+
+ private:
+  ProbeChild(int pid, std::string log) : pid_(pid), log_path_(std::move(log)) {}
+  bool reap(bool block);
+  int pid_ = -1;
+  int status_ = 0;
+  std::string log_path_;
+};
+
+// Raises the max (third field) of net.ipv4.tcp_rmem and tcp_wmem in a namespace to `bytes`
+// where it is lower, and puts the old values back in its destructor. Move-only.
+class TcpBufferRaise {
+ public:
+  static Result<TcpBufferRaise> apply(const std::string& netns, uint64_t bytes);
+  TcpBufferRaise(TcpBufferRaise&&) noexcept = default;
+  TcpBufferRaise& operator=(TcpBufferRaise&&) = delete;
+  ~TcpBufferRaise();
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ private:
+  TcpBufferRaise(UniqueFd ns, std::string name) : ns_(std::move(ns)), name_(std::move(name)) {}
+  UniqueFd ns_;
+  std::string name_;
+  std::vector<std::pair<std::string, std::string>> saved_;  // key, old value
+  std::vector<std::string> notes_;
+};
+
+}  // namespace tb::verify

@@ -1,0 +1,45 @@
+// What `verify` prints: per link class, the link and address measured, how (probe counts,
+// sizes, durations, buffers), and configured vs expected vs achieved with the error, the
+// accepted range and the verdict of each check; a table for people and its JSON twin.
+// Pure functions of the results; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apply/state.h"
+#include "verify/classes.h"
+#include "verify/measure.h"
+#include "verify/tolerance.h"
+
+namespace tb::verify {
+
+struct ClassResult {
+  LinkClass cls;
+  plan::Link link;     // the representative link
+  ProbeTarget target;  // empty addr when it could not be chosen
+  MeasureRequest request;
+  MeasureOutcome outcome;
+  std::vector<Check> checks;
+  bool failed() const;  // a check failed or a step did
+};
+
+struct VerifyReport {
+  std::string lab;
+  std::string scenario;
+  std::string shaping;      // the shaping backend as `status` reports it
+  nlohmann::json backends;  // all of `status --json`'s "backends" (stage health included)
+  bool quick = false;
+  Settings settings;
+  bool single_link = false;  // --link
+  std::vector<ClassResult> classes;
+  bool interrupted = false;
+  bool passed() const;
+};
+
+std::string render_text(const VerifyReport& r);
+nlohmann::json render_json(const VerifyReport& r);
+
+}  // namespace tb::verify

@@ -1,0 +1,198 @@
+// tb-probe and verify's measuring half across real veths in throwaway namespaces: a TBF-shaped
+// link (goodput near 100 Mbit/s x 1448/1514), probe counts, a bridge target, a port nobody
+// listens on, SO_BINDTODEVICE choosing one path of two, and the tcp_rmem/tcp_wmem raise undone.
+// Every probe is a child with a test-unique owner marker; none may be left at the end.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/process.h"
+#include "netlink/netns.h"
+#include "netns_fixture.h"
+#include "verify/measure.h"
+#include "verify/tolerance.h"
+
+namespace tb::verify {
+namespace {
+
+using tb::testing::capture;
+using tb::testing::run_quiet;
+
+class VerifyNetnsTest : public tb::testing::NetnsTest {
+ protected:
+  void SetUp() override {
+    NetnsTest::SetUp();
+    if (IsSkipped()) return;
+    a_ = ns("vfa");
+    b_ = ns("vfb");
+    ASSERT_EQ(run_quiet({"ip", "netns", "add", a_}), 0);
+    ASSERT_EQ(run_quiet({"ip", "netns", "add", b_}), 0);
+    owner_ = "testbedctl lab=t" + std::to_string(::getpid()) + "vf";
+    work_ = "/tmp/" + a_ + "-logs";
+  }
+  void TearDown() override {
+    if (!IsSkipped()) {
+      // Nothing of ours may survive a test.
+      EXPECT_TRUE(owned_processes(owner_).empty());
+      terminate(owned_processes(owner_), 500);
+      std::error_code ec;
+      std::filesystem::remove_all(work_, ec);
+    }
+    NetnsTest::TearDown();
+  }
+  // veth ia (in A) <-> ib (in B), /30 addresses, both up, lo up.
+  void veth(const std::string& ia, const std::string& aa, const std::string& ib,
+            const std::string& ab) {
+    ASSERT_EQ(run_quiet({"ip", "link", "add", ia, "netns", a_, "type", "veth", "peer", "name", ib,
+                         "netns", b_}),
+              0);
+    ASSERT_EQ(run_quiet({"ip", "-n", a_, "addr", "add", aa, "dev", ia}), 0);
+    if (!ab.empty()) {
+      ASSERT_EQ(run_quiet({"ip", "-n", b_, "addr", "add", ab, "dev", ib}), 0);
+    }
+    for (const auto& [n, i] :
+         {std::pair{a_, ia}, {b_, ib}, {a_, std::string("lo")}, {b_, std::string("lo")}})
+      ASSERT_EQ(run_quiet({"ip", "-n", n, "link", "set", i, "up"}), 0);
+  }
+  ProbeChild server(const std::string& netns, const std::string& dev, uint16_t port = 47100) {
+    std::filesystem::create_directories(work_);
+    auto s = ProbeChild::start(netns,
+                               {TB_PROBE, "serve", "--port", std::to_string(port), "--seconds",
+                                "30", "--dev", dev, "--buffer", "1048576"},
+                               owner_, work_ + "/serve-" + netns + ".log");
+    EXPECT_TRUE(s.has_value());
+    EXPECT_TRUE(s->wait_for_line("\"ready\"", 3000, stop_).has_value()) << s->log();
+    return std::move(*s);
+  }
+  // Runs a client mode in A and returns its JSON.
+  nlohmann::json client(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{TB_PROBE};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto c = ProbeChild::start(a_, argv, owner_, work_ + "/client.log");
+    EXPECT_TRUE(c.has_value());
+    auto rc = c->wait(30'000, stop_);
+    EXPECT_TRUE(rc.has_value());
+    EXPECT_EQ(rc.value_or(-1), 0) << c->log();
+    auto j = nlohmann::json::parse(c->log(), nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << c->log();
+    return j;
+  }
+  uint64_t tx_packets(const std::string& netns, const std::string& dev) {
+    auto j = nlohmann::json::parse(capture("ip -n " + netns + " -s -j link show " + dev), nullptr,
+                                   false);
+    if (!j.is_array() || j.empty()) return 0;
+    return j[0]["stats64"]["tx"]["packets"].get<uint64_t>();
+  }
+
+  std::string a_, b_, owner_, work_;
+  std::atomic<bool> stop_{false};
+};
+
+TEST_F(VerifyNetnsTest, TbfShapedVethGoodputRttAndCounts) {
+  veth("va", "198.18.250.1/30", "vb", "198.18.250.2/30");
+  ASSERT_EQ(run_quiet({"ip", "netns", "exec", a_, "tc", "qdisc", "add", "dev", "va", "root", "tbf",
+                       "rate", "100mbit", "burst", "32k", "latency", "50ms"}),
+            0);
+  {
+    auto s = server(b_, "vb");
+    auto rtt = client({"rtt", "--to", "198.18.250.2", "--port", "47100", "--dev", "va", "--count",
+                       "300", "--interval-us", "1000", "--wait-ms", "500"});
+    EXPECT_EQ(rtt["sent"], 300);
+    EXPECT_EQ(rtt["received"], 300);
+    EXPECT_EQ(rtt["lost"], 0);
+    EXPECT_EQ(rtt["duplicates"], 0);
+    EXPECT_EQ(rtt["rtt_us"]["n"], 300);
+    EXPECT_GT(rtt["rtt_us"]["min"].get<double>(), 0);
+    auto gp = client({"goodput", "--to", "198.18.250.2", "--port", "47100", "--dev", "va",
+                      "--seconds", "3", "--warmup-ms", "500", "--buffer", "262144"});
+    EXPECT_TRUE(gp["confirmed"].get<bool>()) << gp.dump();
+    EXPECT_EQ(gp["mss"], 1448);
+    const double ideal = 100e6 * tcp_payload_ratio(1500);
+    EXPECT_NEAR(gp["goodput_bps"].get<double>(), ideal, 0.10 * ideal) << gp.dump();
+    EXPECT_GT(gp["receiver"]["measured_seconds"].get<double>(), 2.0);
+  }
+  EXPECT_TRUE(owned_processes(owner_).empty());
+}
+
+TEST_F(VerifyNetnsTest, BridgeAddressAndClosedPort) {
+  // B's end is a bridge port without an address; the bridge holds B's address.
+  veth("va", "198.18.250.9/29", "vb", "");
+  ASSERT_EQ(run_quiet({"ip", "-n", b_, "link", "add", "br0", "type", "bridge"}), 0);
+  ASSERT_EQ(run_quiet({"ip", "-n", b_, "link", "set", "vb", "master", "br0"}), 0);
+  ASSERT_EQ(run_quiet({"ip", "-n", b_, "addr", "add", "198.18.250.10/29", "dev", "br0"}), 0);
+  ASSERT_EQ(run_quiet({"ip", "-n", b_, "link", "set", "br0", "up"}), 0);
+  auto s = server(b_, "br0");
+  auto rtt = client({"rtt", "--to", "198.18.250.10", "--port", "47100", "--dev", "va", "--count",
+                     "100", "--interval-us", "1000", "--wait-ms", "1000"});
+  EXPECT_EQ(rtt["received"], 100);
+  // Nobody on 47101: every probe is lost, the run still ends on time and says why.
+  auto closed = client({"rtt", "--to", "198.18.250.10", "--port", "47101", "--dev", "va", "--count",
+                        "20", "--interval-us", "1000", "--wait-ms", "200"});
+  EXPECT_EQ(closed["sent"], 20);
+  EXPECT_EQ(closed["received"], 0);
+  EXPECT_LT(closed["seconds"].get<double>(), 2.0);
+  EXPECT_GT(closed["send_errors"].get<int>(), 0);
+}
+
+TEST_F(VerifyNetnsTest, BindToDeviceTakesTheNamedPathOfTwo) {
+  veth("va1", "198.18.250.1/30", "vb1", "198.18.250.2/30");
+  veth("va2", "198.18.250.5/30", "vb2", "198.18.250.6/30");
+  ASSERT_EQ(run_quiet({"ip", "-n", b_, "addr", "add", "198.18.251.1/32", "dev", "lo"}), 0);
+  ASSERT_EQ(
+      run_quiet({"ip", "-n", a_, "route", "add", "198.18.251.1/32", "nexthop", "via",
+                 "198.18.250.2", "dev", "va1", "nexthop", "via", "198.18.250.6", "dev", "va2"}),
+      0);
+  auto s = server(b_, "");
+  // One flow would hash to one of the two paths anyway: bind to each in turn.
+  for (std::string dev : {"va2", "va1"}) {
+    const std::string other = dev == "va1" ? "va2" : "va1";
+    const uint64_t mine = tx_packets(a_, dev), theirs = tx_packets(a_, other);
+    auto rtt = client({"rtt", "--to", "198.18.251.1", "--port", "47100", "--dev", dev, "--count",
+                       "200", "--interval-us", "500", "--wait-ms", "500"});
+    EXPECT_EQ(rtt["received"], 200) << dev;
+    EXPECT_GE(tx_packets(a_, dev) - mine, 200u) << dev;
+    EXPECT_LT(tx_packets(a_, other) - theirs, 20u) << dev;  // neighbour discovery at most
+  }
+}
+
+TEST_F(VerifyNetnsTest, MeasureLinkRaisesAndRestoresTcpBuffers) {
+  veth("va", "198.18.250.1/30", "vb", "198.18.250.2/30");
+  auto fd = netlink::open_named_netns(b_);
+  ASSERT_TRUE(fd.has_value());
+  const auto wmem = netlink::read_sysctl(fd->get(), "net/ipv4/tcp_wmem");
+  const auto rmem = netlink::read_sysctl(fd->get(), "net/ipv4/tcp_rmem");
+  ASSERT_TRUE(wmem && rmem);
+  MeasureRequest r;
+  r.target = {a_, "va", Ipv4{}, b_, *parse_ipv4("198.18.250.2"), "vb", "test"};
+  r.tb_probe = TB_PROBE;
+  r.owner = owner_;
+  r.work_dir = work_ + "/measure";
+  r.port = 47200;
+  r.probes = 100;
+  r.interval_us = 1000;
+  r.wait_ms = 500;
+  r.goodput_seconds = 1;
+  r.warmup_ms = 200;
+  r.drain_ms = 5000;
+  r.buffer = uint64_t{64} << 20;  // above the namespace default max (4 MiB wmem, 6 MiB+ rmem)
+  r.serve_seconds = 20;
+  const auto out = measure_link(r, stop_);
+  EXPECT_TRUE(out.errors.empty()) << out.errors.front();
+  ASSERT_TRUE(out.m.base && out.m.rtt && out.m.goodput);
+  EXPECT_EQ(out.m.base->received, 100);
+  EXPECT_EQ(out.m.rtt->received, 100);
+  EXPECT_TRUE(out.m.goodput->confirmed);
+  EXPECT_GT(out.m.goodput->goodput_bps, 100e6);  // unshaped veth
+  EXPECT_FALSE(out.notes.empty());               // the raise is reported
+  EXPECT_EQ(netlink::read_sysctl(fd->get(), "net/ipv4/tcp_wmem").value_or(""), *wmem);
+  EXPECT_EQ(netlink::read_sysctl(fd->get(), "net/ipv4/tcp_rmem").value_or(""), *rmem);
+  // An unshaped link against a 25 Mbit/s figure fails; its loss check passes.
+  plan::EmulatedFigures f;
+  f.rate = Rate{25e6};
+  const auto checks = evaluate(f, out.m);
+  EXPECT_EQ(checks[0].verdict, Verdict::kFail);
+  EXPECT_EQ(checks[3].verdict, Verdict::kPass);
+}
+
+}  // namespace
+}  // namespace tb::verify
