@@ -62,5 +62,33 @@ TEST(ShapedLab, WanDelayAppliesAndAStageCrashIsRepaired) {
   EXPECT_TRUE(marked_netns(g.lab()).empty());
 }
 
+TEST(ShapedLab, LinkSetResetDownUpChangeTheLiveLink) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("el"));
+  ASSERT_EQ(testbedctl("up " + scenario("hz-bj.toml") + " --name " + g.lab()).rc, 0);
+  const double base = ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0");
+  ASSERT_GT(base, 45.0);
+  // Parallel links need an interface to pick one.
+  CmdResult ambiguous = testbedctl("link " + g.lab() + " set hz/tr bj/tr --delay 40ms");
+  EXPECT_EQ(ambiguous.rc, 2);
+  EXPECT_NE(ambiguous.out.find("hz/tr:ec"), std::string::npos) << ambiguous.out;
+  // +15 ms each way on Express Connect: +30 ms round trip.
+  CmdResult set = testbedctl("link " + g.lab() + " set hz/tr:ec bj/tr --delay 40ms");
+  ASSERT_EQ(set.rc, 0) << set.out;
+  EXPECT_GT(ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0"), base + 20);
+  ASSERT_EQ(testbedctl("link " + g.lab() + " reset hz/tr:ec bj/tr").rc, 0);
+  EXPECT_LT(ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0"), base + 10);
+  // Down: traffic takes the VPN backup (30 ms each way); up: back on Express Connect.
+  ASSERT_EQ(testbedctl("link " + g.lab() + " down hz/tr:ec bj/tr").rc, 0);
+  const double backup = ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0");
+  EXPECT_GT(backup, base + 5) << "not on the VPN";
+  ASSERT_EQ(testbedctl("link " + g.lab() + " up hz/tr:ec bj/tr").rc, 0);
+  EXPECT_LT(ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0"), backup - 5) << "not back on ec";
+  std::ifstream ev("/run/testbedctl/" + g.lab() + "/events.jsonl");
+  std::string events((std::istreambuf_iterator<char>(ev)), {});
+  for (const char* e : {"link_set", "link_reset", "link_down", "link_up"})
+    EXPECT_NE(events.find(e), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace tb::e2e
