@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "runner/stages.h"
 #include "runner/supervisor.h"
 #include "scenario/names.h"
 
@@ -65,12 +66,20 @@ nlohmann::json backends_json(const apply::LabState& st) {
     nlohmann::json stages = nlohmann::json::array();
     int down = 0;
     for (const auto& c : runner::states_from_json(sup)) {
-      stages.push_back({{"name", c.name},
-                        {"pid", c.pid},
-                        {"running", c.running},
-                        {"broken", c.broken},
-                        {"restarts", c.restarts},
-                        {"last_exit", c.last_exit}});
+      nlohmann::json e = {{"name", c.name},         {"pid", c.pid},
+                          {"running", c.running},   {"broken", c.broken},
+                          {"restarts", c.restarts}, {"last_exit", c.last_exit}};
+      // What the stage measured of itself (tb-delayd's stats file, rewritten every 500 ms).
+      for (const auto& stage : st.stages)
+        if (c.name == "stage " + stage.node) {
+          std::ifstream sf(runner::stage_stats_path(st.lab, stage.netns));
+          auto stats = nlohmann::json::parse(sf, nullptr, false);
+          if (stats.is_object())
+            e["measured"] = {{"packets", stats.value("packets", 0)},
+                             {"cpu_us_per_packet", stats.value("cpu_us_per_packet", 0.0)},
+                             {"method", "tb-delayd getrusage (user+sys) / packets, stats file"}};
+        }
+      stages.push_back(e);
       down += !c.running;
     }
     if (sup.is_discarded()) down = static_cast<int>(st.stages.size());
@@ -88,9 +97,20 @@ std::string backends_text(const apply::LabState& st) {
   if (j.contains("stages")) {
     int restarts = 0;
     for (const auto& c : j["stages"]) restarts += c["restarts"].get<int>();
+    uint64_t packets = 0;
+    double cpu_us = 0;
+    for (const auto& c : j["stages"])
+      if (c.contains("measured")) {
+        const uint64_t n = c["measured"]["packets"];
+        packets += n;
+        cpu_us += c["measured"]["cpu_us_per_packet"].get<double>() * static_cast<double>(n);
+      }
     s += "          stages " + std::to_string(j["stages"].size() - j["stages_down"].get<int>()) +
          "/" + std::to_string(st.stages.size()) + " running, " + std::to_string(restarts) +
-         " restarts";
+         " restarts, " + std::to_string(packets) + " packets delayed";
+    if (packets > 0)
+      s += ", " + std::to_string(static_cast<int>(cpu_us / static_cast<double>(packets))) +
+           " us CPU per packet (getrusage of the stages)";
     if (j["stages_down"].get<int>() > 0)
       s += " — BROKEN: links through a stopped stage drop every packet (fail-closed)";
     s += "\n";
