@@ -40,6 +40,9 @@ class Kernel {
   // the kernel's asynchronous clean-up makes every netlink request wait).
   virtual void prepare_undo(const std::vector<plan::Op>& ops) { (void)ops; }
 
+  // Administrative state of one interface (a link fault or `link down|up`), synchronous.
+  virtual Status set_link_up(const std::string& netns, const std::string& ifname, bool up) = 0;
+
   // Named namespaces (under /run/netns) whose loopback alias starts with `marker`.
   virtual Result<std::vector<std::string>> owned_netns(const std::string& marker) = 0;
   // Interfaces, their state and IPv4 addresses inside a named namespace.

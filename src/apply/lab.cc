@@ -83,7 +83,8 @@ std::vector<std::string> overlapping_host_routes(const Prefix& space) {
   return out;
 }
 
-Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, Kernel& kernel) {
+Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, Kernel& kernel,
+                    const std::function<Status()>& after_apply) {
   const std::string& lab = plan.lab;
   auto left = kernel.owned_netns(plan::owner_marker(lab) + " ");
   if (!left) return std::unexpected(left.error());
@@ -103,7 +104,8 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, Ke
   auto lock = LabLock::acquire(lab);
   if (!lock) return std::unexpected(lock.error());
 
-  LabState state{lab, scenario_path, "building", std::time(nullptr), ::getpid(), plan.topo};
+  LabState state{lab,        scenario_path, "building",   std::time(nullptr),
+                 ::getpid(), plan.topo,     plan.shaping, plan.stages};
   TB_TRY(save_state(state));
   auto journal = Journal::create(journal_path(lab));
   if (!journal) {
@@ -118,13 +120,19 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, Ke
     (void)remove_state(lab);
     return std::unexpected(with_context(r.error(), "bring up lab " + lab));
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   state.phase = "up";
-  if (auto r = save_state(state); !r) {
+  Status started = after_apply ? after_apply() : Status{};
+  if (started && g_interrupted) started = fail("interrupted by signal");
+  if (started) started = save_state(state);
+  if (!started) {
+    terminate(owned_processes(plan::owner_marker(lab)), kProcessGraceMs);
     (void)teardown(journal->ops(), kernel);
     (void)remove_state(lab);
-    return std::unexpected(r.error());
+    Error e = with_context(started.error(), "bring up lab " + lab);
+    e.message += "; everything made so far was removed";
+    return std::unexpected(e);
   }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return UpResult{std::move(state), secs};
 }
 

@@ -3,6 +3,7 @@
 // Thread-safety: one call at a time per process (signal handlers are process-wide).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "apply/kernel.h"
@@ -19,7 +20,10 @@ struct UpResult {
 // Builds the lab. Refuses (exit code 2) when the lab is already up or left over, or when the
 // address space overlaps a route of the calling namespace. SIGINT/SIGTERM during the apply
 // roll everything back.
-Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, Kernel& kernel);
+// `after_apply` runs once every op is in place (starting the lab's processes); its failure
+// rolls everything back like any other.
+Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, Kernel& kernel,
+                    const std::function<Status()>& after_apply = {});
 
 // Removes everything the lab made; succeeds when it is already gone.
 Status down(const std::string& lab, Kernel& kernel);

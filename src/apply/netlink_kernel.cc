@@ -153,17 +153,17 @@ Status NetlinkKernel::submit_op(const plan::CreateNetns& op) {
     auto sock = nl::NlSocket::open();  // inside the new namespace: bound to it for good
     if (!sock) return std::unexpected(sock.error());
     ns->sock = std::move(*sock);
-    return {};
+    // The owner marker goes on before the namespace gets its name (netns.h).
+    return ns->sock.call(
+        nl::set_link({.ifindex = nl::kLoopbackIfindex, .up = true, .alias = op.marker}),
+        "set lo up with owner marker" + in_ns(op.netns));
   });
   if (!fd) return std::unexpected(fd.error());
   ns->fd = std::move(*fd);
   ns->ifindex["lo"] = nl::kLoopbackIfindex;
   ns->stale = false;
-  Ns* raw = ns.get();
   ns_[op.netns] = std::move(ns);
-  return raw->sock.send(
-      nl::set_link({.ifindex = nl::kLoopbackIfindex, .up = true, .alias = op.marker}),
-      "set lo up with owner marker" + in_ns(op.netns));
+  return {};
 }
 
 Status NetlinkKernel::submit_op(const plan::CreateVeth& op) {

@@ -41,6 +41,7 @@ class NetlinkKernel final : public Kernel {
   Status sync() override;
   Status undo(const plan::Op& op) override;
   void prepare_undo(const std::vector<plan::Op>& ops) override;
+  Status set_link_up(const std::string& netns, const std::string& ifname, bool up) override;
   Result<std::vector<std::string>> owned_netns(const std::string& marker) override;
   Result<std::vector<IfaceInfo>> interfaces(const std::string& netns) override;
 
@@ -62,7 +63,8 @@ class NetlinkKernel final : public Kernel {
   Status submit_op(const plan::AddRoute& op);
   Status submit_op(const plan::SetSysctl& op);
   Status submit_op(const plan::WriteHosts& op);
-  Status submit_op(const plan::SetShape& op);  // netlink_kernel_shape.cc
+  Status submit_op(const plan::SetShape& op);      // netlink_kernel_shape.cc
+  Status submit_op(const plan::AddStageRule& op);  // netlink_kernel_stage.cc
 
   Status undo_op(const plan::CreateNetns& op);
   Status undo_op(const plan::CreateVeth& op);
@@ -71,7 +73,8 @@ class NetlinkKernel final : public Kernel {
   Status undo_op(const plan::AddRoute& op);
   Status undo_op(const plan::SetSysctl& op);
   Status undo_op(const plan::WriteHosts& op);
-  Status undo_op(const plan::SetShape& op);  // netlink_kernel_shape.cc
+  Status undo_op(const plan::SetShape& op);      // netlink_kernel_shape.cc
+  Status undo_op(const plan::AddStageRule& op);  // netlink_kernel_stage.cc
 
   // Opens a namespace by name: descriptor plus a socket inside it (not cached).
   static Result<std::unique_ptr<Ns>> open_ns(const std::string& name);

@@ -45,6 +45,14 @@ Result<LabState> load_state(const std::string& lab) {
     s.created_unix = j.at("created_unix");
     s.pid = j.at("pid");
     s.topo = plan::topology_from_json(j.at("topology"));
+    s.shaping = j.value("shaping", "");
+    for (const auto& st : j.value("stages", nlohmann::json::array())) {
+      plan::Stage stage{st.at("netns"), st.at("node"), {}};
+      for (const auto& q : st.at("queues"))
+        stage.queues.push_back({q.at("queue"), Duration{q.at("delay_ns")},
+                                Duration{q.at("jitter_ns")}, q.at("maxlen"), q.at("link")});
+      s.stages.push_back(std::move(stage));
+    }
     return s;
   } catch (const nlohmann::json::exception& e) {
     return fail("lab \"" + lab + "\": " + path + ": " + e.what());
@@ -55,9 +63,22 @@ Status save_state(const LabState& s) {
   std::error_code ec;
   fs::create_directories(lab_dir(s.lab), ec);
   if (ec) return fail("create " + lab_dir(s.lab) + ": " + ec.message());
-  nlohmann::json j = {{"lab", s.lab},     {"scenario", s.scenario},
-                      {"phase", s.phase}, {"created_unix", s.created_unix},
-                      {"pid", s.pid},     {"topology", plan::to_json(s.topo)}};
+  nlohmann::json j = {{"lab", s.lab},        {"scenario", s.scenario},
+                      {"phase", s.phase},    {"created_unix", s.created_unix},
+                      {"pid", s.pid},        {"topology", plan::to_json(s.topo)},
+                      {"shaping", s.shaping}};
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& st : s.stages) {
+    nlohmann::json qs = nlohmann::json::array();
+    for (const auto& q : st.queues)
+      qs.push_back({{"queue", q.queue},
+                    {"delay_ns", q.delay.ns},
+                    {"jitter_ns", q.jitter.ns},
+                    {"maxlen", q.maxlen},
+                    {"link", q.link}});
+    stages.push_back({{"netns", st.netns}, {"node", st.node}, {"queues", qs}});
+  }
+  j["stages"] = stages;
   const std::string path = lab_dir(s.lab) + "/state.json", tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);

@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/unique_fd.h"
-#include "plan/topology.h"
+#include "plan/plan.h"
 
 namespace tb::apply {
 
@@ -22,6 +22,8 @@ struct LabState {
   int64_t created_unix = 0;
   int pid = 0;
   plan::Topology topo;
+  std::string shaping;              // backend kind, "" = unshaped
+  std::vector<plan::Stage> stages;  // delay stages under the lab's supervisor
 };
 
 std::string run_root();

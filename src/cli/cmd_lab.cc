@@ -11,8 +11,11 @@
 #include "cli/commands.h"
 #include "cli/load.h"
 #include "cli/render.h"
+#include "cli/shaping_choice.h"
 #include "runner/exec.h"
+#include "runner/stages.h"
 #include "scenario/names.h"
+#include "shaping/lab_shaping.h"
 
 namespace tb::cli {
 namespace {
@@ -38,7 +41,7 @@ std::optional<int> require_root(const std::string& verb) {
   return kExitBadInput;
 }
 
-int cmd_up(const std::string& path, const std::string& name) {
+int cmd_up(const std::string& path, const std::string& name, const std::string& shaping_flag) {
   if (!name.empty() && !std::regex_match(name, std::regex("[a-z][a-z0-9]{0,7}")))
     return report(Error{"--name \"" + name +
                             "\": a lab name is 1-8 lowercase letters or digits, starting with a "
@@ -53,11 +56,25 @@ int cmd_up(const std::string& path, const std::string& name) {
                             " overlaps this host's route " + overlap.front() +
                             "; set [lab] address_space in " + path + " to a free range",
                         0, kExitBadInput});
+  auto choice = choose_shaping(shaping_flag);
+  if (!choice) return report(choice.error());
+  if (auto r = shaping::add_shaping(*p, choice->backend); !r) return report(r.error());
+  if (!p->stages.empty() && !choice->stage_ok)
+    return report(Error{"links need delay, jitter or loss that backend " + choice->backend +
+                            " leaves to the userspace delay stage, but NFQUEUE does not work "
+                            "on this kernel (see `testbedctl doctor`); use a kernel with netem "
+                            "(scripts/labvm) or --shaping none",
+                        0, kExitBadInput});
   apply::NetlinkKernel kernel;
-  auto r = apply::up(*p, std::filesystem::absolute(path).string(), kernel);
+  auto r = apply::up(*p, std::filesystem::absolute(path).string(), kernel,
+                     [&] { return runner::start_stages(p->lab, p->stages); });
   if (!r) return report(r.error());
   std::printf("lab %s is up: %s built in %.2f s\n", p->lab.c_str(), summary_text(p->topo).c_str(),
               r->seconds);
+  std::printf("shaping: %s (%s)%s\n", choice->backend.c_str(), choice->how.c_str(),
+              p->stages.empty()
+                  ? ""
+                  : (", " + std::to_string(p->stages.size()) + " delay stages running").c_str());
   std::vector<std::string> gpus;
   for (const auto& n : p->topo.nodes)
     if (n.kind == plan::NodeKind::kGpu) gpus.push_back(n.name);

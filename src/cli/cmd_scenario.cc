@@ -8,6 +8,8 @@
 #include "cli/commands.h"
 #include "cli/load.h"
 #include "cli/render.h"
+#include "cli/shaping_choice.h"
+#include "shaping/lab_shaping.h"
 
 namespace tb::cli {
 
@@ -26,17 +28,26 @@ int cmd_validate(const std::string& path) {
   return kExitOk;
 }
 
-int cmd_plan(const std::string& path, const std::string& format) {
+int cmd_plan(const std::string& path, const std::string& format, const std::string& shaping_flag) {
   auto p = load_and_compile(path);
   if (!p) return report(p.error());
+  auto choice = choose_shaping(shaping_flag);
+  if (!choice) return report(choice.error());
+  if (auto r = shaping::add_shaping(*p, choice->backend); !r) return report(r.error());
+
   if (format == "json") {
     nlohmann::json ops = nlohmann::json::array();
     for (const auto& op : p->ops) ops.push_back(plan::to_json(op));
-    nlohmann::json j = {{"lab", p->lab}, {"topology", plan::to_json(p->topo)}, {"ops", ops}};
+    nlohmann::json j = {{"lab", p->lab},
+                        {"shaping", {{"backend", choice->backend}, {"chosen", choice->how}}},
+                        {"topology", plan::to_json(p->topo)},
+                        {"ops", ops}};
     std::cout << j.dump(1) << "\n";
     return kExitOk;
   }
-  std::cout << summary_text(p->topo) << "\n" << plan::to_text(*p);
+  std::cout << summary_text(p->topo) << "\nshaping backend: " << choice->backend << " ("
+            << choice->how << ")\n"
+            << plan::to_text(*p);
   return kExitOk;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "apply/link_change.h"
 #include "core/error.h"
 
 namespace tb::cli {
@@ -15,14 +16,16 @@ struct Common {
 };
 
 int cmd_validate(const std::string& scenario);
-int cmd_plan(const std::string& scenario, const std::string& format);
+int cmd_plan(const std::string& scenario, const std::string& format, const std::string& shaping);
 int cmd_graph(const std::string& target, const std::string& format);
-int cmd_up(const std::string& scenario, const std::string& name);
+int cmd_up(const std::string& scenario, const std::string& name, const std::string& shaping);
 int cmd_down(const std::string& target);
 int cmd_clean(const std::string& lab, bool all);
 int cmd_status(const std::string& lab, bool json);
 int cmd_exec(const std::string& lab, const std::string& node, const std::vector<std::string>& argv);
 int cmd_doctor(bool json);
+int cmd_link(const std::string& lab, const std::string& action, const std::string& a,
+             const std::string& b, const apply::FigureChange& change);
 // Measure each link class (or the --link A B one) against the scenario; exit 1 out of tolerance.
 int cmd_verify(const std::string& lab, const std::vector<std::string>& link, bool json, bool quick);
 // Internal: the lab supervisor daemon `up` starts (runner/supervisor.h).

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "log every kernel operation");
 
-  std::string scenario, target, lab, node, format = "text", name;
+  std::string scenario, target, lab, node, format = "text", name, shaping = "auto";
   bool json = false, all = false;
   std::vector<std::string> command;
 
@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("plan", "dry run: print the kernel objects `up` would make (no root)");
   plan->add_option("SCENARIO", scenario)->required();
   plan->add_option("--format", format, "text | json")->check(CLI::IsMember({"text", "json"}));
+  plan->add_option("--shaping", shaping, "auto | none | netem | tbf | htb (default auto)");
   auto* graph = app.add_subcommand("graph", "draw a scenario's or a live lab's topology");
   graph->add_option("TARGET", target, "scenario file or lab name")->required();
   graph->add_option("--format", format, "dot | mermaid")
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
   auto* up = app.add_subcommand("up", "build the lab a scenario describes (root)");
   up->add_option("SCENARIO", scenario)->required();
   up->add_option("--name", name, "lab name instead of the scenario's [lab] name");
+  up->add_option("--shaping", shaping,
+                 "auto (probe this kernel) | none | netem | tbf | htb (default auto)");
   auto* down = app.add_subcommand("down", "remove everything a lab made; idempotent (root)");
   down->add_option("TARGET", target, "lab name or scenario file")->required();
   auto* clean =
@@ -44,6 +47,19 @@ int main(int argc, char** argv) {
   exec->add_option("LAB", lab)->required();
   exec->add_option("NODE", node, "e.g. hz/s0/g3 or hz-s0-g3")->required();
   exec->add_option("CMD", command, "command and arguments, after --")->required();
+  auto* link =
+      app.add_subcommand("link", "change a live link in place: set, reset, down, up (root)");
+  std::string action, end_a, end_b, rate_s, delay_s, jitter_s, loss_s;
+  link->add_option("LAB", lab)->required();
+  link->add_option("ACTION", action, "set | reset | down | up")
+      ->required()
+      ->check(CLI::IsMember({"set", "reset", "down", "up"}));
+  link->add_option("A", end_a, "node, or node:interface")->required();
+  link->add_option("B", end_b, "node, or node:interface")->required();
+  link->add_option("--rate", rate_s, "emulated rate, e.g. 200mbit (0 = unlimited)");
+  link->add_option("--delay", delay_s, "one-way delay, e.g. 30ms");
+  link->add_option("--jitter", jitter_s, "delay standard deviation, e.g. 1ms");
+  link->add_option("--loss", loss_s, "random loss, e.g. 0.5%");
   auto* supervise = app.add_subcommand("supervise", "");  // internal: started by up
   supervise->add_option("LAB", lab)->required();
   supervise->group("");
@@ -72,9 +88,9 @@ int main(int argc, char** argv) {
 
   using namespace tb::cli;
   if (*validate) return cmd_validate(scenario);
-  if (*plan) return cmd_plan(scenario, format);
+  if (*plan) return cmd_plan(scenario, format, shaping);
   if (*graph) return cmd_graph(target, format);
-  if (*up) return cmd_up(scenario, name);
+  if (*up) return cmd_up(scenario, name, shaping);
   if (*down) return cmd_down(target);
   if (*clean) return cmd_clean(lab, all);
   if (*status) return cmd_status(lab, json);
@@ -82,5 +98,33 @@ int main(int argc, char** argv) {
   if (*doctor) return cmd_doctor(json);
   if (*verify) return cmd_verify(lab, link_ends, json, quick);
   if (*supervise) return cmd_supervise(lab);
+  if (*link) {
+    tb::apply::FigureChange c;
+    auto bad = [](const tb::Error& e, const char* flag) {
+      std::fprintf(stderr, "testbedctl: link --%s: %s\n", flag, e.message.c_str());
+      return tb::kExitBadInput;
+    };
+    if (!rate_s.empty()) {
+      auto r = tb::parse_rate(rate_s);
+      if (!r) return bad(r.error(), "rate");
+      c.rate = *r;
+    }
+    if (!delay_s.empty()) {
+      auto d = tb::parse_duration(delay_s);
+      if (!d) return bad(d.error(), "delay");
+      c.delay = *d;
+    }
+    if (!jitter_s.empty()) {
+      auto d = tb::parse_duration(jitter_s);
+      if (!d) return bad(d.error(), "jitter");
+      c.jitter = *d;
+    }
+    if (!loss_s.empty()) {
+      auto l = tb::parse_percent(loss_s);
+      if (!l) return bad(l.error(), "loss");
+      c.loss_pct = *l;
+    }
+    return cmd_link(lab, action, end_a, end_b, c);
+  }
   return tb::kExitBadInput;
 }

@@ -1,9 +1,12 @@
 #include "cli/render.h"
 
 #include <ctime>
+#include <fstream>
 #include <map>
 #include <set>
 
+#include "runner/stages.h"
+#include "runner/supervisor.h"
 #include "scenario/names.h"
 
 namespace tb::cli {
@@ -41,18 +44,78 @@ std::string link_state(const plan::Topology& t, const plan::Link& l, const LiveS
 
 }  // namespace
 
-nlohmann::json backends_json() {
-  return {{"topology", "netlink (rtnetlink via libmnl): named netns, veth, bridge, routes"},
-          {"shaping",
-           "none: links are built unshaped and run at host veth speed; the "
-           "emulated figures are derived from the scenario but not yet enforced"},
-          {"transport", "none started by up"}};
+nlohmann::json backends_json(const apply::LabState& st) {
+  nlohmann::json j = {
+      {"topology", "netlink (rtnetlink via libmnl): named netns, veth, bridge, routes"}};
+  if (st.shaping.empty() || st.shaping == "none") {
+    j["shaping"] = "none: links run unshaped at host veth speed";
+  } else if (st.shaping == "netem") {
+    j["shaping"] = "netem: rate (tbf child), delay, jitter and loss in the kernel";
+  } else {
+    j["shaping"] =
+        st.shaping + " rate in the kernel" +
+        (st.stages.empty() ? std::string()
+                           : "; delay and jitter in " + std::to_string(st.stages.size()) +
+                                 " userspace NFQUEUE delay stages (tb-delayd, "
+                                 "fail-closed); loss by nft numgen");
+  }
+  // The supervisor's view of the stages: a dead stage is a broken (dropping) link.
+  std::ifstream in(apply::lab_dir(st.lab) + "/supervisor.json");
+  auto sup = nlohmann::json::parse(in, nullptr, false);
+  if (!st.stages.empty()) {
+    nlohmann::json stages = nlohmann::json::array();
+    int down = 0;
+    for (const auto& c : runner::states_from_json(sup)) {
+      nlohmann::json e = {{"name", c.name},         {"pid", c.pid},
+                          {"running", c.running},   {"broken", c.broken},
+                          {"restarts", c.restarts}, {"last_exit", c.last_exit}};
+      // What the stage measured of itself (tb-delayd's stats file, rewritten every 500 ms).
+      for (const auto& stage : st.stages)
+        if (c.name == "stage " + stage.node) {
+          std::ifstream sf(runner::stage_stats_path(st.lab, stage.netns));
+          auto stats = nlohmann::json::parse(sf, nullptr, false);
+          if (stats.is_object())
+            e["measured"] = {{"packets", stats.value("packets", 0)},
+                             {"cpu_us_per_packet", stats.value("cpu_us_per_packet", 0.0)},
+                             {"method", "tb-delayd getrusage (user+sys) / packets, stats file"}};
+        }
+      stages.push_back(e);
+      down += !c.running;
+    }
+    if (sup.is_discarded()) down = static_cast<int>(st.stages.size());
+    j["stages"] = stages;
+    j["stages_down"] = down;
+  }
+  j["transport"] = "none started by up";
+  return j;
 }
 
-std::string backends_text() {
-  const auto j = backends_json();
-  return "backends: topology " + j["topology"].get<std::string>() + "\n          shaping " +
-         j["shaping"].get<std::string>() + "\n";
+std::string backends_text(const apply::LabState& st) {
+  const auto j = backends_json(st);
+  std::string s = "backends: topology " + j["topology"].get<std::string>() +
+                  "\n          shaping " + j["shaping"].get<std::string>() + "\n";
+  if (j.contains("stages")) {
+    int restarts = 0;
+    for (const auto& c : j["stages"]) restarts += c["restarts"].get<int>();
+    uint64_t packets = 0;
+    double cpu_us = 0;
+    for (const auto& c : j["stages"])
+      if (c.contains("measured")) {
+        const uint64_t n = c["measured"]["packets"];
+        packets += n;
+        cpu_us += c["measured"]["cpu_us_per_packet"].get<double>() * static_cast<double>(n);
+      }
+    s += "          stages " + std::to_string(j["stages"].size() - j["stages_down"].get<int>()) +
+         "/" + std::to_string(st.stages.size()) + " running, " + std::to_string(restarts) +
+         " restarts, " + std::to_string(packets) + " packets delayed";
+    if (packets > 0)
+      s += ", " + std::to_string(static_cast<int>(cpu_us / static_cast<double>(packets))) +
+           " us CPU per packet (getrusage of the stages)";
+    if (j["stages_down"].get<int>() > 0)
+      s += " — BROKEN: links through a stopped stage drop every packet (fail-closed)";
+    s += "\n";
+  }
+  return s;
 }
 
 std::string summary_text(const plan::Topology& t) {
@@ -73,7 +136,7 @@ std::string status_text(const apply::LabState& st, const LiveState* live) {
   std::time_t t = st.created_unix;
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
   std::string s = "lab " + st.lab + "  " + st.phase + " since " + when + "  scenario " +
-                  st.scenario + "\n" + summary_text(st.topo) + "\n" + backends_text();
+                  st.scenario + "\n" + summary_text(st.topo) + "\n" + backends_text(st);
   if (!live) s += "live state: not read (needs root); showing the recorded topology\n";
   s += "\nNODES\n" + pad("NODE", 14) + pad("KIND", 14) + pad("NETNS", 22) + "ADDRESSES\n";
   for (const auto& n : st.topo.nodes) {
@@ -135,7 +198,7 @@ nlohmann::json status_json(const apply::LabState& st, const LiveState* live) {
           {"phase", st.phase},
           {"scenario", st.scenario},
           {"created_unix", st.created_unix},
-          {"backends", backends_json()},
+          {"backends", backends_json(st)},
           {"live", live != nullptr},
           {"nodes", nodes},
           {"links", links}};

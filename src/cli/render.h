@@ -16,9 +16,10 @@ namespace tb::cli {
 // Live interface facts per namespace, as apply::Kernel::interfaces() reported them.
 using LiveState = std::map<std::string, std::vector<apply::IfaceInfo>>;
 
-// What the backends are, in words, for every report ("topology: ...; shaping: ...").
-nlohmann::json backends_json();
-std::string backends_text();
+// What the backends are, in words, for every report ("topology: ...; shaping: ..."), with
+// the health of the lab's delay stages when it has any.
+nlohmann::json backends_json(const apply::LabState& st);
+std::string backends_text(const apply::LabState& st);
 
 std::string summary_text(const plan::Topology& t);
 std::string status_text(const apply::LabState& s, const LiveState* live);

@@ -36,7 +36,13 @@ void terminate(const std::vector<int>& pids, int grace_ms) {
   auto alive = [](int pid) {
     int st;
     if (::waitpid(pid, &st, WNOHANG) == pid) return false;  // our child, now reaped
-    return ::kill(pid, 0) == 0;
+    if (::kill(pid, 0) != 0) return false;
+    // A zombie has exited; whoever its parent is (init, for a daemon) reaps it in its time.
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    return close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'Z';
   };
   while (std::chrono::steady_clock::now() < deadline &&
          std::ranges::any_of(pids, [&](int p) { return alive(p); }))

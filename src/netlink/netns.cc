@@ -103,6 +103,15 @@ Result<UniqueFd> create_named_netns(const std::string& name,
       return std::unexpected(with_context(sw.error(), what));
     }
     const std::string self = thread_netns_path();
+    // `inside` runs before the bind mount: whatever it marks the namespace with is there
+    // before the name is, so a kill between the two leaves an empty file, never an unmarked
+    // namespace.
+    if (inside) {
+      if (auto r = inside(); !r) {
+        undo_file();
+        return std::unexpected(with_context(r.error(), what));
+      }
+    }
     if (mount(self.c_str(), path.c_str(), "none", MS_BIND, nullptr) < 0) {
       int e = errno;
       undo_file();
@@ -113,12 +122,6 @@ Result<UniqueFd> create_named_netns(const std::string& name,
       int e = errno;
       undo_file();
       return sys_fail(what + ": open " + self, e);
-    }
-    if (inside) {
-      if (auto r = inside(); !r) {
-        undo_file();
-        return std::unexpected(with_context(r.error(), what));
-      }
     }
   }  // back in the caller's namespace
   return ns;

@@ -49,8 +49,9 @@ std::string netns_path(std::string_view name);
 bool valid_netns_name(std::string_view name);
 
 // Creates the named namespace as `ip netns add` does and returns a descriptor of it. While the
-// calling thread is inside the new namespace it runs `inside` (to open sockets there without a
-// later setns); if that fails the namespace is removed again. EEXIST if the name is taken.
+// calling thread is inside the new namespace, and before the namespace is bind-mounted under its
+// name, it runs `inside` (to open sockets there without a later setns, and to mark it as ours);
+// if that fails the namespace is removed again. EEXIST if the name is taken.
 Result<UniqueFd> create_named_netns(const std::string& name,
                                     const std::function<Status()>& inside = {});
 // Unmounts and unlinks /run/netns/<name>. A name that does not exist is success.

@@ -106,8 +106,14 @@ class Compiler {
             std::optional<Prefix> ab, const std::string& master_b, Tier tier,
             const std::string& profile, const std::string& wan = "", const std::string& role = "") {
     const auto& p = s_.profile(profile);
-    Link l{{a, ia, aa},     {b, ib, ab},         tier, profile, wan, role,
-           real_figures(p), emulate(p, s_.scale)};
+    Link l{{a, ia, aa, !master_a.empty()},
+           {b, ib, ab, !master_b.empty()},
+           tier,
+           profile,
+           wan,
+           role,
+           real_figures(p),
+           emulate(p, s_.scale)};
     std::string what = std::string(" ") + to_string(tier) + " link " + a + ":" + ia + " <-> " + b +
                        ":" + ib + " (" + profile + ")";
     veths_.push_back(CreateVeth{{ns(a), ia, owner_marker(s_.lab) + what, master_a},

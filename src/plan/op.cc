@@ -77,6 +77,13 @@ std::string to_text(const Op& op) {
             return "shape  " + o.netns + ":" + o.ifname + "  " + o.backend + " " +
                    shape_text(o.shape);
           },
+          [](const AddStageRule& o) {
+            std::string s =
+                "stage  " + o.netns + ":" + o.ifname + (o.egress ? "  egress" : "  ingress");
+            if (o.queue) s += " nfqueue " + std::to_string(o.queue);
+            if (o.loss_per_10000) s += " loss " + std::to_string(o.loss_per_10000) + "/10000";
+            return s;
+          },
       },
       op);
 }
@@ -138,6 +145,11 @@ nlohmann::json to_json(const Op& op) {
                     {"netns", o.netns},
                     {"marker", o.content.substr(0, o.content.find('\n'))}};
           },
+          [](const AddStageRule& o) -> nlohmann::json {
+            return {{"op", "stage-rule"}, {"netns", o.netns}, {"ifname", o.ifname},
+                    {"egress", o.egress}, {"queue", o.queue}, {"loss_per_10000", o.loss_per_10000},
+                    {"marker", o.marker}};
+          },
           [](const SetShape& o) -> nlohmann::json {
             return {{"op", "shape"},
                     {"netns", o.netns},
@@ -196,6 +208,9 @@ Result<Op> op_from_json(const nlohmann::json& j) {
                            j.at("loss_pct").get<double>(), j.at("mtu").get<int>()};
       return SetShape{j.at("netns"), j.at("ifname"), s, j.at("backend")};
     }
+    if (kind == "stage-rule")
+      return AddStageRule{j.at("netns"), j.at("ifname"),         j.at("egress"),
+                          j.at("queue"), j.at("loss_per_10000"), j.at("marker")};
     return fail("unknown op \"" + kind + "\" in journal");
   } catch (const nlohmann::json::exception& e) {
     return fail(std::string("malformed journal entry: ") + e.what());

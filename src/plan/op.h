@@ -90,8 +90,23 @@ struct SetShape {
   std::string backend;
 };
 
+// Steers one link direction into the userspace delay stage and/or drops a share of it, for
+// kernels without netem: an NFQUEUE rule to `queue` (0 = none) and an nft loss rule
+// (`loss_per_10000` = 0: none) on `ifname`, at ingress (PREROUTING, iif) or, when that port is
+// a bridge port and never reaches IP, at the sending end's egress (POSTROUTING, oif). Their
+// comments are `marker` + " queue" and `marker` + " loss" (stage/netfilter_rules.h), so `link
+// set` can replace one; they die with their namespace.
+struct AddStageRule {
+  std::string netns;
+  std::string ifname;
+  bool egress = false;
+  uint16_t queue = 0;
+  uint32_t loss_per_10000 = 0;
+  std::string marker;
+};
+
 using Op = std::variant<CreateNetns, CreateVeth, CreateBridge, AddAddr, AddRoute, SetSysctl,
-                        WriteHosts, SetShape>;
+                        WriteHosts, SetShape, AddStageRule>;
 
 // One line, the same text `testbedctl plan` prints and the golden tests pin.
 std::string to_text(const Op& op);

@@ -21,10 +21,28 @@
 
 namespace tb::plan {
 
+// One queue of a userspace delay stage: one link direction's delay and jitter.
+struct StageQueue {
+  uint16_t queue = 0;  // NFQUEUE number, unique within the stage's namespace
+  Duration delay;
+  Duration jitter;
+  uint32_t maxlen = 1024;
+  std::string link;  // "hz/tr:ec -> bj/tr:ec", for reports
+};
+
+// A delay stage process (tb-delayd) serving every queue of one namespace.
+struct Stage {
+  std::string netns;
+  std::string node;
+  std::vector<StageQueue> queues;
+};
+
 struct Plan {
   std::string lab;
   Topology topo;
   std::vector<Op> ops;
+  std::string shaping;        // backend kind ("netem", "tbf", "htb"), "" = links unshaped
+  std::vector<Stage> stages;  // userspace delay stages `up` starts under its supervisor
 };
 
 Result<Plan> compile(const scenario::Scenario& s);

@@ -58,11 +58,12 @@ E enum_from(const std::string& s, E last) {
 nlohmann::json end_json(const LinkEnd& e) {
   nlohmann::json j = {{"node", e.node}, {"ifname", e.ifname}};
   if (e.addr) j["addr"] = e.addr->to_string();
+  if (e.bridged) j["bridged"] = true;
   return j;
 }
 
 LinkEnd end_from(const nlohmann::json& j) {
-  LinkEnd e{j.at("node"), j.at("ifname"), std::nullopt};
+  LinkEnd e{j.at("node"), j.at("ifname"), std::nullopt, j.value("bridged", false)};
   if (j.contains("addr"))
     if (auto p = parse_prefix(j.at("addr").get<std::string>())) e.addr = *p;
   return e;

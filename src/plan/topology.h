@@ -56,6 +56,7 @@ struct LinkEnd {
   std::string node;
   std::string ifname;
   std::optional<Prefix> addr;
+  bool bridged = false;  // a bridge port: its frames never reach IP in that namespace
 };
 
 struct Link {

@@ -188,8 +188,8 @@ std::vector<std::string> queue_rule_args(const QueueRule& rule, const std::strin
           "-t",
           "mangle",
           add ? "-A" : "-D",
-          "PREROUTING",
-          "-i",
+          rule.egress ? "POSTROUTING" : "PREROUTING",
+          rule.egress ? "-o" : "-i",
           rule.ifname,
           "-m",
           "comment",
@@ -202,10 +202,11 @@ std::vector<std::string> queue_rule_args(const QueueRule& rule, const std::strin
 }
 
 std::string loss_rule_script(const LossRule& rule, const std::string& marker) {
+  const std::string chain = rule.egress ? kLossEgressChain : kLossChain;
   return std::string("add table inet ") + kLossTable + "; add chain inet " + kLossTable + " " +
-         kLossChain + " { type filter hook prerouting priority raw; policy accept; }; " +
-         "add rule inet " + kLossTable + " " + kLossChain + " iif \"" + rule.ifname +
-         "\" numgen random mod " + std::to_string(kLossModulus) + " < " +
+         chain + " { type filter hook " + chain + " priority raw; policy accept; }; " +
+         "add rule inet " + kLossTable + " " + chain + (rule.egress ? " oif \"" : " iif \"") +
+         rule.ifname + "\" numgen random mod " + std::to_string(kLossModulus) + " < " +
          std::to_string(rule.per_10000) + " counter drop comment \"" + marker + "\"";
 }
 
@@ -222,7 +223,7 @@ std::vector<MarkedRule> parse_iptables_rules(const std::string& save_text,
     MarkedRule r;
     bool nfqueue = false;
     for (size_t i = 0; i + 1 < words.size(); ++i) {
-      if (words[i] == "-i") r.ifname = words[i + 1];
+      if (words[i] == "-i" || words[i] == "-o") r.ifname = words[i + 1];
       if (words[i] == "--comment") r.comment = words[i + 1];
       if (words[i] == "-j" && words[i + 1] == "NFQUEUE") nfqueue = true;
       if (words[i] == "--queue-num")
@@ -299,20 +300,27 @@ Status add_loss_rule(const std::string& netns, const LossRule& rule, const std::
 Result<std::vector<MarkedRule>> list_marked_rules(const std::string& netns,
                                                   const std::string& marker) {
   TB_TRY(check_marker(marker));
-  auto save = run_checked(netns, "list NFQUEUE rules", "iptables",
-                          {"-w", "5", "-t", "mangle", "-S", "PREROUTING"});
-  if (!save) return std::unexpected(save.error());
-  std::vector<MarkedRule> out = parse_iptables_rules(*save, marker);
-  auto nft = run_tool(netns, "nft", {"-j", "-a", "list", "chain", "inet", kLossTable, kLossChain});
-  if (!nft) return std::unexpected(nft.error());
-  if (nft->exit_code != 0) {
-    if (nft->output.find("No such file or directory") != std::string::npos) return out;
-    return fail("list loss rules in netns " + netns + ": nft exit " +
-                std::to_string(nft->exit_code) + ": " + trimmed(nft->output));
+  std::vector<MarkedRule> out;
+  for (const char* chain : {"PREROUTING", "POSTROUTING"}) {
+    auto save = run_checked(netns, "list NFQUEUE rules", "iptables",
+                            {"-w", "5", "-t", "mangle", "-S", chain});
+    if (!save) return std::unexpected(save.error());
+    auto found = parse_iptables_rules(*save, marker);
+    out.insert(out.end(), found.begin(), found.end());
   }
-  auto loss = parse_nft_rules(nft->output, marker);
-  if (!loss) return std::unexpected(loss.error());
-  out.insert(out.end(), loss->begin(), loss->end());
+  for (const char* chain : {kLossChain, kLossEgressChain}) {
+    auto nft = run_tool(netns, "nft", {"-j", "-a", "list", "chain", "inet", kLossTable, chain});
+    if (!nft) return std::unexpected(nft.error());
+    if (nft->exit_code != 0) {
+      if (nft->output.find("No such file or directory") != std::string::npos) continue;
+      return fail("list loss rules in netns " + netns + ": nft exit " +
+                  std::to_string(nft->exit_code) + ": " + trimmed(nft->output));
+    }
+    auto loss = parse_nft_rules(nft->output, marker);
+    if (!loss) return std::unexpected(loss.error());
+    for (auto& r : *loss) r.chain = chain;
+    out.insert(out.end(), loss->begin(), loss->end());
+  }
   return out;
 }
 
@@ -332,7 +340,7 @@ Status remove_marked_rules(const std::string& netns, const std::string& marker) 
       any_loss = true;
       done = run_checked(
           netns, "remove loss rule on " + r.ifname, "nft",
-          {"delete", "rule", "inet", kLossTable, kLossChain, "handle", std::to_string(r.handle)});
+          {"delete", "rule", "inet", kLossTable, r.chain, "handle", std::to_string(r.handle)});
     }
     if (!done && first) first = std::unexpected(done.error());
   }

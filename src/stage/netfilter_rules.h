@@ -34,16 +34,21 @@ namespace tb::stage {
 
 inline constexpr const char* kLossTable = "tb_loss";
 inline constexpr const char* kLossChain = "prerouting";
+inline constexpr const char* kLossEgressChain = "postrouting";
 // A loss rule drops K of every kLossModulus packets.
 inline constexpr uint32_t kLossModulus = 10000;
 
+// `egress`: match packets leaving `ifname` (POSTROUTING, -o / oif) instead of arriving on it.
+// Needed where the receiving port is a bridge port, whose frames never reach IP.
 struct QueueRule {
-  std::string ifname;  // ingress interface (iptables -i)
+  std::string ifname;  // interface (iptables -i, or -o with egress)
   uint16_t queue = 0;  // --queue-num
+  bool egress = false;
 };
 struct LossRule {
-  std::string ifname;      // ingress interface (nft iif)
+  std::string ifname;      // interface (nft iif, or oif with egress)
   uint32_t per_10000 = 0;  // packets dropped out of every 10000
+  bool egress = false;
 };
 // A rule found by marker: kind, what it matches, and how to delete it.
 struct MarkedRule {
@@ -53,6 +58,7 @@ struct MarkedRule {
   uint32_t per_10000 = 0;  // kLoss
   std::string comment;
   uint64_t handle = 0;                // kLoss: nft rule handle
+  std::string chain = kLossChain;     // kLoss: the nft chain it is in
   std::vector<std::string> iptables;  // kQueue: the rule as `iptables -S` prints it, tokenised
 };
 

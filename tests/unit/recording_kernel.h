@@ -50,6 +50,10 @@ class RecordingKernel : public Kernel {
     for (const auto& key : keys(op)) live_.erase(key);
     return {};
   }
+  Status set_link_up(const std::string& netns, const std::string& ifname, bool up) override {
+    calls.push_back("link " + netns + ":" + ifname + (up ? " up" : " down"));
+    return {};
+  }
   Result<std::vector<std::string>> owned_netns(const std::string&) override { return {}; }
   Result<std::vector<IfaceInfo>> interfaces(const std::string&) override { return {}; }
 

@@ -1,0 +1,94 @@
+// End to end, as root: a shaped lab. The WAN delay really applies, a crashed delay stage is
+// restarted by the lab's supervisor, and down leaves no stage process behind.
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "core/process.h"
+#include "e2e_util.h"
+
+namespace tb::e2e {
+namespace {
+
+double ping_avg_ms(const std::string& lab, const std::string& from, const std::string& to) {
+  CmdResult r = testbedctl("exec " + lab + " " + from + " -- ping -c 5 -i 0.2 -q " + to);
+  auto at = r.out.find("= ");
+  if (r.rc != 0 || at == std::string::npos) return -1;
+  auto slash = r.out.find('/', at);
+  return std::stod(r.out.substr(slash + 1));  // min/AVG/max/mdev
+}
+
+TEST(ShapedLab, WanDelayAppliesAndAStageCrashIsRepaired) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("es"));
+  CmdResult up = testbedctl("up " + scenario("hz-bj.toml") + " --name " + g.lab());
+  ASSERT_EQ(up.rc, 0) << up.out;
+  auto st = status_json(g.lab());
+  ASSERT_FALSE(st.is_null());
+  const std::string shaping = st["backends"]["shaping"];
+  // Express Connect is 25 ms each way plus 4 frontend hops of 250 us: about 52 ms round trip.
+  const double rtt = ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0");
+  EXPECT_GT(rtt, 45.0) << "the WAN delay is not applied (" << shaping << ")";
+  EXPECT_LT(rtt, 80.0);
+  // Inside a server nothing is delayed.
+  EXPECT_LT(ping_avg_ms(g.lab(), "hz/s0/g0", "hz-s0-g1"), 5.0);
+
+  if (!st["backends"].contains("stages")) GTEST_SKIP() << "kernel netem: no userspace stage";
+  int pid = 0;
+  for (const auto& s : st["backends"]["stages"])
+    if (s["name"] == "stage hz/tr") pid = s["pid"];
+  ASSERT_GT(pid, 0);
+  ::kill(pid, SIGKILL);
+  bool repaired = false;
+  for (int i = 0; i < 100 && !repaired; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto now = status_json(g.lab());
+    if (now.is_null() || !now["backends"].contains("stages")) continue;
+    for (const auto& s : now["backends"]["stages"])
+      repaired = repaired || (s["name"] == "stage hz/tr" && s["running"] && s["pid"] != pid &&
+                              s["restarts"] == 1);
+  }
+  EXPECT_TRUE(repaired);
+  EXPECT_GT(ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0"), 45.0);
+  std::ifstream ev("/run/testbedctl/" + g.lab() + "/events.jsonl");
+  std::string events((std::istreambuf_iterator<char>(ev)), {});
+  EXPECT_NE(events.find("\"died\""), std::string::npos);
+  EXPECT_NE(events.find("\"restarted\""), std::string::npos);
+
+  ASSERT_EQ(testbedctl("down " + g.lab()).rc, 0);
+  EXPECT_TRUE(owned_processes("testbedctl lab=" + g.lab()).empty());
+  EXPECT_TRUE(marked_netns(g.lab()).empty());
+}
+
+TEST(ShapedLab, LinkSetResetDownUpChangeTheLiveLink) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("el"));
+  ASSERT_EQ(testbedctl("up " + scenario("hz-bj.toml") + " --name " + g.lab()).rc, 0);
+  const double base = ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0");
+  ASSERT_GT(base, 45.0);
+  // Parallel links need an interface to pick one.
+  CmdResult ambiguous = testbedctl("link " + g.lab() + " set hz/tr bj/tr --delay 40ms");
+  EXPECT_EQ(ambiguous.rc, 2);
+  EXPECT_NE(ambiguous.out.find("hz/tr:ec"), std::string::npos) << ambiguous.out;
+  // +15 ms each way on Express Connect: +30 ms round trip.
+  CmdResult set = testbedctl("link " + g.lab() + " set hz/tr:ec bj/tr --delay 40ms");
+  ASSERT_EQ(set.rc, 0) << set.out;
+  EXPECT_GT(ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0"), base + 20);
+  ASSERT_EQ(testbedctl("link " + g.lab() + " reset hz/tr:ec bj/tr").rc, 0);
+  EXPECT_LT(ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0"), base + 10);
+  // Down: traffic takes the VPN backup (30 ms each way); up: back on Express Connect.
+  ASSERT_EQ(testbedctl("link " + g.lab() + " down hz/tr:ec bj/tr").rc, 0);
+  const double backup = ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0");
+  EXPECT_GT(backup, base + 5) << "not on the VPN";
+  ASSERT_EQ(testbedctl("link " + g.lab() + " up hz/tr:ec bj/tr").rc, 0);
+  EXPECT_LT(ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0"), backup - 5) << "not back on ec";
+  std::ifstream ev("/run/testbedctl/" + g.lab() + "/events.jsonl");
+  std::string events((std::istreambuf_iterator<char>(ev)), {});
+  for (const char* e : {"link_set", "link_reset", "link_down", "link_up"})
+    EXPECT_NE(events.find(e), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace tb::e2e
