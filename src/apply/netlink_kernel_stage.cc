@@ -14,7 +14,9 @@ Status NetlinkKernel::submit_op(const plan::AddStageRule& op) {
   const std::string what = "steer " + op.ifname + (op.egress ? " egress" : " ingress") +
                            " in netns " + op.netns + " into the delay stage";
   if (op.queue)
-    if (auto r = stage::add_queue_rule(op.netns, {op.ifname, op.queue, op.egress}, op.marker + " queue"); !r)
+    if (auto r =
+            stage::add_queue_rule(op.netns, {op.ifname, op.queue, op.egress}, op.marker + " queue");
+        !r)
       return std::unexpected(with_context(r.error(), what));
   if (op.loss_per_10000)
     if (auto r =

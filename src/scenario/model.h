@@ -23,12 +23,12 @@ struct Loc {
 
 // Real-world figures for one class of link, as a datasheet or paper states them.
 struct LinkProfile {
-  std::string name;    // the key under [profiles], or the preset's own name
-  std::string preset;  // preset it started from ("" = none)
-  Rate rate;           // per direction
-  Duration delay;      // one-way
-  Duration jitter;     // standard deviation of the one-way delay
-  double loss_pct = 0; // random loss, percent, per direction
+  std::string name;     // the key under [profiles], or the preset's own name
+  std::string preset;   // preset it started from ("" = none)
+  Rate rate;            // per direction
+  Duration delay;       // one-way
+  Duration jitter;      // standard deviation of the one-way delay
+  double loss_pct = 0;  // random loss, percent, per direction
   int mtu = 1500;
   std::string source;  // where the figures come from (presets cite the publication)
   Loc loc;
@@ -48,13 +48,13 @@ struct Region {
   std::string description;  // free text, e.g. "Hangzhou training cluster"
   int servers = 0;
   int gpus_per_server = 0;
-  int rails = 0;            // 0 = gpus_per_server; GPU j of every server is on rail j % rails
-  std::string scale_up;     // profile of GPU <-> NVSwitch links inside a server
-  std::string rail;         // profile of GPU NIC <-> ToR links
-  bool dual_tor = false;    // each NIC has two ports, on ToR a and ToR b of its rail
-  int spines = 1;           // aggregation switches joining the rails' ToRs (0 = rails isolated)
-  std::string spine_link;   // profile of ToR <-> spine links ("" = same as rail)
-  std::string frontend;     // profile of server <-> VPC switch links
+  int rails = 0;           // 0 = gpus_per_server; GPU j of every server is on rail j % rails
+  std::string scale_up;    // profile of GPU <-> NVSwitch links inside a server
+  std::string rail;        // profile of GPU NIC <-> ToR links
+  bool dual_tor = false;   // each NIC has two ports, on ToR a and ToR b of its rail
+  int spines = 1;          // aggregation switches joining the rails' ToRs (0 = rails isolated)
+  std::string spine_link;  // profile of ToR <-> spine links ("" = same as rail)
+  std::string frontend;    // profile of server <-> VPC switch links
   Loc loc;
 };
 
@@ -73,8 +73,9 @@ struct Wan {
 struct Workload {
   std::string name;
   std::string kind;  // "collective" | "checkpoint"
-  std::string op;    // collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv
-  std::string algo;  // collective: ring tree hd hier
+  std::string
+      op;  // collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv
+  std::string algo;           // collective: ring tree hd hier
   std::string ranks = "all";  // node selector: "all", a region "hz", "hz/s0", "hz/s0/g1";
                               // a list is joined with ',' ("hz/s0,bj")
   std::vector<std::string> rank_selectors = {"all"};  // the same, one canonical selector each
@@ -92,17 +93,17 @@ struct Workload {
 
 // One fault on the timeline (executed by later verbs; parsed and validated now).
 struct Fault {
-  Duration at;        // offset from the start of the run
-  std::string kind;   // link-down link-up flap loss blackhole latency partition node-crash rank-kill
-  std::string a, b;   // link faults: the two node names at the link's ends
-  std::string link;   // link faults between transit routers: the WAN link's name ("ec")
-  std::string node;   // node-crash, rank-kill
+  Duration at;       // offset from the start of the run
+  std::string kind;  // link-down link-up flap loss blackhole latency partition node-crash rank-kill
+  std::string a, b;  // link faults: the two node names at the link's ends
+  std::string link;  // link faults between transit routers: the WAN link's name ("ec")
+  std::string node;  // node-crash, rank-kill
   std::string region_a, region_b;  // partition
-  Duration duration;  // "for": 0 = until the end of the run / a later link-up
-  Duration period;    // flap
-  int count = 0;      // flap
-  double loss_pct = 0;  // loss
-  Duration delay;       // latency: added one-way delay
+  Duration duration;               // "for": 0 = until the end of the run / a later link-up
+  Duration period;                 // flap
+  int count = 0;                   // flap
+  double loss_pct = 0;             // loss
+  Duration delay;                  // latency: added one-way delay
   Loc loc;
 };
 

@@ -19,8 +19,12 @@ std::string tor_node(const std::string& region, int rail, int side) {
 std::string spine_node(const std::string& region, int spine) {
   return region + "/spine" + std::to_string(spine);
 }
-std::string vpc_node(const std::string& region) { return region + "/vpc"; }
-std::string tr_node(const std::string& region) { return region + "/tr"; }
+std::string vpc_node(const std::string& region) {
+  return region + "/vpc";
+}
+std::string tr_node(const std::string& region) {
+  return region + "/tr";
+}
 
 std::string host_name(std::string_view node) {
   std::string s(node);

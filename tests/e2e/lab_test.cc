@@ -60,7 +60,8 @@ void expect_full_reachability(const std::string& lab) {
     // The script runs inside the node; a file keeps the root shell from expanding it.
     const std::string file = "/tmp/tb-e2e-reach-" + std::to_string(::getpid()) + ".sh";
     std::ofstream(file) << script << "\n";
-    CmdResult r = testbedctl("exec " + lab + " " + src["name"].get<std::string>() + " -- sh " + file);
+    CmdResult r =
+        testbedctl("exec " + lab + " " + src["name"].get<std::string>() + " -- sh " + file);
     std::filesystem::remove(file);
     ASSERT_EQ(r.rc, 0) << r.out;
     std::istringstream lines(r.out);

@@ -32,8 +32,12 @@ void check_golden(const std::string& scenario, const std::string& golden) {
   EXPECT_EQ(text, want.str()) << "plan for " << scenario << " changed; see the comment on top";
 }
 
-TEST(PlanGolden, Mini) { check_golden("mini.toml", "mini.plan"); }
-TEST(PlanGolden, HzBj) { check_golden("hz-bj.toml", "hz-bj.plan"); }
+TEST(PlanGolden, Mini) {
+  check_golden("mini.toml", "mini.plan");
+}
+TEST(PlanGolden, HzBj) {
+  check_golden("hz-bj.toml", "hz-bj.plan");
+}
 
 TEST(Emulate, ScalesRateAndDelayAndFlagsWhatCannotBeEmulated) {
   scenario::LinkProfile p;
