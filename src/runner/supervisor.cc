@@ -57,6 +57,19 @@ std::string log_name(const std::string& name) {
   return s + ".log";
 }
 
+// In a forked child: output to `log_fd`, input from /dev/null, the owner marker in the
+// environment (`env` is "TESTBEDCTL_OWNER=..." and must outlive the exec), no blocked signals.
+void owned_child_io(int log_fd, const std::string& env) {
+  ::dup2(log_fd, STDOUT_FILENO);
+  ::dup2(log_fd, STDERR_FILENO);
+  int devnull = ::open("/dev/null", O_RDONLY);
+  if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+  ::putenv(const_cast<char*>(env.c_str()));
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
 }  // namespace
 
 nlohmann::json specs_to_json(const std::vector<ChildSpec>& specs) {
@@ -109,14 +122,7 @@ Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::stri
   if (pid == 0) {
     ::setpgid(0, 0);  // its own group: a terminal's Ctrl-C does not reach it
     if (::setns(ns.get(), CLONE_NEWNET) != 0) ::_exit(126);
-    ::dup2(log.get(), STDOUT_FILENO);
-    ::dup2(log.get(), STDERR_FILENO);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-    ::putenv(const_cast<char*>(env.c_str()));
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    owned_child_io(log.get(), env);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -210,14 +216,7 @@ Status start_supervisor(const std::string& lab, const std::string& lab_dir,
     // Double fork: the daemon is reparented to init and outlives `up`.
     if (::fork() != 0) ::_exit(0);
     ::setsid();
-    ::dup2(log.get(), STDOUT_FILENO);
-    ::dup2(log.get(), STDERR_FILENO);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-    ::putenv(const_cast<char*>(env.c_str()));
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    owned_child_io(log.get(), env);
     ::execl("/proc/self/exe", "testbedctl", "supervise", lab.c_str(), nullptr);
     ::_exit(127);
   }
