@@ -92,3 +92,29 @@ TEST(ShapedLab, LinkSetResetDownUpChangeTheLiveLink) {
 
 }  // namespace
 }  // namespace tb::e2e
+
+namespace tb::e2e {
+namespace {
+
+// `verify` proves the shaped links: every checked figure of every link class in tolerance.
+void expect_verify_passes(const std::string& scenario_file, const std::string& prefix) {
+  LabGuard g(unique_lab(prefix));
+  ASSERT_EQ(testbedctl("up " + scenario(scenario_file) + " --name " + g.lab()).rc, 0);
+  CmdResult v = testbedctl("verify " + g.lab() + " --quick");
+  EXPECT_EQ(v.rc, 0) << v.out;
+  EXPECT_NE(v.out.find("PASS"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find(" pass"), std::string::npos) << "no check ran at all: " << v.out;
+}
+
+TEST(Verify, MiniPasses) {
+  TB_REQUIRE_ROOT();
+  expect_verify_passes("mini.toml", "evm");
+}
+
+TEST(Verify, HzBjPasses) {
+  TB_REQUIRE_ROOT();
+  expect_verify_passes("hz-bj.toml", "evh");
+}
+
+}  // namespace
+}  // namespace tb::e2e
