@@ -30,14 +30,6 @@ std::string format_percent(double p) {
   return buf;
 }
 
-// The stage process serving `netns` (from the supervisor's status), or 0.
-int stage_pid(const std::string& lab, const std::string& node) {
-  std::ifstream in(apply::lab_dir(lab) + "/supervisor.json");
-  for (const auto& c : runner::states_from_json(nlohmann::json::parse(in, nullptr, false)))
-    if (c.name == "stage " + node && c.running) return c.pid;
-  return 0;
-}
-
 // Applies figures `f` to one direction src -> dst of a link.
 Status apply_direction(apply::LabState& st, apply::Kernel& kernel, const plan::LinkEnd& src,
                        const plan::LinkEnd& dst, const plan::EmulatedFigures& f) {
@@ -67,22 +59,24 @@ Status apply_direction(apply::LabState& st, apply::Kernel& kernel, const plan::L
   for (auto& s : st.stages)
     for (auto& q : s.queues)
       if (q.link == key) queue = &q, stage = &s;
-  if ((residual.delay.ns > 0 || residual.jitter.ns > 0) && !queue)
-    return bad_input("link direction " + key +
-                     " has no delay stage (the scenario gives it no delay and this kernel has "
-                     "no netem); delay and jitter can be changed on links built with a delay");
-  if (queue) {
+  if ((residual.delay.ns > 0 || residual.jitter.ns > 0) && !queue) {
+    // A direction the scenario did not delay: give it a queue, in the stage of its namespace
+    // (a new stage when there is none), and steer it there once the stage serves it — never
+    // before, or the fail-closed rule would drop the link's traffic meanwhile.
+    for (auto& s : st.stages)
+      if (s.netns == at->netns) stage = &s;
+    if (!stage) stage = &st.stages.emplace_back(plan::Stage{at->netns, at->name, {}});
+    uint16_t num = 1;
+    for (const auto& q : stage->queues) num = std::max<uint16_t>(num, q.queue + 1);
+    const Duration hold{residual.delay.ns + 4 * residual.jitter.ns};
+    stage->queues.push_back({num, residual.delay, residual.jitter,
+                             stage::queue_maxlen_for(shape.rate, hold, shape.mtu), key});
+    TB_TRY(runner::refresh_stage(st.lab, *stage));
+    TB_TRY(stage::add_queue_rule(at->netns, {ifname, num, dst.bridged}, marker + " queue"));
+  } else if (queue) {
     queue->delay = residual.delay;
     queue->jitter = residual.jitter;
-    std::vector<stage::QueueSpec> specs;
-    for (const auto& q : stage->queues) specs.push_back({q.queue, q.delay, q.jitter, q.maxlen});
-    const std::string conf = runner::stage_config_path(st.lab, stage->netns);
-    { std::ofstream(conf + ".tmp", std::ios::trunc) << stage::to_config(specs); }
-    std::filesystem::rename(conf + ".tmp", conf);
-    const int pid = stage_pid(st.lab, stage->node);
-    if (pid <= 0 || ::kill(pid, SIGHUP) != 0)
-      return fail("the delay stage of " + stage->node + " is not running; `testbedctl status " +
-                  st.lab + "` shows why");
+    TB_TRY(runner::refresh_stage(st.lab, *stage));
   }
   TB_TRY(stage::remove_marked_rules(at->netns, marker + " loss"));
   if (uint32_t k = stage::loss_per_10000(residual.loss_pct); k > 0)

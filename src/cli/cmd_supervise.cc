@@ -1,5 +1,7 @@
 // The lab supervisor daemon: `testbedctl supervise LAB`, started by `up`, stopped by `down`.
+// SIGHUP makes it re-read its spec and start children it does not run yet.
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -15,28 +17,44 @@ namespace tb::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
 void on_stop(int) {
   g_stop = true;
+}
+void on_reload(int) {
+  g_reload = true;
+}
+
+Result<std::vector<runner::ChildSpec>> read_specs(const std::string& dir) {
+  std::ifstream in(dir + "/supervisor-spec.json");
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) return fail("no readable spec in " + dir);
+  return runner::specs_from_json(j);
 }
 
 }  // namespace
 
 int cmd_supervise(const std::string& lab) {
   const std::string dir = apply::lab_dir(lab);
-  std::ifstream in(dir + "/supervisor-spec.json");
-  auto j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded()) return report(Error{"supervise " + lab + ": no readable spec in " + dir});
-  auto specs = runner::specs_from_json(j);
-  if (!specs) return report(specs.error());
+  auto specs = read_specs(dir);
+  if (!specs) return report(with_context(specs.error(), "supervise " + lab));
   struct sigaction sa {};
   sa.sa_handler = on_stop;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
-  signal(SIGHUP, SIG_IGN);
+  struct sigaction hup {};
+  hup.sa_handler = on_reload;
+  sigemptyset(&hup.sa_mask);
+  sigaction(SIGHUP, &hup, nullptr);
+  // Its pid, for `link set` to send SIGHUP after adding a child to the spec.
+  std::ofstream(dir + "/supervisor.pid") << ::getpid() << "\n";
   std::filesystem::create_directories(dir + "/logs");
   runner::SupervisorPaths paths{dir + "/supervisor.json", dir + "/events.jsonl", dir + "/logs"};
-  auto r = runner::supervise(*specs, plan::owner_marker(lab), paths, g_stop);
+  auto r = runner::supervise(*specs, plan::owner_marker(lab), paths, g_stop, &g_reload, [&] {
+    auto again = read_specs(dir);
+    return again ? *again : std::vector<runner::ChildSpec>{};
+  });
   if (!r) return report(r.error());
   return kExitOk;
 }

@@ -2,8 +2,13 @@
 
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
 
 #include "apply/state.h"
 #include "runner/supervisor.h"
@@ -28,6 +33,47 @@ std::string delayd_path() {
   return "/usr/local/bin/tb-delayd";
 }
 
+namespace {
+
+ChildSpec stage_child(const std::string& lab, const plan::Stage& st) {
+  return {"stage " + st.node,
+          st.netns,
+          {delayd_path(), "--config", stage_config_path(lab, st.netns), "--stats",
+           stage_stats_path(lab, st.netns)}};
+}
+
+// Whether the stats file of the stage in `netns` lists every queue of `st` (it is rewritten
+// every 500 ms and after a reload).
+bool serves_all(const std::string& lab, const plan::Stage& st) {
+  std::ifstream in(stage_stats_path(lab, st.netns));
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object()) return false;
+  for (const auto& q : st.queues) {
+    bool found = false;
+    for (const auto& e : j.value("queues", nlohmann::json::array()))
+      found = found || e.value("num", -1) == q.queue;
+    if (!found) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status write_stage_config(const std::string& lab, const plan::Stage& st) {
+  std::vector<stage::QueueSpec> queues;
+  for (const auto& q : st.queues) queues.push_back({q.queue, q.delay, q.jitter, q.maxlen});
+  const std::string conf = stage_config_path(lab, st.netns);
+  {
+    std::ofstream out(conf + ".tmp", std::ios::trunc);
+    out << stage::to_config(queues);
+    if (!out) return fail("write " + conf + ".tmp");
+  }
+  std::error_code ec;
+  std::filesystem::rename(conf + ".tmp", conf, ec);
+  if (ec) return fail("rename " + conf + ".tmp: " + ec.message());
+  return {};
+}
+
 Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stages) {
   if (stages.empty()) return {};
   std::error_code ec;
@@ -40,15 +86,48 @@ Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stag
                     "beside testbedctl)");
   std::vector<ChildSpec> specs;
   for (const auto& st : stages) {
-    std::vector<stage::QueueSpec> queues;
-    for (const auto& q : st.queues) queues.push_back({q.queue, q.delay, q.jitter, q.maxlen});
-    const std::string conf = stage_config_path(lab, st.netns);
-    std::ofstream(conf, std::ios::trunc) << stage::to_config(queues);
-    specs.push_back({"stage " + st.node,
-                     st.netns,
-                     {delayd, "--config", conf, "--stats", stage_stats_path(lab, st.netns)}});
+    TB_TRY(write_stage_config(lab, st));
+    specs.push_back(stage_child(lab, st));
   }
   return start_supervisor(lab, apply::lab_dir(lab), plan::owner_marker(lab), specs);
+}
+
+Status refresh_stage(const std::string& lab, const plan::Stage& st) {
+  const std::string dir = apply::lab_dir(lab);
+  std::error_code ec;
+  std::filesystem::create_directories(dir + "/stages", ec);
+  TB_TRY(write_stage_config(lab, st));
+  std::ifstream status_in(dir + "/supervisor.json");
+  int pid = 0;
+  for (const auto& c : states_from_json(nlohmann::json::parse(status_in, nullptr, false)))
+    if (c.name == "stage " + st.node && c.running) pid = c.pid;
+  if (pid > 0) {
+    if (::kill(pid, SIGHUP) != 0) return sys_fail("reload the delay stage of " + st.node);
+  } else {
+    std::ifstream spec_in(dir + "/supervisor-spec.json");
+    auto j = nlohmann::json::parse(spec_in, nullptr, false);
+    auto specs = j.is_discarded() ? Result<std::vector<ChildSpec>>{} : specs_from_json(j);
+    if (!specs) return std::unexpected(specs.error());
+    specs->push_back(stage_child(lab, st));
+    int sup = 0;
+    std::ifstream(dir + "/supervisor.pid") >> sup;
+    if (sup > 0 && ::kill(sup, 0) == 0) {
+      {
+        std::ofstream out(dir + "/supervisor-spec.json.tmp", std::ios::trunc);
+        out << specs_to_json(*specs).dump(1) << "\n";
+      }
+      std::filesystem::rename(dir + "/supervisor-spec.json.tmp", dir + "/supervisor-spec.json");
+      if (::kill(sup, SIGHUP) != 0) return sys_fail("reload the lab supervisor");
+    } else {
+      TB_TRY(start_supervisor(lab, dir, plan::owner_marker(lab), *specs));
+    }
+  }
+  for (int i = 0; i < 300; ++i) {
+    if (serves_all(lab, st)) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return fail("the delay stage of " + st.node + " did not take its new queues within 3 s (see " +
+              dir + "/logs)");
 }
 
 }  // namespace tb::runner

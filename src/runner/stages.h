@@ -23,4 +23,12 @@ std::string delayd_path();
 // No stages: nothing to do.
 Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stages);
 
+// Writes `stage`'s config (rename over the old one). A running stage re-reads it on SIGHUP.
+Status write_stage_config(const std::string& lab, const plan::Stage& stage);
+
+// After `stage` changed: a running stage is told to reload; a new one is added to the
+// supervisor's spec and started (the supervisor itself too, when the lab had none). Returns
+// once the stage serves every queue it was given (bounded, 3 s).
+Status refresh_stage(const std::string& lab, const plan::Stage& stage);
+
 }  // namespace tb::runner

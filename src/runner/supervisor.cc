@@ -134,7 +134,8 @@ Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::stri
 }
 
 Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
-                 const SupervisorPaths& paths, const std::atomic<bool>& stop) {
+                 const SupervisorPaths& paths, const std::atomic<bool>& stop,
+                 std::atomic<bool>* reload, const std::function<std::vector<ChildSpec>()>& more) {
   std::vector<Child> children;
   for (const auto& s : specs) children.push_back({s, ChildState{s.name}, 0, kBackoffFirstMs, {}});
   auto event = [&](const char* what, const Child& c, const std::string& detail = "") {
@@ -146,6 +147,13 @@ Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
   while (!stop.load()) {
     const int64_t now = monotonic_ns();
     bool changed = false;
+    if (reload && reload->exchange(false) && more)
+      for (const auto& spec : more())
+        if (std::ranges::none_of(children,
+                                 [&](const Child& c) { return c.spec.name == spec.name; })) {
+          children.push_back({spec, ChildState{spec.name}, 0, kBackoffFirstMs, {}});
+          changed = true;
+        }
     for (auto& c : children) {
       if (c.state.running || c.state.broken || now < c.next_start_ns) continue;
       auto pid = spawn_in_netns(c.spec.netns, c.spec.argv, owner,

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,8 +56,12 @@ struct SupervisorPaths {
 // Runs until `stop` is set (from a signal handler): starts every child, restarts the dead
 // (backoff 50 ms doubling to 2 s; broken after 8 deaths within a minute), and on stop sends
 // SIGTERM, waits up to 2 s, then SIGKILL. Returns after every child has been reaped.
+// When `reload` is set (SIGHUP), `more()` is asked for the specs again and children it names
+// that are not running yet are started (the lab grows a stage when `link set` adds a delay).
 Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
-                 const SupervisorPaths& paths, const std::atomic<bool>& stop);
+                 const SupervisorPaths& paths, const std::atomic<bool>& stop,
+                 std::atomic<bool>* reload = nullptr,
+                 const std::function<std::vector<ChildSpec>()>& more = {});
 
 // Starts `testbedctl supervise LAB` as a daemon (new session, its own log), with the owner
 // marker in its environment, and waits up to `wait_ms` for every child in `specs` to run.

@@ -13,7 +13,9 @@ namespace tb::e2e {
 namespace {
 
 double ping_avg_ms(const std::string& lab, const std::string& from, const std::string& to) {
-  CmdResult r = testbedctl("exec " + lab + " " + from + " -- ping -c 5 -i 0.2 -q " + to);
+  // -U: user-space timestamps. Kernel receive timestamps are taken before a delay applied on
+  // the receiving namespace's own ingress, so plain ping would not see that delay.
+  CmdResult r = testbedctl("exec " + lab + " " + from + " -- ping -U -c 5 -i 0.2 -q " + to);
   auto at = r.out.find("= ");
   if (r.rc != 0 || at == std::string::npos) return -1;
   auto slash = r.out.find('/', at);
@@ -84,6 +86,13 @@ TEST(ShapedLab, LinkSetResetDownUpChangeTheLiveLink) {
   EXPECT_GT(backup, base + 5) << "not on the VPN";
   ASSERT_EQ(testbedctl("link " + g.lab() + " up hz/tr:ec bj/tr").rc, 0);
   EXPECT_LT(ping_avg_ms(g.lab(), "hz/s0/g0", "bj-s0-g0"), backup - 5) << "not back on ec";
+  // A link the scenario does not delay (a single-ToR rail, 2 us; no multipath to dodge it) gets a
+  // delay stage on demand, and goes back to undelayed.
+  const double rail = ping_avg_ms(g.lab(), "bj/s0/g0", "bj-tor0");
+  ASSERT_EQ(testbedctl("link " + g.lab() + " set bj/s0/g0 bj/tor0 --delay 5ms").rc, 0);
+  EXPECT_GT(ping_avg_ms(g.lab(), "bj/s0/g0", "bj-tor0"), rail + 8);
+  ASSERT_EQ(testbedctl("link " + g.lab() + " set bj/s0/g0 bj/tor0 --delay 0").rc, 0);
+  EXPECT_LT(ping_avg_ms(g.lab(), "bj/s0/g0", "bj-tor0"), rail + 2);
   std::ifstream ev("/run/testbedctl/" + g.lab() + "/events.jsonl");
   std::string events((std::istreambuf_iterator<char>(ev)), {});
   for (const char* e : {"link_set", "link_reset", "link_down", "link_up"})
