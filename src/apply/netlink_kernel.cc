@@ -1,4 +1,5 @@
 #include "apply/netlink_kernel.h"
+#include "apply/netlink_kernel_util.h"
 
 #include <fcntl.h>
 #include <linux/if.h>
@@ -20,18 +21,8 @@ namespace tb::apply {
 namespace {
 
 namespace nl = tb::netlink;
-
-std::string in_ns(const std::string& netns) {
-  return " in netns " + netns;
-}
-
-// An error whose errno is one of `gone` becomes success: teardown treats "not found" as done
-// (STYLE rule 5).
-template <class... E>
-Status ok_if_gone(Status r, E... gone) {
-  if (!r && ((r.error().sys_errno == gone) || ...)) return {};
-  return r;
-}
+using detail::in_ns;
+using detail::ok_if;
 
 // The kernel keeps at most IFALIASZ - 1 bytes of alias (include/uapi/linux/if.h).
 Status check_alias(const std::string& alias, const std::string& what) {
@@ -310,7 +301,7 @@ Status NetlinkKernel::undo_op(const plan::CreateVeth& op) {
   if (!h) return std::unexpected(with_context(h.error(), what));
   if (!*h) return {};
   // By name: deleting one end deletes the pair.
-  auto r = ok_if_gone((*h)->sock.call(nl::del_link(0, op.a.ifname), what), ENODEV);
+  auto r = ok_if((*h)->sock.call(nl::del_link(0, op.a.ifname), what), ENODEV);
   (*h)->ifindex.erase(op.a.ifname);
   if (auto it = ns_.find(op.b.netns); it != ns_.end()) it->second->ifindex.erase(op.b.ifname);
   return r;
@@ -321,7 +312,7 @@ Status NetlinkKernel::undo_op(const plan::CreateBridge& op) {
   auto h = handle_if_exists(op.netns);
   if (!h) return std::unexpected(with_context(h.error(), what));
   if (!*h) return {};
-  auto r = ok_if_gone((*h)->sock.call(nl::del_link(0, op.ifname), what), ENODEV);
+  auto r = ok_if((*h)->sock.call(nl::del_link(0, op.ifname), what), ENODEV);
   (*h)->ifindex.erase(op.ifname);
   return r;
 }
@@ -335,7 +326,7 @@ Status NetlinkKernel::undo_op(const plan::AddAddr& op) {
   auto idx = ifindex_of(**h, op.ifname);
   if (!idx && idx.error().sys_errno == ENODEV) return {};  // its interface is gone already
   if (!idx) return std::unexpected(with_context(idx.error(), what));
-  return ok_if_gone((*h)->sock.call(nl::del_addr(*idx, op.addr), what), EADDRNOTAVAIL, ENODEV);
+  return ok_if((*h)->sock.call(nl::del_addr(*idx, op.addr), what), EADDRNOTAVAIL, ENODEV);
 }
 
 Status NetlinkKernel::undo_op(const plan::AddRoute& op) {
@@ -343,8 +334,8 @@ Status NetlinkKernel::undo_op(const plan::AddRoute& op) {
   auto h = handle_if_exists(op.netns);
   if (!h) return std::unexpected(with_context(h.error(), what));
   if (!*h) return {};
-  return ok_if_gone((*h)->sock.call(nl::del_route(op.dst, static_cast<uint32_t>(op.metric)), what),
-                    ESRCH, ENODEV);
+  return ok_if((*h)->sock.call(nl::del_route(op.dst, static_cast<uint32_t>(op.metric)), what),
+               ESRCH, ENODEV);
 }
 
 Status NetlinkKernel::undo_op(const plan::SetSysctl&) {

@@ -5,6 +5,7 @@
 #include <linux/pkt_sched.h>
 
 #include "apply/netlink_kernel.h"
+#include "apply/netlink_kernel_util.h"
 #include "netlink/tc_message.h"
 #include "shaping/backend.h"
 
@@ -12,17 +13,8 @@ namespace tb::apply {
 namespace {
 
 namespace nl = tb::netlink;
-
-std::string in_ns(const std::string& netns) {
-  return " in netns " + netns;
-}
-
-// "Not found" during teardown (or a create-only object already there) is success.
-template <class... E>
-Status ok_if(Status r, E... fine) {
-  if (!r && ((r.error().sys_errno == fine) || ...)) return {};
-  return r;
-}
+using detail::in_ns;
+using detail::ok_if;
 
 }  // namespace
 

@@ -51,8 +51,7 @@ Status apply_direction(apply::LabState& st, apply::Kernel& kernel, const plan::L
   // What the backend leaves over goes to the stage queue and loss rule of this direction.
   const plan::Node* at = dst.bridged ? sn : dn;
   const std::string& ifname = dst.bridged ? src.ifname : dst.ifname;
-  const std::string marker =
-      plan::owner_marker(st.lab) + " rule " + ifname + (dst.bridged ? " out" : " in");
+  const std::string marker = plan::stage_rule_marker(st.lab, ifname, dst.bridged);
   const std::string key = src.node + ":" + src.ifname + " -> " + dst.node + ":" + dst.ifname;
   plan::StageQueue* queue = nullptr;
   plan::Stage* stage = nullptr;

@@ -291,6 +291,10 @@ std::string owner_marker(const std::string& lab) {
   return "testbedctl lab=" + lab;
 }
 
+std::string stage_rule_marker(const std::string& lab, const std::string& ifname, bool egress) {
+  return owner_marker(lab) + " rule " + ifname + (egress ? " out" : " in");
+}
+
 Result<Plan> compile(const Scenario& s) {
   return Compiler(s).run();
 }

@@ -53,4 +53,8 @@ std::string to_text(const Plan& p);
 // The owner marker every object of lab `lab` carries (prefix of aliases and hosts files).
 std::string owner_marker(const std::string& lab);
 
+// The marker of the stage rules on `ifname` (egress or ingress); the kernel appends " queue" and
+// " loss" (op.h AddStageRule). Shared by the planner and `link set`, which must find them.
+std::string stage_rule_marker(const std::string& lab, const std::string& ifname, bool egress);
+
 }  // namespace tb::plan

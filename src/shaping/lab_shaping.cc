@@ -63,7 +63,7 @@ Status add_shaping(plan::Plan& p, const std::string& backend) {
                              stage::queue_maxlen_for(shape.rate, hold, shape.mtu),
                              src.node + ":" + src.ifname + " -> " + dst.node + ":" + dst.ifname});
       }
-      rule.marker = plan::owner_marker(p.lab) + " rule " + ifname + (egress ? " out" : " in");
+      rule.marker = plan::stage_rule_marker(p.lab, ifname, egress);
       rules.push_back(std::move(rule));
     }
   }
