@@ -1,0 +1,198 @@
+#include "collective/collective.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "collective/algorithms.h"
+
+namespace tb::collective {
+namespace {
+
+using detail::split;
+
+std::vector<int> all_ranks(int n) {
+  std::vector<int> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+std::vector<size_t> equal_blocks(size_t count, int n) {
+  std::vector<size_t> off(static_cast<size_t>(n) + 1);
+  for (int i = 0; i <= n; ++i) off[static_cast<size_t>(i)] = count * static_cast<size_t>(i);
+  return off;
+}
+
+void copy_if_apart(void* dst, const void* src, size_t bytes) {
+  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+}
+
+Status allreduce(Comm& c, const Call& k) {
+  const size_t es = type_size(k.type);
+  auto* buf = static_cast<std::byte*>(k.recv);
+  copy_if_apart(buf, k.send, k.count * es);
+  if (c.size() == 1 || k.count == 0) return {};
+  switch (k.algo) {
+    case Algo::kRing: {
+      const auto off = split(k.count, c.size());
+      const auto ranks = all_ranks(c.size());
+      TB_TRY(detail::ring_reduce_scatter(c, ranks, c.rank(), buf, off, k.type, k.op));
+      return detail::ring_all_gather(c, ranks, c.rank(), buf, off, es);
+    }
+    case Algo::kTree: {
+      int parent;
+      std::vector<int> children;
+      detail::tree_links(c.rank(), c.size(), 0, &parent, &children);
+      TB_TRY(detail::pipeline_up(c, parent, children, buf, k.count, k.type, k.op));
+      return detail::pipeline_down(c, parent, children, buf, k.count, es);
+    }
+    case Algo::kHalvingDoubling:
+      return detail::allreduce_hd(c, buf, k.count, k.type, k.op);
+    case Algo::kHier:
+      return detail::allreduce_hier(c, buf, k.count, k.type, k.op);
+  }
+  return {};
+}
+
+void links(const Call& k, int rank, int size, int* parent, std::vector<int>* children) {
+  if (k.algo == Algo::kTree)
+    detail::tree_links(rank, size, k.root, parent, children);
+  else
+    detail::chain_links(rank, size, k.root, parent, children);
+}
+
+Status broadcast(Comm& c, const Call& k) {
+  const size_t es = type_size(k.type);
+  auto* buf = static_cast<std::byte*>(k.recv);
+  if (c.rank() == k.root) copy_if_apart(buf, k.send, k.count * es);
+  if (c.size() == 1 || k.count == 0) return {};
+  int parent;
+  std::vector<int> children;
+  links(k, c.rank(), c.size(), &parent, &children);
+  return detail::pipeline_down(c, parent, children, buf, k.count, es);
+}
+
+Status reduce(Comm& c, const Call& k) {
+  const size_t es = type_size(k.type);
+  // Non-roots reduce in a scratch copy: their recv buffer is the root's business only.
+  std::vector<std::byte> scratch;
+  std::byte* buf;
+  if (c.rank() == k.root) {
+    buf = static_cast<std::byte*>(k.recv);
+    copy_if_apart(buf, k.send, k.count * es);
+  } else {
+    scratch.assign(static_cast<const std::byte*>(k.send),
+                   static_cast<const std::byte*>(k.send) + k.count * es);
+    buf = scratch.data();
+  }
+  if (c.size() == 1 || k.count == 0) return {};
+  int parent;
+  std::vector<int> children;
+  links(k, c.rank(), c.size(), &parent, &children);
+  return detail::pipeline_up(c, parent, children, buf, k.count, k.type, k.op);
+}
+
+Status allgather(Comm& c, const Call& k) {
+  const size_t es = type_size(k.type);
+  auto* buf = static_cast<std::byte*>(k.recv);
+  copy_if_apart(buf + static_cast<size_t>(c.rank()) * k.count * es, k.send, k.count * es);
+  if (c.size() == 1 || k.count == 0) return {};
+  return detail::ring_all_gather(c, all_ranks(c.size()), c.rank(), buf,
+                                 equal_blocks(k.count, c.size()), es);
+}
+
+Status reducescatter(Comm& c, const Call& k) {
+  const size_t es = type_size(k.type);
+  const size_t mine = static_cast<size_t>(c.rank()) * k.count * es;
+  if (c.size() == 1 || k.count == 0) {
+    copy_if_apart(k.recv, static_cast<const std::byte*>(k.send) + mine, k.count * es);
+    return {};
+  }
+  const size_t total = k.count * static_cast<size_t>(c.size());
+  std::vector<std::byte> work(static_cast<const std::byte*>(k.send),
+                              static_cast<const std::byte*>(k.send) + total * es);
+  TB_TRY(detail::ring_reduce_scatter(c, all_ranks(c.size()), c.rank(), work.data(),
+                                     equal_blocks(k.count, c.size()), k.type, k.op));
+  std::memcpy(k.recv, work.data() + mine, k.count * es);
+  return {};
+}
+
+Status alltoall(Comm& c, const Call& k) {
+  const size_t block = k.count * type_size(k.type);
+  const auto* in = static_cast<const std::byte*>(k.send);
+  auto* out = static_cast<std::byte*>(k.recv);
+  const size_t r = static_cast<size_t>(c.rank());
+  copy_if_apart(out + r * block, in + r * block, block);
+  if (c.size() == 1 || block == 0) return {};
+  std::vector<Xfer> x;
+  for (int s = 1; s < c.size(); ++s) {  // staggered so that not every rank starts at rank 0
+    const int to = (c.rank() + s) % c.size(), from = (c.rank() - s + c.size()) % c.size();
+    x.push_back(Xfer::send(to, in + static_cast<size_t>(to) * block, block));
+    x.push_back(Xfer::recv(from, out + static_cast<size_t>(from) * block, block));
+  }
+  return c.exchange(x);
+}
+
+Status sendrecv(Comm& c, const Call& k) {
+  const size_t bytes = k.count * type_size(k.type);
+  const int next = (c.rank() + 1) % c.size(), prev = (c.rank() - 1 + c.size()) % c.size();
+  if (bytes == 0) return {};
+  if (k.send == k.recv && c.size() > 1) {  // in place: the outgoing bytes need a copy first
+    std::vector<std::byte> out(static_cast<const std::byte*>(k.send),
+                               static_cast<const std::byte*>(k.send) + bytes);
+    return c.exchange({Xfer::send(next, out.data(), bytes), Xfer::recv(prev, k.recv, bytes)});
+  }
+  return c.exchange({Xfer::send(next, k.send, bytes), Xfer::recv(prev, k.recv, bytes)});
+}
+
+}  // namespace
+
+Status check(const Comm& comm, const Call& call) {
+  const auto& algos = native_algos(call.coll);
+  if (std::find(algos.begin(), algos.end(), call.algo) == algos.end()) {
+    std::string have;
+    for (Algo a : algos) have += (have.empty() ? "" : ", ") + std::string(name(a));
+    return bad_input("no " + std::string(name(call.algo)) + " algorithm for " +
+                     std::string(name(call.coll)) + "; native has: " + have);
+  }
+  if (rooted(call.coll) && (call.root < 0 || call.root >= comm.size()))
+    return bad_input("root " + std::to_string(call.root) + " is not a rank (0.." +
+                     std::to_string(comm.size() - 1) + ")");
+  if (call.coll == Coll::kAllReduce && call.algo == Algo::kHier) {
+    auto l = detail::hier_layout(comm);
+    if (!l) return std::unexpected(l.error());
+  }
+  return {};
+}
+
+Status run(Comm& comm, const Call& k) {
+  TB_TRY(check(comm, k));
+  if (comm.failed()) return std::unexpected(*comm.failed());
+  switch (k.coll) {
+    case Coll::kAllReduce:
+      return allreduce(comm, k);
+    case Coll::kAllGather:
+      return allgather(comm, k);
+    case Coll::kReduceScatter:
+      return reducescatter(comm, k);
+    case Coll::kBroadcast:
+      return broadcast(comm, k);
+    case Coll::kReduce:
+      return reduce(comm, k);
+    case Coll::kAllToAll:
+      return alltoall(comm, k);
+    case Coll::kSendRecv:
+      return sendrecv(comm, k);
+  }
+  return {};
+}
+
+std::string algo_label(const Call& call) {
+  if (call.coll == Coll::kAllToAll) return "direct";
+  if (call.coll == Coll::kSendRecv) return "ring shift";
+  if ((call.coll == Coll::kBroadcast || call.coll == Coll::kReduce) && call.algo == Algo::kRing)
+    return "ring (pipelined chain)";
+  return std::string(name(call.algo));
+}
+
+}  // namespace tb::collective

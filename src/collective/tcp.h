@@ -1,0 +1,60 @@
+// TcpComm: one process per rank, TCP through the lab's emulated links. Each pair of ranks
+// holds `channels` connections (NCCL's channels, or QPs per connection); a transfer is cut
+// into stripes, one per connection, that move at once. Every connection is made from the
+// address the plan gives for that pair's tier (NVLink inside a server, the rail between
+// servers, the frontend across regions) to the peer's address on the same tier, so traffic
+// takes the intended path rather than whatever the routing table prefers.
+//
+// Set-up (connect): each rank listens on every address, publishes its port in the FileStore,
+// connects to every lower rank (its listener's backlog accepts before anyone calls accept, so
+// the order cannot deadlock) and accepts from every higher one; a hello names rank and channel.
+// All I/O is non-blocking under one poll loop; the timeout is an idle timeout: a transfer
+// fails when no byte moved on any of its connections for that long. Single-threaded.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collective/comm.h"
+#include "collective/store.h"
+#include "core/unique_fd.h"
+
+namespace tb::collective {
+
+struct TcpPeer {
+  std::string dst;   // the peer's address this rank connects to ("" for itself / higher ranks)
+  std::string src;   // this rank's address on that tier (bound before connecting)
+  std::string tier;  // "nvl", "rail", "wan" (reports)
+};
+
+struct TcpOptions {
+  int rank = 0, size = 1, channels = 1;
+  std::vector<TcpPeer> peers;  // by rank
+  std::chrono::milliseconds timeout{30000};
+  std::string key_prefix;  // store keys for this run
+};
+
+class TcpComm final : public Comm {
+ public:
+  static Result<std::unique_ptr<TcpComm>> connect(const FileStore& store, const TcpOptions& o);
+  ~TcpComm() override;
+
+  int channels() const { return channels_; }
+
+ protected:
+  Status do_exchange(std::span<const Xfer> xfers) override;
+  void abort() override;
+
+ private:
+  TcpComm(const TcpOptions& o);
+  UniqueFd& conn(int peer, int ch) { return conns_[static_cast<size_t>(peer * channels_ + ch)]; }
+
+  int channels_;
+  std::chrono::milliseconds timeout_;
+  std::vector<TcpPeer> peers_;
+  std::vector<UniqueFd> conns_;  // peer * channels + channel
+};
+
+}  // namespace tb::collective
