@@ -14,37 +14,11 @@
 #include "apply/state.h"
 #include "cli/commands.h"
 #include "cli/render.h"
+#include "cli/stop_signals.h"
 #include "plan/plan.h"
 #include "verify/report.h"
 
 namespace tb::cli {
-namespace {
-
-std::atomic<bool> g_stop{false};
-void on_stop(int) {
-  g_stop = true;
-}
-
-// SIGINT/SIGTERM set g_stop while this lives, so probes are killed and sysctls restored.
-class StopSignals {
- public:
-  StopSignals() {
-    struct sigaction sa {};
-    sa.sa_handler = on_stop;
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-
- private:
-  struct sigaction old_int_ {
-  }, old_term_{};
-};
-
-}  // namespace
 
 int cmd_verify(const std::string& lab, const std::vector<std::string>& link, bool json,
                bool quick) {
@@ -82,7 +56,7 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   const std::string work = apply::lab_dir(lab) + "/verify-" + std::to_string(::getpid());
   apply::NetlinkKernel kernel;
   for (size_t n = 0; n < classes.size(); ++n) {
-    if (g_stop) {
+    if (stop_requested()) {
       rep.interrupted = true;
       break;
     }
@@ -102,12 +76,12 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
       c.request.tb_probe = *tb_probe;
       c.request.owner = plan::owner_marker(lab);
       c.request.work_dir = work + "/" + std::to_string(n);
-      c.outcome = verify::measure_link(c.request, g_stop);
+      c.outcome = verify::measure_link(c.request, signals.flag());
     }
     c.checks = verify::evaluate(l.emulated, c.outcome.m);
     rep.classes.push_back(std::move(c));
   }
-  if (g_stop) rep.interrupted = true;
+  if (stop_requested()) rep.interrupted = true;
   std::error_code ec;
   std::filesystem::remove_all(work, ec);
   if (json)

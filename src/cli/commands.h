@@ -28,6 +28,16 @@ int cmd_link(const std::string& lab, const std::string& action, const std::strin
              const std::string& b, const apply::FigureChange& change);
 // Measure each link class (or the --link A B one) against the scenario; exit 1 out of tolerance.
 int cmd_verify(const std::string& lab, const std::vector<std::string>& link, bool json, bool quick);
+struct BenchFlags {
+  std::string coll;
+  std::string min_bytes = "8K", max_bytes = "64M";
+  double step_factor = 2;
+  int iters = 20, warmup = 5, check = 1, root = 0, channels = 1;
+  std::string algo, type = "float", op = "sum", ranks = "all", impl = "native", json_path;
+  double timeout_s = 30;
+};
+// nccl-tests on a live lab: one tb-rank per GPU; exit 1 on a wrong value or a failed rank.
+int cmd_bench(const std::string& lab, const BenchFlags& f);
 // Internal: the lab supervisor daemon `up` starts (runner/supervisor.h).
 int cmd_supervise(const std::string& lab);
 

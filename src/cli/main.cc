@@ -74,6 +74,36 @@ int main(int argc, char** argv) {
       ->expected(2);
   verify->add_flag("--json", json);
   verify->add_flag("--quick", quick, "200 probes and a 2 s transfer per class, not 1000 and 5 s");
+  tb::cli::BenchFlags bf;
+  auto* bench = app.add_subcommand(
+      "bench", "nccl-tests-style collective benchmark between the lab's GPUs (root)");
+  bench->add_option("LAB", lab)->required();
+  bench
+      ->add_option("COLLECTIVE", bf.coll,
+                   "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv")
+      ->required();
+  bench->add_option("-b,--minbytes", bf.min_bytes, "smallest size (K/M/G = 1024^n)")
+      ->capture_default_str();
+  bench->add_option("-e,--maxbytes", bf.max_bytes, "largest size")->capture_default_str();
+  bench->add_option("-f,--stepfactor", bf.step_factor, "multiply the size by this each step")
+      ->capture_default_str();
+  bench->add_option("-n,--iters", bf.iters, "timed iterations per size")->capture_default_str();
+  bench->add_option("-w,--warmup_iters", bf.warmup, "untimed warm-up iterations per size")
+      ->capture_default_str();
+  bench->add_option("-c,--check", bf.check, "separate untimed correctness runs per size")
+      ->capture_default_str();
+  bench->add_option("--algo", bf.algo, "ring|tree|hd|hier (default: the implementation's)");
+  bench->add_option("--ranks", bf.ranks, "GPUs: all, a region, a server or a GPU; ','-joined")
+      ->capture_default_str();
+  bench->add_option("--channels", bf.channels, "TCP connections per peer (native)")
+      ->capture_default_str();
+  bench->add_option("--impl", bf.impl, "native|gloo")->capture_default_str();
+  bench->add_option("-d,--datatype", bf.type, "float|int32|double|int64")->capture_default_str();
+  bench->add_option("-o,--op", bf.op, "sum|min|max")->capture_default_str();
+  bench->add_option("-r,--root", bf.root, "root rank (broadcast, reduce)")->capture_default_str();
+  bench->add_option("--timeout", bf.timeout_s, "seconds without progress before a rank fails")
+      ->capture_default_str();
+  bench->add_option("--json", bf.json_path, "also write the JSON twin here");
 
   try {
     app.parse(argc, argv);
@@ -97,6 +127,7 @@ int main(int argc, char** argv) {
   if (*exec) return cmd_exec(lab, node, command);
   if (*doctor) return cmd_doctor(json);
   if (*verify) return cmd_verify(lab, link_ends, json, quick);
+  if (*bench) return cmd_bench(lab, bf);
   if (*supervise) return cmd_supervise(lab);
   if (*link) {
     tb::apply::FigureChange c;

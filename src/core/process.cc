@@ -2,12 +2,15 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace tb {
@@ -52,6 +55,27 @@ void terminate(const std::vector<int>& pids, int grace_ms) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
     }
+}
+
+Result<std::string> find_companion(const std::string& name, const char* env_var) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto p = self.parent_path() / name;
+    if (::access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  if (const char* env = std::getenv(env_var); env && ::access(env, X_OK) == 0)
+    return std::string(env);
+  if (const char* path = std::getenv("PATH")) {
+    std::istringstream in(path);
+    for (std::string dir; std::getline(in, dir, ':');) {
+      const auto p = fs::path(dir) / name;
+      if (!dir.empty() && ::access(p.c_str(), X_OK) == 0) return fs::absolute(p).string();
+    }
+  }
+  return bad_input(name + " not found next to testbedctl, in $" + env_var +
+                   " or on PATH (it is built and installed with testbedctl)");
 }
 
 }  // namespace tb

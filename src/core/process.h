@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace tb {
 
 inline constexpr const char* kOwnerEnv = "TESTBEDCTL_OWNER";
@@ -16,5 +18,9 @@ std::vector<int> owned_processes(const std::string& owner, bool prefix = false);
 
 // SIGTERM, wait up to `grace_ms`, then SIGKILL; reaps those that are our children.
 void terminate(const std::vector<int>& pids, int grace_ms);
+
+// A program installed with testbedctl ("tb-probe", "tb-rank"): next to the running
+// executable, else at $<env_var>, else on PATH. Absolute path, or an exit-2 error.
+Result<std::string> find_companion(const std::string& name, const char* env_var);
 
 }  // namespace tb

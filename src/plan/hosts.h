@@ -7,6 +7,7 @@
 // Names are node names with '/' replaced by '-' ("hz-s0-g3"). Pure; thread-safe.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -17,9 +18,19 @@
 
 namespace tb::plan {
 
+using WanAdjacency = std::set<std::pair<std::string, std::string>>;
+
 // `wan_adjacent` holds (region, region) pairs joined by a WAN link, both orders.
 std::vector<WriteHosts> hosts_files(
     const std::string& lab, const Topology& topo,
     const std::set<std::pair<std::string, std::string>>& wan_adjacent);
+
+// The same rule for one pair of nodes, as the hosts files apply it: the address `viewer`
+// uses to reach `target` and its label ("nvl", "rail", "fe"), or none when unreachable.
+std::optional<std::pair<Prefix, const char*>> reach(const Node& viewer, const Node& target,
+                                                    const WanAdjacency& wan_adjacent);
+
+// The regions a WAN link joins, from a built topology (both orders).
+WanAdjacency wan_adjacency(const Topology& topo);
 
 }  // namespace tb::plan

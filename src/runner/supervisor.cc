@@ -33,12 +33,6 @@ struct Child {
   std::vector<int64_t> deaths;  // monotonic ns of recent deaths
 };
 
-std::string describe_exit(int status) {
-  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
-  return "stopped";
-}
-
 void write_status(const std::string& path, const std::vector<Child>& children) {
   std::vector<ChildState> states;
   for (const auto& c : children) states.push_back(c.state);
@@ -107,6 +101,12 @@ std::vector<ChildState> states_from_json(const nlohmann::json& j) {
     out.push_back({s.value("name", ""), s.value("pid", 0), s.value("running", false),
                    s.value("broken", false), s.value("restarts", 0), s.value("last_exit", "")});
   return out;
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
+  return "stopped";
 }
 
 Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::string>& argv,

@@ -47,6 +47,9 @@ std::vector<ChildState> states_from_json(const nlohmann::json& j);
 Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::string>& argv,
                            const std::string& owner, const std::string& log_path);
 
+// "exit 1", "signal Killed" for a wait status.
+std::string describe_exit(int status);
+
 struct SupervisorPaths {
   std::string status;  // JSON array of ChildState, rewritten atomically
   std::string events;  // JSON lines, appended

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/process.h"
 #include "netlink/netns.h"
 #include "plan/emulate.h"
 #include "runner/supervisor.h"
@@ -198,24 +199,7 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
 }
 
 Result<std::string> find_tb_probe() {
-  std::error_code ec;
-  const auto self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const auto p = self.parent_path() / "tb-probe";
-    if (::access(p.c_str(), X_OK) == 0) return p.string();
-  }
-  if (const char* env = std::getenv("TESTBEDCTL_PROBE"); env && ::access(env, X_OK) == 0)
-    return std::string(env);
-  if (const char* path = std::getenv("PATH")) {
-    std::istringstream in(path);
-    for (std::string dir; std::getline(in, dir, ':');) {
-      const auto p = fs::path(dir) / "tb-probe";
-      if (!dir.empty() && ::access(p.c_str(), X_OK) == 0) return fs::absolute(p).string();
-    }
-  }
-  return bad_input(
-      "tb-probe not found next to testbedctl, in $TESTBEDCTL_PROBE or on PATH "
-      "(it is built and installed with testbedctl)");
+  return find_companion("tb-probe", "TESTBEDCTL_PROBE");
 }
 
 Result<ProbeChild> ProbeChild::start(const std::string& netns, const std::vector<std::string>& argv,

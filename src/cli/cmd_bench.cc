@@ -1,0 +1,92 @@
+// bench: nccl-tests on a live lab. One tb-rank per selected GPU inside its namespace, the
+// sweep -b..-e by -f, a row per size as soon as every rank has it, the footer, and the JSON
+// twin (bench.json in the run's results directory; --json FILE writes a copy).
+// Exit 0 when every size ran on every rank with #wrong = 0; 1 on a wrong value or a failed
+// rank; 2 for bad input (unknown lab, flags, selectors, not root).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "apply/state.h"
+#include "cli/commands.h"
+#include "cli/stop_signals.h"
+#include "core/process.h"
+#include "core/units.h"
+#include "workload/bench_run.h"
+
+namespace tb::cli {
+
+int cmd_bench(const std::string& lab, const BenchFlags& f) {
+  using namespace workload;
+  BenchOptions o;
+  auto coll = collective::parse_coll(f.coll);
+  if (!coll)
+    return report(Error{"unknown collective '" + f.coll +
+                            "'; use allreduce, allgather, "
+                            "reducescatter, broadcast, reduce, alltoall or sendrecv",
+                        0, kExitBadInput});
+  o.spec.coll = *coll;
+  if (!f.algo.empty()) {
+    auto a = collective::parse_algo(f.algo);
+    if (!a)
+      return report(
+          Error{"--algo: '" + f.algo + "' is not ring, tree, hd or hier", 0, kExitBadInput});
+    o.spec.algo = *a;
+  }
+  auto type = collective::parse_type(f.type);
+  if (!type)
+    return report(Error{"-d/--datatype: '" + f.type + "' is not float, int32, double or int64", 0,
+                        kExitBadInput});
+  o.spec.type = *type;
+  auto op = collective::parse_op(f.op);
+  if (!op) return report(Error{"-o/--op: '" + f.op + "' is not sum, min or max", 0, kExitBadInput});
+  o.spec.op = *op;
+  auto minb = parse_size(f.min_bytes);
+  if (!minb) return report(Error{"-b/--minbytes: " + minb.error().message, 0, kExitBadInput});
+  auto maxb = parse_size(f.max_bytes);
+  if (!maxb) return report(Error{"-e/--maxbytes: " + maxb.error().message, 0, kExitBadInput});
+  o.spec.min_bytes = *minb;
+  o.spec.max_bytes = *maxb;
+  o.spec.step_factor = f.step_factor;
+  o.spec.iters = f.iters;
+  o.spec.warmup = f.warmup;
+  o.spec.check = f.check;
+  o.spec.root = f.root;
+  o.ranks = f.ranks;
+  o.impl = f.impl;
+  o.channels = f.channels;
+  o.timeout_ms = static_cast<int>(f.timeout_s * 1000);
+
+  auto st = apply::load_state(lab);
+  if (!st) return report(Error{st.error().message, 0, kExitBadInput});
+  if (st->phase != "up")
+    return report(Error{"lab " + lab + " is " + st->phase + ", not up", 0, kExitBadInput});
+  auto job = prepare_job(*st, o);
+  if (!job) return report(job.error());
+  if (auto rc = require_root("bench")) return *rc;
+  auto tb_rank = find_companion("tb-rank", "TESTBEDCTL_RANK");
+  if (!tb_rank) return report(tb_rank.error());
+  o.tb_rank = *tb_rank;
+
+  StopSignals signals;
+  std::fprintf(stderr, "bench %s: starting %zu ranks (%s); results in %s\n", lab.c_str(),
+               job->ranks.size(), o.impl.c_str(), job->results_dir.c_str());
+  auto res = run_job(
+      *job, *st, o, [](const BenchResult& r) { std::cout << table_header(r) << std::flush; },
+      [](const BenchResult& r, const BenchRow& row) {
+        std::cout << table_row(r, row) << std::flush;
+      },
+      signals.flag());
+  if (!res) return report(res.error());
+  if (res->describe.empty()) std::cout << table_header(*res);
+  std::cout << table_footer(*res) << std::flush;
+  if (!f.json_path.empty()) {
+    std::ofstream out(f.json_path);
+    out << to_json(*res).dump(1) << "\n";
+    if (!out) return report(Error{"--json: cannot write " + f.json_path, 0, kExitBadInput});
+  }
+  return res->ok() ? kExitOk : kExitFailed;
+}
+
+}  // namespace tb::cli

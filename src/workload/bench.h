@@ -1,0 +1,60 @@
+// The nccl-tests loop one rank runs: for each size, separate untimed correctness runs
+// (`check` of them, fresh data each), `warmup` untimed calls, a barrier, then `iters` calls
+// back to back under one monotonic timer with a timestamp per iteration. Each finished size
+// becomes a Row the caller streams out (the orchestrator shows progress from them).
+// Not thread-safe: one Impl per rank.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "collective/types.h"
+#include "core/error.h"
+#include "workload/impl.h"
+
+namespace tb::workload {
+
+struct BenchSpec {
+  collective::Coll coll = collective::Coll::kAllReduce;
+  std::optional<collective::Algo> algo;  // none: the implementation's default
+  collective::DataType type = collective::DataType::kFloat32;
+  collective::RedOp op = collective::RedOp::kSum;
+  int root = 0;
+  uint64_t min_bytes = 8 * 1024, max_bytes = 64ull << 20;
+  double step_factor = 2;
+  int iters = 20, warmup = 5, check = 1;
+};
+
+nlohmann::json to_json(const BenchSpec& s);
+Result<BenchSpec> bench_spec_from_json(const nlohmann::json& j);
+// Flags a user can get wrong (sizes, factor, counts, prod); the message names the flag.
+Status validate(const BenchSpec& s);
+
+struct SizePoint {
+  uint64_t bytes;  // the size column
+  uint64_t count;  // per-rank count (collective::Call convention)
+};
+// -b .. -e by -f, through metrics::count_for; duplicates (tiny sizes) dropped.
+std::vector<SizePoint> sweep(const BenchSpec& s, int n);
+
+// One size's result on one rank.
+struct RankRow {
+  uint64_t bytes = 0, count = 0;
+  double time_us = 0;                                // elapsed / iters on this rank
+  uint64_t wrong = 0;                                // mismatched elements over the check runs
+  std::vector<std::pair<int64_t, int64_t>> iter_ns;  // CLOCK_MONOTONIC start, end per iteration
+};
+nlohmann::json to_json(const RankRow& r);
+RankRow rank_row_from_json(const nlohmann::json& j);
+
+// Runs the sweep; `on_row` is called after each size. Stops at the first error.
+Status run_bench(Impl& impl, const BenchSpec& spec,
+                 const std::function<void(const RankRow&)>& on_row);
+
+int64_t mono_ns();
+
+}  // namespace tb::workload

@@ -1,0 +1,162 @@
+#include "workload/job.h"
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "plan/hosts.h"
+#include "scenario/names.h"
+
+namespace tb::workload {
+namespace {
+
+std::string addr_of(const plan::Node& n, const std::string& role) {
+  for (const auto& [r, p] : n.addrs)
+    if (r == role) return p.addr.to_string();
+  return "";
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, ','))
+    if (!part.empty()) out.push_back(part);
+  return out;
+}
+
+bool matches(const plan::Node& g, const std::string& sel) {
+  if (sel == "all") return true;
+  if (sel == g.name) return true;
+  if (sel == g.region) return true;
+  return sel == scenario::server_node(g.region, g.server);
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Job& j) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& r : j.ranks)
+    ranks.push_back(
+        {{"node", r.node}, {"netns", r.netns}, {"server", r.server}, {"gloo_addr", r.gloo_addr}});
+  nlohmann::json peers = nlohmann::json::array();
+  for (const auto& row : j.peers) {
+    nlohmann::json pr = nlohmann::json::array();
+    for (const auto& p : row) pr.push_back({p.dst, p.src, p.tier});
+    peers.push_back(pr);
+  }
+  return {{"lab", j.lab},
+          {"run_id", j.run_id},
+          {"results_dir", j.results_dir},
+          {"store_dir", j.store_dir},
+          {"impl", j.impl},
+          {"channels", j.channels},
+          {"timeout_ms", j.timeout_ms},
+          {"bench", to_json(j.bench)},
+          {"ranks", ranks},
+          {"peers", peers}};
+}
+
+Result<Job> job_from_json(const nlohmann::json& in) {
+  Job j;
+  try {
+    j.lab = in.at("lab").get<std::string>();
+    j.run_id = in.at("run_id").get<std::string>();
+    j.results_dir = in.at("results_dir").get<std::string>();
+    j.store_dir = in.at("store_dir").get<std::string>();
+    j.impl = in.at("impl").get<std::string>();
+    j.channels = in.at("channels").get<int>();
+    j.timeout_ms = in.at("timeout_ms").get<int>();
+    auto b = bench_spec_from_json(in.at("bench"));
+    if (!b) return std::unexpected(b.error());
+    j.bench = *b;
+    for (const auto& r : in.at("ranks"))
+      j.ranks.push_back({r.at("node").get<std::string>(), r.at("netns").get<std::string>(),
+                         r.at("server").get<int>(), r.at("gloo_addr").get<std::string>()});
+    for (const auto& row : in.at("peers")) {
+      std::vector<collective::TcpPeer> pr;
+      for (const auto& p : row)
+        pr.push_back({p[0].get<std::string>(), p[1].get<std::string>(), p[2].get<std::string>()});
+      j.peers.push_back(std::move(pr));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return bad_input(std::string("job: ") + e.what());
+  }
+  return j;
+}
+
+Result<Job> load_job(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return sys_fail("read job " + path);
+  try {
+    auto j = job_from_json(nlohmann::json::parse(in));
+    if (!j) return std::unexpected(with_context(j.error(), path));
+    return j;
+  } catch (const nlohmann::json::exception& e) {
+    return bad_input(path + ": " + e.what());
+  }
+}
+
+Result<std::vector<const plan::Node*>> select_ranks(const plan::Topology& topo,
+                                                    const std::string& selectors) {
+  std::vector<const plan::Node*> gpus;
+  for (const auto& n : topo.nodes)
+    if (n.kind == plan::NodeKind::kGpu) gpus.push_back(&n);
+  const auto sels = split_commas(selectors.empty() ? "all" : selectors);
+  if (sels.empty()) return bad_input("--ranks: empty selector");
+  std::vector<const plan::Node*> out;
+  for (const auto& raw : sels) {
+    const std::string sel = raw == "all" ? raw : scenario::canonical_node(raw);
+    bool any = false;
+    for (const auto* g : gpus)
+      if (matches(*g, sel)) {
+        any = true;
+        if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
+      }
+    if (!any)
+      return bad_input("--ranks: '" + raw + "' matches no GPU of this lab; use \"all\", a " +
+                       "region (\"" + gpus.front()->region + "\"), a server (\"" +
+                       scenario::server_node(gpus.front()->region, gpus.front()->server) +
+                       "\") or a GPU (\"" + gpus.front()->name + "\"), several joined by ','");
+  }
+  // Topology order (region, server, GPU), whatever order the selectors came in.
+  std::vector<const plan::Node*> ordered;
+  for (const auto* g : gpus)
+    if (std::find(out.begin(), out.end(), g) != out.end()) ordered.push_back(g);
+  return ordered;
+}
+
+Status place_ranks(Job& job, const plan::Topology& topo,
+                   const std::vector<const plan::Node*>& gpus) {
+  const auto wan = plan::wan_adjacency(topo);
+  bool one_region = true;
+  for (const auto* g : gpus) one_region = one_region && g->region == gpus.front()->region;
+  std::map<std::pair<std::string, int>, int> server_ids;
+  job.ranks.clear();
+  job.peers.assign(gpus.size(), std::vector<collective::TcpPeer>(gpus.size()));
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const auto& g = *gpus[i];
+    const auto key = std::pair{g.region, g.server};
+    const int sid = server_ids.try_emplace(key, static_cast<int>(server_ids.size())).first->second;
+    const std::string gloo = addr_of(g, one_region && !addr_of(g, "rail").empty() ? "rail" : "nvl");
+    job.ranks.push_back({g.name, g.netns, sid, gloo});
+    for (size_t j = 0; j < gpus.size(); ++j) {
+      if (i == j) continue;
+      const auto& t = *gpus[j];
+      auto r = plan::reach(g, t, wan);
+      if (!r)
+        return bad_input("--ranks: " + g.name + " cannot reach " + t.name +
+                         " in this lab (no path between their regions)");
+      const std::string label = r->second;
+      const std::string tier = label == std::string("nvl") && g.region != t.region
+                                   ? "wan"
+                                   : (g.region == t.region && g.server == t.server ? "nvl" : label);
+      const std::string src_role = label == std::string("rail") ? "rail" : "nvl";
+      job.peers[i][j] = {r->first.addr.to_string(), addr_of(g, src_role), tier};
+    }
+  }
+  return {};
+}
+
+}  // namespace tb::workload

@@ -1,0 +1,57 @@
+// A bench job: everything the rank workers need, written by `testbedctl bench` as job.json in
+// the run's results directory and read by every tb-rank. Building it is pure (topology in,
+// job out), so rank selection and the per-pair addressing are unit-tested without root.
+//
+// Addressing (native): for every pair of ranks the plan's own rule (plan::reach, the rule the
+// hosts files follow) gives the peer's address and this rank's source address on the same
+// tier: NVLink inside a server, the rail fabric inside a region, the frontend/WAN across
+// regions. Gloo binds one address per rank (its device): the rail address when every rank is
+// in one region, else the NVLink/frontend address, which routes across regions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "collective/tcp.h"
+#include "core/error.h"
+#include "plan/topology.h"
+#include "workload/bench.h"
+
+namespace tb::workload {
+
+struct RankPlace {
+  std::string node;   // "hz/s0/g3"
+  std::string netns;  // "tb-hzbj-hz-s0-g3"
+  int server = 0;     // dense id of (region, server), for hierarchical algorithms
+  std::string gloo_addr;
+};
+
+struct Job {
+  std::string lab, run_id;
+  std::string results_dir;      // logs, per-rank rows (rank<R>.jsonl), bench.json
+  std::string store_dir;        // rendezvous
+  std::string impl = "native";  // "native" | "gloo"
+  int channels = 1;
+  int timeout_ms = 30000;
+  BenchSpec bench;
+  std::vector<RankPlace> ranks;
+  std::vector<std::vector<collective::TcpPeer>> peers;  // [rank][peer], native only
+};
+
+nlohmann::json to_json(const Job& j);
+Result<Job> job_from_json(const nlohmann::json& j);
+Result<Job> load_job(const std::string& path);
+
+// GPUs matching the selectors ("all", a region "hz", a server "hz/s0", a GPU "hz/s0/g1";
+// several joined by ','), in region, server, GPU order; an error names a selector that
+// matches nothing and what would be valid.
+Result<std::vector<const plan::Node*>> select_ranks(const plan::Topology& topo,
+                                                    const std::string& selectors);
+
+// Fills ranks and peers from the topology for the selected GPUs.
+Status place_ranks(Job& job, const plan::Topology& topo,
+                   const std::vector<const plan::Node*>& gpus);
+
+}  // namespace tb::workload

@@ -1,0 +1,85 @@
+#include "workload/rank_main.h"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "collective/tcp.h"
+#include "workload/gloo_impl.h"
+#include "workload/job.h"
+#include "workload/native_impl.h"
+
+namespace tb::workload {
+namespace {
+
+Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank) {
+  const int n = static_cast<int>(job.ranks.size());
+  if (job.impl == "gloo") {
+    GlooOptions o;
+    o.rank = rank;
+    o.size = n;
+    o.store_dir = job.store_dir;
+    o.prefix = job.run_id;
+    o.address = job.ranks[static_cast<size_t>(rank)].gloo_addr;
+    o.timeout_ms = job.timeout_ms;
+    return make_gloo_impl(o);
+  }
+  collective::TcpOptions o;
+  o.rank = rank;
+  o.size = n;
+  o.channels = job.channels;
+  o.peers = job.peers[static_cast<size_t>(rank)];
+  o.timeout = std::chrono::milliseconds(job.timeout_ms);
+  o.key_prefix = job.run_id + ".";
+  auto comm = collective::TcpComm::connect(collective::FileStore(job.store_dir), o);
+  if (!comm) return std::unexpected(comm.error());
+  std::vector<int> node_of;
+  for (const auto& r : job.ranks) node_of.push_back(r.server);
+  (*comm)->set_node_of(std::move(node_of));
+  return make_native_impl(std::move(*comm),
+                          "native tcp, " + std::to_string(job.channels) +
+                              " connection(s) per peer, bound per tier (nvl/rail/wan)");
+}
+
+}  // namespace
+
+std::string rank_rows_path(const std::string& results_dir, int rank) {
+  return results_dir + "/rank" + std::to_string(rank) + ".jsonl";
+}
+
+int rank_main(const std::string& job_path, int rank) {
+  auto job = load_job(job_path);
+  if (!job) {
+    std::fprintf(stderr, "tb-rank: %s\n", job.error().message.c_str());
+    return kExitBadInput;
+  }
+  if (rank < 0 || rank >= static_cast<int>(job->ranks.size())) {
+    std::fprintf(stderr, "tb-rank: --rank %d is not in 0..%zu\n", rank, job->ranks.size() - 1);
+    return kExitBadInput;
+  }
+  std::ofstream rows(rank_rows_path(job->results_dir, rank), std::ios::app);
+  auto report_error = [&](const Error& e) {
+    std::fprintf(stderr, "tb-rank %d (%s): %s\n", rank,
+                 job->ranks[static_cast<size_t>(rank)].node.c_str(), e.message.c_str());
+    rows << nlohmann::json{{"error", e.message}}.dump() << std::endl;
+    return e.exit_code == kExitBadInput ? kExitBadInput : kExitFailed;
+  };
+  auto impl = make_impl(*job, rank);
+  if (!impl) return report_error(impl.error());
+  std::fprintf(stderr, "tb-rank %d/%zu on %s: %s\n", rank, job->ranks.size(),
+               job->ranks[static_cast<size_t>(rank)].node.c_str(), (*impl)->describe().c_str());
+  const auto algo = job->bench.algo.value_or((*impl)->default_algo(job->bench.coll));
+  collective::Call label{job->bench.coll, algo, job->bench.type, job->bench.op, job->bench.root};
+  rows << nlohmann::json{{"ready", true},
+                         {"algo", (*impl)->algo_label(label)},
+                         {"describe", (*impl)->describe()}}
+              .dump()
+       << std::endl;
+  auto st = run_bench(**impl, job->bench,
+                      [&](const RankRow& r) { rows << to_json(r).dump() << std::endl; });
+  if (!st) return report_error(st.error());
+  rows << nlohmann::json{{"done", true}}.dump() << std::endl;
+  return kExitOk;
+}
+
+}  // namespace tb::workload
