@@ -225,7 +225,8 @@ Status TcpComm::do_exchange(std::span<const Xfer> xfers) {
           if (n == 0)
             return fail(what + ": rank " + std::to_string(c.peer) +
                         " closed the connection (it exited or failed)");
-          return sys_fail(what + ": rank " + std::to_string(c.peer) + " is gone");
+          return sys_fail(what + ": rank " + std::to_string(c.peer) +
+                          " dropped the connection (it exited or failed)");
         }
         return {};
       };

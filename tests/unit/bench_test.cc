@@ -1,0 +1,327 @@
+// The bench's pieces without root: the TCP transport over loopback (ranks as threads), rank
+// selection and per-pair addressing on the shipped scenarios, nccl-tests' arithmetic, the
+// correctness pattern, the per-rank loop and the report.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "collective/collective.h"
+#include "collective/inproc.h"
+#include "collective/tcp.h"
+#include "metrics/busbw.h"
+#include "plan/plan.h"
+#include "scenario/loader.h"
+#include "workload/bench.h"
+#include "workload/bench_report.h"
+#include "workload/job.h"
+#include "workload/native_impl.h"
+#include "workload/pattern.h"
+
+namespace tb {
+namespace {
+
+using collective::Algo;
+using collective::Call;
+using collective::Coll;
+using collective::DataType;
+using collective::RedOp;
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char t[] = "/tmp/tb-bench-test-XXXXXX";
+    path = mkdtemp(t);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+// Runs body(rank, comm) on n threads over loopback TCP; returns each rank's status.
+std::vector<Status> on_tcp(int n, int channels, std::chrono::milliseconds timeout,
+                           const std::function<Status(int, collective::TcpComm&)>& body) {
+  TempDir dir;
+  collective::FileStore store(dir.path);
+  std::vector<Status> st(static_cast<size_t>(n));
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; ++r)
+    th.emplace_back([&, r] {
+      collective::TcpOptions o;
+      o.rank = r;
+      o.size = n;
+      o.channels = channels;
+      o.timeout = timeout;
+      o.peers.assign(static_cast<size_t>(n), {"127.0.0.1", "127.0.0.1", "lo"});
+      auto c = collective::TcpComm::connect(store, o);
+      if (!c) {
+        st[static_cast<size_t>(r)] = std::unexpected(c.error());
+        return;
+      }
+      st[static_cast<size_t>(r)] = body(r, **c);
+    });
+  for (auto& t : th) t.join();
+  return st;
+}
+
+TEST(TcpComm, AllReduceOverLoopbackWithChannels) {
+  const int n = 4;
+  const size_t count = 300'001;  // odd, and big enough to stripe over the channels
+  for (Algo algo : {Algo::kRing, Algo::kHalvingDoubling, Algo::kTree}) {
+    auto st = on_tcp(n, 3, std::chrono::seconds(10), [&](int r, collective::TcpComm& c) -> Status {
+      std::vector<float> buf(count);
+      for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>((r + 1) * (i % 5));
+      TB_TRY(collective::run(c, Call{Coll::kAllReduce, algo, DataType::kFloat32, RedOp::kSum, 0,
+                                     buf.data(), buf.data(), count}));
+      for (size_t i = 0; i < count; ++i)
+        if (buf[i] != static_cast<float>(10 * (i % 5)))
+          return fail("wrong at " + std::to_string(i));
+      return {};
+    });
+    for (auto& s : st) EXPECT_TRUE(s) << s.error().message;
+  }
+}
+
+TEST(TcpComm, APeerThatDiesFailsTheOthersFastWithItsName) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto st = on_tcp(3, 2, std::chrono::seconds(20), [&](int r, collective::TcpComm& c) -> Status {
+    if (r == 1) return fail("rank 1 dies");  // its comm closes its connections as it goes
+    std::vector<float> buf(1 << 20, 1.0f);
+    return collective::run(c, Call{Coll::kAllReduce, Algo::kRing, DataType::kFloat32, RedOp::kSum,
+                                   0, buf.data(), buf.data(), buf.size()});
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0,
+            std::chrono::seconds(5));  // not the 20 s timeout
+  for (int r : {0, 2}) {
+    ASSERT_FALSE(st[static_cast<size_t>(r)]);
+    EXPECT_NE(st[static_cast<size_t>(r)].error().message.find("(it exited or failed)"),
+              std::string::npos)
+        << st[static_cast<size_t>(r)].error().message;
+  }
+}
+
+TEST(TcpComm, SilentPeerTimesOut) {
+  auto st =
+      on_tcp(2, 1, std::chrono::milliseconds(300), [&](int r, collective::TcpComm& c) -> Status {
+        if (r == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+          return {};
+        }
+        float x = 1;
+        return collective::run(
+            c, Call{Coll::kAllReduce, Algo::kRing, DataType::kFloat32, RedOp::kSum, 0, &x, &x, 1});
+      });
+  ASSERT_FALSE(st[0]);
+  EXPECT_NE(st[0].error().message.find("no progress for 300 ms"), std::string::npos)
+      << st[0].error().message;
+}
+
+TEST(TcpComm, MissingRankFailsRendezvousWithinTimeout) {
+  TempDir dir;
+  collective::TcpOptions o;
+  o.rank = 1;
+  o.size = 2;
+  o.timeout = std::chrono::milliseconds(300);
+  o.peers.assign(2, {"127.0.0.1", "127.0.0.1", "lo"});
+  auto c = collective::TcpComm::connect(collective::FileStore(dir.path), o);
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("did that rank start?"), std::string::npos) << c.error().message;
+}
+
+TEST(Busbw, NcclTestsFactorsAndSizes) {
+  EXPECT_DOUBLE_EQ(metrics::bus_factor(Coll::kAllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(metrics::bus_factor(Coll::kAllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(metrics::bus_factor(Coll::kReduceScatter, 8), 0.875);
+  EXPECT_DOUBLE_EQ(metrics::bus_factor(Coll::kAllToAll, 2), 0.5);
+  EXPECT_DOUBLE_EQ(metrics::bus_factor(Coll::kBroadcast, 8), 1);
+  EXPECT_DOUBLE_EQ(metrics::bus_factor(Coll::kSendRecv, 8), 1);
+  // AllGather's size column is the whole output: 8K over 4 ranks is 512 floats each.
+  EXPECT_EQ(metrics::count_for(Coll::kAllGather, 8192, 4, DataType::kFloat32), 512u);
+  EXPECT_EQ(metrics::size_bytes(Coll::kAllGather, 512, 4, DataType::kFloat32), 8192u);
+  EXPECT_EQ(metrics::count_for(Coll::kAllReduce, 8192, 4, DataType::kFloat32), 2048u);
+  auto bw = metrics::bandwidth(Coll::kAllReduce, 1'000'000, 1000, 4);  // 1 MB in 1 ms
+  EXPECT_DOUBLE_EQ(bw.algbw_gbps, 1.0);
+  EXPECT_DOUBLE_EQ(bw.busbw_gbps, 1.5);
+}
+
+TEST(Bench, SweepFollowsMinMaxAndFactor) {
+  workload::BenchSpec s;
+  s.min_bytes = 8 << 10;
+  s.max_bytes = 64 << 20;
+  EXPECT_EQ(workload::sweep(s, 4).size(), 14u);
+  s.coll = Coll::kAllToAll;
+  s.min_bytes = 1;
+  s.max_bytes = 64;
+  auto pts = workload::sweep(s, 4);  // tiny sizes collapse to count 1, kept once
+  EXPECT_EQ(pts.front().count, 1u);
+  EXPECT_EQ(pts.front().bytes, 16u);
+  s.step_factor = 1;
+  EXPECT_FALSE(workload::validate(s));
+  s.step_factor = 2;
+  s.op = RedOp::kProd;
+  EXPECT_FALSE(workload::validate(s));
+}
+
+// An Impl that breaks one element of every result: the check must see it.
+class Corrupting final : public workload::Impl {
+ public:
+  explicit Corrupting(std::unique_ptr<workload::Impl> in) : in_(std::move(in)) {}
+  int rank() const override { return in_->rank(); }
+  int size() const override { return in_->size(); }
+  Status supports(Coll c, Algo a) const override { return in_->supports(c, a); }
+  Algo default_algo(Coll c) const override { return in_->default_algo(c); }
+  std::string algo_label(const Call& c) const override { return in_->algo_label(c); }
+  std::string describe() const override { return "corrupting"; }
+  Status run(const Call& c) override {
+    TB_TRY(in_->run(c));
+    if (c.count > 1 && c.coll != Coll::kAllReduce) static_cast<float*>(c.recv)[0] += 1;
+    if (c.count > 1 && c.coll == Coll::kAllReduce && c.recv != c.send)
+      static_cast<float*>(c.recv)[1] += 1;
+    return {};
+  }
+
+ private:
+  std::unique_ptr<workload::Impl> in_;
+};
+
+std::vector<workload::RankRow> bench_on_threads(int n, const workload::BenchSpec& spec,
+                                                bool corrupt) {
+  auto comms = collective::make_inproc_comms(n);
+  std::vector<std::vector<workload::RankRow>> rows(static_cast<size_t>(n));
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; ++r)
+    th.emplace_back([&, r] {
+      std::unique_ptr<workload::Impl> impl =
+          workload::make_native_impl(std::move(comms[static_cast<size_t>(r)]), "inproc");
+      if (corrupt) impl = std::make_unique<Corrupting>(std::move(impl));
+      auto st = workload::run_bench(*impl, spec, [&](const workload::RankRow& row) {
+        rows[static_cast<size_t>(r)].push_back(row);
+      });
+      EXPECT_TRUE(st) << st.error().message;
+    });
+  for (auto& t : th) t.join();
+  std::vector<workload::RankRow> out;  // rank-summed #wrong per size
+  for (size_t i = 0; i < rows[0].size(); ++i) {
+    workload::RankRow sum = rows[0][i];
+    for (int r = 1; r < n; ++r) sum.wrong += rows[static_cast<size_t>(r)][i].wrong;
+    out.push_back(sum);
+  }
+  return out;
+}
+
+TEST(Bench, EveryCollectiveChecksCleanAndTimesEveryIteration) {
+  for (Coll c : {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kBroadcast,
+                 Coll::kReduce, Coll::kAllToAll, Coll::kSendRecv}) {
+    workload::BenchSpec s;
+    s.coll = c;
+    s.min_bytes = 1000;
+    s.max_bytes = 100'000;
+    s.step_factor = 10;
+    s.iters = 3;
+    s.warmup = 1;
+    s.check = 2;
+    s.root = 2;
+    s.op = RedOp::kMax;
+    auto rows = bench_on_threads(3, s, false);
+    ASSERT_EQ(rows.size(), 3u) << collective::name(c);
+    for (const auto& r : rows) {
+      EXPECT_EQ(r.wrong, 0u) << collective::name(c) << " " << r.bytes;
+      ASSERT_EQ(r.iter_ns.size(), 3u);
+      EXPECT_LE(r.iter_ns[0].first, r.iter_ns[0].second);
+      EXPECT_LE(r.iter_ns[0].second, r.iter_ns[1].first);
+    }
+  }
+}
+
+TEST(Bench, AWrongResultIsCounted) {
+  workload::BenchSpec s;
+  s.coll = Coll::kAllGather;
+  s.min_bytes = s.max_bytes = 4096;
+  s.iters = 1;
+  s.check = 3;
+  auto rows = bench_on_threads(2, s, true);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].wrong, 6u);  // one element x 3 check runs x 2 ranks
+}
+
+TEST(BenchReport, CombinesRanksLikeNcclTests) {
+  workload::RankRow a{1'000'000, 250'000, 1000, 0, {{10, 20}, {20, 40}}};
+  workload::RankRow b{1'000'000, 250'000, 3000, 2, {{12, 25}, {25, 38}}};
+  auto row = workload::combine_rows(Coll::kAllReduce, 2, {a, b});
+  EXPECT_DOUBLE_EQ(row.time_us, 2000);
+  EXPECT_EQ(row.wrong, 2u);
+  EXPECT_DOUBLE_EQ(row.algbw_gbps, 0.5);
+  EXPECT_DOUBLE_EQ(row.busbw_gbps, 0.5);
+  ASSERT_EQ(row.iter_ns.size(), 2u);
+  EXPECT_EQ(row.iter_ns[1], (std::pair<int64_t, int64_t>{20, 40}));
+  workload::BenchResult r;
+  r.spec.coll = Coll::kAllReduce;
+  r.rows = {row};
+  r.complete = true;
+  EXPECT_FALSE(r.ok());  // 2 wrong
+  EXPECT_NE(workload::table_row(r, row).find("1000000"), std::string::npos);
+  EXPECT_NE(workload::table_footer(r).find("FAILED"), std::string::npos);
+  auto j = workload::to_json(r);
+  EXPECT_EQ(j["rows"][0]["iterations"].size(), 2u);
+  EXPECT_EQ(j["wrong"], 2);
+}
+
+plan::Topology topology_of(const std::string& scenario) {
+  auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/" + scenario);
+  EXPECT_TRUE(s) << s.error().message;
+  auto p = plan::compile(*s);
+  EXPECT_TRUE(p) << p.error().message;
+  return p->topo;
+}
+
+std::string addr(const plan::Node& n, const std::string& role) {
+  for (const auto& [r, p] : n.addrs)
+    if (r == role) return p.addr.to_string();
+  return "";
+}
+
+TEST(Job, SelectsRanksAndBindsEachPairToItsTier) {
+  const auto topo = topology_of("mini.toml");
+  auto all = workload::select_ranks(topo, "all");
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 4u);
+  auto s0 = workload::select_ranks(topo, "dc-s1,dc/s0/g0");
+  ASSERT_TRUE(s0);
+  ASSERT_EQ(s0->size(), 3u);
+  EXPECT_EQ((*s0)[0]->name, "dc/s0/g0");  // topology order
+  auto bad = workload::select_ranks(topo, "dc/s9");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().exit_code, kExitBadInput);
+  EXPECT_NE(bad.error().message.find("'dc/s9' matches no GPU"), std::string::npos);
+
+  workload::Job job;
+  ASSERT_TRUE(workload::place_ranks(job, topo, *all));
+  const auto& g0 = *(*all)[0];
+  const auto& g1 = *(*all)[1];
+  const auto& h0 = *(*all)[2];
+  EXPECT_EQ(job.peers[0][1].tier, "nvl");
+  EXPECT_EQ(job.peers[0][1].dst, addr(g1, "nvl"));
+  EXPECT_EQ(job.peers[0][1].src, addr(g0, "nvl"));
+  EXPECT_EQ(job.peers[0][2].tier, "rail");
+  EXPECT_EQ(job.peers[0][2].dst, addr(h0, "rail"));
+  EXPECT_EQ(job.peers[0][2].src, addr(g0, "rail"));
+  EXPECT_EQ(job.ranks[2].server, 1);
+  EXPECT_EQ(job.ranks[0].gloo_addr, addr(g0, "rail"));  // one region: Gloo on the rail
+  auto back = workload::job_from_json(workload::to_json(job));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->peers[0][2].dst, job.peers[0][2].dst);
+}
+
+TEST(Job, CrossRegionPairsGoOverTheWan) {
+  const auto topo = topology_of("hz-bj.toml");
+  auto gpus = workload::select_ranks(topo, "hz/s0/g0,bj/s0/g0");
+  ASSERT_TRUE(gpus);
+  workload::Job job;
+  ASSERT_TRUE(workload::place_ranks(job, topo, *gpus));
+  EXPECT_EQ(job.peers[0][1].tier, "wan");
+  EXPECT_EQ(job.peers[0][1].dst, addr(*(*gpus)[1], "nvl"));
+  EXPECT_EQ(job.ranks[0].gloo_addr, addr(*(*gpus)[0], "nvl"));  // two regions: routable one
+}
+
+}  // namespace
+}  // namespace tb
