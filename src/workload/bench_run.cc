@@ -6,11 +6,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "plan/plan.h"
 #include "runner/rank_group.h"
+#include "workload/gloo_impl.h"
 #include "workload/job.h"
 #include "workload/rank_main.h"
 
@@ -87,7 +89,8 @@ Result<Job> prepare_job(const apply::LabState& lab, const BenchOptions& o) {
   if (collective::rooted(o.spec.coll) && (o.spec.root < 0 || o.spec.root >= n))
     return bad_input("-r/--root: " + std::to_string(o.spec.root) + " is not a rank (0.." +
                      std::to_string(n - 1) + ")");
-  if (o.impl == "native" && o.spec.algo) {
+  if (o.spec.algo && o.impl == "gloo") TB_TRY(gloo_supports(o.spec.coll, *o.spec.algo));
+  if (o.spec.algo && o.impl == "native") {
     const auto& algos = collective::native_algos(o.spec.coll);
     if (std::find(algos.begin(), algos.end(), *o.spec.algo) == algos.end()) {
       std::string have;
@@ -95,6 +98,16 @@ Result<Job> prepare_job(const apply::LabState& lab, const BenchOptions& o) {
       return bad_input("--algo: no " + std::string(collective::name(*o.spec.algo)) + " for " +
                        std::string(collective::name(o.spec.coll)) + "; native has " + have);
     }
+  }
+  if (o.spec.coll == collective::Coll::kAllReduce && o.spec.algo == collective::Algo::kHier) {
+    std::map<int, int> per_server;
+    for (const auto& r : job.ranks) ++per_server[r.server];
+    for (const auto& [server, count] : per_server)
+      if (count != per_server.begin()->second)
+        return bad_input("--algo hier needs the same number of ranks on every server; --ranks " +
+                         o.ranks + " gives " + std::to_string(per_server.begin()->second) +
+                         " on one and " + std::to_string(count) +
+                         " on another (select whole servers)");
   }
   return job;
 }
@@ -138,7 +151,6 @@ Result<BenchResult> run_job(const Job& job, const apply::LabState& lab, const Be
   std::vector<bool> ready(static_cast<size_t>(n), false);
   bool started = false;
   size_t next_row = 0;
-  std::vector<std::string> rank_error(static_cast<size_t>(n));
   auto last_activity = Clock::now();
   std::optional<Clock::time_point> kill_at;
   const auto idle_limit = std::chrono::milliseconds(std::max(2 * job.timeout_ms, 120000));
@@ -158,7 +170,6 @@ Result<BenchResult> run_job(const Job& job, const apply::LabState& lab, const Be
             res.algo_label = l.value("algo", "");
           }
         }
-        if (l.contains("error")) rank_error[static_cast<size_t>(r)] = l["error"].get<std::string>();
       }
     }
     if (!started && std::all_of(ready.begin(), ready.end(), [](bool b) { return b; })) {

@@ -58,6 +58,55 @@ class TimedStore : public gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
+// The Gloo class (legacy, bound buffers) or function (gloo::, the options API) that runs.
+std::string label(Coll coll, Algo algo) {
+  switch (coll) {
+    case Coll::kAllReduce:
+      return algo == Algo::kHalvingDoubling ? "gloo AllreduceHalvingDoubling"
+                                            : "gloo::allreduce RING";
+    case Coll::kAllGather:
+      return "gloo::allgather";
+    case Coll::kReduceScatter:
+      return "gloo ReduceScatterHalvingDoubling";
+    case Coll::kBroadcast:
+      return "gloo::broadcast";
+    case Coll::kReduce:
+      return "gloo::reduce";
+    case Coll::kAllToAll:
+      return "gloo::alltoall";
+    case Coll::kSendRecv:
+      return "gloo unbound send/recv";
+  }
+  return "gloo";
+}
+
+}  // namespace
+
+Algo gloo_default_algo(Coll coll) {
+  switch (coll) {
+    case Coll::kReduceScatter:
+      return Algo::kHalvingDoubling;
+    case Coll::kBroadcast:  // a binomial tree
+      return Algo::kTree;
+    default:  // allreduce, allgather, reduce (ring reduce-scatter + gather), alltoall, sendrecv
+      return Algo::kRing;
+  }
+}
+
+Status gloo_supports(Coll coll, Algo algo) {
+  if (coll == Coll::kAllReduce) {
+    if (algo == Algo::kRing || algo == Algo::kHalvingDoubling) return {};
+    return bad_input("gloo has no " + str(collective::name(algo)) + " allreduce; it has ring, hd");
+  }
+  const Algo has = gloo_default_algo(coll);
+  if (algo == has) return {};
+  return bad_input("gloo has no " + str(collective::name(algo)) + " " +
+                   str(collective::name(coll)) + "; it has " + str(collective::name(has)) + " (" +
+                   label(coll, has) + ")");
+}
+
+namespace {
+
 class GlooImpl final : public Impl {
  public:
   GlooImpl(GlooOptions o, std::shared_ptr<gloo::Context> ctx)
@@ -70,29 +119,8 @@ class GlooImpl final : public Impl {
   int rank() const override { return o_.rank; }
   int size() const override { return o_.size; }
 
-  Status supports(Coll coll, Algo algo) const override {
-    if (coll == Coll::kAllReduce) {
-      if (algo == Algo::kRing || algo == Algo::kHalvingDoubling) return {};
-      return bad_input("gloo has no " + str(collective::name(algo)) +
-                       " allreduce; it has ring, hd");
-    }
-    const Algo has = default_algo(coll);
-    if (algo == has) return {};
-    return bad_input("gloo has no " + str(collective::name(algo)) + " " +
-                     str(collective::name(coll)) + "; it has " + str(collective::name(has)) + " (" +
-                     label(coll, has) + ")");
-  }
-
-  Algo default_algo(Coll coll) const override {
-    switch (coll) {
-      case Coll::kReduceScatter:
-        return Algo::kHalvingDoubling;
-      case Coll::kBroadcast:  // a binomial tree
-        return Algo::kTree;
-      default:  // allreduce, allgather, reduce (ring reduce-scatter + gather), alltoall, sendrecv
-        return Algo::kRing;
-    }
-  }
+  Status supports(Coll coll, Algo algo) const override { return gloo_supports(coll, algo); }
+  Algo default_algo(Coll coll) const override { return gloo_default_algo(coll); }
 
   std::string algo_label(const Call& call) const override { return label(call.coll, call.algo); }
 
@@ -118,28 +146,6 @@ class GlooImpl final : public Impl {
   }
 
  private:
-  // The Gloo class (legacy, bound buffers) or function (gloo::, the options API) that runs.
-  static std::string label(Coll coll, Algo algo) {
-    switch (coll) {
-      case Coll::kAllReduce:
-        return algo == Algo::kHalvingDoubling ? "gloo AllreduceHalvingDoubling"
-                                              : "gloo::allreduce RING";
-      case Coll::kAllGather:
-        return "gloo::allgather";
-      case Coll::kReduceScatter:
-        return "gloo ReduceScatterHalvingDoubling";
-      case Coll::kBroadcast:
-        return "gloo::broadcast";
-      case Coll::kReduce:
-        return "gloo::reduce";
-      case Coll::kAllToAll:
-        return "gloo::alltoall";
-      case Coll::kSendRecv:
-        return "gloo unbound send/recv";
-    }
-    return "gloo";
-  }
-
   Status check(const Call& call) const {
     TB_TRY(supports(call.coll, call.algo));
     if (collective::rooted(call.coll) && (call.root < 0 || call.root >= o_.size))

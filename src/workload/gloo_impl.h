@@ -44,4 +44,8 @@ struct GlooOptions {
 // what Gloo said.
 Result<std::unique_ptr<Impl>> make_gloo_impl(const GlooOptions& o);
 
+// What a Gloo Impl would answer, without connecting (the bench checks flags up front).
+collective::Algo gloo_default_algo(collective::Coll coll);
+Status gloo_supports(collective::Coll coll, collective::Algo algo);
+
 }  // namespace tb::workload

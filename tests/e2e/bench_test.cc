@@ -1,0 +1,178 @@
+// bench on a live mini lab: every collective passes (#wrong = 0) natively and through Gloo;
+// killing one rank makes every other rank exit with a clear error within its timeout, and the
+// lab runs the next bench cleanly. Results go to a temporary directory removed at the end.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "core/process.h"
+#include "e2e_util.h"
+
+namespace tb::e2e {
+namespace {
+
+class Bench : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!is_root()) return;
+    char t[] = "/tmp/tb-e2e-bench-XXXXXX";
+    results_ = mkdtemp(t);
+    lab_ = unique_lab("eb");
+    guard_ = new LabGuard(lab_);
+    auto r = testbedctl("up " + scenario("mini.toml") + " --name " + lab_);
+    up_ok_ = r.rc == 0;
+    if (!up_ok_) std::fprintf(stderr, "up failed: %s\n", r.out.c_str());
+  }
+  static void TearDownTestSuite() {
+    delete guard_;  // down + clean
+    guard_ = nullptr;
+    if (!results_.empty()) std::filesystem::remove_all(results_);
+  }
+  void SetUp() override {
+    TB_REQUIRE_ROOT();
+    ASSERT_TRUE(up_ok_) << "mini lab did not come up";
+  }
+  static CmdResult bench(const std::string& args) {
+    return sh("TESTBEDCTL_RESULTS_DIR=" + results_ + " " + tbctl() + " bench " + lab_ + " " + args);
+  }
+  static nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+  }
+  static std::vector<int> rank_pids() {
+    std::vector<int> out;
+    for (int pid : owned_processes("testbedctl lab=" + lab_)) {
+      std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+      std::string name;
+      comm >> name;
+      if (name == "tb-rank") out.push_back(pid);
+    }
+    return out;
+  }
+
+  static inline std::string results_, lab_;
+  static inline LabGuard* guard_ = nullptr;
+  static inline bool up_ok_ = false;
+};
+
+void expect_clean_run(const CmdResult& r, const nlohmann::json& j, const std::string& what) {
+  EXPECT_EQ(r.rc, 0) << what << "\n" << r.out;
+  EXPECT_TRUE(j.value("ok", false)) << what;
+  EXPECT_TRUE(j.value("complete", false)) << what;
+  EXPECT_EQ(j.value("wrong", -1), 0) << what;
+  ASSERT_GE(j["rows"].size(), 3u) << what;
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["wrong"], 0) << what;
+    EXPECT_GT(row["busbw_gbps"].get<double>(), 0) << what;
+    EXPECT_EQ(row["iterations"].size(), 2u) << what;
+  }
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+}
+
+TEST_F(Bench, EveryCollectivePassesNativeAndGloo) {
+  for (std::string impl : {"native", "gloo"})
+    for (std::string coll : {"allreduce", "allgather", "reducescatter", "broadcast", "reduce",
+                             "alltoall", "sendrecv"}) {
+      const std::string json = results_ + "/" + impl + "-" + coll + ".json";
+      auto r = bench(coll + " -b 8K -e 512K -f 4 -n 2 -w 1 -c 2 -r 1 --impl " + impl + " --json " +
+                     json);
+      expect_clean_run(r, read_json(json), impl + " " + coll);
+    }
+}
+
+TEST_F(Bench, EveryAllReduceAlgorithmWithChannelsAndTypes) {
+  for (std::string algo : {"ring", "tree", "hd", "hier"}) {
+    const std::string json = results_ + "/algo-" + algo + ".json";
+    auto r = bench("allreduce --algo " + algo + " -b 64K -e 1M -f 4 -n 2 -w 1 -d int32 -o min " +
+                   "--channels 3 --json " + json);
+    auto j = read_json(json);
+    expect_clean_run(r, j, algo);
+    EXPECT_EQ(j["algo"], algo);
+  }
+}
+
+TEST_F(Bench, BadInputIsExitTwoAndStartsNothing) {
+  auto r = bench("allreduce --ranks dc/s9");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("'dc/s9' matches no GPU"), std::string::npos) << r.out;
+  r = bench("allreduce --algo hier --ranks dc/s0,dc/s1/g0");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("same number of ranks on every server"), std::string::npos) << r.out;
+  r = bench("allgather --algo tree");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  r = bench("allreduce --algo tree --impl gloo");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("gloo has no tree allreduce"), std::string::npos) << r.out;
+  r = bench("allreduce -f 1 -b 8K -e 16K");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  r = bench("nosuchcollective");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(rank_pids().empty());
+}
+
+// Kills one rank mid-sweep, then checks how every other rank ended and that the lab runs the
+// next bench cleanly.
+TEST_F(Bench, KillingOneRankFailsTheOthersClearlyAndTheLabStaysHealthy) {
+  for (std::string impl : {"native", "gloo"}) {
+    SCOPED_TRACE(impl);
+    const std::string out = results_ + "/kill-" + impl + ".out";
+    const std::string rcf = results_ + "/kill-" + impl + ".rc";
+    const std::string json = results_ + "/kill-" + impl + ".json";
+    const int timeout_s = 10;
+    // A sweep far longer than the test: a 64 MB allreduce at 400 Mbit/s takes about 2 s.
+    sh("(TESTBEDCTL_RESULTS_DIR=" + results_ + " " + tbctl() + " bench " + lab_ +
+       " allreduce -b 64M -e 64M -n 200 -w 0 --impl " + impl + " --timeout " +
+       std::to_string(timeout_s) + " --json " + json + " > " + out + " 2>&1; echo $? > " + rcf +
+       ") > /dev/null 2>&1 &");  // detached: sh() must not wait for it
+    std::vector<int> ranks;
+    for (int i = 0; i < 200 && ranks.size() < 4; ++i) {  // up to 20 s for 4 ranks to start
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ranks = rank_pids();
+    }
+    ASSERT_EQ(ranks.size(), 4u);
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // into the timed loop
+    ASSERT_EQ(::kill(ranks[2], SIGKILL), 0);
+    const auto killed_at = std::chrono::steady_clock::now();
+    bool done = false;
+    for (int i = 0; i < (timeout_s + 20) * 10 && !done; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::error_code ec;
+      done = std::filesystem::file_size(rcf, ec) > 0 && !ec;
+    }
+    ASSERT_TRUE(done) << "bench did not finish after a rank was killed";
+    EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(timeout_s))
+        << "the other ranks did not fail within their timeout";
+    std::ifstream rc_in(rcf);
+    int rc = -1;
+    rc_in >> rc;
+    EXPECT_EQ(rc, 1);
+    auto j = read_json(json);
+    EXPECT_FALSE(j["ok"].get<bool>());
+    const auto& errors = j["errors"];
+    ASSERT_EQ(errors.size(), 4u) << errors.dump(1);
+    int killed = 0, failed_clearly = 0;
+    for (const auto& e : errors) {
+      const std::string s = e.get<std::string>();
+      if (s.find("signal Killed") != std::string::npos)
+        ++killed;
+      else if (s.find("exit 1: ") != std::string::npos &&  // with the rank's own error text
+               (s.find("(it exited or failed)") != std::string::npos ||
+                s.find("Connection reset by peer") != std::string::npos ||  // Gloo's words
+                s.find("Connection closed by peer") != std::string::npos))
+        ++failed_clearly;
+    }
+    EXPECT_EQ(killed, 1) << errors.dump(1);
+    EXPECT_EQ(failed_clearly, 3) << errors.dump(1);
+    EXPECT_TRUE(rank_pids().empty()) << "ranks left running";
+
+    const std::string after = results_ + "/after-kill-" + impl + ".json";
+    auto r = bench("allreduce -b 8K -e 64K -n 2 -w 1 --impl " + impl + " --json " + after);
+    expect_clean_run(r, read_json(after), "after kill " + impl);
+  }
+}
+
+}  // namespace
+}  // namespace tb::e2e
