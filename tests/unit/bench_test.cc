@@ -14,6 +14,7 @@
 #include "metrics/busbw.h"
 #include "plan/plan.h"
 #include "scenario/loader.h"
+#include "temp_dir.h"
 #include "workload/bench.h"
 #include "workload/bench_report.h"
 #include "workload/job.h"
@@ -29,20 +30,13 @@ using collective::Coll;
 using collective::DataType;
 using collective::RedOp;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char t[] = "/tmp/tb-bench-test-XXXXXX";
-    path = mkdtemp(t);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using testing_util::TempDir;
 
 // Runs body(rank, comm) on n threads over loopback TCP; returns each rank's status.
 std::vector<Status> on_tcp(int n, int channels, std::chrono::milliseconds timeout,
                            const std::function<Status(int, collective::TcpComm&)>& body) {
   TempDir dir;
-  collective::FileStore store(dir.path);
+  collective::FileStore store(dir.path());
   std::vector<Status> st(static_cast<size_t>(n));
   std::vector<std::thread> th;
   for (int r = 0; r < n; ++r)
@@ -123,7 +117,7 @@ TEST(TcpComm, MissingRankFailsRendezvousWithinTimeout) {
   o.size = 2;
   o.timeout = std::chrono::milliseconds(300);
   o.peers.assign(2, {"127.0.0.1", "127.0.0.1", "lo"});
-  auto c = collective::TcpComm::connect(collective::FileStore(dir.path), o);
+  auto c = collective::TcpComm::connect(collective::FileStore(dir.path()), o);
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("did that rank start?"), std::string::npos) << c.error().message;
 }

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace tb::workload {
 namespace {
 
@@ -25,24 +27,7 @@ using collective::DataType;
 using collective::RedOp;
 using Clock = std::chrono::steady_clock;
 
-// A fresh directory under /tmp, removed with everything in it when this goes away.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/tb-gloo-test-XXXXXX";
-    const char* p = mkdtemp(tmpl);
-    TB_CHECK(p != nullptr);
-    path_ = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing_util::TempDir;
 
 GlooOptions options(int rank, int size, const std::string& dir, int timeout_ms) {
   return GlooOptions{.rank = rank,
