@@ -174,5 +174,32 @@ TEST_F(Bench, KillingOneRankFailsTheOthersClearlyAndTheLabStaysHealthy) {
   }
 }
 
+TEST_F(Bench, DownKillsRunningRanks) {
+  const std::string rcf = results_ + "/down.rc";
+  sh("(TESTBEDCTL_RESULTS_DIR=" + results_ + " " + tbctl() + " bench " + lab_ +
+     " allreduce -b 64M -e 64M -n 200 -w 0 > /dev/null 2>&1; echo $? > " + rcf +
+     ") > /dev/null 2>&1 &");
+  std::vector<int> ranks;
+  for (int i = 0; i < 200 && ranks.size() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ranks = rank_pids();
+  }
+  ASSERT_EQ(ranks.size(), 4u);
+  auto r = testbedctl("down " + lab_);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(rank_pids().empty()) << "ranks survived down";
+  bool done = false;
+  for (int i = 0; i < 300 && !done; ++i) {  // the bench notices within its idle limits
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::error_code ec;
+    done = std::filesystem::file_size(rcf, ec) > 0 && !ec;
+  }
+  EXPECT_TRUE(done) << "bench did not exit after down";
+  std::ifstream in(rcf);
+  int rc = -1;
+  in >> rc;
+  EXPECT_EQ(rc, 1);
+}
+
 }  // namespace
 }  // namespace tb::e2e
