@@ -13,14 +13,23 @@ namespace tb::collective::detail {
 // Offsets of `parts` near-equal blocks of `count` elements: off[i]..off[i+1], off.size()=parts+1.
 std::vector<size_t> split(size_t count, int parts);
 
-// A ring over `members` (ranks, in ring order; this rank at index `me`) working on `buf`,
-// whose blocks are [off[i], off[i+1]) elements for i = 0..members.size()-1.
+// Blocks of a buffer, one per ring position: element offset and count.
+using Blocks = std::vector<std::pair<size_t, size_t>>;
+Blocks blocks_of(const std::vector<size_t>& off);  // from split()'s offsets
+
+// The ring order NCCL uses on rail-optimized clusters: ranks grouped by node, every other
+// node's ranks reversed (a snake), so each hop between nodes joins two GPUs with the same
+// local index — the same rail, one ToR, no spine and no ECMP hash to polarize.
+std::vector<int> ring_order(const Comm& c);
+
+// A ring over `members` (ranks, in ring order; this rank at position `me`) working on `buf`,
+// where position i's block is blocks[i].
 // reduce_scatter: afterwards block `me` holds the reduction over members.
 Status ring_reduce_scatter(Comm& c, const std::vector<int>& members, int me, std::byte* buf,
-                           const std::vector<size_t>& off, DataType t, RedOp op);
+                           const Blocks& blocks, DataType t, RedOp op);
 // all_gather: block `me` is given; afterwards every block holds its owner's block.
 Status ring_all_gather(Comm& c, const std::vector<int>& members, int me, std::byte* buf,
-                       const std::vector<size_t>& off, size_t es);
+                       const Blocks& blocks, size_t es);
 
 // Pipelined trees (a chain is a tree with one child): `buf` of count elements, in chunks.
 // up: children's data is reduced into buf and passed to the parent (parent < 0: the root).

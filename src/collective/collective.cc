@@ -11,16 +11,15 @@ namespace {
 
 using detail::split;
 
-std::vector<int> all_ranks(int n) {
-  std::vector<int> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), 0);
-  return v;
+// Position p of the ring holds rank order[p]'s block of `count` elements.
+detail::Blocks rank_blocks(const std::vector<int>& order, size_t count) {
+  detail::Blocks b;
+  for (int r : order) b.emplace_back(static_cast<size_t>(r) * count, count);
+  return b;
 }
 
-std::vector<size_t> equal_blocks(size_t count, int n) {
-  std::vector<size_t> off(static_cast<size_t>(n) + 1);
-  for (int i = 0; i <= n; ++i) off[static_cast<size_t>(i)] = count * static_cast<size_t>(i);
-  return off;
+int position_of(const std::vector<int>& order, int rank) {
+  return static_cast<int>(std::find(order.begin(), order.end(), rank) - order.begin());
 }
 
 void copy_if_apart(void* dst, const void* src, size_t bytes) {
@@ -34,10 +33,11 @@ Status allreduce(Comm& c, const Call& k) {
   if (c.size() == 1 || k.count == 0) return {};
   switch (k.algo) {
     case Algo::kRing: {
-      const auto off = split(k.count, c.size());
-      const auto ranks = all_ranks(c.size());
-      TB_TRY(detail::ring_reduce_scatter(c, ranks, c.rank(), buf, off, k.type, k.op));
-      return detail::ring_all_gather(c, ranks, c.rank(), buf, off, es);
+      const auto blocks = detail::blocks_of(split(k.count, c.size()));
+      const auto order = detail::ring_order(c);
+      const int me = position_of(order, c.rank());
+      TB_TRY(detail::ring_reduce_scatter(c, order, me, buf, blocks, k.type, k.op));
+      return detail::ring_all_gather(c, order, me, buf, blocks, es);
     }
     case Algo::kTree: {
       int parent;
@@ -97,8 +97,9 @@ Status allgather(Comm& c, const Call& k) {
   auto* buf = static_cast<std::byte*>(k.recv);
   copy_if_apart(buf + static_cast<size_t>(c.rank()) * k.count * es, k.send, k.count * es);
   if (c.size() == 1 || k.count == 0) return {};
-  return detail::ring_all_gather(c, all_ranks(c.size()), c.rank(), buf,
-                                 equal_blocks(k.count, c.size()), es);
+  const auto order = detail::ring_order(c);
+  return detail::ring_all_gather(c, order, position_of(order, c.rank()), buf,
+                                 rank_blocks(order, k.count), es);
 }
 
 Status reducescatter(Comm& c, const Call& k) {
@@ -111,8 +112,9 @@ Status reducescatter(Comm& c, const Call& k) {
   const size_t total = k.count * static_cast<size_t>(c.size());
   std::vector<std::byte> work(static_cast<const std::byte*>(k.send),
                               static_cast<const std::byte*>(k.send) + total * es);
-  TB_TRY(detail::ring_reduce_scatter(c, all_ranks(c.size()), c.rank(), work.data(),
-                                     equal_blocks(k.count, c.size()), k.type, k.op));
+  const auto order = detail::ring_order(c);
+  TB_TRY(detail::ring_reduce_scatter(c, order, position_of(order, c.rank()), work.data(),
+                                     rank_blocks(order, k.count), k.type, k.op));
   std::memcpy(k.recv, work.data() + mine, k.count * es);
   return {};
 }

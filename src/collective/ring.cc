@@ -20,33 +20,55 @@ std::vector<size_t> split(size_t count, int parts) {
   return off;
 }
 
+Blocks blocks_of(const std::vector<size_t>& off) {
+  Blocks b;
+  for (size_t i = 0; i + 1 < off.size(); ++i) b.emplace_back(off[i], off[i + 1] - off[i]);
+  return b;
+}
+
+std::vector<int> ring_order(const Comm& c) {
+  std::vector<int> nodes;  // node ids in order of their first rank
+  for (int node : c.node_of())
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+  std::vector<int> order;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    std::vector<int> local;
+    for (int r = 0; r < c.size(); ++r)
+      if (c.node_of()[static_cast<size_t>(r)] == nodes[k]) local.push_back(r);
+    if (k % 2 == 1) std::reverse(local.begin(), local.end());
+    order.insert(order.end(), local.begin(), local.end());
+  }
+  return order;
+}
+
 Status ring_reduce_scatter(Comm& c, const std::vector<int>& members, int me, std::byte* buf,
-                           const std::vector<size_t>& off, DataType t, RedOp op) {
+                           const Blocks& blocks, DataType t, RedOp op) {
   const int n = static_cast<int>(members.size());
   if (n == 1) return {};
   const size_t es = type_size(t);
   size_t max_block = 0;
-  for (int b = 0; b < n; ++b) max_block = std::max(max_block, off[b + 1] - off[b]);
+  for (const auto& [o, len] : blocks) max_block = std::max(max_block, len);
   std::vector<std::byte> tmp(max_block * es);
   const int next = members[mod(me + 1, n)], prev = members[mod(me - 1, n)];
   for (int s = 0; s < n - 1; ++s) {
-    const int sb = mod(me - s - 1, n), rb = mod(me - s - 2, n);
-    const size_t rlen = off[rb + 1] - off[rb];
-    TB_TRY(c.exchange({Xfer::send(next, buf + off[sb] * es, (off[sb + 1] - off[sb]) * es),
-                       Xfer::recv(prev, tmp.data(), rlen * es)}));
-    reduce_into(buf + off[rb] * es, tmp.data(), rlen, t, op);
+    const auto& sb = blocks[mod(me - s - 1, n)];
+    const auto& rb = blocks[mod(me - s - 2, n)];
+    TB_TRY(c.exchange({Xfer::send(next, buf + sb.first * es, sb.second * es),
+                       Xfer::recv(prev, tmp.data(), rb.second * es)}));
+    reduce_into(buf + rb.first * es, tmp.data(), rb.second, t, op);
   }
   return {};
 }
 
 Status ring_all_gather(Comm& c, const std::vector<int>& members, int me, std::byte* buf,
-                       const std::vector<size_t>& off, size_t es) {
+                       const Blocks& blocks, size_t es) {
   const int n = static_cast<int>(members.size());
   const int next = members[mod(me + 1, n)], prev = members[mod(me - 1, n)];
   for (int s = 0; s < n - 1; ++s) {
-    const int sb = mod(me - s, n), rb = mod(me - s - 1, n);
-    TB_TRY(c.exchange({Xfer::send(next, buf + off[sb] * es, (off[sb + 1] - off[sb]) * es),
-                       Xfer::recv(prev, buf + off[rb] * es, (off[rb + 1] - off[rb]) * es)}));
+    const auto& sb = blocks[mod(me - s, n)];
+    const auto& rb = blocks[mod(me - s - 1, n)];
+    TB_TRY(c.exchange({Xfer::send(next, buf + sb.first * es, sb.second * es),
+                       Xfer::recv(prev, buf + rb.first * es, rb.second * es)}));
   }
   return {};
 }

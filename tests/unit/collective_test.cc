@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "collective/algorithms.h"
 #include "collective/collective.h"
 #include "collective/inproc.h"
 
@@ -141,7 +142,8 @@ TEST(Collective, EveryCollectiveAlgorithmRankCountAndOddSize) {
       for (int n = 1; n <= 9; ++n)
         for (size_t count : {size_t{1}, size_t{7}, size_t{1001}, size_t{70001}}) {
           // hier: every way of cutting n into equal nodes; others: one layout.
-          std::vector<int> locals{1};
+          // Others: one rank per node, and 2-3 ranks per node (the snake ring order).
+          std::vector<int> locals{1, n % 3 == 0 ? 3 : 2};
           if (algo == Algo::kHier) {
             locals.clear();
             for (int l = 1; l <= n; ++l)
@@ -224,3 +226,19 @@ TEST(Collective, TimesOutWhenAPeerNeverComes) {
 
 }  // namespace
 }  // namespace tb::collective
+
+namespace tb::collective::detail {
+namespace {
+
+TEST(Collective, RingOrderSnakesAcrossNodesSoEveryHopBetweenNodesStaysOnOneRail) {
+  auto comms = make_inproc_comms(6);
+  comms[0]->set_node_of({0, 0, 0, 1, 1, 1});
+  EXPECT_EQ(ring_order(*comms[0]), (std::vector<int>{0, 1, 2, 5, 4, 3}));
+  comms[0]->set_node_of({0, 0, 1, 1, 2, 2});
+  EXPECT_EQ(ring_order(*comms[0]), (std::vector<int>{0, 1, 3, 2, 4, 5}));
+  comms[0]->set_node_of({0, 0, 0, 0, 0, 0});
+  EXPECT_EQ(ring_order(*comms[0]), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+}
+
+}  // namespace
+}  // namespace tb::collective::detail
