@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "apply/lab.h"
+#include "apply/link_change.h"
 #include "apply/netlink_kernel.h"
 #include "cli/commands.h"
 #include "cli/load.h"
@@ -138,6 +139,14 @@ int cmd_status(const std::string& lab, bool json) {
   }
   auto st = apply::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
+  // Links `link set` (or a fault) changed show the figures in force now.
+  const auto overrides = apply::load_link_overrides(lab);
+  for (auto& l : st->topo.links)
+    if (auto it = overrides.find(apply::link_key(l)); it != overrides.end()) {
+      auto notes = l.emulated.notes;
+      l.emulated = it->second;
+      l.emulated.notes = notes;
+    }
   LiveState live;
   const bool have_live = ::geteuid() == 0;
   if (have_live) {

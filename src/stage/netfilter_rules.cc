@@ -206,8 +206,12 @@ std::string loss_rule_script(const LossRule& rule, const std::string& marker) {
   return std::string("add table inet ") + kLossTable + "; add chain inet " + kLossTable + " " +
          chain + " { type filter hook " + chain + " priority raw; policy accept; }; " +
          "add rule inet " + kLossTable + " " + chain + (rule.egress ? " oif \"" : " iif \"") +
-         rule.ifname + "\" numgen random mod " + std::to_string(kLossModulus) + " < " +
-         std::to_string(rule.per_10000) + " counter drop comment \"" + marker + "\"";
+         rule.ifname + "\"" +
+         // 100 %: no numgen (its right-hand side must stay below the modulus).
+         (rule.per_10000 >= kLossModulus ? std::string()
+                                         : " numgen random mod " + std::to_string(kLossModulus) +
+                                               " < " + std::to_string(rule.per_10000)) +
+         " counter drop comment \"" + marker + "\"";
 }
 
 std::vector<MarkedRule> parse_iptables_rules(const std::string& save_text,
@@ -251,6 +255,7 @@ Result<std::vector<MarkedRule>> parse_nft_rules(const std::string& json_text,
     r.comment = rule.value("comment", "");
     if (!has_marker(r.comment, marker)) continue;
     r.handle = rule.value("handle", uint64_t{0});
+    r.per_10000 = kLossModulus;  // a drop without numgen drops everything
     for (const auto& e : rule.value("expr", nlohmann::json::array())) {
       if (!e.contains("match")) continue;
       const auto& m = e["match"];

@@ -242,6 +242,9 @@ TEST(NetfilterRules, Texts) {
             "add table inet tb_loss; add chain inet tb_loss prerouting { type filter hook "
             "prerouting priority raw; policy accept; }; add rule inet tb_loss prerouting iif "
             "\"vb\" numgen random mod 10000 < 2000 counter drop comment \"m1\"");
+  EXPECT_EQ(loss_rule_script({"vb", 10000}, "m1")
+                .substr(loss_rule_script({"vb", 10000}, "m1").find("add rule")),
+            "add rule inet tb_loss prerouting iif \"vb\" counter drop comment \"m1\"");
   EXPECT_TRUE(check_marker("testbedctl lab=x "));
   EXPECT_FALSE(check_marker(""));
   EXPECT_FALSE(check_marker("a\"b"));
