@@ -38,6 +38,14 @@ struct BenchFlags {
 };
 // nccl-tests on a live lab: one tb-rank per GPU; exit 1 on a wrong value or a failed rank.
 int cmd_bench(const std::string& lab, const BenchFlags& f);
+struct FaultFlags {
+  std::string kind;  // link-down link-up flap loss blackhole latency partition crash kill
+  std::vector<std::string> args;  // A B | R1 R2 | NODE
+  std::string for_text, period_text, delay_text, loss_text, link;
+  int count = 0;
+};
+// Inject one fault by hand; blocks while it lasts, then reverts it.
+int cmd_fault(const std::string& lab, const FaultFlags& f);
 // Internal: the lab supervisor daemon `up` starts (runner/supervisor.h).
 int cmd_supervise(const std::string& lab);
 

@@ -104,6 +104,22 @@ int main(int argc, char** argv) {
   bench->add_option("--timeout", bf.timeout_s, "seconds without progress before a rank fails")
       ->capture_default_str();
   bench->add_option("--json", bf.json_path, "also write the JSON twin here");
+  tb::cli::FaultFlags ff;
+  auto* fault = app.add_subcommand(
+      "fault", "inject a fault into a live lab; blocks while it lasts, then reverts it (root)");
+  fault->add_option("LAB", lab)->required();
+  fault
+      ->add_option("KIND", ff.kind,
+                   "link-down|link-up|flap|loss|blackhole|latency A B; partition R1 R2; "
+                   "crash|kill NODE")
+      ->required();
+  fault->add_option("ARGS", ff.args, "link ends, regions or a node");
+  fault->add_option("--for", ff.for_text, "how long before it is reverted (0: it stays)");
+  fault->add_option("--period", ff.period_text, "flap: one down+up cycle, e.g. 500ms");
+  fault->add_option("--count", ff.count, "flap: cycles");
+  fault->add_option("--loss", ff.loss_text, "loss: e.g. 5%");
+  fault->add_option("--delay", ff.delay_text, "latency: added one-way delay, e.g. 50ms");
+  fault->add_option("--link", ff.link, "the WAN link's name when several join two routers");
 
   try {
     app.parse(argc, argv);
@@ -128,6 +144,7 @@ int main(int argc, char** argv) {
   if (*doctor) return cmd_doctor(json);
   if (*verify) return cmd_verify(lab, link_ends, json, quick);
   if (*bench) return cmd_bench(lab, bf);
+  if (*fault) return cmd_fault(lab, ff);
   if (*supervise) return cmd_supervise(lab);
   if (*link) {
     tb::apply::FigureChange c;

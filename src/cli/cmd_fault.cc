@@ -1,0 +1,103 @@
+// fault: inject one fault into a live lab by hand, the same way a scenario's [[fault]]
+// timeline does in `run`. Blocks while the fault lasts (--for, or a flap's cycles), printing
+// each step, then reverts it; Ctrl-C reverts at once. Every step is an event in the lab's
+// events.jsonl. Exit 0 when every step applied, 1 when one failed, 2 for bad input.
+#include <cstdio>
+
+#include "apply/netlink_kernel.h"
+#include "apply/state.h"
+#include "cli/commands.h"
+#include "cli/stop_signals.h"
+#include "core/events.h"
+#include "core/units.h"
+#include "fault/timeline.h"
+#include "scenario/names.h"
+
+namespace tb::cli {
+
+int cmd_fault(const std::string& lab, const FaultFlags& ff) {
+  scenario::Fault f;
+  f.kind = ff.kind == "kill" ? "rank-kill" : ff.kind == "crash" ? "node-crash" : ff.kind;
+  const auto& args = ff.args;
+  auto need = [&](size_t n, const char* what) -> std::optional<int> {
+    if (args.size() == n) return std::nullopt;
+    return report(Error{"fault " + ff.kind + " takes " + what, 0, kExitBadInput});
+  };
+  auto duration = [&](const std::string& text, const char* flag,
+                      Duration* out) -> std::optional<int> {
+    if (text.empty()) return std::nullopt;
+    auto d = parse_duration(text);
+    if (!d) return report(Error{std::string(flag) + ": " + d.error().message, 0, kExitBadInput});
+    *out = *d;
+    return std::nullopt;
+  };
+  if (f.kind == "link-down" || f.kind == "link-up" || f.kind == "flap" || f.kind == "loss" ||
+      f.kind == "blackhole" || f.kind == "latency") {
+    if (auto rc = need(2, "two link ends: A B (node or node:interface)")) return *rc;
+    f.a = args[0];
+    f.b = args[1];
+    f.link = ff.link;
+  } else if (f.kind == "partition") {
+    if (auto rc = need(2, "two regions: R1 R2")) return *rc;
+    f.region_a = args[0];
+    f.region_b = args[1];
+  } else if (f.kind == "rank-kill" || f.kind == "node-crash") {
+    if (auto rc = need(1, "one node")) return *rc;
+    f.node = args[0];
+  } else {
+    return report(Error{"unknown fault '" + ff.kind +
+                            "'; use link-down, link-up, flap, loss, blackhole, latency, "
+                            "partition, crash or kill",
+                        0, kExitBadInput});
+  }
+  if (auto rc = duration(ff.for_text, "--for", &f.duration)) return *rc;
+  if (auto rc = duration(ff.period_text, "--period", &f.period)) return *rc;
+  if (auto rc = duration(ff.delay_text, "--delay", &f.delay)) return *rc;
+  f.count = ff.count;
+  if (f.kind == "flap" && (f.period.ns <= 0 || f.count < 1))
+    return report(Error{"flap needs --period > 0 and --count >= 1", 0, kExitBadInput});
+  if (f.kind == "loss") {
+    auto l = parse_percent(ff.loss_text);
+    if (ff.loss_text.empty() || !l)
+      return report(Error{"loss needs --loss, e.g. --loss 5%", 0, kExitBadInput});
+    f.loss_pct = *l;
+  }
+  if (f.kind == "latency" && f.delay.ns <= 0)
+    return report(Error{"latency needs --delay, e.g. --delay 50ms", 0, kExitBadInput});
+  // A kill and a crash given by hand on a GPU / on a switch pick the right kind.
+  auto st = apply::load_state(lab);
+  if (!st) return report(Error{st.error().message, 0, kExitBadInput});
+  if (st->phase != "up")
+    return report(Error{"lab " + lab + " is " + st->phase + ", not up", 0, kExitBadInput});
+  if (ff.kind == "kill" || ff.kind == "crash") {
+    const auto* n = st->topo.node(scenario::canonical_node(f.node));
+    if (n) f.kind = n->kind == plan::NodeKind::kGpu ? "rank-kill" : "node-crash";
+  }
+  auto resolved = fault::resolve(*st, f);
+  if (!resolved) return report(resolved.error());
+  if (auto rc = require_root("fault")) return *rc;
+  auto lock = apply::LabLock::acquire(lab);
+  if (!lock) return report(lock.error());
+
+  StopSignals signals;
+  apply::NetlinkKernel kernel;
+  fault::Injector injector(*st, kernel);
+  const std::vector<fault::Resolved> faults{*resolved};
+  const auto steps = fault::schedule(faults);
+  const int64_t t0 = monotonic_ns();
+  bool ok = true;
+  auto status = fault::run_timeline(
+      injector, faults, steps, t0, signals.flag(), [&](const fault::Step& s, const Status& r) {
+        std::printf("%8.3f s  %s %s%s%s\n", static_cast<double>(monotonic_ns() - t0) / 1e9,
+                    s.inject ? "inject" : "revert", resolved->label.c_str(),
+                    s.cycle >= 0 ? (" (cycle " + std::to_string(s.cycle + 1) + ")").c_str() : "",
+                    r ? "" : (": FAILED " + r.error().message).c_str());
+        std::fflush(stdout);
+        ok = ok && r.has_value();
+      });
+  if (stop_requested()) std::printf("interrupted: reverted what was in force\n");
+  if (!status) return report(status.error());
+  return ok ? kExitOk : kExitFailed;
+}
+
+}  // namespace tb::cli

@@ -1,0 +1,198 @@
+#include "fault/fault.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "apply/link_change.h"
+#include "core/events.h"
+#include "core/process.h"
+#include "fault/link_ops.h"
+#include "plan/plan.h"
+#include "scenario/names.h"
+
+namespace tb::fault {
+namespace {
+
+bool is_link_kind(const std::string& k) {
+  return k == "link-down" || k == "link-up" || k == "flap" || k == "loss" || k == "blackhole" ||
+         k == "latency";
+}
+
+// Pids of this lab's tb-rank processes whose network namespace is `netns`.
+std::vector<int> ranks_in(const std::string& lab, const std::string& netns) {
+  struct stat want {};
+  if (::stat(("/run/netns/" + netns).c_str(), &want) != 0) return {};
+  std::vector<int> out;
+  for (int pid : owned_processes(plan::owner_marker(lab))) {
+    std::error_code ec;
+    const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+    if (ec || exe.filename() != "tb-rank") continue;
+    struct stat have {};
+    if (::stat(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), &have) != 0) continue;
+    if (have.st_ino == want.st_ino && have.st_dev == want.st_dev) out.push_back(pid);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Resolved> resolve(const apply::LabState& st, const scenario::Fault& f) {
+  Resolved r{f, {}, "", ""};
+  if (is_link_kind(f.kind)) {
+    std::string a = f.a, b = f.b;
+    if (!f.link.empty()) {
+      a += ":" + f.link;
+      b += ":" + f.link;
+    }
+    auto idx = apply::find_link(st.topo, a, b);
+    if (!idx) return std::unexpected(with_context(idx.error(), f.kind));
+    r.links.push_back(*idx);
+    r.label = f.kind + " " + apply::link_key(st.topo.links[*idx]);
+    return r;
+  }
+  if (f.kind == "partition") {
+    for (size_t i = 0; i < st.topo.links.size(); ++i) {
+      const auto& l = st.topo.links[i];
+      if (l.tier != plan::Tier::kWan) continue;
+      const auto* na = st.topo.node(l.a.node);
+      const auto* nb = st.topo.node(l.b.node);
+      if ((na->region == f.region_a && nb->region == f.region_b) ||
+          (na->region == f.region_b && nb->region == f.region_a))
+        r.links.push_back(i);
+    }
+    if (r.links.empty())
+      return bad_input("partition " + f.region_a + " " + f.region_b +
+                       ": no WAN link joins these regions in lab " + st.lab);
+    r.label = "partition " + f.region_a + " | " + f.region_b;
+    return r;
+  }
+  const std::string node = scenario::canonical_node(f.node);
+  const plan::Node* n = st.topo.node(node);
+  if (!n) return bad_input(f.kind + ": no node " + f.node + " in lab " + st.lab);
+  if (f.kind == "rank-kill") {
+    if (n->kind != plan::NodeKind::kGpu)
+      return bad_input("rank-kill: " + node + " is not a GPU (node-crash takes switches)");
+    r.netns = n->netns;
+    r.label = "rank-kill " + node;
+    return r;
+  }
+  if (f.kind == "node-crash") {
+    if (n->kind == plan::NodeKind::kGpu)
+      return bad_input("node-crash: " + node + " is a GPU; use rank-kill (kill) for a GPU");
+    for (size_t i = 0; i < st.topo.links.size(); ++i)
+      if (st.topo.links[i].a.node == node || st.topo.links[i].b.node == node) r.links.push_back(i);
+    r.label = "node-crash " + node + " (" + std::to_string(r.links.size()) + " links)";
+    return r;
+  }
+  return bad_input("unknown fault kind '" + f.kind + "'");
+}
+
+std::vector<Step> schedule(const std::vector<Resolved>& faults) {
+  std::vector<Step> out;
+  for (size_t i = 0; i < faults.size(); ++i) {
+    const auto& f = faults[i].spec;
+    if (f.kind == "flap") {
+      const int64_t half = f.period.ns / 2;
+      for (int c = 0; c < f.count; ++c) {
+        const int64_t t = f.at.ns + c * f.period.ns;
+        out.push_back({t, i, true, c});
+        out.push_back({t + half, i, false, c});
+      }
+      continue;
+    }
+    out.push_back({f.at.ns, i, true, -1});
+    if (f.duration.ns > 0 && f.kind != "rank-kill" && f.kind != "link-up")
+      out.push_back({f.at.ns + f.duration.ns, i, false, -1});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Step& a, const Step& b) { return a.at_ns < b.at_ns; });
+  return out;
+}
+
+Status Injector::apply(const Resolved& f, const Step& s) {
+  const size_t id = s.fault;
+  nlohmann::json e{{"event", s.inject ? "fault_inject" : "fault_revert"},
+                   {"fault", id},
+                   {"kind", f.spec.kind},
+                   {"target", f.label}};
+  if (s.cycle >= 0) e["cycle"] = s.cycle;
+  // Stamp the event before acting: detection and outage are measured from this instant.
+  (void)append_event(events_path(st_.lab), e);
+  auto r = s.inject ? inject(f, id) : revert(f, id);
+  if (!r)
+    (void)append_event(events_path(st_.lab),
+                       {{"event", "fault_error"}, {"fault", id}, {"error", r.error().message}});
+  return r;
+}
+
+Status Injector::inject(const Resolved& f, size_t id) {
+  const auto& k = f.spec.kind;
+  if (k == "rank-kill") {
+    const auto pids = ranks_in(st_.lab, f.netns);
+    for (int pid : pids) ::kill(pid, SIGKILL);
+    (void)append_event(events_path(st_.lab),
+                       {{"event", "ranks_killed"}, {"netns", f.netns}, {"pids", pids}});
+    return {};
+  }
+  if (k == "link-up") {
+    for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, true));
+    return {};
+  }
+  if (std::find(active_.begin(), active_.end(), id) == active_.end()) active_.push_back(id);
+  if (k == "link-down" || k == "flap" || k == "node-crash") {
+    for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, false));
+    return {};
+  }
+  if (k == "blackhole" || k == "partition") {
+    for (size_t l : f.links) TB_TRY(set_blackhole(st_, l, true));
+    return {};
+  }
+  // loss, latency: remember the figures to go back to.
+  std::vector<plan::EmulatedFigures> before;
+  for (size_t l : f.links) before.push_back(current_figures(st_, l));
+  saved_.emplace_back(id, before);
+  for (size_t i = 0; i < f.links.size(); ++i) {
+    apply::FigureChange c;
+    if (k == "loss") c.loss_pct = f.spec.loss_pct;
+    if (k == "latency") c.delay = Duration{before[i].delay.ns + f.spec.delay.ns};
+    TB_TRY(change_link(st_, kernel_, f.links[i], false, c));
+  }
+  return {};
+}
+
+Status Injector::revert(const Resolved& f, size_t id) {
+  std::erase(active_, id);
+  const auto& k = f.spec.kind;
+  if (k == "link-down" || k == "flap" || k == "node-crash") {
+    for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, true));
+    return {};
+  }
+  if (k == "blackhole" || k == "partition") {
+    for (size_t l : f.links) TB_TRY(set_blackhole(st_, l, false));
+    return {};
+  }
+  auto it =
+      std::find_if(saved_.rbegin(), saved_.rend(), [&](const auto& p) { return p.first == id; });
+  if (it == saved_.rend()) return {};
+  for (size_t i = 0; i < f.links.size(); ++i) {
+    const auto& was = it->second[i];
+    apply::FigureChange c;
+    c.loss_pct = was.loss_pct;
+    c.delay = was.delay;
+    TB_TRY(change_link(st_, kernel_, f.links[i], false, c));
+  }
+  saved_.erase(std::next(it).base());
+  return {};
+}
+
+void Injector::revert_all(const std::vector<Resolved>& faults) {
+  const auto active = active_;
+  for (auto it = active.rbegin(); it != active.rend(); ++it)
+    (void)apply(faults[*it], Step{0, *it, false, -1});
+}
+
+}  // namespace tb::fault

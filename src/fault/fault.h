@@ -1,0 +1,65 @@
+// Faults on a live lab: a scenario [[fault]] (or the `fault` verb's flags, turned into one)
+// resolved against the lab's topology, expanded into timed steps, and applied.
+//
+//   link-down / link-up   carrier off/on at both ends (routes through it go and come back)
+//   flap                  `count` cycles of down for period/2, up for period/2
+//   loss                  the link's loss set to `loss` %, back to its figure after `for`
+//   latency               `delay` added to the link's one-way delay for `for`
+//   blackhole             everything dropped both ways while the link stays up (gray failure)
+//   partition             every WAN link between two regions blackholed
+//   node-crash            every link of a ToR, spine, switch, server or router down
+//   rank-kill             SIGKILL to the bench ranks running in a GPU's namespace
+// A fault with `for` > 0 is reverted after it; with 0 it stays (link-down until a later
+// link-up). Resolving and scheduling are pure (unit-tested); Injector touches the lab.
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "apply/kernel.h"
+#include "apply/state.h"
+#include "scenario/model.h"
+
+namespace tb::fault {
+
+struct Resolved {
+  scenario::Fault spec;
+  std::vector<size_t> links;  // topology link indices it acts on
+  std::string netns;          // rank-kill: the GPU's namespace
+  std::string label;          // "blackhole hz/tr:ec <-> bj/tr:ec"
+};
+
+// Exit-2 errors name the fault and what would be valid.
+Result<Resolved> resolve(const apply::LabState& st, const scenario::Fault& f);
+
+struct Step {
+  int64_t at_ns = 0;   // from the start of the timeline
+  size_t fault = 0;    // index into the resolved faults
+  bool inject = true;  // false: revert
+  int cycle = -1;      // flap: which cycle
+};
+// Every step of every fault, in time order (stable for equal times: injects before reverts
+// of the same fault never happen at one instant since durations are > 0).
+std::vector<Step> schedule(const std::vector<Resolved>& faults);
+
+// Applies and reverts steps, remembering what a revert must restore (a link's figures before
+// a loss or latency fault). Emits fault_inject / fault_revert events.
+class Injector {
+ public:
+  Injector(apply::LabState& st, apply::Kernel& kernel) : st_(st), kernel_(kernel) {}
+  Status apply(const Resolved& f, const Step& s);
+  // Reverts whatever is still in force (on interrupt or at the end of a run), in reverse.
+  void revert_all(const std::vector<Resolved>& faults);
+
+ private:
+  Status inject(const Resolved& f, size_t id);
+  Status revert(const Resolved& f, size_t id);
+  apply::LabState& st_;
+  apply::Kernel& kernel_;
+  std::vector<std::pair<size_t, std::vector<plan::EmulatedFigures>>> saved_;  // fault -> figures
+  std::vector<size_t> active_;  // faults injected and not reverted
+};
+
+}  // namespace tb::fault

@@ -1,0 +1,170 @@
+#include "fault/link_ops.h"
+
+#include <nlohmann/json.hpp>
+
+#include "apply/journal.h"
+#include "core/events.h"
+#include "plan/emulate.h"
+#include "runner/stages.h"
+#include "shaping/backend.h"
+#include "shaping/shape_ops.h"
+#include "stage/netfilter_rules.h"
+#include "stage/queue_spec.h"
+
+namespace tb::fault {
+namespace {
+
+// Applies figures `f` to one direction src -> dst of a link.
+Status apply_direction(apply::LabState& st, apply::Kernel& kernel, const plan::LinkEnd& src,
+                       const plan::LinkEnd& dst, const plan::EmulatedFigures& f) {
+  const plan::Node* sn = st.topo.node(src.node);
+  const plan::Node* dn = st.topo.node(dst.node);
+  shaping::LinkShape shape = shaping::shape_of(f);
+  if (shape.rate > plan::kHostVethRate) shape.rate = Rate{0};
+  shaping::Residual residual{shape.delay, shape.jitter, shape.loss_pct};
+  if (!st.shaping.empty() && st.shaping != "none") {
+    auto qp = shaping::plan_qdiscs(shape, st.shaping);
+    if (!qp) return std::unexpected(qp.error());
+    residual = qp->residual;
+    const plan::SetShape op{sn->netns, src.ifname, shape, st.shaping};
+    TB_TRY(qp->nodes.empty() ? kernel.undo(op) : kernel.submit(op));
+    TB_TRY(kernel.sync());
+  } else if (shape.rate.bps > 0 || !residual.empty()) {
+    return bad_input("lab " + st.lab + " was built without shaping (--shaping none)");
+  }
+  // What the backend leaves over goes to the stage queue and loss rule of this direction.
+  const plan::Node* at = dst.bridged ? sn : dn;
+  const std::string& ifname = dst.bridged ? src.ifname : dst.ifname;
+  const std::string marker = plan::stage_rule_marker(st.lab, ifname, dst.bridged);
+  const std::string key = src.node + ":" + src.ifname + " -> " + dst.node + ":" + dst.ifname;
+  plan::StageQueue* queue = nullptr;
+  plan::Stage* stage = nullptr;
+  for (auto& s : st.stages)
+    for (auto& q : s.queues)
+      if (q.link == key) queue = &q, stage = &s;
+  if ((residual.delay.ns > 0 || residual.jitter.ns > 0) && !queue) {
+    // A direction the scenario did not delay: give it a queue, in the stage of its namespace
+    // (a new stage when there is none), and steer it there once the stage serves it — never
+    // before, or the fail-closed rule would drop the link's traffic meanwhile.
+    for (auto& s : st.stages)
+      if (s.netns == at->netns) stage = &s;
+    if (!stage) stage = &st.stages.emplace_back(plan::Stage{at->netns, at->name, {}});
+    uint16_t num = 1;
+    for (const auto& q : stage->queues) num = std::max<uint16_t>(num, q.queue + 1);
+    const Duration hold{residual.delay.ns + 4 * residual.jitter.ns};
+    stage->queues.push_back({num, residual.delay, residual.jitter,
+                             stage::queue_maxlen_for(shape.rate, hold, shape.mtu), key});
+    TB_TRY(runner::refresh_stage(st.lab, *stage));
+    TB_TRY(stage::add_queue_rule(at->netns, {ifname, num, dst.bridged}, marker + " queue"));
+  } else if (queue) {
+    queue->delay = residual.delay;
+    queue->jitter = residual.jitter;
+    TB_TRY(runner::refresh_stage(st.lab, *stage));
+  }
+  TB_TRY(stage::remove_marked_rules(at->netns, marker + " loss"));
+  if (uint32_t k = stage::loss_per_10000(residual.loss_pct); k > 0)
+    TB_TRY(stage::add_loss_rule(at->netns, {ifname, k, dst.bridged}, marker + " loss"));
+  return {};
+}
+
+Status restore_routes(const apply::LabState& st, apply::Kernel& kernel, const plan::Link& link) {
+  auto ops = apply::Journal::read(apply::journal_path(st.lab));
+  if (!ops) return std::unexpected(ops.error());
+  for (const auto& op : *ops) {
+    const auto* r = std::get_if<plan::AddRoute>(&op);
+    if (!r) continue;
+    bool through = false;
+    for (const auto* end : {&link.a, &link.b})
+      for (const auto& nh : r->nexthops)
+        through =
+            through || (r->netns == st.topo.node(end->node)->netns && nh.ifname == end->ifname);
+    if (!through) continue;
+    auto sent = kernel.submit(op);
+    if (sent) sent = kernel.sync();
+    if (!sent && sent.error().sys_errno != EEXIST) return sent;
+  }
+  return {};
+}
+
+// The marker of a link direction's blackhole rule: the stage rule marker plus " blackhole",
+// so `down`'s sweep by lab marker removes it, and figure changes (" loss") never touch it.
+std::string blackhole_marker(const apply::LabState& st, const plan::LinkEnd& dst, bool* egress,
+                             std::string* ifname) {
+  *egress = dst.bridged;
+  *ifname = dst.ifname;
+  return plan::stage_rule_marker(st.lab, dst.ifname, dst.bridged) + " blackhole";
+}
+
+}  // namespace
+
+std::string events_path(const std::string& lab) {
+  return apply::lab_dir(lab) + "/events.jsonl";
+}
+
+Status set_link_state(const apply::LabState& st, apply::Kernel& kernel, size_t idx, bool up) {
+  const plan::Link& link = st.topo.links[idx];
+  for (const auto* end : {&link.a, &link.b})
+    TB_TRY(kernel.set_link_up(st.topo.node(end->node)->netns, end->ifname, up));
+  // Taking an interface down makes the kernel delete the routes through it (multipath
+  // routes only lose that next hop); bringing it up puts back the plan's routes.
+  if (up) TB_TRY(restore_routes(st, kernel, link));
+  (void)append_event(events_path(st.lab),
+                     {{"event", up ? "link_up" : "link_down"}, {"link", apply::link_key(link)}});
+  return {};
+}
+
+plan::EmulatedFigures current_figures(const apply::LabState& st, size_t idx) {
+  const plan::Link& link = st.topo.links[idx];
+  auto overrides = apply::load_link_overrides(st.lab);
+  if (auto it = overrides.find(apply::link_key(link)); it != overrides.end()) return it->second;
+  return link.emulated;
+}
+
+Result<plan::EmulatedFigures> change_link(apply::LabState& st, apply::Kernel& kernel, size_t idx,
+                                          bool reset, const apply::FigureChange& change) {
+  const plan::Link& link = st.topo.links[idx];
+  const std::string key = apply::link_key(link);
+  auto overrides = apply::load_link_overrides(st.lab);
+  const plan::EmulatedFigures next =
+      reset ? link.emulated : apply::apply_change(current_figures(st, idx), change);
+  for (int dir = 0; dir < 2; ++dir)
+    if (auto r = apply_direction(st, kernel, dir ? link.b : link.a, dir ? link.a : link.b, next);
+        !r)
+      return std::unexpected(
+          with_context(r.error(), std::string("link ") + (reset ? "reset " : "set ") + key));
+  if (reset)
+    overrides.erase(key);
+  else
+    overrides[key] = next;
+  TB_TRY(apply::save_link_overrides(st.lab, overrides));
+  TB_TRY(apply::save_state(st));  // stage queues
+  (void)append_event(events_path(st.lab), {{"event", reset ? "link_reset" : "link_set"},
+                                           {"link", key},
+                                           {"rate_bps", next.rate.bps},
+                                           {"delay_ns", next.delay.ns},
+                                           {"jitter_ns", next.jitter.ns},
+                                           {"loss_pct", next.loss_pct}});
+  return next;
+}
+
+Status set_blackhole(const apply::LabState& st, size_t idx, bool on) {
+  const plan::Link& link = st.topo.links[idx];
+  for (int dir = 0; dir < 2; ++dir) {
+    const plan::LinkEnd& src = dir ? link.b : link.a;
+    const plan::LinkEnd& dst = dir ? link.a : link.b;
+    // Where the direction's rules live: the receiving end, or the sender's egress when the
+    // receiving port is a bridge port (the same rule as the stage's queue and loss rules).
+    const plan::Node* at = st.topo.node(dst.bridged ? src.node : dst.node);
+    bool egress = false;
+    std::string ifname;
+    const std::string marker = blackhole_marker(st, dst, &egress, &ifname);
+    if (dst.bridged) ifname = src.ifname;
+    TB_TRY(stage::remove_marked_rules(at->netns, marker));
+    if (on) TB_TRY(stage::add_loss_rule(at->netns, {ifname, stage::kLossModulus, egress}, marker));
+  }
+  (void)append_event(events_path(st.lab), {{"event", on ? "blackhole_on" : "blackhole_off"},
+                                           {"link", apply::link_key(link)}});
+  return {};
+}
+
+}  // namespace tb::fault

@@ -1,0 +1,32 @@
+// Live link operations, shared by `link`, `fault` and `run`'s fault timeline: carrier down/up
+// (the kernel drops routes through a down interface; up restores the plan's routes from the
+// journal), figures set/reset in place (qdiscs replaced, stage queues re-read, loss rules
+// swapped), and blackholing (the link stays up and drops everything: a 100 % loss rule tagged
+// apart from the figures' loss rule, so set/reset never undo it). Every change is an event in
+// <lab dir>/events.jsonl. The caller holds the lab lock where it needs one. Not thread-safe.
+#pragma once
+
+#include <string>
+
+#include "apply/kernel.h"
+#include "apply/link_change.h"
+#include "apply/state.h"
+
+namespace tb::fault {
+
+std::string events_path(const std::string& lab);
+
+Status set_link_state(const apply::LabState& st, apply::Kernel& kernel, size_t link, bool up);
+
+// "set" merges `change` into the link's current figures; "reset" goes back to the scenario's.
+// Returns the figures now in force.
+Result<plan::EmulatedFigures> change_link(apply::LabState& st, apply::Kernel& kernel, size_t link,
+                                          bool reset, const apply::FigureChange& change);
+
+// The figures the link has now (the scenario's, or the last `link set`).
+plan::EmulatedFigures current_figures(const apply::LabState& st, size_t link);
+
+// Drops everything in both directions while the interfaces stay up (a gray failure).
+Status set_blackhole(const apply::LabState& st, size_t link, bool on);
+
+}  // namespace tb::fault
