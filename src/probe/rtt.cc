@@ -90,6 +90,17 @@ Result<RttResult> run_rtt(const RttOptions& o) {
   r.seconds = static_cast<double>(now_ns() - start) / 1e9;
   for (int64_t v : rtt_ns)
     if (v >= 0) r.rtt_us.push_back(static_cast<double>(v) / 1e3);
+  r.start_ns = start;
+  for (int i = 0; i < r.sent;) {
+    if (rtt_ns[i] >= 0) {
+      ++i;
+      continue;
+    }
+    int j = i;
+    while (j < r.sent && rtt_ns[j] < 0) ++j;
+    r.outages_ns.emplace_back(sent_at[i], j < r.sent ? sent_at[j] : sent_at[r.sent - 1] + interval);
+    i = j;
+  }
   r.summary = summarize(r.rtt_us);
   return r;
 }
@@ -112,7 +123,13 @@ nlohmann::json to_json(const RttOptions& o, const RttResult& r) {
                       {"seconds", r.seconds},
                       {"rtt_us", to_json(r.summary)}};
   if (!r.first_error.empty()) j["first_error"] = r.first_error;
-  if (o.samples) j["samples_us"] = r.rtt_us;
+  if (o.samples) {
+    j["samples_us"] = r.rtt_us;
+    j["start_ns"] = r.start_ns;
+    nlohmann::json out = nlohmann::json::array();
+    for (auto [a, b] : r.outages_ns) out.push_back({a, b});
+    j["outages_ns"] = out;
+  }
   return j;
 }
 
@@ -127,6 +144,9 @@ Result<RttResult> rtt_from_json(const nlohmann::json& j) {
     r.first_error = j.value("first_error", "");
     r.seconds = j.value("seconds", 0.0);
     if (j.contains("samples_us")) r.rtt_us = j["samples_us"].get<std::vector<double>>();
+    r.start_ns = j.value("start_ns", int64_t{0});
+    if (j.contains("outages_ns"))
+      for (const auto& o : j["outages_ns"]) r.outages_ns.emplace_back(o[0], o[1]);
     r.summary = summary_from_json(j.at("rtt_us"));
     return r;
   } catch (const nlohmann::json::exception& e) {

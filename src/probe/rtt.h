@@ -39,6 +39,11 @@ struct RttResult {
   std::string first_error;     // e.g. "Connection refused" (ICMP port unreachable)
   double seconds = 0;          // first send to the end of the wait
   std::vector<double> rtt_us;  // answered probes, in sequence order
+  int64_t start_ns = 0;        // CLOCK_MONOTONIC of the first send
+  // Runs of consecutive unanswered probes: [send time of the first lost, send time of the next
+  // answered probe (or of the last send + interval)], CLOCK_MONOTONIC ns. A data-plane outage
+  // on the probed path is one of these.
+  std::vector<std::pair<int64_t, int64_t>> outages_ns;
   Summary summary;             // of rtt_us
 };
 
