@@ -46,6 +46,13 @@ struct FaultFlags {
 };
 // Inject one fault by hand; blocks while it lasts, then reverts it.
 int cmd_fault(const std::string& lab, const FaultFlags& f);
+struct RunFlags {
+  std::string name, workload, size = "1M", shaping = "auto";
+  double timeout_s = 30;
+  bool down = false;
+};
+// A scenario end to end: workload + fault timeline + recovery analysis + [expect].
+int cmd_run(const std::string& target, const RunFlags& f);
 // Internal: the lab supervisor daemon `up` starts (runner/supervisor.h).
 int cmd_supervise(const std::string& lab);
 

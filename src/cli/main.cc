@@ -120,6 +120,17 @@ int main(int argc, char** argv) {
   fault->add_option("--loss", ff.loss_text, "loss: e.g. 5%");
   fault->add_option("--delay", ff.delay_text, "latency: added one-way delay, e.g. 50ms");
   fault->add_option("--link", ff.link, "the WAN link's name when several join two routers");
+  tb::cli::RunFlags rf;
+  std::string run_target;
+  auto* run = app.add_subcommand(
+      "run", "a scenario end to end: workload, fault timeline, recovery, [expect] (root)");
+  run->add_option("SCENARIO_OR_LAB", run_target)->required();
+  run->add_option("--name", rf.name, "lab name when bringing a scenario up");
+  run->add_option("--workload", rf.workload, "a [[workload]] name, or none (default: the first)");
+  run->add_option("--size", rf.size, "the steady workload's message size")->capture_default_str();
+  run->add_option("--timeout", rf.timeout_s, "ranks' idle timeout, seconds")->capture_default_str();
+  run->add_option("--shaping", rf.shaping, "when it brings the lab up")->capture_default_str();
+  run->add_flag("--down", rf.down, "take the lab down afterwards");
 
   try {
     app.parse(argc, argv);
@@ -145,6 +156,7 @@ int main(int argc, char** argv) {
   if (*verify) return cmd_verify(lab, link_ends, json, quick);
   if (*bench) return cmd_bench(lab, bf);
   if (*fault) return cmd_fault(lab, ff);
+  if (*run) return cmd_run(run_target, rf);
   if (*supervise) return cmd_supervise(lab);
   if (*link) {
     tb::apply::FigureChange c;

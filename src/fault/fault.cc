@@ -120,9 +120,11 @@ Status Injector::apply(const Resolved& f, const Step& s) {
                    {"kind", f.spec.kind},
                    {"target", f.label}};
   if (s.cycle >= 0) e["cycle"] = s.cycle;
-  // Stamp the event before acting: detection and outage are measured from this instant.
-  (void)append_event(events_path(st_.lab), e);
+  // Stamped when the change is in force (an nft rule takes ~20 ms to commit): detection,
+  // outage and stall are measured from then. requested_ns is when the step was due to start.
+  e["requested_ns"] = monotonic_ns();
   auto r = s.inject ? inject(f, id) : revert(f, id);
+  (void)append_event(events_path(st_.lab), e);
   if (!r)
     (void)append_event(events_path(st_.lab),
                        {{"event", "fault_error"}, {"fault", id}, {"error", r.error().message}});

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "metrics/busbw.h"
@@ -113,6 +114,62 @@ RankRow rank_row_from_json(const nlohmann::json& j) {
     for (const auto& p : j["iter_ns"])
       r.iter_ns.emplace_back(p[0].get<int64_t>(), p[1].get<int64_t>());
   return r;
+}
+
+namespace {
+
+// K from the stop file, or -1 while there is none.
+int64_t read_stop(const std::string& path) {
+  std::ifstream in(path);
+  int64_t k = -1;
+  if (in) in >> k;
+  return in ? k : -1;
+}
+
+}  // namespace
+
+Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_path,
+                  const std::function<void(int64_t, int64_t, int64_t)>& on_iter, uint64_t* wrong) {
+  const int n = impl.size(), r = impl.rank();
+  const auto algo = spec.algo.value_or(impl.default_algo(spec.coll));
+  TB_TRY(impl.supports(spec.coll, algo));
+  const uint64_t count = metrics::count_for(spec.coll, spec.max_bytes, n, spec.type);
+  const size_t es = collective::type_size(spec.type);
+  std::vector<std::byte> send(collective::send_elems(spec.coll, count, n) * es);
+  std::vector<std::byte> recv(collective::recv_elems(spec.coll, count, n) * es);
+  Call call{spec.coll, algo, spec.type, spec.op, spec.root, send.data(), recv.data(), count};
+  *wrong = 0;
+  auto check = [&](uint64_t salt) -> Status {
+    for (int c = 0; c < spec.check; ++c) {
+      const uint64_t seed = salt * 1000 + static_cast<uint64_t>(c) + 1;
+      fill_input(call, r, n, seed);
+      poison_output(call, n);
+      TB_TRY(impl.run(call));
+      *wrong += count_wrong(call, r, n, seed);
+    }
+    return {};
+  };
+  TB_TRY(check(1));
+  for (int w = 0; w < spec.warmup; ++w) TB_TRY(impl.run(call));
+  float one_in = 1, one_out = 0;
+  const Call barrier{Coll::kAllReduce,
+                     impl.default_algo(Coll::kAllReduce),
+                     collective::DataType::kFloat32,
+                     collective::RedOp::kSum,
+                     0,
+                     &one_in,
+                     &one_out,
+                     1};
+  TB_TRY(impl.run(barrier));
+  constexpr int64_t kMaxIters = 10'000'000;
+  for (int64_t i = 0; i < kMaxIters; ++i) {
+    if (const int64_t k = read_stop(stop_path); k >= 0 && i >= k) break;
+    const int64_t s = mono_ns();
+    TB_TRY(impl.run(call));
+    on_iter(i, s, mono_ns());
+  }
+  TB_TRY(check(2));
+  return impl.run(barrier);
 }
 
 Status run_bench(Impl& impl, const BenchSpec& spec,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -54,6 +55,14 @@ RankRow rank_row_from_json(const nlohmann::json& j);
 // Runs the sweep; `on_row` is called after each size. Stops at the first error.
 Status run_bench(Impl& impl, const BenchSpec& spec,
                  const std::function<void(const RankRow&)>& on_row);
+
+// Steady mode, the workload of `run`: one size (spec.max_bytes), `check` correctness runs and
+// `warmup` calls, then iterations back to back until the orchestrator writes K into
+// `stop_path` (iterations K and later are not started; K is chosen ahead of every rank, so all
+// stop at the same one). `on_iter(i, start_ns, end_ns)` after each. Ends with a second set of
+// correctness runs, so a fault that corrupted data shows in `*wrong`.
+Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_path,
+                  const std::function<void(int64_t, int64_t, int64_t)>& on_iter, uint64_t* wrong);
 
 int64_t mono_ns();
 

@@ -112,10 +112,7 @@ Result<Job> prepare_job(const apply::LabState& lab, const BenchOptions& o) {
   return job;
 }
 
-Result<BenchResult> run_job(const Job& job, const apply::LabState& lab, const BenchOptions& o,
-                            const std::function<void(const BenchResult&)>& on_start,
-                            const std::function<void(const BenchResult&, const BenchRow&)>& on_row,
-                            const std::atomic<bool>& stop) {
+Result<runner::RankGroup> start_ranks(const Job& job, const std::string& tb_rank) {
   std::error_code ec;
   fs::create_directories(job.store_dir, ec);
   if (ec) return fail("create results directory " + job.store_dir + ": " + ec.message());
@@ -126,15 +123,21 @@ Result<BenchResult> run_job(const Job& job, const apply::LabState& lab, const Be
     out << to_json(job).dump(1) << "\n";
     if (!out) return fail("write " + job_path);
   }
-  const int n = static_cast<int>(job.ranks.size());
   std::vector<runner::RankProc> procs;
-  std::vector<RowFeed> feeds;
-  for (int r = 0; r < n; ++r) {
-    procs.push_back({job.ranks[static_cast<size_t>(r)].netns,
-                     {o.tb_rank, "--job", job_path, "--rank", std::to_string(r)},
+  for (size_t r = 0; r < job.ranks.size(); ++r)
+    procs.push_back({job.ranks[r].netns,
+                     {tb_rank, "--job", job_path, "--rank", std::to_string(r)},
                      job.results_dir + "/logs/rank" + std::to_string(r) + ".log"});
-    feeds.push_back({rank_rows_path(job.results_dir, r)});
-  }
+  return runner::RankGroup::start(procs, plan::owner_marker(job.lab));
+}
+
+Result<BenchResult> run_job(const Job& job, const apply::LabState& lab, const BenchOptions& o,
+                            const std::function<void(const BenchResult&)>& on_start,
+                            const std::function<void(const BenchResult&, const BenchRow&)>& on_row,
+                            const std::atomic<bool>& stop) {
+  const int n = static_cast<int>(job.ranks.size());
+  std::vector<RowFeed> feeds;
+  for (int r = 0; r < n; ++r) feeds.push_back({rank_rows_path(job.results_dir, r)});
   BenchResult res;
   res.lab = job.lab;
   res.run_id = job.run_id;
@@ -144,7 +147,7 @@ Result<BenchResult> run_job(const Job& job, const apply::LabState& lab, const Be
   res.spec = job.bench;
   for (const auto& r : job.ranks) res.nodes.push_back(r.node);
 
-  auto group = runner::RankGroup::start(procs, plan::owner_marker(job.lab));
+  auto group = start_ranks(job, o.tb_rank);
   if (!group) return std::unexpected(group.error());
 
   const auto points = sweep(job.bench, n);

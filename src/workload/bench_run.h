@@ -12,6 +12,7 @@
 #include <string>
 
 #include "apply/state.h"
+#include "runner/rank_group.h"
 #include "workload/bench_report.h"
 #include "workload/job.h"
 
@@ -30,6 +31,9 @@ std::string results_root();
 
 // Checks the options against the lab (ranks, root, algorithm where knowable) -> exit 2 errors.
 Result<Job> prepare_job(const apply::LabState& lab, const BenchOptions& o);
+
+// Writes job.json (and the results and store directories) and starts one tb-rank per rank.
+Result<runner::RankGroup> start_ranks(const Job& job, const std::string& tb_rank);
 
 // Starts the ranks and waits for them. `on_row` sees each finished size; `on_start` the
 // result skeleton (ranks, algorithm) once every rank has joined. `stop` (SIGINT) kills them.

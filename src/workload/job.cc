@@ -54,6 +54,7 @@ nlohmann::json to_json(const Job& j) {
           {"channels", j.channels},
           {"timeout_ms", j.timeout_ms},
           {"bench", to_json(j.bench)},
+          {"steady", j.steady},
           {"ranks", ranks},
           {"peers", peers}};
 }
@@ -68,6 +69,7 @@ Result<Job> job_from_json(const nlohmann::json& in) {
     j.impl = in.at("impl").get<std::string>();
     j.channels = in.at("channels").get<int>();
     j.timeout_ms = in.at("timeout_ms").get<int>();
+    j.steady = in.value("steady", false);
     auto b = bench_spec_from_json(in.at("bench"));
     if (!b) return std::unexpected(b.error());
     j.bench = *b;
@@ -84,6 +86,10 @@ Result<Job> job_from_json(const nlohmann::json& in) {
     return bad_input(std::string("job: ") + e.what());
   }
   return j;
+}
+
+std::string stop_path(const Job& j) {
+  return j.results_dir + "/stop";
 }
 
 Result<Job> load_job(const std::string& path) {

@@ -36,6 +36,7 @@ struct Job {
   int channels = 1;
   int timeout_ms = 30000;
   BenchSpec bench;
+  bool steady = false;  // run's workload: run_steady until <results_dir>/stop says K
   std::vector<RankPlace> ranks;
   std::vector<std::vector<collective::TcpPeer>> peers;  // [rank][peer], native only
 };
@@ -43,6 +44,7 @@ struct Job {
 nlohmann::json to_json(const Job& j);
 Result<Job> job_from_json(const nlohmann::json& j);
 Result<Job> load_job(const std::string& path);
+std::string stop_path(const Job& j);
 
 // GPUs matching the selectors ("all", a region "hz", a server "hz/s0", a GPU "hz/s0/g1";
 // several joined by ','), in region, server, GPU order; an error names a selector that

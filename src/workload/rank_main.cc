@@ -75,6 +75,20 @@ int rank_main(const std::string& job_path, int rank) {
                          {"describe", (*impl)->describe()}}
               .dump()
        << std::endl;
+  if (job->steady) {
+    uint64_t wrong = 0;
+    auto st = run_steady(
+        **impl, job->bench, stop_path(*job),
+        [&](int64_t i, int64_t s, int64_t e) {
+          // Flushed each time: the orchestrator picks the stop iteration from these.
+          rows << nlohmann::json{{"iter", i}, {"s", s}, {"e", e}}.dump() << std::endl;
+        },
+        &wrong);
+    rows << nlohmann::json{{"wrong", wrong}}.dump() << std::endl;
+    if (!st) return report_error(st.error());
+    rows << nlohmann::json{{"done", true}}.dump() << std::endl;
+    return kExitOk;
+  }
   auto st = run_bench(**impl, job->bench,
                       [&](const RankRow& r) { rows << to_json(r).dump() << std::endl; });
   if (!st) return report_error(st.error());

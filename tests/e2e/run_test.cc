@@ -1,0 +1,129 @@
+// `testbedctl run` end to end on mini with a fault timeline: the lab comes up, the workload
+// and probes see the faults, summary.json breaks recovery down, [expect] passes and fails as
+// it should, and --down leaves nothing behind.
+#include <fstream>
+
+#include "core/process.h"
+#include "e2e_util.h"
+
+namespace tb::e2e {
+namespace {
+
+class Run : public testing::Test {
+ protected:
+  void SetUp() override {
+    TB_REQUIRE_ROOT();
+    char t[] = "/tmp/tb-e2e-run-XXXXXX";
+    dir_ = mkdtemp(t);
+    lab_ = unique_lab("er");
+    guard_ = std::make_unique<LabGuard>(lab_);
+  }
+  void TearDown() override {
+    guard_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  // mini with a blackhole and a link-down on the timeline, and `expect` appended.
+  std::string scenario_with(const std::string& expect) {
+    std::ifstream in(scenario("mini.toml"));
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    text += R"(
+[[fault]]
+at = "1500ms"
+kind = "blackhole"
+a = "dc/s0/g0"
+b = "dc/tor0"
+for = "800ms"
+
+[[fault]]
+at = "3s"
+kind = "link-down"
+a = "dc/s1/g1"
+b = "dc/tor0"
+for = "800ms"
+
+[expect]
+)" + expect +
+            "\n";
+    const std::string path = dir_ + "/run.toml";
+    std::ofstream(path) << text;
+    return path;
+  }
+  CmdResult run(const std::string& path) {
+    return sh("TESTBEDCTL_RESULTS_DIR=" + dir_ + " " + tbctl() + " run " + path + " --name " +
+              lab_ + " --down");
+  }
+  nlohmann::json summary() {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir_))
+      if (e.path().filename() == "summary.json") {
+        std::ifstream in(e.path());
+        return nlohmann::json::parse(in);
+      }
+    return {};
+  }
+  std::vector<std::string> events() {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir_))
+      if (e.path().filename() == "events.jsonl" &&
+          e.path().parent_path().filename().string().starts_with("run-")) {
+        std::ifstream in(e.path());
+        for (std::string l; std::getline(in, l);)
+          out.push_back(nlohmann::json::parse(l).value("event", ""));
+      }
+    return out;
+  }
+
+  std::string dir_, lab_;
+  std::unique_ptr<LabGuard> guard_;
+};
+
+TEST_F(Run, MeasuresRecoveryAndHoldsItsExpectations) {
+  auto r = run(scenario_with("max_stall_ms = 10000\nmax_recovery_ms = 5000"));
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("RECOVERY"), std::string::npos) << r.out;
+  auto s = summary();
+  ASSERT_FALSE(s.is_null()) << r.out;
+  EXPECT_TRUE(s["ok"].get<bool>());
+  EXPECT_GT(s["iterations"].get<int>(), 10);
+  EXPECT_EQ(s["workload_wrong"], 0);
+  const auto& faults = s["recovery"]["faults"];
+  ASSERT_EQ(faults.size(), 2u);
+  // The blackhole: nothing reacts, the probed path is dark for about its 800 ms.
+  EXPECT_TRUE(faults[0]["detection_ms"].is_null());
+  EXPECT_NEAR(faults[0]["outage_ms"].get<double>(), 800, 150);
+  EXPECT_GT(faults[0]["stall_ms"].get<double>(), 300);  // the ring crosses that rail
+  // The link-down: both ends see carrier go at once.
+  ASSERT_FALSE(faults[1]["detection_ms"].is_null());
+  EXPECT_LT(faults[1]["detection_ms"].get<double>(), 50);
+  EXPECT_NEAR(faults[1]["outage_ms"].get<double>(), 800, 150);
+  auto ev = events();
+  for (std::string want : {"run_start", "fault_inject", "fault_revert", "blackhole_on",
+                           "carrier_down", "carrier_up", "probe_outage", "iteration"})
+    EXPECT_NE(std::find(ev.begin(), ev.end(), want), ev.end()) << want;
+  // --down: nothing of the lab is left, and none of its processes.
+  EXPECT_TRUE(marked_netns(lab_).empty());
+  EXPECT_TRUE(owned_processes("testbedctl lab=" + lab_).empty());
+}
+
+TEST_F(Run, AnExpectationThatDoesNotHoldFailsTheRun) {
+  auto r = run(scenario_with("max_stall_ms = 1\nmax_detection_ms = 100"));
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("expect FAILED max_stall_ms <= 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("expect FAILED max_detection_ms <= 100"), std::string::npos) << r.out;
+  auto s = summary();
+  EXPECT_FALSE(s["ok"].get<bool>());
+  EXPECT_TRUE(marked_netns(lab_).empty());
+}
+
+TEST_F(Run, BadFaultIsExitTwoBeforeAnythingRuns) {
+  std::ifstream in(scenario("mini.toml"));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string path = dir_ + "/bad.toml";
+  std::ofstream(path) << text
+                      << "\n[[fault]]\nat = \"1s\"\nkind = \"rank-kill\"\nnode = \"dc/s9/g0\"\n";
+  auto r = run(path);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(marked_netns(lab_).empty());
+}
+
+}  // namespace
+}  // namespace tb::e2e

@@ -1,0 +1,186 @@
+// Faults without root: resolving scenario faults against a lab's topology, the timeline's
+// steps, and the recovery analysis on synthetic timestamps.
+#include <gtest/gtest.h>
+
+#include "fault/fault.h"
+#include "metrics/recovery.h"
+#include "plan/plan.h"
+#include "run/experiment.h"
+#include "run/probes.h"
+#include "scenario/loader.h"
+
+namespace tb {
+namespace {
+
+apply::LabState lab_of(const std::string& scenario) {
+  auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/" + scenario);
+  EXPECT_TRUE(s) << s.error().message;
+  auto p = plan::compile(*s);
+  EXPECT_TRUE(p) << p.error().message;
+  apply::LabState st;
+  st.lab = p->lab;
+  st.topo = p->topo;
+  st.phase = "up";
+  return st;
+}
+
+scenario::Fault fault(const std::string& kind) {
+  scenario::Fault f;
+  f.kind = kind;
+  return f;
+}
+
+constexpr int64_t kMs = 1'000'000;
+
+TEST(Fault, ResolvesEachKindAgainstTheTopology) {
+  const auto st = lab_of("hz-bj.toml");
+  auto f = fault("blackhole");
+  f.a = "hz/tr";
+  f.b = "bj/tr";
+  f.link = "ec";
+  auto r = fault::resolve(st, f);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->links.size(), 1u);
+  EXPECT_EQ(st.topo.links[r->links[0]].wan, "ec");
+
+  auto p = fault("partition");
+  p.region_a = "hz";
+  p.region_b = "bj";
+  r = fault::resolve(st, p);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->links.size(), 2u);  // ec and vpn
+
+  auto c = fault("node-crash");
+  c.node = "hz/tor0a";
+  r = fault::resolve(st, c);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->links.size(), 4u + 2u);  // one GPU per server on rail 0, two spines
+
+  auto k = fault("rank-kill");
+  k.node = "hz/s1/g2";
+  r = fault::resolve(st, k);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->netns, "tb-hzbj-hz-s1-g2");
+
+  k.node = "hz/tor0a";
+  EXPECT_FALSE(fault::resolve(st, k));  // not a GPU
+  c.node = "hz/s0/g0";
+  EXPECT_FALSE(fault::resolve(st, c));  // a GPU
+  auto bad = fault("link-down");
+  bad.a = "hz/s0/g0";
+  bad.b = "bj/s0/g0";
+  auto e = fault::resolve(st, bad);
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().exit_code, kExitBadInput);
+}
+
+TEST(Fault, ScheduleExpandsFlapsAndReverts) {
+  const auto st = lab_of("mini.toml");
+  auto flap = fault("flap");
+  flap.a = "dc/s0/g0";
+  flap.b = "dc/tor0";
+  flap.at = Duration{1000 * kMs};
+  flap.period = Duration{400 * kMs};
+  flap.count = 3;
+  auto down = fault("link-down");
+  down.a = "dc/s1/g0";
+  down.b = "dc/tor0";
+  down.at = Duration{1100 * kMs};
+  down.duration = Duration{2000 * kMs};
+  auto kill = fault("rank-kill");
+  kill.node = "dc/s0/g1";
+  kill.at = Duration{500 * kMs};
+  kill.duration = Duration{100 * kMs};  // a kill has nothing to revert
+  std::vector<fault::Resolved> faults;
+  for (const auto& f : {flap, down, kill}) faults.push_back(*fault::resolve(st, f));
+  const auto steps = fault::schedule(faults);
+  ASSERT_EQ(steps.size(), 6u + 2u + 1u);
+  EXPECT_EQ(steps[0].fault, 2u);  // the kill, at 0.5 s
+  EXPECT_EQ(steps[1].at_ns, 1000 * kMs);
+  EXPECT_EQ(steps[2].at_ns, 1100 * kMs);  // link-down inject between flap steps
+  EXPECT_EQ(steps[3].at_ns, 1200 * kMs);
+  EXPECT_FALSE(steps[3].inject);
+  EXPECT_EQ(steps[3].cycle, 0);
+  EXPECT_EQ(steps.back().at_ns, 3100 * kMs);
+  for (size_t i = 1; i < steps.size(); ++i) EXPECT_LE(steps[i - 1].at_ns, steps[i].at_ns);
+}
+
+TEST(Fault, ProbesCrossTheFaultedPath) {
+  const auto st = lab_of("hz-bj.toml");
+  auto wan = fault("link-down");
+  wan.a = "hz/tr";
+  wan.b = "bj/tr";
+  wan.link = "ec";
+  auto rail = fault("blackhole");
+  rail.a = "hz/s1/g2";
+  rail.b = "hz/tor2a";
+  auto part = fault("partition");
+  part.region_a = "hz";
+  part.region_b = "bj";
+  std::vector<fault::Resolved> faults;
+  for (const auto& f : {wan, rail, part}) faults.push_back(*fault::resolve(st, f));
+  const auto pairs = run::probe_pairs(st, faults);
+  ASSERT_EQ(pairs.size(), 2u);  // the WAN path serves both the link fault and the partition
+  EXPECT_EQ(pairs[0].src, "hz/s0/g0");
+  EXPECT_EQ(pairs[0].dst, "bj/s0/g0");
+  EXPECT_EQ(pairs[0].faults, (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(pairs[1].src, "hz/s1/g2");
+  EXPECT_EQ(st.topo.node(pairs[1].dst)->index, 2);  // the same rail on another server
+  EXPECT_NE(st.topo.node(pairs[1].dst)->server, 1);
+}
+
+TEST(Recovery, BreaksDownEachFault) {
+  metrics::RecoveryInput in;
+  // Iterations every 10 ms from 0 to 1 s, a 300 ms hole after the fault at 500 ms.
+  for (int64_t t = 0; t < 1000; t += 10) {
+    if (t > 500 && t < 800) continue;
+    in.iterations.push_back({t * kMs, (t + 10) * kMs});
+  }
+  in.faults = {{0, "link-down", "l", 500 * kMs, 499 * kMs, 700 * kMs, 699 * kMs}};
+  in.control = {{490 * kMs, "route_add", "x", ""},  // before: not this fault's
+                {499 * kMs, "carrier_down", "ns", "rail"},
+                {560 * kMs, "route_add", "ns", "10.0.0.0/8"},
+                {700 * kMs, "route_add", "ns", "repair"}};
+  in.outages = {{{100 * kMs, 120 * kMs}, {505 * kMs, 610 * kMs}}};
+  in.run_end_ns = 1000 * kMs;
+  const auto r = metrics::analyze(in);
+  ASSERT_TRUE(r.baseline_iter_ms);
+  EXPECT_DOUBLE_EQ(*r.baseline_iter_ms, 10);
+  ASSERT_EQ(r.faults.size(), 1u);
+  const auto& f = r.faults[0];
+  EXPECT_DOUBLE_EQ(*f.detection_ms, 0);  // carrier went down as it was injected
+  EXPECT_EQ(f.detected_by, "carrier_down ns rail");
+  EXPECT_DOUBLE_EQ(*f.reroute_ms, 60);
+  EXPECT_DOUBLE_EQ(*f.outage_ms, 105);
+  EXPECT_TRUE(f.recovered_before_repair);
+  EXPECT_DOUBLE_EQ(*f.stall_ms, 300 - 10);  // 510 -> 810, less one iteration
+  EXPECT_DOUBLE_EQ(r.max_stall_ms(), 290);
+}
+
+TEST(Recovery, NothingReactsToAStaticRouteBlackhole) {
+  metrics::RecoveryInput in;
+  for (int64_t t = 0; t < 400; t += 10) in.iterations.push_back({t * kMs, (t + 10) * kMs});
+  in.faults = {{0, "blackhole", "wan", 200 * kMs, 200 * kMs, 0, 0}};
+  in.outages = {{{201 * kMs, 1000 * kMs}}};
+  in.run_end_ns = 1000 * kMs;
+  // The workload never completes another iteration: the stall runs to the end.
+  in.iterations.resize(20);
+  const auto r = metrics::analyze(in);
+  EXPECT_FALSE(r.faults[0].detection_ms);
+  EXPECT_FALSE(r.faults[0].recovered_before_repair);
+  EXPECT_DOUBLE_EQ(*r.faults[0].stall_ms, 800);
+  scenario::Expect e;
+  e.max_stall_ms = 500;
+  e.max_detection_ms = 200;
+  const auto v = run::check_expectations(e, r, 0.5);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_FALSE(v[0].ok);
+  EXPECT_NE(v[0].text.find("max_stall_ms <= 500"), std::string::npos) << v[0].text;
+  EXPECT_FALSE(v[1].ok);  // nothing detected it
+  e = {};
+  e.min_busbw_fraction = 0.4;
+  EXPECT_TRUE(run::check_expectations(e, r, 0.5)[0].ok);
+}
+
+}  // namespace
+}  // namespace tb
