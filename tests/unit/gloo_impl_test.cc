@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <barrier>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -39,19 +40,28 @@ GlooOptions options(int rank, int size, const std::string& dir, int timeout_ms) 
 }
 
 // Runs body(impl) on `n` threads, one Impl per rank; returns each rank's complaints.
+// `hold`: keep every Impl until all bodies returned (peer-failure tests pass false: there a
+// rank's Impl must go away when its body returns).
 std::vector<std::string> with_ranks(int n, int timeout_ms,
-                                    const std::function<std::string(Impl&)>& body) {
+                                    const std::function<std::string(Impl&)>& body,
+                                    bool hold = true) {
   TempDir dir;
   std::vector<std::string> problems(n);
   std::vector<std::thread> threads;
+  // No rank tears its context down while a peer may still be reading from it (Gloo reports
+  // the peer's closed connection as this rank's error): all finish, then all leave.
+  std::barrier done(n);
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       auto impl = make_gloo_impl(options(r, n, dir.path(), timeout_ms));
       if (!impl) {
         problems[r] = impl.error().message;
+        done.arrive_and_wait();
         return;
       }
       problems[r] = body(**impl);
+      if (!hold) impl->reset();
+      done.arrive_and_wait();
     });
   }
   for (auto& t : threads) t.join();
@@ -289,32 +299,35 @@ void expect_peer_failure(Algo algo, bool peer_closes) {
   std::promise<void> rank0_connected, rank0_done;
   auto connected = rank0_connected.get_future();
   auto done = rank0_done.get_future();
-  auto problems = with_ranks(2, kTimeoutMs, [&](Impl& impl) -> std::string {
-    if (impl.rank() == 1) {
-      connected.wait_for(std::chrono::seconds(10));
-      if (!peer_closes) done.wait_for(std::chrono::seconds(10));
-      return "";  // the Impl is destroyed when this returns
-    }
-    rank0_connected.set_value();
-    std::vector<float> send(1001, 1.0f), recv(1001);
-    const Call call{Coll::kAllReduce, algo,        DataType::kFloat32, RedOp::kSum, 0,
-                    send.data(),      recv.data(), send.size()};
-    const auto t0 = Clock::now();
-    auto first = impl.run(call);
-    const auto took = Clock::now() - t0;
-    const auto t1 = Clock::now();
-    auto again = impl.run(call);
-    const auto again_took = Clock::now() - t1;
-    rank0_done.set_value();
-    if (first) return "run succeeded without its peer";
-    if (took > std::chrono::milliseconds(3 * kTimeoutMs)) return "took too long to fail";
-    if (first.error().message.find("rank 0 of 2 at 127.0.0.1") == std::string::npos)
-      return "error does not name the rank: " + first.error().message;
-    if (again || again.error().message != first.error().message)
-      return "second run did not return the stored error";
-    if (again_took > std::chrono::milliseconds(100)) return "second run waited";
-    return "";
-  });
+  auto problems = with_ranks(
+      2, kTimeoutMs,
+      [&](Impl& impl) -> std::string {
+        if (impl.rank() == 1) {
+          connected.wait_for(std::chrono::seconds(10));
+          if (!peer_closes) done.wait_for(std::chrono::seconds(10));
+          return "";  // the Impl is destroyed when this returns
+        }
+        rank0_connected.set_value();
+        std::vector<float> send(1001, 1.0f), recv(1001);
+        const Call call{Coll::kAllReduce, algo,        DataType::kFloat32, RedOp::kSum, 0,
+                        send.data(),      recv.data(), send.size()};
+        const auto t0 = Clock::now();
+        auto first = impl.run(call);
+        const auto took = Clock::now() - t0;
+        const auto t1 = Clock::now();
+        auto again = impl.run(call);
+        const auto again_took = Clock::now() - t1;
+        rank0_done.set_value();
+        if (first) return "run succeeded without its peer";
+        if (took > std::chrono::milliseconds(3 * kTimeoutMs)) return "took too long to fail";
+        if (first.error().message.find("rank 0 of 2 at 127.0.0.1") == std::string::npos)
+          return "error does not name the rank: " + first.error().message;
+        if (again || again.error().message != first.error().message)
+          return "second run did not return the stored error";
+        if (again_took > std::chrono::milliseconds(100)) return "second run waited";
+        return "";
+      },
+      /*hold=*/false);
   expect_no_problems(problems);
 }
 
