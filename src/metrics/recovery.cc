@@ -57,19 +57,22 @@ RecoveryReport analyze(const RecoveryInput& in) {
     if (it.end_ns <= first_fault) before.push_back(ms(it.end_ns - it.start_ns));
   rep.baseline_iter_ms = median(before);
 
+  auto control = in.control;
+  std::stable_sort(control.begin(), control.end(),
+                   [](const ControlEvent& a, const ControlEvent& b) { return a.t_ns < b.t_ns; });
   for (size_t i = 0; i < in.faults.size(); ++i) {
     const auto& f = in.faults[i];
     FaultRecovery r;
     r.fault = f;
     const int64_t end = f.revert_ns > 0 ? f.revert_ns : in.run_end_ns;
     const int64_t from = f.requested_ns > 0 ? std::min(f.requested_ns, f.inject_ns) : f.inject_ns;
-    for (const auto& c : in.control) {
+    for (const auto& c : control) {
       if (c.t_ns < from) continue;
       if (!r.detection_ms) {
         r.detection_ms = std::max(0.0, ms(c.t_ns - f.inject_ns));
         r.detected_by = c.what + " " + c.where + (c.detail.empty() ? "" : " " + c.detail);
       }
-      if (!r.reroute_ms && c.what == "route_add")
+      if (!r.reroute_ms && (c.what == "route_add" || c.what == "route_del"))
         r.reroute_ms = std::max(0.0, ms(c.t_ns - f.inject_ns));
     }
     // Control events after the repair began belong to the repair, not to detection.

@@ -35,6 +35,7 @@ class Compiler {
 
   Result<Plan> run() {
     plan_.lab = s_.lab;
+    plan_.failover = s_.failover.mode;
     for (const auto& r : s_.regions) TB_TRY(allocate(r));
     for (const auto& r : s_.regions) build_region(r);
     TB_TRY(build_wan());
@@ -143,6 +144,7 @@ class Compiler {
 
   void build_region(const Region& r);
   Status build_wan();
+  Agent& agent(const std::string& tr);
 
   const Scenario& s_;
   AddressAllocator alloc_;
@@ -259,6 +261,18 @@ void Compiler::build_region(const Region& r) {
   }
 }
 
+Agent& Compiler::agent(const std::string& tr) {
+  for (auto& a : plan_.agents)
+    if (a.node == tr) return a;
+  Agent a;
+  a.node = tr;
+  a.netns = scenario::netns_name(plan_.lab, tr);
+  a.interval_ns = s_.failover.probe_interval.ns;
+  a.misses = s_.failover.misses;
+  plan_.agents.push_back(a);
+  return plan_.agents.back();
+}
+
 Status Compiler::build_wan() {
   std::map<std::pair<std::string, std::string>, int> backups;
   for (const auto& w : s_.wans) {
@@ -275,10 +289,19 @@ Status Compiler::build_wan() {
          primary ? "primary" : "backup");
     int metric = kMetricPrimary;
     if (!primary) metric = kMetricBackup + backups[std::minmax(w.a, w.b)]++;
-    route(ta, region_addrs_.at(w.b).frontend_block, {{w.name, nth_addr(*p, 1)}}, std::nullopt,
-          metric);
-    route(tb, region_addrs_.at(w.a).frontend_block, {{w.name, nth_addr(*p, 0)}}, std::nullopt,
-          metric);
+    // [failover] mode = "none": static routes over the primary only, nothing to fail over to.
+    if (primary || s_.failover.mode != "none") {
+      route(ta, region_addrs_.at(w.b).frontend_block, {{w.name, nth_addr(*p, 1)}}, std::nullopt,
+            metric);
+      route(tb, region_addrs_.at(w.a).frontend_block, {{w.name, nth_addr(*p, 0)}}, std::nullopt,
+            metric);
+    }
+    if (s_.failover.mode == "agent") {
+      agent(ta).paths.push_back(
+          {w.name, w.name, nth_addr(*p, 1), {region_addrs_.at(w.b).frontend_block}, metric});
+      agent(tb).paths.push_back(
+          {w.name, w.name, nth_addr(*p, 0), {region_addrs_.at(w.a).frontend_block}, metric});
+    }
     wan_adjacent_.insert({w.a, w.b});
     wan_adjacent_.insert({w.b, w.a});
   }

@@ -37,12 +37,32 @@ struct Stage {
   std::vector<StageQueue> queues;
 };
 
+// One WAN path a failover agent watches ([failover] mode = "agent"): probes leave `dev` for
+// `peer`; when they go unanswered, the routes to `dsts` via `peer` at `metric` are withdrawn.
+struct AgentPath {
+  std::string name, dev;
+  Ipv4 peer;
+  std::vector<Prefix> dsts;
+  int metric = 0;
+};
+
+// The failover agent of one transit router (`tb-probe agent`, under the lab's supervisor).
+struct Agent {
+  std::string netns, node;
+  uint16_t port = 7900;
+  int64_t interval_ns = 10'000'000;
+  int misses = 3;
+  std::vector<AgentPath> paths;
+};
+
 struct Plan {
   std::string lab;
   Topology topo;
   std::vector<Op> ops;
-  std::string shaping;        // backend kind ("netem", "tbf", "htb"), "" = links unshaped
-  std::vector<Stage> stages;  // userspace delay stages `up` starts under its supervisor
+  std::string shaping;                  // backend kind ("netem", "tbf", "htb"), "" = links unshaped
+  std::vector<Stage> stages;            // userspace delay stages `up` starts under its supervisor
+  std::string failover = "link-state";  // [failover] mode
+  std::vector<Agent> agents;  // failover agents `up` starts under its supervisor (mode agent)
 };
 
 Result<Plan> compile(const scenario::Scenario& s);

@@ -9,6 +9,15 @@ std::string to_text(const Plan& p) {
                   " nodes, " + std::to_string(p.topo.links.size()) + " links, " +
                   std::to_string(p.ops.size()) + " ops\n";
   for (const auto& op : p.ops) s += to_text(op) + "\n";
+  // Failover agents (only with [failover] mode = "agent"; goldens of other modes are unchanged).
+  for (const auto& a : p.agents) {
+    s += "agent " + a.node + " netns " + a.netns + " port " + std::to_string(a.port) + " every " +
+         std::to_string(a.interval_ns / 1000) + "us misses " + std::to_string(a.misses);
+    for (const auto& path : a.paths)
+      s += " | " + path.name + " dev " + path.dev + " peer " + path.peer.to_string() + " metric " +
+           std::to_string(path.metric);
+    s += "\n";
+  }
   return s;
 }
 

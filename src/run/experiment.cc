@@ -197,11 +197,7 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
   const int64_t last_step = steps.empty() ? 0 : steps.back().at_ns;
   const int64_t length_ns = last_step + int64_t{o.settle_ms} * 1'000'000;
 
-  // Probes on every path a fault affects, running the whole length and a margin.
   auto pairs = probe_pairs(st, faults);
-  ProbeSet probes;
-  TB_TRY(probes.start(st, pairs, res.results_dir, o.tb_probe, o.probe_interval_us,
-                      length_ns + 20'000'000'000));
   // Route monitors: every transit router, and the namespaces at the faults' ends.
   std::set<std::string> watch;
   for (const auto& n : st.topo.nodes)
@@ -248,6 +244,10 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
     if (max_iteration(*job) < 2) res.errors.push_back("the workload did not start iterating");
   }
 
+  // Probes on every path a fault affects, from now to the end and a second more.
+  ProbeSet probes;
+  TB_TRY(probes.start(st, pairs, res.results_dir, o.tb_probe, o.probe_interval_us,
+                      length_ns + 1'000'000'000));
   const int64_t t0 = monotonic_ns();
   (void)append_event(fault::events_path(st.lab), {{"event", "run_start"}, {"run", id}});
   progress("timeline: " + std::to_string(faults.size()) + " fault(s), " +
@@ -291,6 +291,7 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
   // events.jsonl of the run: the lab's events during it, route changes, probe outages and
   // workload iterations, in time order.
   std::vector<nlohmann::json> ev;
+  metrics::RecoveryInput in;
   std::vector<metrics::FaultWindow> windows(faults.size());
   for (size_t i = 0; i < faults.size(); ++i)
     windows[i] = {static_cast<int>(i), faults[i].spec.kind, faults[i].label, 0, 0, 0, 0};
@@ -299,6 +300,9 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
     if (j.is_discarded() || j.value("t_mono_ns", int64_t{0}) < t0 - 1'000'000'000) continue;
     if (j.value("t_mono_ns", int64_t{0}) > t_end) continue;
     const std::string e = j.value("event", "");
+    if (e == "agent_path_down" || e == "agent_path_up")
+      in.control.push_back(
+          {j["t_mono_ns"].get<int64_t>(), e, j.value("node", ""), j.value("path", "")});
     if ((e == "fault_inject" || e == "fault_revert") && j.contains("fault")) {
       auto& w = windows[j["fault"].get<size_t>()];
       if (e == "fault_inject" && w.inject_ns == 0) {
@@ -312,7 +316,6 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
     }
     ev.push_back(j);
   }
-  metrics::RecoveryInput in;
   for (const auto& [ns, c] : changes) {
     if (c.is_link) {
       const std::string what = c.carrier ? "carrier_up" : "carrier_down";

@@ -107,7 +107,7 @@ Status ProbeSet::start(const apply::LabState& st, std::vector<ProbePair>& pairs,
                        int64_t length_ns) {
   const std::string owner = plan::owner_marker(st.lab);
   const int64_t seconds = length_ns / 1'000'000'000 + 1;
-  deadline_ns_ = monotonic_ns() + length_ns + 10'000'000'000;
+  deadline_ns_ = monotonic_ns() + length_ns + 5'000'000'000;
   for (size_t i = 0; i < pairs.size(); ++i) {
     const auto& p = pairs[i];
     auto srv =

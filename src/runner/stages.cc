@@ -1,5 +1,8 @@
 #include "runner/stages.h"
 
+#include "core/process.h"
+#include "probe/agent.h"
+
 #include <unistd.h>
 
 #include <signal.h>
@@ -74,20 +77,41 @@ Status write_stage_config(const std::string& lab, const plan::Stage& st) {
   return {};
 }
 
-Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stages) {
-  if (stages.empty()) return {};
+Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stages,
+                    const std::vector<plan::Agent>& agents) {
+  if (stages.empty() && agents.empty()) return {};
   std::error_code ec;
   std::filesystem::create_directories(apply::lab_dir(lab) + "/stages", ec);
   if (ec) return fail("create " + apply::lab_dir(lab) + "/stages: " + ec.message());
-  const std::string delayd = delayd_path();
-  if (::access(delayd.c_str(), X_OK) != 0)
-    return sys_fail("the delay stage " + delayd +
-                    " is not installed (cmake --install puts it "
-                    "beside testbedctl)");
   std::vector<ChildSpec> specs;
-  for (const auto& st : stages) {
-    TB_TRY(write_stage_config(lab, st));
-    specs.push_back(stage_child(lab, st));
+  if (!stages.empty()) {
+    const std::string delayd = delayd_path();
+    if (::access(delayd.c_str(), X_OK) != 0)
+      return sys_fail("the delay stage " + delayd +
+                      " is not installed (cmake --install puts it "
+                      "beside testbedctl)");
+    for (const auto& st : stages) {
+      TB_TRY(write_stage_config(lab, st));
+      specs.push_back(stage_child(lab, st));
+    }
+  }
+  if (!agents.empty()) {
+    auto tb_probe = find_companion("tb-probe", "TESTBEDCTL_PROBE");
+    if (!tb_probe) return std::unexpected(tb_probe.error());
+    for (const auto& a : agents) {
+      probe::AgentConfig c{a.node, a.port, a.interval_ns, a.misses, {}};
+      for (const auto& p : a.paths) {
+        probe::AgentPath ap{p.name, p.dev, p.peer.to_string(), {}, p.metric};
+        for (const auto& d : p.dsts) ap.dsts.push_back(d.to_string());
+        c.paths.push_back(ap);
+      }
+      const std::string conf = apply::lab_dir(lab) + "/stages/agent-" + a.netns + ".json";
+      std::ofstream(conf) << probe::to_json(c).dump(1) << "\n";
+      specs.push_back({"agent " + a.node,
+                       a.netns,
+                       {*tb_probe, "agent", "--config", conf, "--events",
+                        apply::lab_dir(lab) + "/events.jsonl"}});
+    }
   }
   return start_supervisor(lab, apply::lab_dir(lab), plan::owner_marker(lab), specs);
 }

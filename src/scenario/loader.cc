@@ -143,6 +143,31 @@ void read_expect(Table& top, LoadState& st) {
   t.finish();
 }
 
+void read_failover(Table& top, LoadState& st) {
+  const toml::value* v = top.find("failover");
+  if (!v) return;
+  if (!v->is_table()) {
+    top.error("failover",
+              "must be a table, written [failover] (got " + detail::type_name(*v) + ")");
+    return;
+  }
+  Table t(*v, "failover", "[failover]", {"mode", "probe_interval", "misses"}, st.d);
+  Failover& f = st.s.failover;
+  f.loc = t.loc();
+  if (auto m = t.str("mode"); m && t.one_of("mode", *m, {"link-state", "none", "agent"}))
+    f.mode = *m;
+  if (auto d = t.duration("probe_interval")) {
+    if (d->ns >= 1'000'000 && d->ns <= 10'000'000'000)
+      f.probe_interval = *d;
+    else
+      t.error("probe_interval", "must be 1ms..10s");
+  }
+  if (auto m = t.integer("misses", false, 1, 100)) f.misses = static_cast<int>(*m);
+  if (f.mode != "agent" && (t.has("probe_interval") || t.has("misses")))
+    t.error(t.has("misses") ? "misses" : "probe_interval", "only for mode = \"agent\"");
+  t.finish();
+}
+
 }  // namespace
 
 Result<Scenario> load_text(const std::string& text, const std::string& name) {
@@ -153,8 +178,9 @@ Result<Scenario> load_text(const std::string& text, const std::string& name) {
   s.file = name;
   Diags d(name);
   LoadState st{s, d, {}, {}, {}};
-  Table top(*root, "", "the top level",
-            {"lab", "scale", "profiles", "region", "wan", "workload", "fault", "expect"}, d);
+  Table top(
+      *root, "", "the top level",
+      {"lab", "scale", "profiles", "region", "wan", "workload", "fault", "expect", "failover"}, d);
   read_lab(top, st);
   read_scale(top, st);
   detail::read_profiles(top, st);
@@ -164,6 +190,7 @@ Result<Scenario> load_text(const std::string& text, const std::string& name) {
   detail::read_workloads(top, st);
   detail::read_faults(top, st);
   read_expect(top, st);
+  read_failover(top, st);
   top.finish();
 
   if (!d.empty()) return bad_input(d.text());

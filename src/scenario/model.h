@@ -116,6 +116,22 @@ struct Expect {
   Loc loc;
 };
 
+// How traffic between regions leaves a failed WAN link ([failover]):
+//   link-state (default)  both routes installed by metric; the kernel skips a next hop whose
+//                         link lost carrier (ignore_routes_with_linkdown); a gray failure
+//                         (blackhole) is not seen
+//   none                  only the primary route: traffic stalls until the link is repaired
+//   agent                 a failover agent on each transit router probes every WAN path every
+//                         probe_interval and withdraws a path's routes after `misses` lost
+//                         probes in a row (and puts them back after as many answered ones):
+//                         the white paper's active rerouting / failover group
+struct Failover {
+  std::string mode = "link-state";
+  Duration probe_interval{10'000'000};
+  int misses = 3;
+  Loc loc;
+};
+
 struct Scenario {
   std::string file;  // the path it was loaded from
   std::string lab;   // [a-z][a-z0-9]{0,7}; namespaces are tb-<lab>-...
@@ -128,6 +144,7 @@ struct Scenario {
   std::vector<Workload> workloads;
   std::vector<Fault> faults;
   Expect expect;
+  Failover failover;
 
   const LinkProfile& profile(const std::string& name) const { return profiles.at(name); }
   int rails(const Region& r) const { return r.rails > 0 ? r.rails : r.gpus_per_server; }

@@ -125,5 +125,59 @@ TEST_F(Run, BadFaultIsExitTwoBeforeAnythingRuns) {
   EXPECT_TRUE(marked_netns(lab_).empty());
 }
 
+// hz-bj with the Express Connect link blackholed (a gray failure: the link stays up) under a
+// failover mode; workload none, so only probes and the control plane are measured.
+std::string hzbj_blackhole(const std::string& dir, const std::string& mode) {
+  std::ifstream in(scenario("hz-bj.toml"));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  text = text.substr(0, text.find("[[fault]]"));  // the shipped timeline and [expect] go
+  text += "[failover]\nmode = \"" + mode + "\"\n" +
+          R"(
+[[fault]]
+at = "1500ms"
+kind = "blackhole"
+a = "hz/tr"
+b = "bj/tr"
+link = "ec"
+for = "2s"
+
+[expect]
+max_recovery_ms = 500
+)";
+  const std::string path = dir + "/" + mode + ".toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST_F(Run, TheFailoverAgentReroutesAGrayWanFailureWithinItsDetectionWindow) {
+  auto r = sh("TESTBEDCTL_RESULTS_DIR=" + dir_ + " " + tbctl() + " run " +
+              hzbj_blackhole(dir_, "agent") + " --name " + lab_ + " --workload none --down");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  auto s = summary();
+  ASSERT_FALSE(s.is_null()) << r.out;
+  const auto& f = s["recovery"]["faults"][0];
+  // 3 missed hellos at 10 ms: detection within the window (plus scheduling slack).
+  ASSERT_FALSE(f["detection_ms"].is_null()) << f.dump(1);
+  EXPECT_LT(f["detection_ms"].get<double>(), 100) << f.dump(1);
+  EXPECT_LT(f["outage_ms"].get<double>(), 500) << f.dump(1);
+  EXPECT_TRUE(f["recovered_before_repair"].get<bool>());
+  auto ev = events();
+  EXPECT_NE(std::find(ev.begin(), ev.end(), "agent_path_down"), ev.end());
+  EXPECT_NE(std::find(ev.begin(), ev.end(), "agent_path_up"), ev.end());
+  EXPECT_TRUE(owned_processes("testbedctl lab=" + lab_).empty());  // agents went with the lab
+}
+
+TEST_F(Run, WithoutFailoverAGrayWanFailureLastsUntilRepaired) {
+  auto r = sh("TESTBEDCTL_RESULTS_DIR=" + dir_ + " " + tbctl() + " run " +
+              hzbj_blackhole(dir_, "none") + " --name " + lab_ + " --workload none --down");
+  EXPECT_EQ(r.rc, 1) << r.out;  // max_recovery_ms = 500 does not hold
+  EXPECT_NE(r.out.find("expect FAILED max_recovery_ms <= 500"), std::string::npos) << r.out;
+  const auto s = summary();
+  ASSERT_FALSE(s.is_null()) << r.out;
+  const auto& f = s["recovery"]["faults"][0];
+  EXPECT_TRUE(f["detection_ms"].is_null()) << f.dump(1);
+  EXPECT_NEAR(f["outage_ms"].get<double>(), 2000, 300) << f.dump(1);
+}
+
 }  // namespace
 }  // namespace tb::e2e

@@ -2,6 +2,8 @@
 // steps, and the recovery analysis on synthetic timestamps.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "fault/fault.h"
 #include "metrics/recovery.h"
 #include "plan/plan.h"
@@ -180,6 +182,69 @@ TEST(Recovery, NothingReactsToAStaticRouteBlackhole) {
   e = {};
   e.min_busbw_fraction = 0.4;
   EXPECT_TRUE(run::check_expectations(e, r, 0.5)[0].ok);
+}
+
+}  // namespace
+}  // namespace tb
+
+namespace tb {
+namespace {
+
+TEST(Failover, ModesChangeTheWanRoutesAndAgentsWatchEveryPath) {
+  auto base = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/hz-bj.toml");
+  ASSERT_TRUE(base);
+  auto wan_routes = [](const plan::Plan& p) {
+    int n = 0;
+    for (const auto& op : p.ops)
+      if (const auto* r = std::get_if<plan::AddRoute>(&op))
+        for (const auto& nh : r->nexthops) n += nh.ifname == "ec" || nh.ifname == "vpn";
+    return n;
+  };
+  auto linkstate = plan::compile(*base);
+  ASSERT_TRUE(linkstate);
+  EXPECT_EQ(wan_routes(*linkstate), 4);  // both routers, both links
+  EXPECT_TRUE(linkstate->agents.empty());
+
+  auto none = *base;
+  none.failover.mode = "none";
+  auto pn = plan::compile(none);
+  ASSERT_TRUE(pn);
+  EXPECT_EQ(wan_routes(*pn), 2);  // the primary only
+
+  auto agent = *base;
+  agent.failover.mode = "agent";
+  agent.failover.probe_interval = Duration{50'000'000};
+  agent.failover.misses = 3;
+  auto pa = plan::compile(agent);
+  ASSERT_TRUE(pa);
+  EXPECT_EQ(wan_routes(*pa), 4);
+  ASSERT_EQ(pa->agents.size(), 2u);
+  const auto& a = pa->agents[0];
+  EXPECT_EQ(a.node, "hz/tr");
+  EXPECT_EQ(a.interval_ns, 50'000'000);
+  ASSERT_EQ(a.paths.size(), 2u);
+  EXPECT_EQ(a.paths[0].name, "ec");
+  EXPECT_LT(a.paths[0].metric, a.paths[1].metric);  // primary before backup
+  EXPECT_NE(plan::to_text(*pa).find("agent hz/tr"), std::string::npos);
+}
+
+TEST(Failover, LoaderChecksTheTable) {
+  auto load = [](const std::string& extra) {
+    std::ifstream in(std::string(TB_SOURCE_DIR) + "/scenarios/mini.toml");
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    return scenario::load_text(text + "\n" + extra, "t.toml");
+  };
+  auto ok = load("[failover]\nmode = \"agent\"\nprobe_interval = \"20ms\"\nmisses = 5\n");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->failover.mode, "agent");
+  EXPECT_EQ(ok->failover.misses, 5);
+  auto bad = load("[failover]\nmode = \"bgp\"\n");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("mode"), std::string::npos) << bad.error().message;
+  bad = load("[failover]\nmode = \"none\"\nmisses = 3\n");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("only for mode = \"agent\""), std::string::npos)
+      << bad.error().message;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 //   tb-probe serve   --port P --seconds N [--dev IF] [--addr A] [--buffer BYTES]
 //   tb-probe rtt     --to ADDR --port P [--dev IF] --count N --interval-us I [--wait-ms W]
 //                    [--samples]
+//   tb-probe agent   --config FILE --events FILE   (runs until SIGTERM)
 //   tb-probe goodput --to ADDR --port P [--dev IF] --seconds T [--warmup-ms W]
 //                    [--buffer BYTES] [--drain-ms D]
 //
@@ -12,9 +13,11 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "probe/agent.h"
 #include "probe/goodput.h"
 #include "probe/rtt.h"
 #include "probe/serve.h"
@@ -73,6 +76,11 @@ int main(int argc, char** argv) {
   goodput->add_option("--drain-ms", go.drain_ms, "wait this long for the receiver's report")
       ->capture_default_str();
 
+  std::string agent_config, agent_events;
+  auto* agent = app.add_subcommand("agent", "the WAN failover agent of a transit router");
+  agent->add_option("--config", agent_config, "its JSON config (written by `up`)")->required();
+  agent->add_option("--events", agent_events, "the lab's events.jsonl")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -92,6 +100,19 @@ int main(int argc, char** argv) {
            {"echoed", r->echoed},
            {"tcp_sessions", r->tcp_sessions},
            {"tcp_bytes", r->tcp_bytes}});
+    return tb::kExitOk;
+  }
+  if (*agent) {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    std::ifstream in(agent_config);
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    auto c = tb::probe::agent_config_from_json(j);
+    if (!c) return fail_with(c.error());
+    auto r = tb::probe::run_agent(*c, agent_events, g_stop);
+    if (!r) return fail_with(r.error());
     return tb::kExitOk;
   }
   if (*rtt) {
