@@ -19,9 +19,10 @@ std::string stage_stats_path(const std::string& lab, const std::string& netns);
 // The tb-delayd next to this executable, else the one on PATH.
 std::string delayd_path();
 
-// Writes every stage's config and starts the supervisor; succeeds once all stages run.
-// No stages: nothing to do.
-Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stages);
+// Writes every stage's (and failover agent's) config and starts the supervisor; succeeds once
+// all of them run. Neither: nothing to do.
+Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stages,
+                    const std::vector<plan::Agent>& agents = {});
 
 // Writes `stage`'s config (rename over the old one). A running stage re-reads it on SIGHUP.
 Status write_stage_config(const std::string& lab, const plan::Stage& stage);
