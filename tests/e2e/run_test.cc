@@ -114,6 +114,17 @@ TEST_F(Run, AnExpectationThatDoesNotHoldFailsTheRun) {
   EXPECT_TRUE(marked_netns(lab_).empty());
 }
 
+TEST_F(Run, HzBjAsShippedHoldsItsExpectations) {
+  auto r = sh("TESTBEDCTL_RESULTS_DIR=" + dir_ + " " + tbctl() + " run " + scenario("hz-bj.toml") +
+              " --name " + lab_ + " --down");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  const auto s = summary();
+  ASSERT_FALSE(s.is_null()) << r.out;
+  EXPECT_EQ(s["recovery"]["faults"].size(), 2u);
+  EXPECT_EQ(s["expect"].size(), 4u);
+  EXPECT_TRUE(marked_netns(lab_).empty());
+}
+
 TEST_F(Run, BadFaultIsExitTwoBeforeAnythingRuns) {
   std::ifstream in(scenario("mini.toml"));
   std::string text((std::istreambuf_iterator<char>(in)), {});

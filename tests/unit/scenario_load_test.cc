@@ -80,8 +80,8 @@ TEST(ScenarioLoad, HzBjLoads) {
   EXPECT_TRUE(node_exists(s, s.faults[1].a));
   EXPECT_TRUE(node_exists(s, s.faults[1].b));
 
-  EXPECT_EQ(s.expect.max_stall_ms, 500);
-  EXPECT_EQ(s.expect.min_busbw_fraction, 0.8);
+  EXPECT_EQ(s.expect.max_stall_ms, 4000);
+  EXPECT_EQ(s.expect.min_busbw_fraction, 0.6);
 }
 
 TEST(ScenarioLoad, MiniLoads) {
