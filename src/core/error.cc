@@ -9,8 +9,7 @@ std::unexpected<Error> sys_fail(const std::string& what, int e) {
 }
 
 void check_failed(const char* expr, const char* file, int line) {
-  std::fprintf(stderr, "testbedctl: internal error: check failed: %s at %s:%d\n", expr, file,
-               line);
+  std::fprintf(stderr, "testbedctl: internal error: check failed: %s at %s:%d\n", expr, file, line);
   std::abort();
 }
 

@@ -56,8 +56,7 @@ inline Error with_context(Error e, const std::string& context) {
   ((expr) ? static_cast<void>(0) : ::tb::check_failed(#expr, __FILE__, __LINE__))
 
 // Propagate a failed Result/Status from the enclosing function.
-#define TB_TRY(expr)                                             \
-  do {                                                           \
-    if (auto tb_try_r_ = (expr); !tb_try_r_)                     \
-      return std::unexpected(std::move(tb_try_r_).error());      \
+#define TB_TRY(expr)                                                                               \
+  do {                                                                                             \
+    if (auto tb_try_r_ = (expr); !tb_try_r_) return std::unexpected(std::move(tb_try_r_).error()); \
   } while (0)

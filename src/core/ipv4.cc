@@ -11,15 +11,20 @@ std::string Ipv4::to_string() const {
          std::to_string((value >> 8) & 0xff) + "." + std::to_string(value & 0xff);
 }
 
-uint32_t Ipv4::network_order() const { return htonl(value); }
+uint32_t Ipv4::network_order() const {
+  return htonl(value);
+}
 
-std::string Prefix::to_string() const { return addr.to_string() + "/" + std::to_string(len); }
+std::string Prefix::to_string() const {
+  return addr.to_string() + "/" + std::to_string(len);
+}
 
 Result<Ipv4> parse_ipv4(std::string_view text) {
   in_addr a{};
   std::string s(text);
   if (inet_pton(AF_INET, s.c_str(), &a) != 1)
-    return bad_input("\"" + s + "\" is not an IPv4 address (expected dotted quad, e.g. 198.18.0.1)");
+    return bad_input("\"" + s +
+                     "\" is not an IPv4 address (expected dotted quad, e.g. 198.18.0.1)");
   return Ipv4{ntohl(a.s_addr)};
 }
 

@@ -44,7 +44,7 @@ struct RttResult {
   // answered probe (or of the last send + interval)], CLOCK_MONOTONIC ns. A data-plane outage
   // on the probed path is one of these.
   std::vector<std::pair<int64_t, int64_t>> outages_ns;
-  Summary summary;             // of rtt_us
+  Summary summary;  // of rtt_us
 };
 
 // Bad input (exit 2) for counts, intervals or a total time out of range.
