@@ -6,21 +6,11 @@
 #include <linux/if.h>
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
-#include <time.h>
 
+#include "core/events.h"
 #include "netlink/netns.h"
 
 namespace tb::netlink {
-namespace {
-
-int64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-}  // namespace
-
 Result<RouteMonitor> RouteMonitor::open(const std::string& netns) {
   UniqueFd ns(::open(netns_path(netns).c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns) return sys_fail("route monitor: open namespace " + netns);
@@ -44,7 +34,7 @@ std::vector<RouteChange> RouteMonitor::drain() {
   for (;;) {
     const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
     if (n <= 0) break;
-    for (auto& c : parse_route_changes(buf, static_cast<size_t>(n), now_ns())) {
+    for (auto& c : parse_route_changes(buf, static_cast<size_t>(n), monotonic_ns())) {
       if (c.is_link) {
         auto it = carrier_.find(c.ifname);
         const bool known = it != carrier_.end();

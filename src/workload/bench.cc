@@ -118,6 +118,28 @@ RankRow rank_row_from_json(const nlohmann::json& j) {
 
 namespace {
 
+// A one-element AllReduce: the ranks line up (none starts a timed loop, or leaves, before all
+// arrived).
+class OneElementBarrier {
+ public:
+  explicit OneElementBarrier(Impl& impl) : impl_(impl) {}
+  Status run() {
+    const Call c{Coll::kAllReduce,
+                 impl_.default_algo(Coll::kAllReduce),
+                 collective::DataType::kFloat32,
+                 collective::RedOp::kSum,
+                 0,
+                 &in_,
+                 &out_,
+                 1};
+    return impl_.run(c);
+  }
+
+ private:
+  Impl& impl_;
+  float in_ = 1, out_ = 0;
+};
+
 // K from the stop file, or -1 while there is none.
 int64_t read_stop(const std::string& path) {
   std::ifstream in(path);
@@ -151,16 +173,8 @@ Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_pat
   };
   TB_TRY(check(1));
   for (int w = 0; w < spec.warmup; ++w) TB_TRY(impl.run(call));
-  float one_in = 1, one_out = 0;
-  const Call barrier{Coll::kAllReduce,
-                     impl.default_algo(Coll::kAllReduce),
-                     collective::DataType::kFloat32,
-                     collective::RedOp::kSum,
-                     0,
-                     &one_in,
-                     &one_out,
-                     1};
-  TB_TRY(impl.run(barrier));
+  OneElementBarrier barrier(impl);
+  TB_TRY(barrier.run());
   constexpr int64_t kMaxIters = 10'000'000;
   for (int64_t i = 0; i < kMaxIters; ++i) {
     if (const int64_t k = read_stop(stop_path); k >= 0 && i >= k) break;
@@ -169,7 +183,7 @@ Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_pat
     on_iter(i, s, mono_ns());
   }
   TB_TRY(check(2));
-  return impl.run(barrier);
+  return barrier.run();
 }
 
 Status run_bench(Impl& impl, const BenchSpec& spec,
@@ -179,15 +193,7 @@ Status run_bench(Impl& impl, const BenchSpec& spec,
   TB_TRY(impl.supports(spec.coll, algo));
   const auto points = sweep(spec, n);
   // A one-element AllReduce lines the ranks up before each timed loop.
-  float one_in = 1, one_out = 0;
-  const Call barrier{Coll::kAllReduce,
-                     impl.default_algo(Coll::kAllReduce),
-                     collective::DataType::kFloat32,
-                     collective::RedOp::kSum,
-                     0,
-                     &one_in,
-                     &one_out,
-                     1};
+  OneElementBarrier barrier(impl);
   const size_t es = collective::type_size(spec.type);
   for (const auto& p : points) {
     std::vector<std::byte> send(collective::send_elems(spec.coll, p.count, n) * es);
@@ -202,7 +208,7 @@ Status run_bench(Impl& impl, const BenchSpec& spec,
       row.wrong += count_wrong(call, r, n, seed);
     }
     for (int w = 0; w < spec.warmup; ++w) TB_TRY(impl.run(call));
-    TB_TRY(impl.run(barrier));
+    TB_TRY(barrier.run());
     row.iter_ns.reserve(static_cast<size_t>(spec.iters));
     const int64_t t0 = mono_ns();
     for (int i = 0; i < spec.iters; ++i) {
@@ -215,7 +221,7 @@ Status run_bench(Impl& impl, const BenchSpec& spec,
   }
   // Nobody leaves while a peer is still finishing its last call (Gloo's connections reset
   // when a rank exits with the peer mid-read).
-  return impl.run(barrier);
+  return barrier.run();
 }
 
 }  // namespace tb::workload
