@@ -45,6 +45,7 @@ int cmd_run(const std::string& target, const RunFlags& f) {
   if (!size) return report(Error{"--size: " + size.error().message, 0, kExitBadInput});
   o.size_bytes = *size;
   o.timeout_ms = static_cast<int>(f.timeout_s * 1000);
+  o.resilient = f.resilient;
   if (auto rc = require_root("run")) return *rc;
   auto tb_rank = find_companion("tb-rank", "TESTBEDCTL_RANK");
   if (!tb_rank) return report(tb_rank.error());

@@ -49,7 +49,7 @@ int cmd_fault(const std::string& lab, const FaultFlags& f);
 struct RunFlags {
   std::string name, workload, size = "1M", shaping = "auto";
   double timeout_s = 30;
-  bool down = false;
+  bool down = false, resilient = false;
 };
 // A scenario end to end: workload + fault timeline + recovery analysis + [expect].
 int cmd_run(const std::string& target, const RunFlags& f);

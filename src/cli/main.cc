@@ -131,6 +131,8 @@ int main(int argc, char** argv) {
   run->add_option("--timeout", rf.timeout_s, "ranks' idle timeout, seconds")->capture_default_str();
   run->add_option("--shaping", rf.shaping, "when it brings the lab up")->capture_default_str();
   run->add_flag("--down", rf.down, "take the lab down afterwards");
+  run->add_flag("--resilient", rf.resilient,
+                "restart the workload's ranks after a failure instead of ending it");
 
   try {
     app.parse(argc, argv);

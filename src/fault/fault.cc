@@ -123,7 +123,10 @@ Status Injector::apply(const Resolved& f, const Step& s) {
   // Stamped when the change is in force (an nft rule takes ~20 ms to commit): detection,
   // outage and stall are measured from then. requested_ns is when the step was due to start.
   e["requested_ns"] = monotonic_ns();
+  effect_ns_ = 0;
   auto r = s.inject ? inject(f, id) : revert(f, id);
+  // When the first part of it was in force (the other direction's rule may follow ~20 ms later).
+  e["effective_ns"] = effect_ns_ > 0 ? effect_ns_ : monotonic_ns();
   (void)append_event(events_path(st_.lab), e);
   if (!r)
     (void)append_event(events_path(st_.lab),
@@ -141,16 +144,16 @@ Status Injector::inject(const Resolved& f, size_t id) {
     return {};
   }
   if (k == "link-up") {
-    for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, true));
+    for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, true, &effect_ns_));
     return {};
   }
   if (std::find(active_.begin(), active_.end(), id) == active_.end()) active_.push_back(id);
   if (k == "link-down" || k == "flap" || k == "node-crash") {
-    for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, false));
+    for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, false, &effect_ns_));
     return {};
   }
   if (k == "blackhole" || k == "partition") {
-    for (size_t l : f.links) TB_TRY(set_blackhole(st_, l, true));
+    for (size_t l : f.links) TB_TRY(set_blackhole(st_, l, true, &effect_ns_));
     return {};
   }
   // loss, latency: remember the figures to go back to.
@@ -170,11 +173,11 @@ Status Injector::revert(const Resolved& f, size_t id) {
   std::erase(active_, id);
   const auto& k = f.spec.kind;
   if (k == "link-down" || k == "flap" || k == "node-crash") {
-    for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, true));
+    for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, true, &effect_ns_));
     return {};
   }
   if (k == "blackhole" || k == "partition") {
-    for (size_t l : f.links) TB_TRY(set_blackhole(st_, l, false));
+    for (size_t l : f.links) TB_TRY(set_blackhole(st_, l, false, &effect_ns_));
     return {};
   }
   auto it =

@@ -60,6 +60,7 @@ class Injector {
   apply::Kernel& kernel_;
   std::vector<std::pair<size_t, std::vector<plan::EmulatedFigures>>> saved_;  // fault -> figures
   std::vector<size_t> active_;  // faults injected and not reverted
+  int64_t effect_ns_ = 0;       // when the step being applied first took effect
 };
 
 }  // namespace tb::fault

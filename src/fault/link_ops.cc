@@ -101,10 +101,13 @@ std::string events_path(const std::string& lab) {
   return apply::lab_dir(lab) + "/events.jsonl";
 }
 
-Status set_link_state(const apply::LabState& st, apply::Kernel& kernel, size_t idx, bool up) {
+Status set_link_state(const apply::LabState& st, apply::Kernel& kernel, size_t idx, bool up,
+                      int64_t* first_effect_ns) {
   const plan::Link& link = st.topo.links[idx];
-  for (const auto* end : {&link.a, &link.b})
+  for (const auto* end : {&link.a, &link.b}) {
     TB_TRY(kernel.set_link_up(st.topo.node(end->node)->netns, end->ifname, up));
+    if (first_effect_ns && *first_effect_ns == 0) *first_effect_ns = monotonic_ns();
+  }
   // Taking an interface down makes the kernel delete the routes through it (multipath
   // routes only lose that next hop); bringing it up puts back the plan's routes.
   if (up) TB_TRY(restore_routes(st, kernel, link));
@@ -147,7 +150,7 @@ Result<plan::EmulatedFigures> change_link(apply::LabState& st, apply::Kernel& ke
   return next;
 }
 
-Status set_blackhole(const apply::LabState& st, size_t idx, bool on) {
+Status set_blackhole(const apply::LabState& st, size_t idx, bool on, int64_t* first_effect_ns) {
   const plan::Link& link = st.topo.links[idx];
   for (int dir = 0; dir < 2; ++dir) {
     const plan::LinkEnd& src = dir ? link.b : link.a;
@@ -161,6 +164,7 @@ Status set_blackhole(const apply::LabState& st, size_t idx, bool on) {
     if (dst.bridged) ifname = src.ifname;
     TB_TRY(stage::remove_marked_rules(at->netns, marker));
     if (on) TB_TRY(stage::add_loss_rule(at->netns, {ifname, stage::kLossModulus, egress}, marker));
+    if (first_effect_ns && *first_effect_ns == 0) *first_effect_ns = monotonic_ns();
   }
   (void)append_event(events_path(st.lab), {{"event", on ? "blackhole_on" : "blackhole_off"},
                                            {"link", apply::link_key(link)}});

@@ -16,7 +16,10 @@ namespace tb::fault {
 
 std::string events_path(const std::string& lab);
 
-Status set_link_state(const apply::LabState& st, apply::Kernel& kernel, size_t link, bool up);
+// `first_effect_ns`, when given and still 0, gets the CLOCK_MONOTONIC time the first part of
+// the change was in force (one end down, one direction's rule committed): when the fault began.
+Status set_link_state(const apply::LabState& st, apply::Kernel& kernel, size_t link, bool up,
+                      int64_t* first_effect_ns = nullptr);
 
 // "set" merges `change` into the link's current figures; "reset" goes back to the scenario's.
 // Returns the figures now in force.
@@ -27,6 +30,7 @@ Result<plan::EmulatedFigures> change_link(apply::LabState& st, apply::Kernel& ke
 plan::EmulatedFigures current_figures(const apply::LabState& st, size_t link);
 
 // Drops everything in both directions while the interfaces stay up (a gray failure).
-Status set_blackhole(const apply::LabState& st, size_t link, bool on);
+Status set_blackhole(const apply::LabState& st, size_t link, bool on,
+                     int64_t* first_effect_ns = nullptr);
 
 }  // namespace tb::fault

@@ -89,26 +89,30 @@ RecoveryReport analyze(const RecoveryInput& in) {
         const double d = ms(o.b - std::max(o.a, f.inject_ns));
         if (!r.outage_ms || d > *r.outage_ms) {
           r.outage_ms = d;
-          r.recovered_before_repair = f.revert_ns == 0 ? o.b < in.run_end_ns : o.b < f.revert_ns;
+          // Before the repair was even asked for: something else (a failover) ended it.
+          const int64_t repair = f.revert_requested_ns > 0 ? f.revert_requested_ns : f.revert_ns;
+          r.recovered_before_repair = repair == 0 ? o.b < in.run_end_ns : o.b < repair;
         }
       }
-    if (!r.outage_ms && i < in.outages.size()) r.outage_ms = 0;
+    if (!r.outage_ms && i < in.probed.size() && in.probed[i]) r.outage_ms = 0;
     // Workload stall: the longest gap between consecutive iteration completions that spans
-    // part of the fault, less one baseline iteration.
+    // part of the fault, less one baseline iteration. The end of the run counts as a
+    // completion, so a workload that never completed another iteration stalled until then.
     std::vector<double> during;
     std::optional<int64_t> prev_end;
-    bool completed_after = false;
-    for (const auto& it : in.iterations) {
-      if (prev_end && it.end_ns > f.inject_ns && *prev_end < end) {
-        const double gap = ms(it.end_ns - *prev_end) - rep.baseline_iter_ms.value_or(0);
+    auto gap_to = [&](int64_t next_end) {
+      if (prev_end && next_end > f.inject_ns && *prev_end < end) {
+        const double gap = ms(next_end - *prev_end) - rep.baseline_iter_ms.value_or(0);
         r.stall_ms = std::max(r.stall_ms.value_or(0), std::max(0.0, gap));
       }
-      if (it.end_ns > f.inject_ns) completed_after = true;
+    };
+    for (const auto& it : in.iterations) {
+      gap_to(it.end_ns);
       if (it.start_ns >= f.inject_ns && it.end_ns <= end)
         during.push_back(ms(it.end_ns - it.start_ns));
       prev_end = it.end_ns;
     }
-    if (prev_end && !completed_after) r.stall_ms = ms(in.run_end_ns - *prev_end);  // never again
+    if (prev_end && in.run_end_ns > *prev_end) gap_to(in.run_end_ns);
     r.iterations_during = static_cast<int>(during.size());
     if (!during.empty() && rep.baseline_iter_ms) {
       double sum = 0;

@@ -57,6 +57,7 @@ struct RecoveryInput {
   std::vector<FaultWindow> faults;
   std::vector<ControlEvent> control;
   std::vector<std::vector<Interval>> outages;  // per fault: the outages on its probed path
+  std::vector<bool> probed;                    // per fault: whether any path was probed
   std::vector<Iteration> iterations;           // the workload's, in order
   int64_t run_end_ns = 0;
 };

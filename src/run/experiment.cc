@@ -19,6 +19,7 @@
 #include "plan/hosts.h"
 #include "plan/plan.h"
 #include "run/probes.h"
+#include "run/steady.h"
 #include "runner/rank_group.h"
 #include "scenario/names.h"
 #include "workload/bench_run.h"
@@ -40,47 +41,6 @@ std::vector<std::string> read_lines(const std::string& path) {
   std::vector<std::string> out;
   std::ifstream in(path);
   for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-// The highest iteration any rank has completed, from their row files.
-int64_t max_iteration(const workload::Job& job) {
-  int64_t m = -1;
-  for (size_t r = 0; r < job.ranks.size(); ++r)
-    for (const auto& l :
-         read_lines(workload::rank_rows_path(job.results_dir, static_cast<int>(r)))) {
-      auto j = nlohmann::json::parse(l, nullptr, false);
-      if (!j.is_discarded() && j.contains("iter")) m = std::max(m, j["iter"].get<int64_t>());
-    }
-  return m;
-}
-
-// Iterations combined over ranks: first start and last end of each index all ranks finished.
-std::vector<metrics::Iteration> iterations(const workload::Job& job, uint64_t* wrong,
-                                           std::vector<std::string>* errors) {
-  std::vector<std::vector<metrics::Iteration>> per(job.ranks.size());
-  for (size_t r = 0; r < job.ranks.size(); ++r)
-    for (const auto& l :
-         read_lines(workload::rank_rows_path(job.results_dir, static_cast<int>(r)))) {
-      auto j = nlohmann::json::parse(l, nullptr, false);
-      if (j.is_discarded()) continue;
-      if (j.contains("iter")) per[r].push_back({j["s"].get<int64_t>(), j["e"].get<int64_t>()});
-      if (j.contains("wrong") && !j.contains("iter")) *wrong += j["wrong"].get<uint64_t>();
-      if (j.contains("error"))
-        errors->push_back("rank " + std::to_string(r) + " (" + job.ranks[r].node +
-                          "): " + j["error"].get<std::string>());
-    }
-  size_t n = SIZE_MAX;
-  for (const auto& p : per) n = std::min(n, p.size());
-  std::vector<metrics::Iteration> out;
-  for (size_t i = 0; n != SIZE_MAX && i < n; ++i) {
-    metrics::Iteration it{INT64_MAX, 0};
-    for (const auto& p : per) {
-      it.start_ns = std::min(it.start_ns, p[i].start_ns);
-      it.end_ns = std::max(it.end_ns, p[i].end_ns);
-    }
-    out.push_back(it);
-  }
   return out;
 }
 
@@ -211,8 +171,7 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
   TB_TRY(monitors.start({watch.begin(), watch.end()}));
 
   // The workload, steady.
-  std::optional<workload::Job> job;
-  std::optional<runner::RankGroup> ranks;
+  std::optional<SteadyWorkload> wl;
   if (const auto* w = pick_workload(s, o)) {
     workload::Job j;
     j.lab = st.lab;
@@ -228,20 +187,15 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
     j.bench.check = 1;
     j.steady = true;
     TB_TRY(workload::place_ranks(j, st.topo, *workload::select_ranks(st.topo, w->ranks)));
+    const bool resilient = w->resilient || o.resilient;
     progress("workload " + w->name + ": " + w->op + " of " + std::to_string(o.size_bytes) +
-             " bytes over " + std::to_string(j.ranks.size()) + " ranks, steady");
-    auto g = workload::start_ranks(j, o.tb_rank);
-    if (!g) return std::unexpected(g.error());
-    ranks.emplace(std::move(*g));
-    job = j;
-    // Wait for the first iterations (bounded by the ranks' own timeout).
-    const int64_t deadline = monotonic_ns() + int64_t{o.timeout_ms} * 2'000'000;
-    while (max_iteration(*job) < 2 && monotonic_ns() < deadline && !stop.load()) {
-      ranks->poll();
-      if (ranks->all_exited()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (max_iteration(*job) < 2) res.errors.push_back("the workload did not start iterating");
+             " bytes over " + std::to_string(j.ranks.size()) + " ranks, steady" +
+             (resilient ? ", resilient (the group restarts after a rank fails)" : ""));
+    wl.emplace(j, o.tb_rank, resilient, fault::events_path(st.lab));
+    TB_TRY(wl->start());
+    // The first iterations, bounded by twice the ranks' own timeout.
+    if (!wl->wait_iterating(3, int64_t{o.timeout_ms} * 2'000'000, stop))
+      res.errors.push_back("the workload did not start iterating");
   }
 
   // Probes on every path a fault affects, from now to the end and a second more.
@@ -268,23 +222,7 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
   const int64_t t_end = monotonic_ns();
   (void)append_event(fault::events_path(st.lab), {{"event", "run_end"}, {"run", id}});
 
-  // Stop the workload at an iteration every rank is still ahead of.
-  if (ranks) {
-    std::ofstream(workload::stop_path(*job)) << max_iteration(*job) + 3 << "\n";
-    const int64_t deadline = monotonic_ns() + int64_t{o.timeout_ms} * 1'000'000 + 5'000'000'000;
-    while (!ranks->all_exited() && monotonic_ns() < deadline) {
-      ranks->poll();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (!ranks->all_exited()) {
-      ranks->kill_all(1000);
-      res.errors.push_back("workload ranks did not stop; killed");
-    }
-    for (size_t r = 0; r < ranks->ranks().size(); ++r)
-      if (ranks->ranks()[r].code != 0)
-        res.errors.push_back("rank " + std::to_string(r) + " (" + job->ranks[r].node +
-                             "): " + ranks->ranks()[r].how);
-  }
+  if (wl) wl->stop(o.timeout_ms, &res.errors);
   auto changes = monitors.stop();
   auto outages = probes.finish(&res.errors);
 
@@ -306,11 +244,11 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
     if ((e == "fault_inject" || e == "fault_revert") && j.contains("fault")) {
       auto& w = windows[j["fault"].get<size_t>()];
       if (e == "fault_inject" && w.inject_ns == 0) {
-        w.inject_ns = j["t_mono_ns"];
+        w.inject_ns = j.value("effective_ns", j["t_mono_ns"].get<int64_t>());
         w.requested_ns = j.value("requested_ns", w.inject_ns);
       }
       if (e == "fault_revert") {
-        w.revert_ns = j["t_mono_ns"];
+        w.revert_ns = j.value("effective_ns", j["t_mono_ns"].get<int64_t>());
         w.revert_requested_ns = j.value("requested_ns", w.revert_ns);
       }
     }
@@ -332,6 +270,9 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
     in.control.push_back({c.t_ns, c.added ? "route_add" : "route_del", ns, c.dst});
   }
   in.outages.resize(faults.size());
+  in.probed.assign(faults.size(), false);
+  for (const auto& p : pairs)
+    for (size_t f : p.faults) in.probed[f] = true;
   for (size_t p = 0; p < pairs.size(); ++p)
     for (const auto& o2 : outages[p]) {
       ev.push_back({{"event", "probe_outage"},
@@ -343,8 +284,8 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
       for (size_t f : pairs[p].faults) in.outages[f].push_back(o2);
     }
   uint64_t wrong = 0;
-  if (job) {
-    in.iterations = iterations(*job, &wrong, &res.errors);
+  if (wl) {
+    in.iterations = wl->iterations(&wrong, &res.errors);
     for (size_t i = 0; i < in.iterations.size(); ++i)
       ev.push_back({{"event", "iteration"},
                     {"iter", i},
@@ -392,6 +333,7 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
       {"t0_ns", t0},
       {"t_end_ns", t_end},
       {"iterations", in.iterations.size()},
+      {"workload_restarts", wl ? wl->restarts() : 0},
       {"workload_wrong", wrong},
       {"busbw_fraction", fraction ? nlohmann::json(*fraction) : nlohmann::json()},
       {"probes", probe_json},

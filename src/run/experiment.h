@@ -27,6 +27,7 @@ struct RunOptions {
   int timeout_ms = 30000;         // the ranks' idle timeout
   int settle_ms = 3000;           // after the last fault step, before stopping
   int probe_interval_us = 5000;
+  bool resilient = false;  // restart the rank group after a failure (also [[workload]] resilient)
   std::string tb_rank, tb_probe;  // executables
 };
 

@@ -9,7 +9,8 @@ namespace tb::scenario::detail {
 namespace {
 
 const std::vector<std::string> kCollectiveKeys = {
-    "op", "algo", "ranks", "min_bytes", "max_bytes", "step_factor", "iters", "warmup", "channels"};
+    "op", "algo", "ranks", "min_bytes", "max_bytes", "step_factor", "iters", "warmup", "channels",
+    "resilient"};
 const std::vector<std::string> kCheckpointKeys = {"from", "to", "bytes", "qos"};
 const std::vector<std::string> kOps = {"allreduce", "allgather", "reducescatter", "broadcast",
                                        "reduce",    "alltoall",  "sendrecv"};
@@ -114,6 +115,7 @@ void read_collective(Table& t, Workload& w, const LoadState& st) {
   if (auto n = t.integer("iters", false, 1, 1000000)) w.iters = static_cast<int>(*n);
   if (auto n = t.integer("warmup", false, 0, 1000000)) w.warmup = static_cast<int>(*n);
   if (auto n = t.integer("channels", false, 1, 64)) w.channels = static_cast<int>(*n);
+  if (auto r = t.boolean("resilient")) w.resilient = *r;
 }
 
 void read_checkpoint(Table& t, Workload& w, const LoadState& st) {

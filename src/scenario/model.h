@@ -85,6 +85,9 @@ struct Workload {
   int iters = 20;
   int warmup = 5;
   int channels = 1;
+  // run: when a rank fails (a transport error, a killed rank), restart the whole group from
+  // the last iteration every rank completed, as elastic training does, instead of ending.
+  bool resilient = false;
   std::string from, to;  // checkpoint: source and destination regions
   uint64_t bytes = 0;    // checkpoint: bytes per replication
   std::string qos;       // checkpoint: "gold" | "silver" | "bronze" | ""

@@ -151,6 +151,7 @@ int64_t read_stop(const std::string& path) {
 }  // namespace
 
 Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_path,
+                  int64_t start_iter,
                   const std::function<void(int64_t, int64_t, int64_t)>& on_iter, uint64_t* wrong) {
   const int n = impl.size(), r = impl.rank();
   const auto algo = spec.algo.value_or(impl.default_algo(spec.coll));
@@ -176,7 +177,7 @@ Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_pat
   OneElementBarrier barrier(impl);
   TB_TRY(barrier.run());
   constexpr int64_t kMaxIters = 10'000'000;
-  for (int64_t i = 0; i < kMaxIters; ++i) {
+  for (int64_t i = start_iter; i < start_iter + kMaxIters; ++i) {
     if (const int64_t k = read_stop(stop_path); k >= 0 && i >= k) break;
     const int64_t s = mono_ns();
     TB_TRY(impl.run(call));

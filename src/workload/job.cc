@@ -54,7 +54,7 @@ nlohmann::json to_json(const Job& j) {
           {"channels", j.channels},
           {"timeout_ms", j.timeout_ms},
           {"bench", to_json(j.bench)},
-          {"steady", j.steady},
+          {"steady", j.steady}, {"start_iter", j.start_iter},
           {"ranks", ranks},
           {"peers", peers}};
 }
@@ -70,6 +70,7 @@ Result<Job> job_from_json(const nlohmann::json& in) {
     j.channels = in.at("channels").get<int>();
     j.timeout_ms = in.at("timeout_ms").get<int>();
     j.steady = in.value("steady", false);
+    j.start_iter = in.value("start_iter", int64_t{0});
     auto b = bench_spec_from_json(in.at("bench"));
     if (!b) return std::unexpected(b.error());
     j.bench = *b;

@@ -78,7 +78,7 @@ int rank_main(const std::string& job_path, int rank) {
   if (job->steady) {
     uint64_t wrong = 0;
     auto st = run_steady(
-        **impl, job->bench, stop_path(*job),
+        **impl, job->bench, stop_path(*job), job->start_iter,
         [&](int64_t i, int64_t s, int64_t e) {
           // Flushed each time: the orchestrator picks the stop iteration from these.
           rows << nlohmann::json{{"iter", i}, {"s", s}, {"e", e}}.dump() << std::endl;

@@ -114,6 +114,30 @@ TEST_F(Run, AnExpectationThatDoesNotHoldFailsTheRun) {
   EXPECT_TRUE(marked_netns(lab_).empty());
 }
 
+TEST_F(Run, ResilientWorkloadRestartsAfterARankIsKilledAndTheStallIsMeasured) {
+  std::ifstream in(scenario("mini.toml"));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string path = dir_ + "/kill.toml";
+  std::ofstream(path) << text
+                      << "\n[[fault]]\nat = \"2s\"\nkind = \"rank-kill\"\nnode = \"dc/s1/g0\"\n";
+  auto r = sh("TESTBEDCTL_RESULTS_DIR=" + dir_ + " " + tbctl() + " run " + path + " --name " +
+              lab_ + " --resilient --timeout 5");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  auto s = summary();
+  ASSERT_FALSE(s.is_null()) << r.out;
+  EXPECT_EQ(s["workload_restarts"], 1);
+  const auto& f = s["recovery"]["faults"][0];
+  EXPECT_GT(f["stall_ms"].get<double>(), 0) << f.dump(1);
+  EXPECT_LT(f["stall_ms"].get<double>(), 5000) << f.dump(1);  // restarted, not timed out
+  auto ev = events();
+  EXPECT_NE(std::find(ev.begin(), ev.end(), "workload_restart"), ev.end());
+  // Without --resilient the same kill ends the workload, and the run says which rank.
+  std::filesystem::remove_all(dir_ + "/" + lab_);
+  r = sh("TESTBEDCTL_RESULTS_DIR=" + dir_ + " " + tbctl() + " run " + lab_ + " --timeout 5 --down");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("rank 2 (dc/s1/g0): signal Killed"), std::string::npos) << r.out;
+}
+
 TEST_F(Run, HzBjAsShippedHoldsItsExpectations) {
   auto r = sh("TESTBEDCTL_RESULTS_DIR=" + dir_ + " " + tbctl() + " run " + scenario("hz-bj.toml") +
               " --name " + lab_ + " --down");
