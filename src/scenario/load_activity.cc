@@ -8,9 +8,9 @@
 namespace tb::scenario::detail {
 namespace {
 
-const std::vector<std::string> kCollectiveKeys = {
-    "op", "algo", "ranks", "min_bytes", "max_bytes", "step_factor", "iters", "warmup", "channels",
-    "resilient"};
+const std::vector<std::string> kCollectiveKeys = {"op",        "algo",        "ranks", "min_bytes",
+                                                  "max_bytes", "step_factor", "iters", "warmup",
+                                                  "channels",  "resilient"};
 const std::vector<std::string> kCheckpointKeys = {"from", "to", "bytes", "qos"};
 const std::vector<std::string> kOps = {"allreduce", "allgather", "reducescatter", "broadcast",
                                        "reduce",    "alltoall",  "sendrecv"};

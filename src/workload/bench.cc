@@ -151,8 +151,8 @@ int64_t read_stop(const std::string& path) {
 }  // namespace
 
 Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_path,
-                  int64_t start_iter,
-                  const std::function<void(int64_t, int64_t, int64_t)>& on_iter, uint64_t* wrong) {
+                  int64_t start_iter, const std::function<void(int64_t, int64_t, int64_t)>& on_iter,
+                  uint64_t* wrong) {
   const int n = impl.size(), r = impl.rank();
   const auto algo = spec.algo.value_or(impl.default_algo(spec.coll));
   TB_TRY(impl.supports(spec.coll, algo));

@@ -62,8 +62,8 @@ Status run_bench(Impl& impl, const BenchSpec& spec,
 // stop at the same one). `on_iter(i, start_ns, end_ns)` after each. Ends with a second set of
 // correctness runs, so a fault that corrupted data shows in `*wrong`.
 Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_path,
-                  int64_t start_iter,
-                  const std::function<void(int64_t, int64_t, int64_t)>& on_iter, uint64_t* wrong);
+                  int64_t start_iter, const std::function<void(int64_t, int64_t, int64_t)>& on_iter,
+                  uint64_t* wrong);
 
 int64_t mono_ns();
 

@@ -54,7 +54,8 @@ nlohmann::json to_json(const Job& j) {
           {"channels", j.channels},
           {"timeout_ms", j.timeout_ms},
           {"bench", to_json(j.bench)},
-          {"steady", j.steady}, {"start_iter", j.start_iter},
+          {"steady", j.steady},
+          {"start_iter", j.start_iter},
           {"ranks", ranks},
           {"peers", peers}};
 }

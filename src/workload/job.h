@@ -36,7 +36,7 @@ struct Job {
   int channels = 1;
   int timeout_ms = 30000;
   BenchSpec bench;
-  bool steady = false;  // run's workload: run_steady until <results_dir>/stop says K
+  bool steady = false;     // run's workload: run_steady until <results_dir>/stop says K
   int64_t start_iter = 0;  // steady: the first iteration's number (after a restart)
   std::vector<RankPlace> ranks;
   std::vector<std::vector<collective::TcpPeer>> peers;  // [rank][peer], native only
