@@ -145,6 +145,8 @@ class Compiler {
   void build_region(const Region& r);
   Status build_wan();
   Agent& agent(const std::string& tr);
+  Router& router(const std::string& region);
+  uint32_t asn_of(const std::string& region) const;
 
   const Scenario& s_;
   AddressAllocator alloc_;
@@ -273,6 +275,30 @@ Agent& Compiler::agent(const std::string& tr) {
   return plan_.agents.back();
 }
 
+// Private ASNs, one per region in scenario order (RFC 6996).
+uint32_t Compiler::asn_of(const std::string& region) const {
+  for (size_t i = 0; i < s_.regions.size(); ++i)
+    if (s_.regions[i].name == region) return 65001 + static_cast<uint32_t>(i);
+  return 65000;
+}
+
+Router& Compiler::router(const std::string& region) {
+  const std::string tr = scenario::tr_node(region);
+  for (auto& r : plan_.routers)
+    if (r.node == tr) return r;
+  Router r;
+  r.node = tr;
+  r.netns = scenario::netns_name(plan_.lab, tr);
+  r.asn = asn_of(region);
+  r.networks = {region_addrs_.at(region).frontend_block};
+  for (const auto& [role, p] : plan_.topo.node(tr)->addrs)
+    if (role == "fe" || r.router_id.value == 0) r.router_id = p.addr;
+  r.bfd_interval_ms = static_cast<int>(s_.failover.bfd_interval.ns / 1'000'000);
+  r.bfd_multiplier = s_.failover.bfd_multiplier;
+  plan_.routers.push_back(r);
+  return plan_.routers.back();
+}
+
 Status Compiler::build_wan() {
   std::map<std::pair<std::string, std::string>, int> backups;
   for (const auto& w : s_.wans) {
@@ -289,8 +315,13 @@ Status Compiler::build_wan() {
          primary ? "primary" : "backup");
     int metric = kMetricPrimary;
     if (!primary) metric = kMetricBackup + backups[std::minmax(w.a, w.b)]++;
-    // [failover] mode = "none": static routes over the primary only, nothing to fail over to.
-    if (primary || s_.failover.mode != "none") {
+    // [failover] mode = "none": static routes over the primary only, nothing to fail over to;
+    // "bfd": no static WAN routes, BGP learns them.
+    if (s_.failover.mode == "bfd") {
+      const int pref = primary ? 200 : 101 - backups[std::minmax(w.a, w.b)];  // 100, 99, ...
+      router(w.a).neighbors.push_back({w.name, nth_addr(*p, 1), asn_of(w.b), pref});
+      router(w.b).neighbors.push_back({w.name, nth_addr(*p, 0), asn_of(w.a), pref});
+    } else if (primary || s_.failover.mode != "none") {
       route(ta, region_addrs_.at(w.b).frontend_block, {{w.name, nth_addr(*p, 1)}}, std::nullopt,
             metric);
       route(tb, region_addrs_.at(w.a).frontend_block, {{w.name, nth_addr(*p, 0)}}, std::nullopt,

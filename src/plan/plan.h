@@ -55,6 +55,26 @@ struct Agent {
   std::vector<AgentPath> paths;
 };
 
+// A BGP neighbor of a transit router across one WAN link.
+struct BgpNeighbor {
+  std::string wan;  // the link's name ("ec")
+  Ipv4 addr;        // the peer's address on it
+  uint32_t asn = 0;
+  int local_pref = 100;  // primary links are preferred
+};
+
+// The routing daemons of one transit router ([failover] mode = "bfd"): FRR's zebra, bgpd and
+// bfdd under the lab's supervisor, eBGP to the peer routers, BFD on every session.
+struct Router {
+  std::string netns, node;
+  uint32_t asn = 0;
+  Ipv4 router_id;
+  std::vector<Prefix> networks;  // what it announces: its region's frontend block
+  std::vector<BgpNeighbor> neighbors;
+  int bfd_interval_ms = 300;
+  int bfd_multiplier = 3;
+};
+
 struct Plan {
   std::string lab;
   Topology topo;
@@ -62,7 +82,8 @@ struct Plan {
   std::string shaping;                  // backend kind ("netem", "tbf", "htb"), "" = links unshaped
   std::vector<Stage> stages;            // userspace delay stages `up` starts under its supervisor
   std::string failover = "link-state";  // [failover] mode
-  std::vector<Agent> agents;  // failover agents `up` starts under its supervisor (mode agent)
+  std::vector<Agent> agents;    // failover agents `up` starts under its supervisor (mode agent)
+  std::vector<Router> routers;  // routing daemons `up` starts under its supervisor (mode bfd)
 };
 
 Result<Plan> compile(const scenario::Scenario& s);

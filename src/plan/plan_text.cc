@@ -18,6 +18,16 @@ std::string to_text(const Plan& p) {
            std::to_string(path.metric);
     s += "\n";
   }
+  for (const auto& r : p.routers) {
+    s += "router " + r.node + " netns " + r.netns + " asn " + std::to_string(r.asn) + " id " +
+         r.router_id.to_string() + " bfd " + std::to_string(r.bfd_interval_ms) + "ms x" +
+         std::to_string(r.bfd_multiplier);
+    for (const auto& n : r.networks) s += " network " + n.to_string();
+    for (const auto& n : r.neighbors)
+      s += " | " + n.wan + " neighbor " + n.addr.to_string() + " asn " + std::to_string(n.asn) +
+           " local-pref " + std::to_string(n.local_pref);
+    s += "\n";
+  }
   return s;
 }
 

@@ -2,6 +2,7 @@
 
 #include "core/process.h"
 #include "probe/agent.h"
+#include "runner/frr.h"
 
 #include <unistd.h>
 
@@ -78,8 +79,9 @@ Status write_stage_config(const std::string& lab, const plan::Stage& st) {
 }
 
 Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stages,
-                    const std::vector<plan::Agent>& agents) {
-  if (stages.empty() && agents.empty()) return {};
+                    const std::vector<plan::Agent>& agents,
+                    const std::vector<plan::Router>& routers) {
+  if (stages.empty() && agents.empty() && routers.empty()) return {};
   std::error_code ec;
   std::filesystem::create_directories(apply::lab_dir(lab) + "/stages", ec);
   if (ec) return fail("create " + apply::lab_dir(lab) + "/stages: " + ec.message());
@@ -113,7 +115,14 @@ Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stag
                         apply::lab_dir(lab) + "/events.jsonl"}});
     }
   }
-  return start_supervisor(lab, apply::lab_dir(lab), plan::owner_marker(lab), specs);
+  for (const auto& r : routers) {
+    auto kids = frr_children(lab, r);
+    if (!kids) return std::unexpected(kids.error());
+    specs.insert(specs.end(), kids->begin(), kids->end());
+  }
+  TB_TRY(start_supervisor(lab, apply::lab_dir(lab), plan::owner_marker(lab), specs));
+  if (!routers.empty()) TB_TRY(wait_for_bgp(routers, 30000));
+  return {};
 }
 
 Status refresh_stage(const std::string& lab, const plan::Stage& st) {

@@ -68,14 +68,16 @@ void owned_child_io(int log_fd, const std::string& env) {
 
 nlohmann::json specs_to_json(const std::vector<ChildSpec>& specs) {
   nlohmann::json j = nlohmann::json::array();
-  for (const auto& s : specs) j.push_back({{"name", s.name}, {"netns", s.netns}, {"argv", s.argv}});
+  for (const auto& s : specs)
+    j.push_back({{"name", s.name}, {"netns", s.netns}, {"argv", s.argv}, {"delay_ms", s.delay_ms}});
   return j;
 }
 
 Result<std::vector<ChildSpec>> specs_from_json(const nlohmann::json& j) {
   try {
     std::vector<ChildSpec> out;
-    for (const auto& s : j) out.push_back({s.at("name"), s.at("netns"), s.at("argv")});
+    for (const auto& s : j)
+      out.push_back({s.at("name"), s.at("netns"), s.at("argv"), s.value("delay_ms", 0)});
     return out;
   } catch (const nlohmann::json::exception& e) {
     return fail(std::string("malformed supervisor spec: ") + e.what());
@@ -137,7 +139,10 @@ Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
                  const SupervisorPaths& paths, const std::atomic<bool>& stop,
                  std::atomic<bool>* reload, const std::function<std::vector<ChildSpec>()>& more) {
   std::vector<Child> children;
-  for (const auto& s : specs) children.push_back({s, ChildState{s.name}, 0, kBackoffFirstMs, {}});
+  const int64_t began = monotonic_ns();
+  for (const auto& s : specs)
+    children.push_back(
+        {s, ChildState{s.name}, began + int64_t{s.delay_ms} * 1'000'000, kBackoffFirstMs, {}});
   auto event = [&](const char* what, const Child& c, const std::string& detail = "") {
     nlohmann::json e = {
         {"event", what}, {"child", c.spec.name}, {"netns", c.spec.netns}, {"pid", c.state.pid}};

@@ -26,6 +26,7 @@ struct ChildSpec {
   std::string name;   // e.g. "stage hz/tr"
   std::string netns;  // namespace to run in
   std::vector<std::string> argv;
+  int delay_ms = 0;  // first start this long after the supervisor's (FRR: zebra before the rest)
 };
 
 struct ChildState {

@@ -151,10 +151,11 @@ void read_failover(Table& top, LoadState& st) {
               "must be a table, written [failover] (got " + detail::type_name(*v) + ")");
     return;
   }
-  Table t(*v, "failover", "[failover]", {"mode", "probe_interval", "misses"}, st.d);
+  Table t(*v, "failover", "[failover]",
+          {"mode", "probe_interval", "misses", "bfd_interval", "bfd_multiplier"}, st.d);
   Failover& f = st.s.failover;
   f.loc = t.loc();
-  if (auto m = t.str("mode"); m && t.one_of("mode", *m, {"link-state", "none", "agent"}))
+  if (auto m = t.str("mode"); m && t.one_of("mode", *m, {"link-state", "none", "agent", "bfd"}))
     f.mode = *m;
   if (auto d = t.duration("probe_interval")) {
     if (d->ns >= 1'000'000 && d->ns <= 10'000'000'000)
@@ -163,8 +164,18 @@ void read_failover(Table& top, LoadState& st) {
       t.error("probe_interval", "must be 1ms..10s");
   }
   if (auto m = t.integer("misses", false, 1, 100)) f.misses = static_cast<int>(*m);
+  if (auto d = t.duration("bfd_interval")) {
+    // FRR bfdd accepts 10..60000 ms (doc/user/bfd.rst)
+    if (d->ns >= 10'000'000 && d->ns <= 60'000'000'000 && d->ns % 1'000'000 == 0)
+      f.bfd_interval = *d;
+    else
+      t.error("bfd_interval", "must be whole milliseconds, 10ms..60s (FRR's range)");
+  }
+  if (auto m = t.integer("bfd_multiplier", false, 2, 255)) f.bfd_multiplier = static_cast<int>(*m);
   if (f.mode != "agent" && (t.has("probe_interval") || t.has("misses")))
     t.error(t.has("misses") ? "misses" : "probe_interval", "only for mode = \"agent\"");
+  if (f.mode != "bfd" && (t.has("bfd_interval") || t.has("bfd_multiplier")))
+    t.error(t.has("bfd_interval") ? "bfd_interval" : "bfd_multiplier", "only for mode = \"bfd\"");
   t.finish();
 }
 

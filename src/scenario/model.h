@@ -128,10 +128,16 @@ struct Expect {
 //                         probe_interval and withdraws a path's routes after `misses` lost
 //                         probes in a row (and puts them back after as many answered ones):
 //                         the white paper's active rerouting / failover group
+//   bfd                   real routing daemons (Debian's frr: zebra, bgpd, bfdd) on each transit
+//                         router: eBGP over every WAN link (primary preferred by local
+//                         preference), BFD on each session every bfd_interval x bfd_multiplier;
+//                         the WAN routes come from BGP
 struct Failover {
   std::string mode = "link-state";
   Duration probe_interval{10'000'000};
   int misses = 3;
+  Duration bfd_interval{300'000'000};  // FRR's default
+  int bfd_multiplier = 3;
   Loc loc;
 };
 

@@ -1,6 +1,8 @@
 // `testbedctl run` end to end on mini with a fault timeline: the lab comes up, the workload
 // and probes see the faults, summary.json breaks recovery down, [expect] passes and fails as
 // it should, and --down leaves nothing behind.
+#include <unistd.h>
+
 #include <fstream>
 
 #include "core/process.h"
@@ -200,6 +202,36 @@ TEST_F(Run, TheFailoverAgentReroutesAGrayWanFailureWithinItsDetectionWindow) {
   EXPECT_NE(std::find(ev.begin(), ev.end(), "agent_path_down"), ev.end());
   EXPECT_NE(std::find(ev.begin(), ev.end(), "agent_path_up"), ev.end());
   EXPECT_TRUE(owned_processes("testbedctl lab=" + lab_).empty());  // agents went with the lab
+}
+
+TEST_F(Run, BfdAndBgpRerouteAGrayWanFailureWithinTheDetectionWindow) {
+  if (::access("/usr/lib/frr/bgpd", X_OK) != 0)
+    GTEST_SKIP() << "frr not installed (scripts/setup installs it)";
+  std::string path = hzbj_blackhole(dir_, "bfd");
+  {
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    const std::string mode = "mode = \"bfd\"\n";
+    text.insert(text.find(mode) + mode.size(), "bfd_interval = \"50ms\"\nbfd_multiplier = 3\n");
+    std::ofstream(path) << text;
+  }
+  auto r = sh("TESTBEDCTL_RESULTS_DIR=" + dir_ + " " + tbctl() + " run " + path + " --name " +
+              lab_ + " --workload none --down");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  auto s = summary();
+  ASSERT_FALSE(s.is_null()) << r.out;
+  const auto& f = s["recovery"]["faults"][0];
+  // BFD 3 x 50 ms = 150 ms after the last hello heard (which can still be 25 ms on the WAN),
+  // then BGP withdraws and zebra installs the VPN route.
+  ASSERT_FALSE(f["detection_ms"].is_null()) << f.dump(1);
+  EXPECT_GE(f["detection_ms"].get<double>(), 100) << f.dump(1);
+  EXPECT_LE(f["detection_ms"].get<double>(), 450) << f.dump(1);
+  EXPECT_LT(f["outage_ms"].get<double>(), 1000) << f.dump(1);
+  EXPECT_TRUE(f["recovered_before_repair"].get<bool>()) << f.dump(1);
+  auto ev = events();
+  // zebra replaces the route with the VPN's next hop (an RTM_NEWROUTE), then restores it.
+  EXPECT_GE(std::count(ev.begin(), ev.end(), "route_add"), 2);
+  EXPECT_TRUE(owned_processes("testbedctl lab=" + lab_).empty());  // the daemons went too
 }
 
 TEST_F(Run, WithoutFailoverAGrayWanFailureLastsUntilRepaired) {

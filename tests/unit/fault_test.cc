@@ -9,6 +9,7 @@
 #include "plan/plan.h"
 #include "run/experiment.h"
 #include "run/probes.h"
+#include "runner/frr.h"
 #include "scenario/loader.h"
 
 namespace tb {
@@ -229,6 +230,36 @@ TEST(Failover, ModesChangeTheWanRoutesAndAgentsWatchEveryPath) {
   EXPECT_NE(plan::to_text(*pa).find("agent hz/tr"), std::string::npos);
 }
 
+TEST(Failover, BfdModeMakesRoutersInsteadOfStaticWanRoutes) {
+  auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/hz-bj.toml");
+  ASSERT_TRUE(s);
+  s->failover.mode = "bfd";
+  s->failover.bfd_interval = Duration{50'000'000};
+  auto p = plan::compile(*s);
+  ASSERT_TRUE(p) << p.error().message;
+  for (const auto& op : p->ops)
+    if (const auto* r = std::get_if<plan::AddRoute>(&op))
+      for (const auto& nh : r->nexthops) EXPECT_NE(nh.ifname, "ec") << "static route over ec";
+  ASSERT_EQ(p->routers.size(), 2u);
+  const auto& hz = p->routers[0];
+  EXPECT_EQ(hz.node, "hz/tr");
+  EXPECT_EQ(hz.asn, 65001u);
+  ASSERT_EQ(hz.neighbors.size(), 2u);
+  EXPECT_EQ(hz.neighbors[0].asn, 65002u);
+  EXPECT_GT(hz.neighbors[0].local_pref, hz.neighbors[1].local_pref);  // ec over vpn
+  const std::string bgpd = runner::frr_bgpd_conf(hz);
+  EXPECT_NE(bgpd.find("router bgp 65001\n"), std::string::npos) << bgpd;
+  EXPECT_NE(bgpd.find(" neighbor " + hz.neighbors[0].addr.to_string() + " bfd profile wan\n"),
+            std::string::npos)
+      << bgpd;
+  EXPECT_NE(bgpd.find("  network " + hz.networks[0].to_string() + "\n"), std::string::npos);
+  EXPECT_NE(bgpd.find("route-map pref-ec permit 10\n set local-preference 200"), std::string::npos);
+  const std::string bfdd = runner::frr_bfdd_conf(hz);
+  EXPECT_NE(bfdd.find("detect-multiplier 3\n  receive-interval 50\n  transmit-interval 50"),
+            std::string::npos)
+      << bfdd;
+}
+
 TEST(Failover, LoaderChecksTheTable) {
   auto load = [](const std::string& extra) {
     std::ifstream in(std::string(TB_SOURCE_DIR) + "/scenarios/mini.toml");
@@ -242,6 +273,11 @@ TEST(Failover, LoaderChecksTheTable) {
   auto bad = load("[failover]\nmode = \"bgp\"\n");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("mode"), std::string::npos) << bad.error().message;
+  auto bfd = load("[failover]\nmode = \"bfd\"\nbfd_interval = \"50ms\"\nbfd_multiplier = 4\n");
+  ASSERT_TRUE(bfd) << bfd.error().message;
+  EXPECT_EQ(bfd->failover.bfd_interval.ns, 50'000'000);
+  EXPECT_FALSE(load("[failover]\nmode = \"bfd\"\nbfd_interval = \"5ms\"\n"));  // below FRR's 10
+  EXPECT_FALSE(load("[failover]\nmode = \"agent\"\nbfd_multiplier = 3\n"));
   bad = load("[failover]\nmode = \"none\"\nmisses = 3\n");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("only for mode = \"agent\""), std::string::npos)
