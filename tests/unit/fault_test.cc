@@ -238,8 +238,9 @@ TEST(Failover, BfdModeMakesRoutersInsteadOfStaticWanRoutes) {
   auto p = plan::compile(*s);
   ASSERT_TRUE(p) << p.error().message;
   for (const auto& op : p->ops)
-    if (const auto* r = std::get_if<plan::AddRoute>(&op))
+    if (const auto* r = std::get_if<plan::AddRoute>(&op)) {
       for (const auto& nh : r->nexthops) EXPECT_NE(nh.ifname, "ec") << "static route over ec";
+    }
   ASSERT_EQ(p->routers.size(), 2u);
   const auto& hz = p->routers[0];
   EXPECT_EQ(hz.node, "hz/tr");
