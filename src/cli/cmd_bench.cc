@@ -2,7 +2,8 @@
 // sweep -b..-e by -f, a row per size as soon as every rank has it, the footer, and the JSON
 // twin (bench.json in the run's results directory; --json FILE writes a copy).
 // Exit 0 when every size ran on every rank with #wrong = 0; 1 on a wrong value or a failed
-// rank; 2 for bad input (unknown lab, flags, selectors, not root).
+// rank; 2 for bad input (unknown lab, flags, selectors, not root, --transport rdma where no
+// rail pair has RDMA).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -57,6 +58,10 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
   o.impl = f.impl;
   o.channels = f.channels;
   o.timeout_ms = static_cast<int>(f.timeout_s * 1000);
+  o.transport = f.transport;
+  o.qps = f.qps;
+  o.ib_timeout = f.ib_timeout;
+  o.ib_retry_cnt = f.ib_retry_cnt;
 
   auto st = apply::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
@@ -69,9 +74,17 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
   if (!tb_rank) return report(tb_rank.error());
   o.tb_rank = *tb_rank;
 
+  if (job->transport == "rdma") {
+    const auto pairs = count_rdma_pairs(*job);
+    std::fprintf(stderr, "bench %s: --transport rdma: %d of %d rail pair(s) over RDMA\n",
+                 lab.c_str(), pairs.rdma, pairs.rail);
+    for (const auto& why : job->rdma_fallback)
+      std::fprintf(stderr, "bench %s: TCP fallback: %s\n", lab.c_str(), why.c_str());
+  }
+
   StopSignals signals;
-  std::fprintf(stderr, "bench %s: starting %zu ranks (%s); results in %s\n", lab.c_str(),
-               job->ranks.size(), o.impl.c_str(), job->results_dir.c_str());
+  std::fprintf(stderr, "bench %s: starting %zu ranks (%s over %s); results in %s\n", lab.c_str(),
+               job->ranks.size(), o.impl.c_str(), job->transport.c_str(), job->results_dir.c_str());
   auto res = run_job(
       *job, *st, o, [](const BenchResult& r) { std::cout << table_header(r) << std::flush; },
       [](const BenchResult& r, const BenchRow& row) {

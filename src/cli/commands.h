@@ -35,6 +35,8 @@ struct BenchFlags {
   int iters = 20, warmup = 5, check = 1, root = 0, channels = 1;
   std::string algo, type = "float", op = "sum", ranks = "all", impl = "native", json_path;
   double timeout_s = 30;
+  std::string transport = "tcp";                   // native: tcp | rdma
+  int qps = 1, ib_timeout = 14, ib_retry_cnt = 7;  // --transport rdma
 };
 // nccl-tests on a live lab: one tb-rank per GPU; exit 1 on a wrong value or a failed rank.
 int cmd_bench(const std::string& lab, const BenchFlags& f);

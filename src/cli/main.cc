@@ -98,6 +98,20 @@ int main(int argc, char** argv) {
   bench->add_option("--channels", bf.channels, "TCP connections per peer (native)")
       ->capture_default_str();
   bench->add_option("--impl", bf.impl, "native|gloo")->capture_default_str();
+  bench
+      ->add_option("--transport", bf.transport,
+                   "native: tcp, or rdma (rail pairs over RDMA verbs on the lab's rxe devices)")
+      ->capture_default_str();
+  bench->add_option("--qps", bf.qps, "--transport rdma: queue pairs per peer (1..16)")
+      ->capture_default_str();
+  bench
+      ->add_option("--ib-timeout", bf.ib_timeout,
+                   "--transport rdma: ACK timeout exponent, 4.096 us * 2^T (1..31)")
+      ->capture_default_str();
+  bench
+      ->add_option("--ib-retry-cnt", bf.ib_retry_cnt,
+                   "--transport rdma: retries before a peer counts as gone (0..7)")
+      ->capture_default_str();
   bench->add_option("-d,--datatype", bf.type, "float|int32|double|int64")->capture_default_str();
   bench->add_option("-o,--op", bf.op, "sum|min|max")->capture_default_str();
   bench->add_option("-r,--root", bf.root, "root rank (broadcast, reduce)")->capture_default_str();

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -70,16 +71,20 @@ TcpComm::TcpComm(const TcpOptions& o)
       channels_(o.channels),
       timeout_(o.timeout),
       peers_(o.peers),
-      conns_(static_cast<size_t>(o.size * o.channels)) {}
+      use_(o.use.empty() ? std::vector<char>(static_cast<size_t>(o.size), 1) : o.use),
+      conns_(static_cast<size_t>(o.size * o.channels)),
+      interrupt_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 TcpComm::~TcpComm() = default;
 
 Result<std::unique_ptr<TcpComm>> TcpComm::connect(const FileStore& store, const TcpOptions& o) {
   TB_CHECK(o.channels >= 1 && o.size >= 1 && o.rank >= 0 && o.rank < o.size);
   TB_CHECK(static_cast<int>(o.peers.size()) == o.size);
+  TB_CHECK(o.use.empty() || static_cast<int>(o.use.size()) == o.size);
   std::unique_ptr<TcpComm> c(new TcpComm(o));
   const auto deadline = Clock::now() + o.timeout;
   const std::string me = "rank " + std::to_string(o.rank);
+  if (!c->interrupt_) return sys_fail(me + ": eventfd");
 
   UniqueFd lst(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!lst) return sys_fail(me + ": socket");
@@ -93,8 +98,9 @@ Result<std::unique_ptr<TcpComm>> TcpComm::connect(const FileStore& store, const 
   TB_TRY(store.set(o.key_prefix + "port." + std::to_string(o.rank),
                    std::to_string(ntohs(bound.sin_port))));
 
-  // Connect to every lower rank, from this rank's address on the pair's tier.
+  // Connect to every lower (masked) rank, from this rank's address on the pair's tier.
   for (int j = 0; j < o.rank; ++j) {
+    if (!c->uses(j)) continue;
     const TcpPeer& p = o.peers[static_cast<size_t>(j)];
     auto port =
         store.get(o.key_prefix + "port." + std::to_string(j),
@@ -128,8 +134,10 @@ Result<std::unique_ptr<TcpComm>> TcpComm::connect(const FileStore& store, const 
       c->conn(j, ch) = std::move(fd);
     }
   }
-  // Accept from every higher rank.
-  int want = (o.size - 1 - o.rank) * o.channels;
+  // Accept from every higher (masked) rank.
+  int want = 0;
+  for (int j = o.rank + 1; j < o.size; ++j)
+    if (c->uses(j)) want += o.channels;
   while (want > 0) {
     pollfd pfd{lst.get(), POLLIN, 0};
     if (::poll(&pfd, 1, ms_left(deadline)) == 0) {
@@ -145,8 +153,8 @@ Result<std::unique_ptr<TcpComm>> TcpComm::connect(const FileStore& store, const 
     tune(fd.get());
     Hello h{};
     TB_TRY(io_all(fd.get(), &h, sizeof h, false, deadline, me + ": read hello"));
-    if (h.magic != kHelloMagic || h.rank <= o.rank || h.rank >= o.size || h.channel < 0 ||
-        h.channel >= o.channels || c->conn(h.rank, h.channel))
+    if (h.magic != kHelloMagic || h.rank <= o.rank || h.rank >= o.size || !c->uses(h.rank) ||
+        h.channel < 0 || h.channel >= o.channels || c->conn(h.rank, h.channel))
       return fail(me + ": unexpected hello (rank " + std::to_string(h.rank) + ", channel " +
                   std::to_string(h.channel) + ")");
     c->conn(h.rank, h.channel) = std::move(fd);
@@ -178,6 +186,7 @@ Status TcpComm::do_exchange(std::span<const Xfer> xfers) {
     return conns.back();
   };
   for (const auto& x : xfers) {
+    TB_CHECK(uses(x.peer));  // the caller routes masked-out peers elsewhere
     const size_t n = std::clamp<size_t>(x.len / kMinStripe, 1, static_cast<size_t>(channels_));
     for (size_t s = 0; s < n; ++s) {
       const size_t lo = x.len * s / n, hi = x.len * (s + 1) / n;
@@ -197,8 +206,12 @@ Status TcpComm::do_exchange(std::span<const Xfer> xfers) {
       pfds.push_back(pollfd{ev ? conn(c.peer, c.ch).get() : -1, ev, 0});
     }
     if (std::all_of(pfds.begin(), pfds.end(), [](const pollfd& p) { return p.fd < 0; })) return {};
+    pfds.push_back(pollfd{interrupt_.get(), POLLIN, 0});  // after the connections' entries
     const int ready = ::poll(pfds.data(), pfds.size(), ms_left(idle_deadline));
     if (ready < 0 && errno != EINTR) return sys_fail("rank " + std::to_string(rank()) + ": poll");
+    if (ready > 0 && (pfds.back().revents & POLLIN))
+      return fail("rank " + std::to_string(rank()) +
+                  ": TCP transfers interrupted (the communicator's other transport failed)");
     bool moved = false;
     for (size_t i = 0; i < conns.size() && ready > 0; ++i) {
       if (pfds[i].fd < 0 || pfds[i].revents == 0) continue;
@@ -244,6 +257,12 @@ Status TcpComm::do_exchange(std::span<const Xfer> xfers) {
                   std::to_string(timeout_.count()) + " ms on transfers with rank(s) " + waiting);
     }
   }
+}
+
+void TcpComm::interrupt() {
+  const uint64_t one = 1;
+  // An eventfd write only fails when the counter would overflow; it is already readable then.
+  [[maybe_unused]] const ssize_t n = ::write(interrupt_.get(), &one, sizeof one);
 }
 
 void TcpComm::abort() {

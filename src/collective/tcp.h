@@ -9,7 +9,11 @@
 // connects to every lower rank (its listener's backlog accepts before anyone calls accept, so
 // the order cannot deadlock) and accepts from every higher one; a hello names rank and channel.
 // All I/O is non-blocking under one poll loop; the timeout is an idle timeout: a transfer
-// fails when no byte moved on any of its connections for that long. Single-threaded.
+// fails when no byte moved on any of its connections for that long. Single-threaded, except
+// interrupt(), which another thread may call while one is inside exchange().
+//
+// A peer mask (TcpOptions::use) restricts the mesh to some peers (RdmaComm carries the others):
+// only masked peers are connected, accepted and exchanged with; empty means every peer.
 #pragma once
 
 #include <chrono>
@@ -34,6 +38,7 @@ struct TcpOptions {
   std::vector<TcpPeer> peers;  // by rank
   std::chrono::milliseconds timeout{30000};
   std::string key_prefix;  // store keys for this run
+  std::vector<char> use;   // by rank: 1 = connect this peer; empty = every peer
 };
 
 class TcpComm final : public Comm {
@@ -42,6 +47,11 @@ class TcpComm final : public Comm {
   ~TcpComm() override;
 
   int channels() const { return channels_; }
+  // Whether this rank holds connections to `peer` (the mask).
+  bool uses(int peer) const { return use_[static_cast<size_t>(peer)] != 0; }
+  // Makes the exchange in progress on another thread (and every later one) fail at once, with
+  // "interrupted". Thread-safe: it only writes an eventfd the exchange polls.
+  void interrupt();
 
  protected:
   Status do_exchange(std::span<const Xfer> xfers) override;
@@ -54,7 +64,9 @@ class TcpComm final : public Comm {
   int channels_;
   std::chrono::milliseconds timeout_;
   std::vector<TcpPeer> peers_;
+  std::vector<char> use_;        // by rank, never empty (the mask, or all 1)
   std::vector<UniqueFd> conns_;  // peer * channels + channel
+  UniqueFd interrupt_;           // eventfd; readable once interrupt() was called
 };
 
 }  // namespace tb::collective

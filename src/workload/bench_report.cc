@@ -58,12 +58,31 @@ double BenchResult::avg_busbw() const {
   return s / static_cast<double>(rows.size());
 }
 
+std::string transport_note(const BenchResult& r) {
+  std::string s = r.transport;
+  if (r.transport == "rdma") {
+    s +=
+        fmt(": %d of %d rail pair(s) over RDMA verbs SEND/RECV (%d QP(s)/peer, ib_timeout %d, "
+            "retry %d), the rest over TCP",
+            r.rdma_pairs, r.rail_pairs, r.qps, r.ib_timeout, r.ib_retry_cnt);
+    std::string devs;
+    for (size_t i = 0; i < r.rdma_devices.size(); ++i)
+      devs += (devs.empty() ? "" : " ") + std::to_string(i) + "=" +
+              (r.rdma_devices[i].empty() ? "?" : r.rdma_devices[i]);
+    if (!devs.empty()) s += "; devices by rank: " + devs;
+  }
+  s += "; lab rdma: " + (r.lab_rdma.empty() ? std::string("none") : r.lab_rdma);
+  if (!r.lab_rdma_why.empty()) s += " (" + r.lab_rdma_why + ")";
+  return s;
+}
+
 std::string measured_note(const BenchResult& r) {
   return "time = wall time of " + std::to_string(r.spec.iters) +
          " back-to-back calls per rank on CLOCK_MONOTONIC after " + std::to_string(r.spec.warmup) +
          " warm-up calls and a barrier, divided by the calls, averaged over ranks; #wrong from " +
          std::to_string(r.spec.check) +
          " separate untimed check run(s) per size; impl: " + r.describe +
+         "; transport: " + transport_note(r) +
          "; link shaping: " + (r.shaping.empty() ? "none" : r.shaping);
 }
 
@@ -72,6 +91,8 @@ std::string table_header(const BenchResult& r) {
   s += "# testbedctl bench: " + std::string(collective::name(r.spec.coll)) + " on lab " + r.lab +
        ", " + std::to_string(r.nodes.size()) + " ranks, algorithm " + r.algo_label + "\n";
   s += "#  impl " + r.impl + " (" + r.describe + ")\n";
+  s += "#  transport " + transport_note(r) + "\n";
+  for (const auto& f : r.rdma_fallback) s += "#  tcp fallback: " + f + "\n";
   s += "#  results " + r.results_dir + "\n";
   for (size_t i = 0; i < r.nodes.size(); ++i)
     s += fmt("#  Rank %3zu on %s\n", i, r.nodes[i].c_str());
@@ -131,6 +152,16 @@ nlohmann::json to_json(const BenchResult& r) {
           {"impl", r.impl},
           {"describe", r.describe},
           {"shaping", r.shaping},
+          {"transport",
+           {{"kind", r.transport},
+            {"qps", r.qps},
+            {"ib_timeout", r.ib_timeout},
+            {"ib_retry_cnt", r.ib_retry_cnt},
+            {"rdma_pairs", r.rdma_pairs},
+            {"rail_pairs", r.rail_pairs},
+            {"rdma_devices", r.rdma_devices},
+            {"rdma_fallback", r.rdma_fallback}}},
+          {"lab_rdma", {{"status", r.lab_rdma}, {"why", r.lab_rdma_why}}},
           {"nranks", r.nodes.size()},
           {"ranks", r.nodes},
           {"spec", to_json(r.spec)},

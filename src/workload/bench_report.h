@@ -29,6 +29,15 @@ BenchRow combine_rows(collective::Coll coll, int n, const std::vector<RankRow>& 
 struct BenchResult {
   std::string lab, run_id, results_dir;
   std::string impl, describe, algo_label, shaping;
+  // How the bytes moved: "tcp" or "rdma" (native; Gloo runs its tcp transport), with the RDMA
+  // tunables, how many rail pairs went over RDMA, each rank's RDMA devices ("-" = none) and
+  // why pairs fell back; and the lab's RDMA status ("rxe" | "none") with its reason.
+  std::string transport = "tcp";
+  int qps = 0, ib_timeout = 0, ib_retry_cnt = 0;
+  int rdma_pairs = 0, rail_pairs = 0;
+  std::vector<std::string> rdma_devices;  // by rank
+  std::vector<std::string> rdma_fallback;
+  std::string lab_rdma, lab_rdma_why;
   std::vector<std::string> nodes;
   BenchSpec spec;
   std::vector<BenchRow> rows;
@@ -46,5 +55,8 @@ nlohmann::json to_json(const BenchResult& r);
 
 // How the numbers were measured, for the header, the footer and the JSON.
 std::string measured_note(const BenchResult& r);
+// The transport and the lab's RDMA status in one line: "rdma: 4 of 4 rail pairs over RDMA verbs
+// (2 QPs/peer, ib_timeout 14, retry 7), the rest TCP; lab rdma: rxe (...)".
+std::string transport_note(const BenchResult& r);
 
 }  // namespace tb::workload

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "collective/rdma.h"
 #include "plan/plan.h"
 #include "runner/rank_group.h"
 #include "workload/gloo_impl.h"
@@ -73,6 +74,20 @@ Result<Job> prepare_job(const apply::LabState& lab, const BenchOptions& o) {
     return bad_input(
         "--channels: Gloo 5b14351's tcp transport has one connection per pair; "
         "use --channels 1 with --impl gloo");
+  if (o.transport != "tcp" && o.transport != "rdma")
+    return bad_input("--transport: '" + o.transport + "' is not tcp or rdma");
+  if (o.transport == "rdma" && o.impl == "gloo")
+    return bad_input(
+        "--transport rdma: Gloo's ibverbs transport in Debian's snapshot sets hop limit 1 (IP "
+        "TTL 1 on rxe), so it only works over bridged paths; the lab's rail is routed through "
+        "the ToR: use --impl native");
+  TB_TRY(collective::validate_rdma_tuning(o.qps, o.ib_timeout, o.ib_retry_cnt));
+  const collective::RdmaOptions defaults;
+  if (o.transport == "tcp" && (o.qps != defaults.qps || o.ib_timeout != defaults.ib_timeout ||
+                               o.ib_retry_cnt != defaults.ib_retry_cnt))
+    return bad_input(
+        "--qps, --ib-timeout and --ib-retry-cnt tune --transport rdma; this run is "
+        "--transport tcp");
   auto gpus = select_ranks(lab.topo, o.ranks);
   if (!gpus) return std::unexpected(gpus.error());
   Job job;
@@ -84,7 +99,25 @@ Result<Job> prepare_job(const apply::LabState& lab, const BenchOptions& o) {
   job.channels = o.channels;
   job.timeout_ms = o.timeout_ms;
   job.bench = o.spec;
+  job.transport = o.transport;
+  job.qps = o.qps;
+  job.ib_timeout = o.ib_timeout;
+  job.ib_retry_cnt = o.ib_retry_cnt;
   TB_TRY(place_ranks(job, lab.topo, *gpus));
+  mark_rdma_pairs(job, lab.rxe);
+  if (o.transport == "rdma") {
+    const auto pairs = count_rdma_pairs(job);
+    if (pairs.rail == 0)
+      return bad_input("--transport rdma: no pair of --ranks " + o.ranks +
+                       " crosses the rail (RDMA runs on rail pairs only; nvl and wan pairs use "
+                       "TCP); select ranks on two servers of a region, or use --transport tcp");
+    if (pairs.rdma == 0) {
+      std::string why = lab.rdma_why.empty() ? "rdma " + lab.rdma : lab.rdma_why;
+      if (lab.rdma == "rxe" && !job.rdma_fallback.empty()) why = job.rdma_fallback.front();
+      return bad_input("--transport rdma: lab " + lab.lab + " has no RDMA on its rail (" + why +
+                       "); run `testbedctl doctor` to see why, or use --transport tcp");
+    }
+  }
   const int n = static_cast<int>(job.ranks.size());
   if (collective::rooted(o.spec.coll) && (o.spec.root < 0 || o.spec.root >= n))
     return bad_input("-r/--root: " + std::to_string(o.spec.root) + " is not a rank (0.." +
@@ -144,6 +177,19 @@ Result<BenchResult> run_job(const Job& job, const apply::LabState& lab, const Be
   res.results_dir = job.results_dir;
   res.impl = job.impl;
   res.shaping = lab.shaping;
+  res.lab_rdma = lab.rdma;
+  res.lab_rdma_why = lab.rdma_why;
+  res.transport = job.transport;
+  if (job.impl == "native" && job.transport == "rdma") {
+    res.rdma_devices.assign(job.ranks.size(), "");
+    res.qps = job.qps;
+    res.ib_timeout = job.ib_timeout;
+    res.ib_retry_cnt = job.ib_retry_cnt;
+    const auto pairs = count_rdma_pairs(job);
+    res.rdma_pairs = pairs.rdma;
+    res.rail_pairs = pairs.rail;
+    res.rdma_fallback = job.rdma_fallback;
+  }
   res.spec = job.bench;
   for (const auto& r : job.ranks) res.nodes.push_back(r.node);
 
@@ -171,6 +217,12 @@ Result<BenchResult> run_job(const Job& job, const apply::LabState& lab, const Be
           if (res.describe.empty()) {
             res.describe = l.value("describe", "");
             res.algo_label = l.value("algo", "");
+          }
+          if (l.contains("rdma_devices") && static_cast<size_t>(r) < res.rdma_devices.size()) {
+            std::string devs;
+            for (const auto& d : l["rdma_devices"])
+              devs += (devs.empty() ? "" : ",") + d.get<std::string>();
+            res.rdma_devices[static_cast<size_t>(r)] = devs.empty() ? "-" : devs;
           }
         }
       }

@@ -23,13 +23,16 @@ struct BenchOptions {
   std::string impl = "native";  // "native" | "gloo"
   int channels = 1;
   int timeout_ms = 30000;
+  std::string transport = "tcp";  // native: "tcp" | "rdma" (the rail pairs over RDMA verbs)
+  int qps = 1, ib_timeout = 14, ib_retry_cnt = 7;  // --transport rdma's tunables
   BenchSpec spec;
   std::string tb_rank;  // path of the tb-rank executable
 };
 
 std::string results_root();
 
-// Checks the options against the lab (ranks, root, algorithm where knowable) -> exit 2 errors.
+// Checks the options against the lab (ranks, root, algorithm where knowable, RDMA on the rail
+// for --transport rdma) -> exit 2 errors. Pure: reads nothing but `lab`.
 Result<Job> prepare_job(const apply::LabState& lab, const BenchOptions& o);
 
 // Writes job.json (and the results and store directories) and starts one tb-rank per rank.

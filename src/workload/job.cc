@@ -46,6 +46,12 @@ nlohmann::json to_json(const Job& j) {
     for (const auto& p : row) pr.push_back({p.dst, p.src, p.tier});
     peers.push_back(pr);
   }
+  nlohmann::json rdma = nlohmann::json::array();
+  for (const auto& row : j.rdma) {
+    nlohmann::json r = nlohmann::json::array();
+    for (char c : row) r.push_back(c ? 1 : 0);
+    rdma.push_back(r);
+  }
   return {{"lab", j.lab},
           {"run_id", j.run_id},
           {"results_dir", j.results_dir},
@@ -57,7 +63,13 @@ nlohmann::json to_json(const Job& j) {
           {"steady", j.steady},
           {"start_iter", j.start_iter},
           {"ranks", ranks},
-          {"peers", peers}};
+          {"peers", peers},
+          {"transport", j.transport},
+          {"qps", j.qps},
+          {"ib_timeout", j.ib_timeout},
+          {"ib_retry_cnt", j.ib_retry_cnt},
+          {"rdma", rdma},
+          {"rdma_fallback", j.rdma_fallback}};
 }
 
 Result<Job> job_from_json(const nlohmann::json& in) {
@@ -84,6 +96,24 @@ Result<Job> job_from_json(const nlohmann::json& in) {
         pr.push_back({p[0].get<std::string>(), p[1].get<std::string>(), p[2].get<std::string>()});
       j.peers.push_back(std::move(pr));
     }
+    // Absent in jobs written before the RDMA transport: TCP.
+    j.transport = in.value("transport", std::string("tcp"));
+    j.qps = in.value("qps", 1);
+    j.ib_timeout = in.value("ib_timeout", 14);
+    j.ib_retry_cnt = in.value("ib_retry_cnt", 7);
+    if (in.contains("rdma"))
+      for (const auto& row : in.at("rdma")) {
+        std::vector<char> r;
+        for (const auto& c : row) r.push_back(c.get<int>() != 0 ? 1 : 0);
+        j.rdma.push_back(std::move(r));
+      }
+    if (in.contains("rdma_fallback"))
+      j.rdma_fallback = in.at("rdma_fallback").get<std::vector<std::string>>();
+    if (j.transport != "tcp" && j.transport != "rdma")
+      return bad_input("job: transport '" + j.transport + "' is not tcp or rdma");
+    if (!j.rdma.empty() && j.rdma.size() != j.ranks.size())
+      return bad_input("job: rdma has " + std::to_string(j.rdma.size()) + " rows for " +
+                       std::to_string(j.ranks.size()) + " ranks");
   } catch (const nlohmann::json::exception& e) {
     return bad_input(std::string("job: ") + e.what());
   }
@@ -165,6 +195,42 @@ Status place_ranks(Job& job, const plan::Topology& topo,
     }
   }
   return {};
+}
+
+void mark_rdma_pairs(Job& job, const std::vector<apply::RxeDevice>& rxe) {
+  const size_t n = job.ranks.size();
+  TB_CHECK(job.peers.size() == n);
+  job.rdma.assign(n, std::vector<char>(n, 0));
+  job.rdma_fallback.clear();
+  if (job.transport != "rdma") return;
+  std::vector<bool> has(n, false);
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& d : rxe) has[i] = has[i] || d.netns == job.ranks[i].netns;
+  // Both ends must agree, or one would wait for RDMA while the other dials TCP.
+  auto rail = [&](size_t i, size_t j) {
+    return job.peers[i][j].tier == "rail" && job.peers[j][i].tier == "rail";
+  };
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j)
+      job.rdma[i][j] = job.rdma[j][i] = rail(i, j) && has[i] && has[j] ? 1 : 0;
+  for (size_t i = 0; i < n; ++i) {
+    int rail_pairs = 0;
+    for (size_t j = 0; j < n; ++j) rail_pairs += i != j && rail(i, j) ? 1 : 0;
+    if (rail_pairs > 0 && !has[i])
+      job.rdma_fallback.push_back("rank " + std::to_string(i) + " (" + job.ranks[i].node +
+                                  "): no rxe device in " + job.ranks[i].netns + ", so its " +
+                                  std::to_string(rail_pairs) + " rail pair(s) use TCP");
+  }
+}
+
+RdmaPairCount count_rdma_pairs(const Job& job) {
+  RdmaPairCount c;
+  for (size_t i = 0; i < job.peers.size(); ++i)
+    for (size_t j = i + 1; j < job.peers[i].size(); ++j) {
+      if (job.peers[i][j].tier == "rail") ++c.rail;
+      if (i < job.rdma.size() && j < job.rdma[i].size() && job.rdma[i][j]) ++c.rdma;
+    }
+  return c;
 }
 
 }  // namespace tb::workload

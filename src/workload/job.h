@@ -7,6 +7,10 @@
 // tier: NVLink inside a server, the rail fabric inside a region, the frontend/WAN across
 // regions. Gloo binds one address per rank (its device): the rail address when every rank is
 // in one region, else the NVLink/frontend address, which routes across regions.
+//
+// Transport (native): "tcp" for every pair, or "rdma": the pairs mark_rdma_pairs marks (rail
+// tier, an rxe device in both ranks' namespaces) over RDMA verbs (collective/rdma.h), the rest
+// over TCP.
 #pragma once
 
 #include <string>
@@ -14,6 +18,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "apply/state.h"
 #include "collective/tcp.h"
 #include "core/error.h"
 #include "plan/topology.h"
@@ -40,7 +45,20 @@ struct Job {
   int64_t start_iter = 0;  // steady: the first iteration's number (after a restart)
   std::vector<RankPlace> ranks;
   std::vector<std::vector<collective::TcpPeer>> peers;  // [rank][peer], native only
+  // Native transport: "tcp" | "rdma", and the RDMA tunables (collective::RdmaOptions).
+  std::string transport = "tcp";
+  int qps = 1;                             // QPs per RDMA peer (NCCL_IB_QPS_PER_CONNECTION)
+  int ib_timeout = 14;                     // NCCL_IB_TIMEOUT: 4.096 us * 2^t
+  int ib_retry_cnt = 7;                    // NCCL_IB_RETRY_CNT
+  std::vector<std::vector<char>> rdma;     // [rank][peer]: 1 = over RDMA; empty = none
+  std::vector<std::string> rdma_fallback;  // why some rail pairs stay on TCP (reports)
 };
+
+// Pairs over RDMA and rail pairs (each unordered pair once), for reports.
+struct RdmaPairCount {
+  int rdma = 0, rail = 0;
+};
+RdmaPairCount count_rdma_pairs(const Job& job);
 
 nlohmann::json to_json(const Job& j);
 Result<Job> job_from_json(const nlohmann::json& j);
@@ -56,5 +74,10 @@ Result<std::vector<const plan::Node*>> select_ranks(const plan::Topology& topo,
 // Fills ranks and peers from the topology for the selected GPUs.
 Status place_ranks(Job& job, const plan::Topology& topo,
                    const std::vector<const plan::Node*>& gpus);
+
+// Fills job.rdma (after place_ranks): pair (i, j) goes over RDMA when job.transport is "rdma",
+// its tier is "rail" and both ranks' namespaces hold an rxe device. job.rdma_fallback gets one
+// line per rank whose rail pairs stay on TCP for want of a device. Pure.
+void mark_rdma_pairs(Job& job, const std::vector<apply::RxeDevice>& rxe);
 
 }  // namespace tb::workload

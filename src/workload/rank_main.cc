@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "collective/rdma.h"
 #include "collective/tcp.h"
 #include "workload/gloo_impl.h"
 #include "workload/job.h"
@@ -12,7 +13,9 @@
 namespace tb::workload {
 namespace {
 
-Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank) {
+// `devices` gets the RDMA devices the communicator uses (for the report).
+Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank,
+                                        std::vector<std::string>& devices) {
   const int n = static_cast<int>(job.ranks.size());
   if (job.impl == "gloo") {
     GlooOptions o;
@@ -24,6 +27,29 @@ Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank) {
     o.timeout_ms = job.timeout_ms;
     return make_gloo_impl(o);
   }
+  std::vector<int> node_of;
+  for (const auto& r : job.ranks) node_of.push_back(r.server);
+  const collective::FileStore store(job.store_dir);
+  if (job.transport == "rdma") {
+    collective::RdmaOptions o;
+    o.rank = rank;
+    o.size = n;
+    o.qps = job.qps;
+    o.channels = job.channels;
+    o.peers = job.peers[static_cast<size_t>(rank)];
+    o.rdma = job.rdma.empty() ? std::vector<char>(static_cast<size_t>(n), 0)
+                              : job.rdma[static_cast<size_t>(rank)];
+    o.timeout = std::chrono::milliseconds(job.timeout_ms);
+    o.key_prefix = job.run_id + ".";
+    o.ib_timeout = job.ib_timeout;
+    o.ib_retry_cnt = job.ib_retry_cnt;
+    auto comm = collective::RdmaComm::connect(store, o);
+    if (!comm) return std::unexpected(comm.error());
+    (*comm)->set_node_of(std::move(node_of));
+    std::string description = (*comm)->description().to_string();
+    devices = (*comm)->description().devices;
+    return make_native_impl(std::move(*comm), std::move(description));
+  }
   collective::TcpOptions o;
   o.rank = rank;
   o.size = n;
@@ -31,10 +57,8 @@ Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank) {
   o.peers = job.peers[static_cast<size_t>(rank)];
   o.timeout = std::chrono::milliseconds(job.timeout_ms);
   o.key_prefix = job.run_id + ".";
-  auto comm = collective::TcpComm::connect(collective::FileStore(job.store_dir), o);
+  auto comm = collective::TcpComm::connect(store, o);
   if (!comm) return std::unexpected(comm.error());
-  std::vector<int> node_of;
-  for (const auto& r : job.ranks) node_of.push_back(r.server);
   (*comm)->set_node_of(std::move(node_of));
   return make_native_impl(std::move(*comm),
                           "native tcp, " + std::to_string(job.channels) +
@@ -64,17 +88,17 @@ int rank_main(const std::string& job_path, int rank) {
     rows << nlohmann::json{{"error", e.message}}.dump() << std::endl;
     return e.exit_code == kExitBadInput ? kExitBadInput : kExitFailed;
   };
-  auto impl = make_impl(*job, rank);
+  std::vector<std::string> devices;
+  auto impl = make_impl(*job, rank, devices);
   if (!impl) return report_error(impl.error());
   std::fprintf(stderr, "tb-rank %d/%zu on %s: %s\n", rank, job->ranks.size(),
                job->ranks[static_cast<size_t>(rank)].node.c_str(), (*impl)->describe().c_str());
   const auto algo = job->bench.algo.value_or((*impl)->default_algo(job->bench.coll));
   collective::Call label{job->bench.coll, algo, job->bench.type, job->bench.op, job->bench.root};
-  rows << nlohmann::json{{"ready", true},
-                         {"algo", (*impl)->algo_label(label)},
-                         {"describe", (*impl)->describe()}}
-              .dump()
-       << std::endl;
+  nlohmann::json ready{
+      {"ready", true}, {"algo", (*impl)->algo_label(label)}, {"describe", (*impl)->describe()}};
+  if (job->impl == "native" && job->transport == "rdma") ready["rdma_devices"] = devices;
+  rows << ready.dump() << std::endl;
   if (job->steady) {
     uint64_t wrong = 0;
     auto st = run_steady(
