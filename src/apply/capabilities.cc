@@ -12,7 +12,7 @@ namespace {
 
 using namespace probe;
 
-constexpr const char* kInNetns = " in an anonymous netns (forked child, 5 s timeout)";
+constexpr const char* kInNetns = " in an anonymous netns (forked child, bounded wait)";
 
 // The registry. Enables/fallback texts describe testbedctl's design (ARCHITECTURE.md,
 // research/limits.md): keep them true when a backend changes.
@@ -68,7 +68,8 @@ constexpr auto kRegistry = std::to_array<ProbeSpec>({
     {"rdma_netlink", probe_rdma_netlink, "RDMA devices through RDMA netlink",
      "TCP transport; reports say so", "socket(NETLINK_RDMA) + RDMA_NLDEV_CMD_GET dump"},
     {"rdma_rxe", probe_rdma_rxe, "RDMA transport over Soft-RoCE", "TCP transport; reports say so",
-     "RDMA_NLDEV_CMD_NEWLINK type rxe on a veth, then DELLINK"},
+     "RDMA_NLDEV_CMD_NEWLINK type rxe on both ends of a veth between two namespaces, then one "
+     "64-byte RC send across (verbs)"},
     {"frr", probe_frr, "BGP+BFD failover", "static routes or the built-in probing agent",
      "zebra, bgpd, bfdd executable in /usr/lib/frr"},
     {"kvm", probe_kvm, "hardware-accelerated lab VM (a kernel with netem and rxe)",
@@ -93,6 +94,10 @@ bool has(const std::vector<Capability>& caps, std::string_view name) {
 
 std::span<const ProbeSpec> probe_registry() {
   return kRegistry;
+}
+
+ProbeOutcome probe_rxe() {
+  return probe::probe_rdma_rxe();
 }
 
 std::vector<Capability> probe_all() {

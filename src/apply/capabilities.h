@@ -46,6 +46,10 @@ struct ProbeSpec {
 
 std::span<const ProbeSpec> probe_registry();
 
+// The rdma_rxe probe alone (`up` decides on Soft-RoCE with it): a real RC send between rxe
+// devices in two throwaway namespaces.
+ProbeOutcome probe_rxe();
+
 // Runs every probe in registry order.
 std::vector<Capability> probe_all();
 

@@ -11,6 +11,7 @@
 
 #include "apply/applier.h"
 #include "apply/marker.h"
+#include "apply/rxe.h"
 #include "core/process.h"
 
 namespace tb::apply {
@@ -84,7 +85,7 @@ std::vector<std::string> overlapping_host_routes(const Prefix& space) {
 }
 
 Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, Kernel& kernel,
-                    const std::function<Status()>& after_apply) {
+                    const std::function<Status()>& after_apply, const RdmaChoice& rdma) {
   const std::string& lab = plan.lab;
   auto left = kernel.owned_netns(plan::owner_marker(lab) + " ");
   if (!left) return std::unexpected(left.error());
@@ -121,11 +122,27 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, Ke
     return std::unexpected(with_context(r.error(), "bring up lab " + lab));
   }
   state.phase = "up";
-  Status started = after_apply ? after_apply() : Status{};
+  state.rdma_why = rdma.why;
+  Status started;
+  if (rdma.make) {
+    // Saved before the processes start, so an interrupted start still finds them to remove.
+    auto devs = add_lab_rxe(plan.topo);
+    if (devs) {
+      state.rdma = "rxe";
+      state.rxe = std::move(*devs);
+      state.rdma_why =
+          rdma.why + "; " + std::to_string(state.rxe.size()) + " rxe devices, one per GPU rail NIC";
+      started = save_state(state);
+    } else {
+      started = std::unexpected(devs.error());
+    }
+  }
+  if (started) started = after_apply ? after_apply() : Status{};
   if (started && g_interrupted) started = fail("interrupted by signal");
   if (started) started = save_state(state);
   if (!started) {
     terminate(owned_processes(plan::owner_marker(lab)), kProcessGraceMs);
+    (void)remove_lab_rxe(state.rxe);
     (void)teardown(journal->ops(), kernel);
     (void)remove_state(lab);
     Error e = with_context(started.error(), "bring up lab " + lab);
@@ -156,6 +173,9 @@ Result<int> clean(const std::string& lab, Kernel& kernel) {
   // mounted, a hosts file not yet written when a crash came).
   for (const auto& l : list_labs()) {
     if (!lab.empty() && l != lab) continue;
+    // Soft-RoCE devices before their netdevs (deleting the namespace would also unregister them).
+    if (auto st = load_state(l); st && !st->rxe.empty())
+      if (auto r = remove_lab_rxe(st->rxe); !r) note(r.error().message);
     auto ops = Journal::read(journal_path(l));
     if (ops) {
       if (auto r = teardown(*ops, kernel); !r) note(r.error().message);

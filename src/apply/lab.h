@@ -12,6 +12,13 @@
 
 namespace tb::apply {
 
+// Soft-RoCE on the rail: whether `up` makes rxe devices (apply/rxe.h), and why (the doctor's
+// rxe verdict, or the user's --rdma none), kept in the lab's state for `status` and reports.
+struct RdmaChoice {
+  bool make = false;
+  std::string why;
+};
+
 struct UpResult {
   LabState state;
   double seconds = 0;  // wall time of the apply
@@ -20,10 +27,10 @@ struct UpResult {
 // Builds the lab. Refuses (exit code 2) when the lab is already up or left over, or when the
 // address space overlaps a route of the calling namespace. SIGINT/SIGTERM during the apply
 // roll everything back.
-// `after_apply` runs once every op is in place (starting the lab's processes); its failure
-// rolls everything back like any other.
+// Once every op is in place the rxe devices are made (when `rdma.make`), then `after_apply` runs
+// (starting the lab's processes); either failing rolls everything back like any other failure.
 Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, Kernel& kernel,
-                    const std::function<Status()>& after_apply = {});
+                    const std::function<Status()>& after_apply = {}, const RdmaChoice& rdma = {});
 
 // Removes everything the lab made; succeeds when it is already gone.
 Status down(const std::string& lab, Kernel& kernel);

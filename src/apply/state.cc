@@ -53,6 +53,11 @@ Result<LabState> load_state(const std::string& lab) {
                                 Duration{q.at("jitter_ns")}, q.at("maxlen"), q.at("link")});
       s.stages.push_back(std::move(stage));
     }
+    s.rdma = j.value("rdma", "none");
+    s.rdma_why = j.value("rdma_why", "");
+    for (const auto& d : j.value("rxe", nlohmann::json::array()))
+      s.rxe.push_back(RxeDevice{d.at("node"), d.at("netns"), d.at("ifname"), d.at("name"),
+                                d.at("gid_index"), d.at("gid")});
     return s;
   } catch (const nlohmann::json::exception& e) {
     return fail("lab \"" + lab + "\": " + path + ": " + e.what());
@@ -79,6 +84,17 @@ Status save_state(const LabState& s) {
     stages.push_back({{"netns", st.netns}, {"node", st.node}, {"queues", qs}});
   }
   j["stages"] = stages;
+  j["rdma"] = s.rdma;
+  j["rdma_why"] = s.rdma_why;
+  nlohmann::json rxe = nlohmann::json::array();
+  for (const auto& d : s.rxe)
+    rxe.push_back({{"node", d.node},
+                   {"netns", d.netns},
+                   {"ifname", d.ifname},
+                   {"name", d.name},
+                   {"gid_index", d.gid_index},
+                   {"gid", d.gid}});
+  j["rxe"] = rxe;
   const std::string path = lab_dir(s.lab) + "/state.json", tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);

@@ -15,6 +15,17 @@
 
 namespace tb::apply {
 
+// A Soft-RoCE device `up` made on a GPU's rail NIC (apply/rxe.h). RDMA device names are global in
+// the kernel's default (shared) netns mode, so the name carries the lab's namespace name.
+struct RxeDevice {
+  std::string node;    // "dc/s0/g1"
+  std::string netns;   // the namespace that owns the netdev
+  std::string ifname;  // "rail"; "raila", "railb" with dual ToRs
+  std::string name;    // RDMA device name
+  int gid_index = -1;  // the RoCE v2 GID (IPv4-mapped rail address), read from sysfs
+  std::string gid;
+};
+
 struct LabState {
   std::string lab;
   std::string scenario;  // absolute path of the scenario file
@@ -24,6 +35,11 @@ struct LabState {
   plan::Topology topo;
   std::string shaping;              // backend kind, "" = unshaped
   std::vector<plan::Stage> stages;  // delay stages under the lab's supervisor
+  // RDMA on the rail: "rxe" when `up` made devices, else "none"; rdma_why says why (the doctor
+  // probe's verdict), shown by `status` and every report.
+  std::string rdma = "none";
+  std::string rdma_why;
+  std::vector<RxeDevice> rxe;
 };
 
 std::string run_root();

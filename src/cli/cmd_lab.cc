@@ -6,6 +6,7 @@
 #include <iostream>
 #include <regex>
 
+#include "apply/capabilities.h"
 #include "apply/lab.h"
 #include "apply/link_change.h"
 #include "apply/netlink_kernel.h"
@@ -42,7 +43,8 @@ std::optional<int> require_root(const std::string& verb) {
   return kExitBadInput;
 }
 
-int cmd_up(const std::string& path, const std::string& name, const std::string& shaping_flag) {
+int cmd_up(const std::string& path, const std::string& name, const std::string& shaping_flag,
+           const std::string& rdma_flag) {
   if (!name.empty() && !std::regex_match(name, std::regex("[a-z][a-z0-9]{0,7}")))
     return report(Error{"--name \"" + name +
                             "\": a lab name is 1-8 lowercase letters or digits, starting with a "
@@ -66,10 +68,15 @@ int cmd_up(const std::string& path, const std::string& name, const std::string& 
                             "on this kernel (see `testbedctl doctor`); use a kernel with netem "
                             "(scripts/labvm) or --shaping none",
                         0, kExitBadInput});
+  apply::RdmaChoice rdma{false, "--rdma none"};
+  if (rdma_flag != "none") {
+    const apply::ProbeOutcome rxe = apply::probe_rxe();
+    rdma = {rxe.available, "doctor's rdma_rxe probe: " + rxe.detail};
+  }
   apply::NetlinkKernel kernel;
-  auto r = apply::up(*p, std::filesystem::absolute(path).string(), kernel, [&] {
-    return runner::start_stages(p->lab, p->stages, p->agents, p->routers);
-  });
+  auto r = apply::up(
+      *p, std::filesystem::absolute(path).string(), kernel,
+      [&] { return runner::start_stages(p->lab, p->stages, p->agents, p->routers); }, rdma);
   if (!r) return report(r.error());
   std::printf("lab %s is up: %s built in %.2f s\n", p->lab.c_str(), summary_text(p->topo).c_str(),
               r->seconds);
@@ -77,6 +84,8 @@ int cmd_up(const std::string& path, const std::string& name, const std::string& 
               p->stages.empty()
                   ? ""
                   : (", " + std::to_string(p->stages.size()) + " delay stages running").c_str());
+  std::printf("rdma: %s (%s)\n", r->state.rdma == "rxe" ? "Soft-RoCE on the rail" : "none, TCP",
+              r->state.rdma_why.c_str());
   std::vector<std::string> gpus;
   for (const auto& n : p->topo.nodes)
     if (n.kind == plan::NodeKind::kGpu) gpus.push_back(n.name);

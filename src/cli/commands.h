@@ -18,7 +18,8 @@ struct Common {
 int cmd_validate(const std::string& scenario);
 int cmd_plan(const std::string& scenario, const std::string& format, const std::string& shaping);
 int cmd_graph(const std::string& target, const std::string& format);
-int cmd_up(const std::string& scenario, const std::string& name, const std::string& shaping);
+int cmd_up(const std::string& scenario, const std::string& name, const std::string& shaping,
+           const std::string& rdma = "auto");
 int cmd_down(const std::string& target);
 int cmd_clean(const std::string& lab, bool all);
 int cmd_status(const std::string& lab, bool json);

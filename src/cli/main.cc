@@ -33,6 +33,11 @@ int main(int argc, char** argv) {
   up->add_option("--name", name, "lab name instead of the scenario's [lab] name");
   up->add_option("--shaping", shaping,
                  "auto (probe this kernel) | none | netem | tbf | htb (default auto)");
+  std::string rdma = "auto";
+  up->add_option("--rdma", rdma,
+                 "auto (Soft-RoCE on every GPU rail NIC when a probe transfer between two "
+                 "namespaces works) | none (default auto)")
+      ->check(CLI::IsMember({"auto", "none"}));
   auto* down = app.add_subcommand("down", "remove everything a lab made; idempotent (root)");
   down->add_option("TARGET", target, "lab name or scenario file")->required();
   auto* clean =
@@ -163,7 +168,7 @@ int main(int argc, char** argv) {
   if (*validate) return cmd_validate(scenario);
   if (*plan) return cmd_plan(scenario, format, shaping);
   if (*graph) return cmd_graph(target, format);
-  if (*up) return cmd_up(scenario, name, shaping);
+  if (*up) return cmd_up(scenario, name, shaping, rdma);
   if (*down) return cmd_down(target);
   if (*clean) return cmd_clean(lab, all);
   if (*status) return cmd_status(lab, json);

@@ -86,14 +86,29 @@ nlohmann::json backends_json(const apply::LabState& st) {
     j["stages"] = stages;
     j["stages_down"] = down;
   }
-  j["transport"] = "none started by up";
+  // Soft-RoCE on the rail (apply/rxe.h): what bench/run's `--transport rdma` can use.
+  j["rdma"] = st.rdma == "rxe"
+                  ? "rxe (Soft-RoCE) on every GPU rail NIC: " + st.rdma_why
+                  : "none, collectives run TCP: " +
+                        (st.rdma_why.empty() ? std::string("not probed") : st.rdma_why);
+  if (!st.rxe.empty()) {
+    nlohmann::json devs = nlohmann::json::array();
+    for (const auto& d : st.rxe)
+      devs.push_back({{"node", d.node},
+                      {"ifname", d.ifname},
+                      {"device", d.name},
+                      {"gid_index", d.gid_index},
+                      {"gid", d.gid}});
+    j["rxe"] = devs;
+  }
   return j;
 }
 
 std::string backends_text(const apply::LabState& st) {
   const auto j = backends_json(st);
   std::string s = "backends: topology " + j["topology"].get<std::string>() +
-                  "\n          shaping " + j["shaping"].get<std::string>() + "\n";
+                  "\n          shaping " + j["shaping"].get<std::string>() + "\n" +
+                  "          rdma " + j["rdma"].get<std::string>() + "\n";
   if (j.contains("stages")) {
     int restarts = 0;
     for (const auto& c : j["stages"]) restarts += c["restarts"].get<int>();

@@ -26,9 +26,10 @@ constexpr size_t kRecvBuf = 64 * 1024;
 
 }  // namespace
 
-Result<NlSocket> NlSocket::open() {
-  UniqueFd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
-  if (!fd) return sys_fail("open netlink socket");
+Result<NlSocket> NlSocket::open(int bus) {
+  UniqueFd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, bus));
+  if (!fd)
+    return sys_fail(bus == NETLINK_RDMA ? "open RDMA netlink socket" : "open netlink socket");
   int one = 1;
   // Extended ack text, and acks without a copy of the request (include/uapi/linux/netlink.h).
   if (setsockopt(fd.get(), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one)) < 0)
@@ -51,10 +52,10 @@ Result<NlSocket> NlSocket::open() {
   return NlSocket(std::move(fd));
 }
 
-Result<NlSocket> NlSocket::open_in(int netns_fd) {
+Result<NlSocket> NlSocket::open_in(int netns_fd, int bus) {
   auto sw = ScopedNetns::enter(netns_fd);
   if (!sw) return std::unexpected(sw.error());
-  return open();
+  return open(bus);
 }
 
 Result<uint32_t> NlSocket::transmit(NlMsg& msg, uint16_t extra_flags, const std::string& what) {

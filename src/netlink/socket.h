@@ -1,4 +1,5 @@
-// NlSocket: one owning NETLINK_ROUTE socket, with pipelined requests and their acks.
+// NlSocket: one owning netlink socket (NETLINK_ROUTE; NETLINK_RDMA for Soft-RoCE links, whose
+// messages follow the same request/ack/dump rules), with pipelined requests and their acks.
 //
 // A netlink socket stays bound to the network namespace it was opened in, whatever the thread
 // does afterwards, so one NlSocket per namespace lets a single thread configure many
@@ -44,9 +45,9 @@ class NlSocket {
   using ReplyFn = std::function<void(const nlmsghdr*)>;
 
   // A socket in the calling thread's current network namespace.
-  static Result<NlSocket> open();
+  static Result<NlSocket> open(int bus = NETLINK_ROUTE);
   // A socket in the namespace behind `netns_fd`: the thread enters it, opens, and comes back.
-  static Result<NlSocket> open_in(int netns_fd);
+  static Result<NlSocket> open_in(int netns_fd, int bus = NETLINK_ROUTE);
 
   NlSocket() = default;
   NlSocket(NlSocket&&) = default;

@@ -1,0 +1,108 @@
+#!/bin/bash
+# The lab VM integration test (scripts/labvm check; CI runs it through ctest's `vm` label). Runs
+# inside the guest, whose kernel has rdma_rxe and sch_netem, and checks what this host's kernel
+# cannot: the doctor sees netem and a working rxe; `up` of mini makes the rxe devices itself (one
+# per GPU rail NIC, RoCE v2 GID, RoCE MTU 4096); bench over --transport rdma passes with
+# #wrong = 0 (and over tcp, side by side: functional ratios under TCG, not performance figures);
+# a rank killed mid-run fails the others over RDMA within their timeout; verify passes on the
+# real netem backend; down removes the devices. Prints CHECK PASS / CHECK FAIL and exits 0 / 1.
+set -uo pipefail
+cd /opt/testbedctl
+fails=0
+pass() { echo "check: ok   - $*"; }
+bad() {
+  echo "check: FAIL - $*"
+  fails=$((fails + 1))
+}
+t0=$SECONDS
+step() { echo; echo "check: [$((SECONDS - t0)) s] $*"; }
+
+step "doctor"
+doc=$(testbedctl doctor 2>&1)
+echo "$doc" | grep -E '^(netem|rdma_netlink|rdma_rxe) '
+echo "$doc" | grep -qE '^netem +yes' && pass "doctor: netem" || bad "doctor does not report netem"
+echo "$doc" | grep -qE '^rdma_rxe +yes +a 64-byte RC send crossed' && pass "doctor: rxe transfer between namespaces" ||
+  bad "doctor does not report a working rxe"
+
+step "up mini"
+out=$(testbedctl up scenarios/mini.toml 2>&1)
+rc=$?
+echo "$out"
+[ $rc = 0 ] || { bad "up mini exit $rc"; echo "CHECK FAIL"; exit 1; }
+echo "$out" | grep -q '^shaping: netem' && pass "up: netem backend" || bad "up did not pick netem"
+echo "$out" | grep -q '^rdma: Soft-RoCE on the rail' && pass "up: rxe on the rail" || bad "up made no rxe devices"
+n=0
+for d in /sys/class/infiniband/tb-mini-*; do
+  [ -e "$d" ] || continue
+  dev=${d##*/}
+  n=$((n + 1))
+  mtu=$(ibv_devinfo -d "$dev" | awk '/active_mtu/{print $2}')
+  [ "$mtu" = 4096 ] || bad "$dev active_mtu $mtu, not 4096 (rail MTU 4200)"
+done
+[ $n = 4 ] && pass "4 rxe devices, active_mtu 4096" || bad "$n rxe devices, not 4"
+st=$(testbedctl status mini --json)
+echo "$st" | grep -q '"gid_index"' && pass "status lists the devices with their GID" || bad "status --json has no rxe devices"
+testbedctl status mini | sed -n '3,5p'
+
+step "bench over rdma and tcp (TCG: functional ratios, not performance)"
+for tr in rdma tcp; do
+  testbedctl bench mini allreduce -b 4K -e 1M -f 4 -n 5 -w 1 --transport $tr --qps 2 \
+    --json results/allreduce-$tr.json | tee /tmp/bench-$tr.txt
+  rc=${PIPESTATUS[0]}
+  [ $rc = 0 ] && grep -q '# Out of bounds values : 0 OK' /tmp/bench-$tr.txt &&
+    pass "allreduce over $tr: #wrong 0" || bad "allreduce over $tr: exit $rc"
+done
+grep -qi 'rdma' /tmp/bench-rdma.txt && pass "the rdma report names its transport" || bad "the rdma report does not say rdma"
+for coll in allgather reducescatter alltoall broadcast; do
+  testbedctl bench mini $coll -b 64K -e 64K -n 3 -w 1 --transport rdma >/tmp/c.txt 2>&1
+  rc=$?
+  [ $rc = 0 ] && pass "$coll over rdma" || { cat /tmp/c.txt; bad "$coll over rdma: exit $rc"; }
+done
+echo "check: allreduce busbw, rdma vs tcp on the same lab and links (TCG guest):"
+paste <(awk '/^ +[0-9]+ /{print $1, $(NF-2)}' /tmp/bench-rdma.txt) \
+  <(awk '/^ +[0-9]+ /{print $(NF-2)}' /tmp/bench-tcp.txt) |
+  awk '{printf "check:   %10s B  rdma %8s GB/s  tcp %8s GB/s\n", $1, $2, $3}'
+
+step "a killed rank over rdma"
+testbedctl bench mini allreduce -b 64M -e 64M -n 50 -w 0 --transport rdma --timeout 20 \
+  >/tmp/kill.txt 2>&1 &
+bp=$!
+victim=""
+for _ in $(seq 1 100); do
+  victim=$(pgrep -x tb-rank | head -1)
+  [ -n "$victim" ] && break
+  sleep 0.2
+done
+sleep 3
+[ -n "$victim" ] && kill -9 "$victim"
+ks=$SECONDS
+wait $bp
+rc=$?
+tail -5 /tmp/kill.txt
+[ $rc = 1 ] && [ $((SECONDS - ks)) -lt 40 ] && pass "killed rank: bench exit 1 in $((SECONDS - ks)) s" ||
+  bad "killed rank: bench exit $rc after $((SECONDS - ks)) s"
+
+step "down mini"
+testbedctl down mini
+left=$(ls /sys/class/infiniband 2>/dev/null | grep -c '^tb-mini-')
+[ "$left" = 0 ] && pass "down removed the rxe devices" || bad "$left rxe devices left after down"
+[ -z "$(ip netns list | grep tb-mini)" ] && pass "no namespaces left" || bad "namespaces left after down"
+
+# mini's scaled rates are beyond a TCG guest's CPU; images/labvm/netem.toml has figures it can
+# carry and delays verify checks.
+step "verify on the real netem backend (images/labvm/netem.toml)"
+testbedctl up images/labvm/netem.toml --rdma none | grep -E '^(lab|shaping)'
+ip netns exec tb-vmnetem-dc-s0-g0 tc qdisc show dev rail | grep -q netem &&
+  pass "the rail carries a netem qdisc" || bad "no netem qdisc on the rail"
+testbedctl verify vmnetem --quick
+rc=$?
+[ $rc = 0 ] && pass "verify on netem" || bad "verify exit $rc"
+testbedctl down vmnetem
+
+echo
+if [ $fails = 0 ]; then
+  echo "CHECK PASS ($((SECONDS - t0)) s)"
+  exit 0
+fi
+echo "CHECK FAIL: $fails check(s) failed"
+exit 1

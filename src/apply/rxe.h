@@ -1,0 +1,55 @@
+// Soft-RoCE (rxe) on the lab's rail: one RDMA device per GPU rail NIC, made by `up` through RDMA
+// netlink inside the namespace that owns the NIC (RDMA_NLDEV_CMD_NEWLINK, what `rdma link add
+// NAME type rxe netdev DEV` sends), and removed by `down` (the kernel also unregisters a device
+// when its netdev goes with the namespace, the backstop).
+//
+// Whether to make them at all is the doctor's `rdma_rxe` verdict (capability_rdma.cc): a real
+// transfer between two namespaces. Kernels whose rxe sends nothing from inside a namespace
+// (Debian 12's 6.1) get no devices; the lab says so (LabState::rdma_why) and runs TCP.
+//
+// Each device's RoCE v2 GID (the IPv4-mapped rail address) is looked up in sysfs, not guessed: the
+// kernel fills the GID table asynchronously after the device appears. Ownership: devices are named
+// after the lab's namespace and interface, recorded in the lab's state, and deleted only when the
+// device's netdev is still that interface in that namespace.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "apply/state.h"
+#include "core/ipv4.h"
+#include "plan/topology.h"
+
+namespace tb::apply {
+
+// A GPU rail NIC that gets a device: node, netns, ifname and its rail address.
+struct RailNic {
+  std::string node, netns, ifname;
+  Ipv4 addr;
+};
+std::vector<RailNic> rail_nics(const plan::Topology& topo);
+
+// RDMA device name for a NIC: "<netns>-<ifname>", or a hashed form when that exceeds the kernel's
+// 63 characters (IB_DEVICE_NAME_MAX).
+std::string rxe_name(const std::string& netns, const std::string& ifname);
+
+// One entry of a port's GID table as sysfs shows it (gids/<i>, gid_attrs/types/<i>).
+struct GidEntry {
+  int index = 0;
+  std::string gid;   // "0000:0000:0000:0000:0000:ffff:c612:0001"
+  std::string type;  // "RoCE v2", "IB/RoCE v1"
+};
+// The entry that is RoCE v2 and IPv4-mapped for `addr`; -1 when none.
+int pick_rocev2_gid(const std::vector<GidEntry>& table, Ipv4 addr);
+// Reads entries 0..n-1 of `dev` port 1 under `sysfs_root` ("/sys").
+std::vector<GidEntry> read_gid_table(const std::string& sysfs_root, const std::string& dev,
+                                     int n = 16);
+
+// Makes a device on every rail NIC; on failure removes those it made and says which NIC failed.
+Result<std::vector<RxeDevice>> add_lab_rxe(
+    const plan::Topology& topo, std::chrono::milliseconds gid_wait = std::chrono::seconds(5));
+// Deletes the devices; a device already gone (its namespace went) is fine. Errors are joined.
+Status remove_lab_rxe(const std::vector<RxeDevice>& devices);
+
+}  // namespace tb::apply
