@@ -147,7 +147,11 @@ Result<std::unique_ptr<RdmaComm>> RdmaComm::connect(const FileStore& store, cons
   }
   c->s_->wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!c->s_->wake) return sys_fail("rank " + std::to_string(o.rank) + ": eventfd");
-  // Listeners first, so higher ranks can queue their connection requests during the TCP part.
+  // RDMA first, TCP after: an incoming connection request must be answered while the
+  // connecting side's CM still waits for it (left queued behind a slow TCP set-up, the request
+  // timed out and rdma_create_qp on it failed with EINVAL, seen in the lab VM with 4 ranks).
+  // No cycle: every rank's RDMA phase needs only other ranks' RDMA phases, and TCP's listen
+  // backlog accepts whatever order the TCP phases come in.
   TB_TRY(rdma_setup(*c->s_, store, connect_tcp));
   for (const auto& dev : c->s_->devices) d.devices.push_back(dev->name);
   return c;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <sstream>
 
 #include "collective/rdma_state.h"
@@ -90,6 +91,11 @@ class Setup {
   Status listen();
   Status try_ports();
   Status start_connect(int j, const std::string& dst, int port);
+  Status connect_one(int j, int q);
+  // Set-up failures of one connection are retried, not fatal (see attempts_).
+  void drop_later(Qp* q);
+  void drop_now();
+  Status retry_later(Qp* q, const std::string& why);
   Status on_event(bool& got);
   Status on_request(rdma_cm_event* e);
   Status make_qp(Qp& q);
@@ -104,6 +110,21 @@ class Setup {
   std::string me_;
   std::vector<int> need_port_;  // lower RDMA peers whose listener is not known yet
   int expected_ = 0, connected_ = 0;
+  // Connection attempts that failed while being set up are retried with a backoff. Seen in the
+  // lab VM (7.3 kernel, rxe per namespace): with requests from several ranks at once, a
+  // passive side's rdma_create_qp on a request fails with EINVAL now and then, and the active
+  // side then sees UNREACHABLE; a second attempt goes through. The passive side rejects such a
+  // request and waits for the retry; the active side retries up to kMaxAttempts times.
+  static constexpr int kMaxAttempts = 8;
+  struct Retry {
+    int j, q;
+    Clock::time_point at;
+  };
+  std::vector<Retry> retries_;
+  std::map<int, int> attempts_;                        // j * qps + q -> attempts made
+  std::map<int, std::pair<std::string, int>> listen_;  // lower peer -> its listener
+  std::vector<Qp*> drop_;                              // destroyed once the event is acked
+  std::string last_soft_;                              // the latest retried failure
 };
 
 std::string Setup::what(const Qp& q) const {
@@ -197,33 +218,63 @@ Status Setup::try_ports() {
 }
 
 Status Setup::start_connect(int j, const std::string& dst, int port) {
-  for (int q = 0; q < o_.qps; ++q) {
-    auto qp = std::make_unique<Qp>();
-    qp->peer = j;
-    qp->index = q;
-    qp->src = peer(j).src;
-    qp->dst = dst;
-    qp->port = port;
-    qp->phase = Qp::kResolvingAddr;
-    rdma_cm_id* raw = nullptr;
-    if (rdma_create_id(s_.channel.get(), &raw, qp.get(), RDMA_PS_TCP) != 0)
-      return sys_fail(what(*qp) + ": rdma_create_id");
-    qp->id.reset(raw);
-    auto from = ipv4(qp->src, 0);
-    auto to = ipv4(dst, static_cast<uint16_t>(port));
-    if (!from || !to) return bad_input(what(*qp) + ": bad address");
-    if (rdma_resolve_addr(qp->id.get(), as_sa(*from), as_sa(*to), ms_left(deadline_, 5000) + 1) !=
-        0) {
-      const int e = errno;
-      return fail(no_device(qp->src,
-                            "rdma_resolve_addr to rank " + std::to_string(j) + " at " + dst + ":" +
-                                std::to_string(port) + " (qp " + std::to_string(q) + ")",
-                            e),
-                  e);
-    }
-    s_.pair(j, q) = qp.get();
-    s_.qps.push_back(std::move(qp));
+  listen_[j] = {dst, port};
+  for (int q = 0; q < o_.qps; ++q) TB_TRY(connect_one(j, q));
+  return {};
+}
+
+Status Setup::connect_one(int j, int q) {
+  const auto& [dst, port] = listen_.at(j);
+  ++attempts_[j * o_.qps + q];
+  auto qp = std::make_unique<Qp>();
+  qp->peer = j;
+  qp->index = q;
+  qp->src = peer(j).src;
+  qp->dst = dst;
+  qp->port = port;
+  qp->phase = Qp::kResolvingAddr;
+  rdma_cm_id* raw = nullptr;
+  if (rdma_create_id(s_.channel.get(), &raw, qp.get(), RDMA_PS_TCP) != 0)
+    return sys_fail(what(*qp) + ": rdma_create_id");
+  qp->id.reset(raw);
+  auto from = ipv4(qp->src, 0);
+  auto to = ipv4(dst, static_cast<uint16_t>(port));
+  if (!from || !to) return bad_input(what(*qp) + ": bad address");
+  if (rdma_resolve_addr(qp->id.get(), as_sa(*from), as_sa(*to), ms_left(deadline_, 5000) + 1) !=
+      0) {
+    const int e = errno;
+    return fail(no_device(qp->src,
+                          "rdma_resolve_addr to rank " + std::to_string(j) + " at " + dst + ":" +
+                              std::to_string(port) + " (qp " + std::to_string(q) + ")",
+                          e),
+                e);
   }
+  s_.pair(j, q) = qp.get();
+  s_.qps.push_back(std::move(qp));
+  return {};
+}
+
+void Setup::drop_later(Qp* q) {
+  if (s_.pair(q->peer, q->index) == q) s_.pair(q->peer, q->index) = nullptr;
+  if (std::find(drop_.begin(), drop_.end(), q) == drop_.end()) drop_.push_back(q);
+}
+
+void Setup::drop_now() {
+  for (Qp* q : drop_)
+    std::erase_if(s_.qps, [&](const std::unique_ptr<Qp>& p) { return p.get() == q; });
+  drop_.clear();
+}
+
+Status Setup::retry_later(Qp* q, const std::string& why) {
+  const int key = q->peer * o_.qps + q->index;
+  if (attempts_[key] >= kMaxAttempts)
+    return fail(why + " (after " + std::to_string(attempts_[key]) + " attempts)");
+  last_soft_ = why;
+  // 50, 100, 200 ... ms, staggered by rank so retries from several ranks do not line up again.
+  const auto backoff =
+      std::chrono::milliseconds((50 << std::min(attempts_[key], 5)) + 7 * (o_.rank % 8));
+  retries_.push_back(Retry{q->peer, q->index, Clock::now() + backoff});
+  drop_later(q);
   return {};
 }
 
@@ -283,9 +334,16 @@ Status Setup::on_request(rdma_cm_event* e) {
   Hello h{};
   if (e->param.conn.private_data && e->param.conn.private_data_len >= sizeof h)
     std::memcpy(&h, e->param.conn.private_data, sizeof h);
-  const bool ok = h.magic == kHelloMagic && h.rank > o_.rank && h.rank < o_.size &&
-                  is_rdma(h.rank) && h.qps == o_.qps && h.qp >= 0 && h.qp < o_.qps &&
-                  s_.pair(h.rank, h.qp) == nullptr;
+  bool ok = h.magic == kHelloMagic && h.rank > o_.rank && h.rank < o_.size && is_rdma(h.rank) &&
+            h.qps == o_.qps && h.qp >= 0 && h.qp < o_.qps;
+  // A retried request replaces an earlier attempt that never got established.
+  if (ok && s_.pair(h.rank, h.qp) != nullptr) {
+    Qp* old = s_.pair(h.rank, h.qp);
+    if (old->phase == Qp::kAccepting)
+      drop_later(old);
+    else
+      ok = false;
+  }
   if (!ok) {
     rdma_reject(child.get(), nullptr, 0);
     return fail(me_ + ": unexpected RDMA connection request (rank " + std::to_string(h.rank) +
@@ -303,11 +361,16 @@ Status Setup::on_request(rdma_cm_event* e) {
   Qp& q = *qp;
   s_.pair(h.rank, h.qp) = qp.get();
   s_.qps.push_back(std::move(qp));
-  TB_TRY(make_qp(q));
+  Status made = make_qp(q);
   rdma_conn_param p{};
   p.retry_count = static_cast<uint8_t>(o_.ib_retry_cnt);
   p.rnr_retry_count = rdma::kRnrRetryForever;
-  if (rdma_accept(q.id.get(), &p) != 0) return sys_fail(what(q) + ": rdma_accept");
+  if (made && rdma_accept(q.id.get(), &p) != 0) made = sys_fail(what(q) + ": rdma_accept");
+  if (!made) {  // the requester retries (retry_later on its side)
+    last_soft_ = made.error().message;
+    rdma_reject(q.id.get(), nullptr, 0);
+    drop_later(&q);
+  }
   return {};
 }
 
@@ -353,6 +416,17 @@ Status Setup::on_event(bool& got) {
     default:
       break;
   }
+  const bool setting_up = q->phase != Qp::kConnected;
+  const bool refused =
+      e->event == RDMA_CM_EVENT_UNREACHABLE || e->event == RDMA_CM_EVENT_REJECTED ||
+      e->event == RDMA_CM_EVENT_CONNECT_ERROR || e->event == RDMA_CM_EVENT_ROUTE_ERROR;
+  if (setting_up && q->phase == Qp::kAccepting &&
+      (refused || e->event == RDMA_CM_EVENT_DISCONNECTED)) {
+    drop_later(q);  // the requester gave up on this attempt; its retry comes as a new request
+    return {};
+  }
+  if (setting_up && q->peer < o_.rank && refused)
+    return retry_later(q, what(*q) + ": " + event_text(raw));
   if (e->event == RDMA_CM_EVENT_ADDR_ERROR)
     return fail(what(*q) + ": " + event_text(raw) + ": no RDMA device holds " + q->src +
                 " or nothing routes to " + q->dst);
@@ -400,7 +474,6 @@ Status Setup::run(const std::function<Status()>& between) {
   TB_TRY(set_nonblocking(s_.channel->fd, me_ + ": rdma_cm event channel"));
   s_.by_pair.assign(static_cast<size_t>(o_.size * o_.qps), nullptr);
   TB_TRY(listen());
-  if (between) TB_TRY(between());
   deadline_ = Clock::now() + o_.timeout;
   for (int j = 0; j < o_.size; ++j) {
     if (!is_rdma(j)) continue;
@@ -409,17 +482,32 @@ Status Setup::run(const std::function<Status()>& between) {
   }
   while (connected_ < expected_) {
     if (!need_port_.empty()) TB_TRY(try_ports());
+    for (size_t i = 0; i < retries_.size();) {
+      if (retries_[i].at > Clock::now()) {
+        ++i;
+        continue;
+      }
+      const Retry r = retries_[i];
+      retries_.erase(retries_.begin() + static_cast<std::ptrdiff_t>(i));
+      TB_TRY(connect_one(r.j, r.q));
+    }
     pollfd pfd{s_.channel->fd, POLLIN, 0};
-    // While listeners are still to be published, look again every 10 ms.
-    const int wait = ms_left(deadline_, need_port_.empty() ? 1000 : 10);
+    // While listeners are still to be published or retries wait, look again every 10 ms.
+    const int wait = ms_left(deadline_, need_port_.empty() && retries_.empty() ? 1000 : 10);
     const int ready = ::poll(&pfd, 1, wait);
     if (ready < 0 && errno != EINTR) return sys_fail(me_ + ": poll on the rdma_cm channel");
-    // Take every queued event (the fd is non-blocking).
-    for (bool got = ready > 0; got;) TB_TRY(on_event(got));
+    // Take every queued event (the fd is non-blocking); a dropped attempt goes once its event
+    // is acked (rdma_destroy_id waits for that).
+    for (bool got = ready > 0; got;) {
+      TB_TRY(on_event(got));
+      drop_now();
+    }
     if (connected_ < expected_ && Clock::now() >= deadline_)
       return fail(me_ + ": RDMA set-up timed out after " + std::to_string(o_.timeout.count()) +
-                  " ms: " + pending());
+                  " ms: " + pending() +
+                  (last_soft_.empty() ? "" : "; last retried failure: " + last_soft_));
   }
+  if (between) TB_TRY(between());
   return {};
 }
 

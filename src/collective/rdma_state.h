@@ -164,9 +164,8 @@ struct RdmaComm::State {
 };
 
 // The RDMA half of RdmaComm::connect (rdma_setup.cc): the listeners (their ports published),
-// then `between` (the TCP part's set-up; connection requests queue meanwhile), then the
-// connections and acceptances, within s.o.timeout from there.
-Status rdma_setup(RdmaComm::State& s, const FileStore& store,
-                  const std::function<Status()>& between);
+// the connections and acceptances within s.o.timeout, then `after` (the TCP part's set-up).
+// Requests are answered as they come: one left queued for seconds is timed out by the CM.
+Status rdma_setup(RdmaComm::State& s, const FileStore& store, const std::function<Status()>& after);
 
 }  // namespace tb::collective
