@@ -72,6 +72,15 @@ paste <(awk '/^ +[0-9]+ /{print $1, $(NF-2)}' /tmp/bench-rdma.txt) \
   <(awk '/^ +[0-9]+ /{print $(NF-2)}' /tmp/bench-tcp.txt) |
   awk '{printf "check:   %10s B  rdma %8s GB/s  tcp %8s GB/s\n", $1, $2, $3}'
 
+step "run over rdma (steady workload, no faults in mini)"
+testbedctl run mini --transport rdma --size 256K >/tmp/run.txt 2>&1
+rc=$?
+grep -E 'transport|RECOVERY|ok' /tmp/run.txt | head -5
+sum=$(ls -d results/mini/run-*/summary.json 2>/dev/null | tail -1)
+[ $rc = 0 ] && [ -n "$sum" ] && grep -q '"transport": "rdma: 4 of 4 rail pair' "$sum" &&
+  pass "run --transport rdma: exit 0, summary says rdma" ||
+  { tail -20 /tmp/run.txt; bad "run --transport rdma: exit $rc"; }
+
 step "a killed rank over rdma"
 testbedctl bench mini allreduce -b 64M -e 64M -n 50 -w 0 --transport rdma --timeout 20 \
   >/tmp/kill.txt 2>&1 &

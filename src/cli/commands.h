@@ -53,6 +53,8 @@ struct RunFlags {
   std::string name, workload, size = "1M", shaping = "auto";
   double timeout_s = 30;
   bool down = false, resilient = false;
+  std::string transport = "tcp";                   // the workload's: tcp | rdma
+  int qps = 1, ib_timeout = 14, ib_retry_cnt = 7;  // --transport rdma
 };
 // A scenario end to end: workload + fault timeline + recovery analysis + [expect].
 int cmd_run(const std::string& target, const RunFlags& f);

@@ -149,6 +149,18 @@ int main(int argc, char** argv) {
   run->add_option("--size", rf.size, "the steady workload's message size")->capture_default_str();
   run->add_option("--timeout", rf.timeout_s, "ranks' idle timeout, seconds")->capture_default_str();
   run->add_option("--shaping", rf.shaping, "when it brings the lab up")->capture_default_str();
+  run->add_option("--transport", rf.transport,
+                  "the workload's transport: tcp, or rdma (rail pairs over RDMA verbs)")
+      ->check(CLI::IsMember({"tcp", "rdma"}))
+      ->capture_default_str();
+  run->add_option("--qps", rf.qps, "--transport rdma: queue pairs per peer (1..16)")
+      ->capture_default_str();
+  run->add_option("--ib-timeout", rf.ib_timeout,
+                  "--transport rdma: ACK timeout exponent, 4.096 us * 2^T (1..31)")
+      ->capture_default_str();
+  run->add_option("--ib-retry-cnt", rf.ib_retry_cnt,
+                  "--transport rdma: retries before a peer counts as gone (0..7)")
+      ->capture_default_str();
   run->add_flag("--down", rf.down, "take the lab down afterwards");
   run->add_flag("--resilient", rf.resilient,
                 "restart the workload's ranks after a failure instead of ending it");

@@ -29,7 +29,8 @@ constexpr size_t kRecvBuf = 64 * 1024;
 Result<NlSocket> NlSocket::open(int bus) {
   UniqueFd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, bus));
   if (!fd)
-    return sys_fail(bus == NETLINK_RDMA ? "open RDMA netlink socket" : "open netlink socket");
+    return sys_fail(bus == NETLINK_RDMA ? "open RDMA netlink socket (NETLINK_RDMA)"
+                                        : "open netlink socket");
   int one = 1;
   // Extended ack text, and acks without a copy of the request (include/uapi/linux/netlink.h).
   if (setsockopt(fd.get(), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one)) < 0)

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "apply/netlink_kernel.h"
+#include "collective/rdma.h"
 #include "core/events.h"
 #include "fault/fault.h"
 #include "fault/link_ops.h"
@@ -106,9 +107,23 @@ Status check_run(const scenario::Scenario& s, const apply::LabState& st, const R
   if (!o.workload.empty() && o.workload != "none" && !pick_workload(s, o))
     return bad_input("--workload " + o.workload + ": no collective [[workload]] of that name in " +
                      s.file);
+  if (o.transport != "tcp" && o.transport != "rdma")
+    return bad_input("--transport: '" + o.transport + "' is not tcp or rdma");
+  TB_TRY(collective::validate_rdma_tuning(o.qps, o.ib_timeout, o.ib_retry_cnt));
   if (const auto* w = pick_workload(s, o)) {
     auto gpus = workload::select_ranks(st.topo, w->ranks);
     if (!gpus) return std::unexpected(gpus.error());
+    if (o.transport == "rdma") {
+      workload::Job j;
+      j.transport = "rdma";
+      TB_TRY(workload::place_ranks(j, st.topo, *gpus));
+      workload::mark_rdma_pairs(j, st.rxe);
+      if (workload::count_rdma_pairs(j).rdma == 0)
+        return bad_input("--transport rdma: no pair of workload " + w->name +
+                         "'s ranks can use RDMA (lab " + st.lab + " rdma: " + st.rdma +
+                         (st.rdma_why.empty() ? "" : ", " + st.rdma_why) +
+                         "); run `testbedctl doctor` to see why, or use --transport tcp");
+    }
   }
   if (o.size_bytes < 4) return bad_input("--size: at least 4 bytes");
   return {};
@@ -172,6 +187,7 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
 
   // The workload, steady.
   std::optional<SteadyWorkload> wl;
+  std::string transport = "none (no workload)";
   if (const auto* w = pick_workload(s, o)) {
     workload::Job j;
     j.lab = st.lab;
@@ -186,11 +202,25 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
     j.bench.warmup = std::max(1, w->warmup);
     j.bench.check = 1;
     j.steady = true;
+    j.transport = o.transport;
+    j.qps = o.qps;
+    j.ib_timeout = o.ib_timeout;
+    j.ib_retry_cnt = o.ib_retry_cnt;
     TB_TRY(workload::place_ranks(j, st.topo, *workload::select_ranks(st.topo, w->ranks)));
+    workload::mark_rdma_pairs(j, st.rxe);
+    transport = o.transport;
+    if (o.transport == "rdma") {
+      const auto n = workload::count_rdma_pairs(j);
+      transport += ": " + std::to_string(n.rdma) + " of " + std::to_string(n.rail) +
+                   " rail pair(s) over RDMA verbs (" + std::to_string(o.qps) +
+                   " QP(s)/peer, ib_timeout " + std::to_string(o.ib_timeout) + ", retry " +
+                   std::to_string(o.ib_retry_cnt) + "), the rest over TCP";
+    }
+    transport += "; lab rdma: " + st.rdma + (st.rdma_why.empty() ? "" : " (" + st.rdma_why + ")");
     const bool resilient = w->resilient || o.resilient;
     progress("workload " + w->name + ": " + w->op + " of " + std::to_string(o.size_bytes) +
-             " bytes over " + std::to_string(j.ranks.size()) + " ranks, steady" +
-             (resilient ? ", resilient (the group restarts after a rank fails)" : ""));
+             " bytes over " + std::to_string(j.ranks.size()) + " ranks, steady, transport " +
+             transport + (resilient ? ", resilient (the group restarts after a rank fails)" : ""));
     wl.emplace(j, o.tb_rank, resilient, fault::events_path(st.lab));
     TB_TRY(wl->start());
     // The first iterations, bounded by twice the ranks' own timeout.
@@ -330,6 +360,7 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
       {"run", id},
       {"results_dir", res.results_dir},
       {"shaping", st.shaping},
+      {"transport", transport},
       {"t0_ns", t0},
       {"t_end_ns", t_end},
       {"iterations", in.iterations.size()},

@@ -28,6 +28,10 @@ struct RunOptions {
   int settle_ms = 3000;           // after the last fault step, before stopping
   int probe_interval_us = 5000;
   bool resilient = false;  // restart the rank group after a failure (also [[workload]] resilient)
+  // The workload's transport: "tcp", or "rdma" (rail pairs over RDMA verbs on the lab's rxe
+  // devices, collective/rdma.h) with its tunables.
+  std::string transport = "tcp";
+  int qps = 1, ib_timeout = 14, ib_retry_cnt = 7;
   std::string tb_rank, tb_probe;  // executables
 };
 

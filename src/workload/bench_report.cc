@@ -65,11 +65,15 @@ std::string transport_note(const BenchResult& r) {
         fmt(": %d of %d rail pair(s) over RDMA verbs SEND/RECV (%d QP(s)/peer, ib_timeout %d, "
             "retry %d), the rest over TCP",
             r.rdma_pairs, r.rail_pairs, r.qps, r.ib_timeout, r.ib_retry_cnt);
+    // Known once the ranks have connected (the footer and the JSON), not in the header.
     std::string devs;
-    for (size_t i = 0; i < r.rdma_devices.size(); ++i)
+    bool known = false;
+    for (size_t i = 0; i < r.rdma_devices.size(); ++i) {
       devs += (devs.empty() ? "" : " ") + std::to_string(i) + "=" +
-              (r.rdma_devices[i].empty() ? "?" : r.rdma_devices[i]);
-    if (!devs.empty()) s += "; devices by rank: " + devs;
+              (r.rdma_devices[i].empty() ? "-" : r.rdma_devices[i]);
+      known = known || !r.rdma_devices[i].empty();
+    }
+    if (known) s += "; RDMA devices by rank: " + devs;
   }
   s += "; lab rdma: " + (r.lab_rdma.empty() ? std::string("none") : r.lab_rdma);
   if (!r.lab_rdma_why.empty()) s += " (" + r.lab_rdma_why + ")";

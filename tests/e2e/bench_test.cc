@@ -113,6 +113,37 @@ TEST_F(Bench, BadInputIsExitTwoAndStartsNothing) {
   EXPECT_TRUE(rank_pids().empty());
 }
 
+// --transport rdma follows the lab's Soft-RoCE verdict (the doctor's rxe probe, made at `up`):
+// RDMA on the rail where the kernel's rxe works between namespaces, else a refusal (exit 2) that
+// says why, before any rank starts; never a silent TCP fallback. This project's CI host has no
+// rxe, so the refusal runs here; the lab VM's check (images/labvm/check.sh) runs the other branch.
+TEST_F(Bench, RdmaTransportFollowsTheLabsRxeVerdict) {
+  auto st = sh(tbctl() + " status " + lab_ + " --json");
+  ASSERT_EQ(st.rc, 0) << st.out;
+  const auto status = nlohmann::json::parse(st.out);
+  const std::string rdma = status["backends"]["rdma"];
+  const std::string json = results_ + "/rdma.json";
+  auto r = bench("allreduce -b 64K -e 256K -f 4 -n 2 -w 1 --transport rdma --qps 2 --json " + json);
+  if (rdma.starts_with("rxe")) {
+    EXPECT_EQ(status["backends"]["rxe"].size(), 4u) << st.out;
+    expect_clean_run(r, read_json(json), "rdma");
+    EXPECT_NE(r.out.find("transport rdma: 4 of 4 rail pair(s)"), std::string::npos) << r.out;
+  } else {
+    EXPECT_TRUE(rdma.starts_with("none, collectives run TCP: doctor's rdma_rxe probe: ")) << rdma;
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_NE(r.out.find("has no RDMA on its rail"), std::string::npos) << r.out;
+    // `run` refuses the same way, before its workload or probes start.
+    auto run = sh("TESTBEDCTL_RESULTS_DIR=" + results_ + " " + tbctl() + " run " + lab_ +
+                  " --transport rdma");
+    EXPECT_EQ(run.rc, 2) << run.out;
+    EXPECT_NE(run.out.find("--transport rdma: no pair of workload"), std::string::npos) << run.out;
+    EXPECT_TRUE(rank_pids().empty());
+  }
+  r = bench("allreduce --transport rdma --impl gloo");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("hop limit 1"), std::string::npos) << r.out;
+}
+
 // Kills one rank mid-sweep, then checks how every other rank ended and that the lab runs the
 // next bench cleanly.
 TEST_F(Bench, KillingOneRankFailsTheOthersClearlyAndTheLabStaysHealthy) {
