@@ -100,6 +100,25 @@ tail -5 /tmp/kill.txt
 [ $rc = 1 ] && [ $((SECONDS - ks)) -lt 40 ] && pass "killed rank: bench exit 1 in $((SECONDS - ks)) s" ||
   bad "killed rank: bench exit $rc after $((SECONDS - ks)) s"
 
+# The RdmaComm unit tests that need a device (they skip on a host without one): one rxe device
+# on a veth in this namespace; the ranks are threads that reach each other through its address.
+if [ -x ./unit_tests ]; then
+  step "unit tests over a real rxe device (RdmaVerbs.*)"
+  ip link add tbuva type veth peer name tbuvb
+  ip addr add 198.18.250.1/24 dev tbuva
+  ip link set tbuva up
+  ip link set tbuvb up
+  rdma link add tbunit type rxe netdev tbuva
+  TB_RDMA_TEST_ADDR=198.18.250.1 timeout 300 ./unit_tests --gtest_filter='RdmaVerbs.*' \
+    --gtest_brief=1 >/tmp/unit.txt 2>&1
+  rc=$?
+  tail -4 /tmp/unit.txt
+  [ $rc = 0 ] && ! grep -q SKIPPED /tmp/unit.txt && grep -q 'PASSED.*3 tests' /tmp/unit.txt &&
+    pass "RdmaVerbs unit tests on rxe" || { cat /tmp/unit.txt; bad "RdmaVerbs unit tests: exit $rc"; }
+  rdma link delete tbunit
+  ip link del tbuva
+fi
+
 step "down mini"
 testbedctl down mini
 left=$(ls /sys/class/infiniband 2>/dev/null | grep -c '^tb-mini-')
