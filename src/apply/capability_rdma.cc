@@ -109,9 +109,9 @@ Outcome probe_rdma_rxe() {
         }
         if (!sent)
           return no("rxe devices were made in two namespaces, but " + sent.error().message +
-                    ": this kernel's rxe sends nothing from inside a namespace (Debian 12's 6.1 "
-                    "does this: its rxe keeps its UDP socket in the initial namespace); labs "
-                    "run TCP on the rail");
+                    ": RoCE between namespaces does not work on this kernel (expected on Debian "
+                    "12's 6.1, whose rxe keeps its UDP socket in the initial namespace and sends "
+                    "nothing from inside one); labs run TCP on the rail");
         return yes("a " + std::to_string(*sent) +
                    "-byte RC send crossed a veth from rxe in one namespace to rxe in another "
                    "(RoCE v2)" +
