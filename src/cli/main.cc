@@ -5,6 +5,26 @@
 
 #include "cli/commands.h"
 
+namespace {
+
+// bench's and run's transport flags; values are checked where the job is made (exit 2).
+void add_transport_flags(CLI::App* app, std::string& transport, int& qps, int& ib_timeout,
+                         int& ib_retry_cnt) {
+  app->add_option("--transport", transport,
+                  "tcp, or rdma (rail pairs over RDMA verbs on the lab's rxe devices)")
+      ->capture_default_str();
+  app->add_option("--qps", qps, "--transport rdma: queue pairs per peer (1..16)")
+      ->capture_default_str();
+  app->add_option("--ib-timeout", ib_timeout,
+                  "--transport rdma: ACK timeout exponent, 4.096 us * 2^T (1..31)")
+      ->capture_default_str();
+  app->add_option("--ib-retry-cnt", ib_retry_cnt,
+                  "--transport rdma: retries before a peer counts as gone (0..7)")
+      ->capture_default_str();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"testbedctl — emulated AI-training clusters from network namespaces"};
   app.require_subcommand(1);
@@ -103,20 +123,7 @@ int main(int argc, char** argv) {
   bench->add_option("--channels", bf.channels, "TCP connections per peer (native)")
       ->capture_default_str();
   bench->add_option("--impl", bf.impl, "native|gloo")->capture_default_str();
-  bench
-      ->add_option("--transport", bf.transport,
-                   "native: tcp, or rdma (rail pairs over RDMA verbs on the lab's rxe devices)")
-      ->capture_default_str();
-  bench->add_option("--qps", bf.qps, "--transport rdma: queue pairs per peer (1..16)")
-      ->capture_default_str();
-  bench
-      ->add_option("--ib-timeout", bf.ib_timeout,
-                   "--transport rdma: ACK timeout exponent, 4.096 us * 2^T (1..31)")
-      ->capture_default_str();
-  bench
-      ->add_option("--ib-retry-cnt", bf.ib_retry_cnt,
-                   "--transport rdma: retries before a peer counts as gone (0..7)")
-      ->capture_default_str();
+  add_transport_flags(bench, bf.transport, bf.qps, bf.ib_timeout, bf.ib_retry_cnt);
   bench->add_option("-d,--datatype", bf.type, "float|int32|double|int64")->capture_default_str();
   bench->add_option("-o,--op", bf.op, "sum|min|max")->capture_default_str();
   bench->add_option("-r,--root", bf.root, "root rank (broadcast, reduce)")->capture_default_str();
@@ -149,18 +156,7 @@ int main(int argc, char** argv) {
   run->add_option("--size", rf.size, "the steady workload's message size")->capture_default_str();
   run->add_option("--timeout", rf.timeout_s, "ranks' idle timeout, seconds")->capture_default_str();
   run->add_option("--shaping", rf.shaping, "when it brings the lab up")->capture_default_str();
-  run->add_option("--transport", rf.transport,
-                  "the workload's transport: tcp, or rdma (rail pairs over RDMA verbs)")
-      ->check(CLI::IsMember({"tcp", "rdma"}))
-      ->capture_default_str();
-  run->add_option("--qps", rf.qps, "--transport rdma: queue pairs per peer (1..16)")
-      ->capture_default_str();
-  run->add_option("--ib-timeout", rf.ib_timeout,
-                  "--transport rdma: ACK timeout exponent, 4.096 us * 2^T (1..31)")
-      ->capture_default_str();
-  run->add_option("--ib-retry-cnt", rf.ib_retry_cnt,
-                  "--transport rdma: retries before a peer counts as gone (0..7)")
-      ->capture_default_str();
+  add_transport_flags(run, rf.transport, rf.qps, rf.ib_timeout, rf.ib_retry_cnt);
   run->add_flag("--down", rf.down, "take the lab down afterwards");
   run->add_flag("--resilient", rf.resilient,
                 "restart the workload's ranks after a failure instead of ending it");
