@@ -129,8 +129,7 @@ Result<std::vector<RxeDevice>> add_lab_rxe(const plan::Topology& topo,
       auto table = read_gid_table("/sys", name);
       if (int i = pick_rocev2_gid(table, nic.addr); i >= 0) {
         made.back().gid_index = i;
-        made.back().gid = table[static_cast<size_t>(i)].gid;
-        for (const auto& e : table)
+        for (const auto& e : table)  // entries are by index, with gaps where a GID is unset
           if (e.index == i) made.back().gid = e.gid;
         break;
       }
