@@ -227,20 +227,4 @@ NlBytes rdma_get_dump_msg() {
   return d.finish();
 }
 
-NlBytes rdma_newlink_msg(std::string_view dev_name, std::string_view link_type,
-                         std::string_view netdev) {
-  // iproute2 rdma/link.c link_add_netdev: three NUL-terminated strings.
-  Draft d(rdma_type(RDMA_NLDEV_CMD_NEWLINK), NLM_F_REQUEST | NLM_F_ACK);
-  put_str(d.nlh, RDMA_NLDEV_ATTR_DEV_NAME, dev_name);
-  put_str(d.nlh, RDMA_NLDEV_ATTR_LINK_TYPE, link_type);
-  put_str(d.nlh, RDMA_NLDEV_ATTR_NDEV_NAME, netdev);
-  return d.finish();
-}
-
-NlBytes rdma_dellink_msg(uint32_t dev_index) {
-  Draft d(rdma_type(RDMA_NLDEV_CMD_DELLINK), NLM_F_REQUEST | NLM_F_ACK);
-  put_u32(d.nlh, RDMA_NLDEV_ATTR_DEV_INDEX, dev_index);
-  return d.finish();
-}
-
 }  // namespace tb::apply::probe

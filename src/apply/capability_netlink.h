@@ -56,11 +56,10 @@ void fill_fq_codel(nlmsghdr* nlh, size_t cap);  // empty TCA_OPTIONS nest (all d
 // nfq_create_queue sends), with NLM_F_ACK.
 NlBytes nfqueue_bind_msg(uint16_t queue);
 
-// RDMA netlink (NETLINK_RDMA), as iproute2 rdma/link.c and rdma/dev.c send them.
+// RDMA netlink (NETLINK_RDMA): the device dump, as iproute2 rdma/dev.c sends it. The rxe probe
+// makes and deletes its links with the product's builders (netlink/rdma.h): it needs a veth
+// across two namespaces, which this kit does not build.
 NlBytes rdma_get_dump_msg();
-NlBytes rdma_newlink_msg(std::string_view dev_name, std::string_view link_type,
-                         std::string_view netdev);
-NlBytes rdma_dellink_msg(uint32_t dev_index);
 
 // One RDMA device as RDMA_NLDEV_CMD_GET reports it.
 struct RdmaDev {

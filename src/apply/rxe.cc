@@ -93,6 +93,18 @@ std::vector<GidEntry> read_gid_table(const std::string& sysfs_root, const std::s
   return out;
 }
 
+std::optional<GidEntry> wait_rocev2_gid(const std::string& dev, Ipv4 addr,
+                                        std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    const auto table = read_gid_table("/sys", dev);
+    const int i = pick_rocev2_gid(table, addr);
+    for (const auto& e : table)  // entries are by index, with gaps where a GID is unset
+      if (e.index == i) return e;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 Result<std::vector<RxeDevice>> add_lab_rxe(const plan::Topology& topo,
                                            std::chrono::milliseconds gid_wait) {
   std::vector<RxeDevice> made;
@@ -124,22 +136,14 @@ Result<std::vector<RxeDevice>> add_lab_rxe(const plan::Topology& topo,
                        ")")
                       .error());
     // The GID table fills asynchronously (roce_gid_mgmt's work queue).
-    const auto deadline = std::chrono::steady_clock::now() + gid_wait;
-    for (;;) {
-      auto table = read_gid_table("/sys", name);
-      if (int i = pick_rocev2_gid(table, nic.addr); i >= 0) {
-        made.back().gid_index = i;
-        for (const auto& e : table)  // entries are by index, with gaps where a GID is unset
-          if (e.index == i) made.back().gid = e.gid;
-        break;
-      }
-      if (std::chrono::steady_clock::now() >= deadline)
-        return undo(fail("rxe device " + name + ": no RoCE v2 GID for " + nic.addr.to_string() +
-                         " appeared in /sys/class/infiniband/" + name + "/ports/1/gids within " +
-                         std::to_string(gid_wait.count()) + " ms")
-                        .error());
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    auto gid = wait_rocev2_gid(name, nic.addr, std::chrono::steady_clock::now() + gid_wait);
+    if (!gid)
+      return undo(fail("rxe device " + name + ": no RoCE v2 GID for " + nic.addr.to_string() +
+                       " appeared in /sys/class/infiniband/" + name + "/ports/1/gids within " +
+                       std::to_string(gid_wait.count()) + " ms")
+                      .error());
+    made.back().gid_index = gid->index;
+    made.back().gid = gid->gid;
   }
   return made;
 }

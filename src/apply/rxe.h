@@ -14,6 +14,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,11 @@ int pick_rocev2_gid(const std::vector<GidEntry>& table, Ipv4 addr);
 // Reads entries 0..n-1 of `dev` port 1 under `sysfs_root` ("/sys").
 std::vector<GidEntry> read_gid_table(const std::string& sysfs_root, const std::string& dev,
                                      int n = 16);
+
+// Waits (5 ms steps, until `deadline`) for `dev`'s RoCE v2 GID of `addr`: the kernel fills the
+// GID table asynchronously after the device appears. nullopt at the deadline.
+std::optional<GidEntry> wait_rocev2_gid(const std::string& dev, Ipv4 addr,
+                                        std::chrono::steady_clock::time_point deadline);
 
 // Makes a device on every rail NIC; on failure removes those it made and says which NIC failed.
 Result<std::vector<RxeDevice>> add_lab_rxe(

@@ -43,12 +43,9 @@ Status open_end(End& e, const std::string& dev, Ipv4 addr, Clock::time_point dea
   if (!e.ctx)
     return fail("verbs cannot open " + dev +
                 " (is the rxe provider, ibverbs-providers, installed?)");
-  // The GID table fills asynchronously after the device appears.
-  while ((e.gid_index = pick_rocev2_gid(read_gid_table("/sys", dev), addr)) < 0) {
-    if (Clock::now() >= deadline)
-      return fail("no RoCE v2 GID for " + addr.to_string() + " on " + dev);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  auto gid = wait_rocev2_gid(dev, addr, deadline);
+  if (!gid) return fail("no RoCE v2 GID for " + addr.to_string() + " on " + dev);
+  e.gid_index = gid->index;
   if (ibv_query_gid(e.ctx, 1, e.gid_index, &e.gid) != 0) return sys_fail("ibv_query_gid " + dev);
   e.pd = ibv_alloc_pd(e.ctx);
   e.cq = e.pd ? ibv_create_cq(e.ctx, 4, nullptr, nullptr, 0) : nullptr;

@@ -190,18 +190,6 @@ TEST(ProbeMessages, NetemOptionsAreARawStruct) {
   EXPECT_EQ(options_len, static_cast<int>(sizeof(tc_netem_qopt)));
 }
 
-TEST(ProbeMessages, RdmaNewlinkAsIproute2SendsIt) {
-  auto m = probe::rdma_newlink_msg("rxe0", "rxe", "tbp0");
-  const nlmsghdr* h = hdr(m);
-  EXPECT_EQ(h->nlmsg_type, (5 << 10) + 3);  // RDMA_NL_NLDEV << 10 | RDMA_NLDEV_CMD_NEWLINK
-  EXPECT_EQ(h->nlmsg_flags, NLM_F_REQUEST | NLM_F_ACK);
-  std::vector<std::pair<int, std::string>> strs;
-  for (const nlattr* a : attrs(h, 0)) strs.emplace_back(mnl_attr_get_type(a), mnl_attr_get_str(a));
-  EXPECT_EQ(strs, (std::vector<std::pair<int, std::string>>{{RDMA_NLDEV_ATTR_DEV_NAME, "rxe0"},
-                                                            {RDMA_NLDEV_ATTR_LINK_TYPE, "rxe"},
-                                                            {RDMA_NLDEV_ATTR_NDEV_NAME, "tbp0"}}));
-}
-
 TEST(ProbeMessages, MultipathNexthopsCoverTheirGateways) {
   auto m = probe::multipath_route_msg(0xC6130000, 24, 5, 0xC6120002, 0xC6120003);
   const nlmsghdr* h = hdr(m);
