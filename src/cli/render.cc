@@ -59,33 +59,38 @@ nlohmann::json backends_json(const apply::LabState& st) {
                                  " userspace NFQUEUE delay stages (tb-delayd, "
                                  "fail-closed); loss by nft numgen");
   }
-  // The supervisor's view of the stages: a dead stage is a broken (dropping) link.
+  // The supervisor's view of its children: a dead stage is a broken (dropping) link; the
+  // others (failover and fabric agents, routing daemons) are listed apart.
   std::ifstream in(apply::lab_dir(st.lab) + "/supervisor.json");
   auto sup = nlohmann::json::parse(in, nullptr, false);
-  if (!st.stages.empty()) {
-    nlohmann::json stages = nlohmann::json::array();
-    int down = 0;
-    for (const auto& c : runner::states_from_json(sup)) {
-      nlohmann::json e = {{"name", c.name},         {"pid", c.pid},
-                          {"running", c.running},   {"broken", c.broken},
-                          {"restarts", c.restarts}, {"last_exit", c.last_exit}};
-      // What the stage measured of itself (tb-delayd's stats file, rewritten every 500 ms).
-      for (const auto& stage : st.stages)
-        if (c.name == "stage " + stage.node) {
-          std::ifstream sf(runner::stage_stats_path(st.lab, stage.netns));
-          auto stats = nlohmann::json::parse(sf, nullptr, false);
-          if (stats.is_object())
-            e["measured"] = {{"packets", stats.value("packets", 0)},
-                             {"cpu_us_per_packet", stats.value("cpu_us_per_packet", 0.0)},
-                             {"method", "tb-delayd getrusage (user+sys) / packets, stats file"}};
-        }
-      stages.push_back(e);
-      down += !c.running;
+  nlohmann::json stages = nlohmann::json::array(), daemons = nlohmann::json::array();
+  int down = 0;
+  for (const auto& c : runner::states_from_json(sup)) {
+    nlohmann::json e = {{"name", c.name},     {"pid", c.pid},           {"running", c.running},
+                        {"broken", c.broken}, {"restarts", c.restarts}, {"last_exit", c.last_exit}};
+    if (!c.name.starts_with("stage ")) {
+      daemons.push_back(e);
+      continue;
     }
+    // What the stage measured of itself (tb-delayd's stats file, rewritten every 500 ms).
+    for (const auto& stage : st.stages)
+      if (c.name == "stage " + stage.node) {
+        std::ifstream sf(runner::stage_stats_path(st.lab, stage.netns));
+        auto stats = nlohmann::json::parse(sf, nullptr, false);
+        if (stats.is_object())
+          e["measured"] = {{"packets", stats.value("packets", 0)},
+                           {"cpu_us_per_packet", stats.value("cpu_us_per_packet", 0.0)},
+                           {"method", "tb-delayd getrusage (user+sys) / packets, stats file"}};
+      }
+    stages.push_back(e);
+    down += !c.running;
+  }
+  if (!st.stages.empty()) {
     if (sup.is_discarded()) down = static_cast<int>(st.stages.size());
     j["stages"] = stages;
     j["stages_down"] = down;
   }
+  if (!daemons.empty()) j["daemons"] = daemons;
   // Soft-RoCE on the rail (apply/rxe.h): what bench/run's `--transport rdma` can use.
   j["rdma"] = st.rdma == "rxe"
                   ? "rxe (Soft-RoCE) on every GPU rail NIC: " + st.rdma_why
@@ -128,6 +133,14 @@ std::string backends_text(const apply::LabState& st) {
            " us CPU per packet (getrusage of the stages)";
     if (j["stages_down"].get<int>() > 0)
       s += " — BROKEN: links through a stopped stage drop every packet (fail-closed)";
+    s += "\n";
+  }
+  if (j.contains("daemons")) {
+    s += "          daemons";
+    for (const auto& c : j["daemons"])
+      s += " " + c["name"].get<std::string>() + " (" +
+           (c["running"].get<bool>() ? "running" : "STOPPED") + ", " +
+           std::to_string(c["restarts"].get<int>()) + " restarts)";
     s += "\n";
   }
   return s;

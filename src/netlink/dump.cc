@@ -87,7 +87,49 @@ Result<std::vector<T>> dump_all(NlSocket& sock, NlMsg (*build)(), const std::str
   }
 }
 
+int route_cb(const nlattr* a, void* data) {
+  auto* r = static_cast<RouteMatch*>(data);
+  switch (mnl_attr_get_type(a)) {
+    case RTA_OIF:
+      if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0) r->oif = static_cast<int>(mnl_attr_get_u32(a));
+      break;
+    case RTA_MULTIPATH: {
+      r->nexthops = 0;
+      const auto* nh = static_cast<const rtnexthop*>(mnl_attr_get_payload(a));
+      int left = static_cast<int>(mnl_attr_get_payload_len(a));
+      while (RTNH_OK(nh, left)) {
+        ++r->nexthops;
+        left -= NLMSG_ALIGN(nh->rtnh_len);
+        nh = RTNH_NEXT(nh);
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return MNL_CB_OK;
+}
+
 }  // namespace
+
+std::optional<RouteMatch> parse_route_match(const nlmsghdr* nlh) {
+  if (nlh->nlmsg_type != RTM_NEWROUTE || nlh->nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg)))
+    return std::nullopt;
+  const auto* rtm = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(nlh));
+  if (rtm->rtm_family != AF_INET) return std::nullopt;
+  RouteMatch r;
+  r.dst_len = rtm->rtm_dst_len;
+  mnl_attr_parse(nlh, sizeof(rtmsg), route_cb, &r);
+  return r;
+}
+
+Result<RouteMatch> lookup_route(NlSocket& sock, Ipv4 dst, const std::string& where) {
+  std::optional<RouteMatch> m;
+  const std::string what = "route get " + dst.to_string() + " in " + where;
+  TB_TRY(sock.call(get_route(dst), what, [&](const nlmsghdr* nlh) { m = parse_route_match(nlh); }));
+  if (!m) return fail(what + ": no answer");
+  return *m;
+}
 
 std::optional<LinkRecord> parse_link(const nlmsghdr* nlh) {
   if (nlh->nlmsg_type != RTM_NEWLINK || mnl_nlmsg_get_payload_len(nlh) < sizeof(ifinfomsg))

@@ -34,14 +34,26 @@ struct AddrRecord {
   Prefix addr;
 };
 
+// The route a lookup matched (a get_route reply).
+struct RouteMatch {
+  int dst_len = 0;
+  int oif = 0;       // single-path output interface, 0 when multipath
+  int nexthops = 1;  // multipath: how many
+};
+
 // An RTM_NEWLINK message (a dump entry or a get reply).
 std::optional<LinkRecord> parse_link(const nlmsghdr* nlh);
 // An RTM_NEWADDR message; nullopt for other families.
 std::optional<AddrRecord> parse_ipv4_addr(const nlmsghdr* nlh);
 
+// An RTM_NEWROUTE message of family AF_INET; nullopt for anything else.
+std::optional<RouteMatch> parse_route_match(const nlmsghdr* nlh);
+
 // `where` names the namespace for error messages ("netns tb-x-a").
 Result<std::vector<LinkRecord>> list_links(NlSocket& sock, const std::string& where);
 Result<std::vector<AddrRecord>> list_ipv4_addrs(NlSocket& sock, const std::string& where);
 Result<LinkRecord> query_link(NlSocket& sock, int ifindex, const std::string& where);
+// The route to `dst` right now (get_route); no route is an error (ENETUNREACH).
+Result<RouteMatch> lookup_route(NlSocket& sock, Ipv4 dst, const std::string& where);
 
 }  // namespace tb::netlink

@@ -84,8 +84,14 @@ struct RouteSpec {
 };
 // RTM_NEWROUTE in the main table, protocol static, unicast.
 NlMsg new_route(const RouteSpec& route);
+// The same, replacing a route with the same dst and metric if there is one (`ip route replace`).
+NlMsg replace_route(const RouteSpec& route);
 // RTM_DELROUTE for dst + metric in the main table, any nexthops (as `ip route del` does).
 NlMsg del_route(Prefix dst, uint32_t metric);
+
+// RTM_GETROUTE with RTM_F_FIB_MATCH (`ip route get fibmatch DST`): the kernel answers with the
+// route a packet to `dst` leaving this namespace would take now.
+NlMsg get_route(Ipv4 dst);
 
 // Dumps (NLM_F_DUMP) of every link (with IFLA_STATS64) and every IPv4 address.
 NlMsg dump_links();

@@ -91,6 +91,12 @@ NlMsg new_route(const RouteSpec& route) {
   return m.finish();
 }
 
+NlMsg replace_route(const RouteSpec& route) {
+  NlMsg m = new_route(route);
+  m.header()->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE;
+  return m;
+}
+
 NlMsg del_route(Prefix dst, uint32_t metric) {
   MessageBuilder m(RTM_DELROUTE, NLM_F_REQUEST);
   rtmsg* rtm = put_rtmsg(m, dst);
@@ -99,6 +105,16 @@ NlMsg del_route(Prefix dst, uint32_t metric) {
   rtm->rtm_scope = RT_SCOPE_NOWHERE;
   m.put_u32(RTA_TABLE, RT_TABLE_MAIN);
   if (metric != 0) m.put_u32(RTA_PRIORITY, metric);
+  return m.finish();
+}
+
+NlMsg get_route(Ipv4 dst) {
+  MessageBuilder m(RTM_GETROUTE, NLM_F_REQUEST);
+  rtmsg* rtm = put_rtmsg(m, Prefix{dst, 32});
+  // The matched FIB entry, not a cached dst (iproute2 ip/iproute.c iproute_get "fibmatch";
+  // net/ipv4/route.c inet_rtm_getroute). An output lookup: ignore_routes_with_linkdown applies.
+  rtm->rtm_flags = RTM_F_FIB_MATCH;
+  rtm->rtm_table = 0;
   return m.finish();
 }
 

@@ -261,6 +261,33 @@ void Compiler::build_region(const Region& r) {
       if (r.dual_tor) sysctl(gpu, "net/ipv4/conf/all/ignore_routes_with_linkdown", "1");
     }
   }
+
+  // Host-route withdrawal: only where a GPU has two ToRs and the spines choose between them.
+  if (r.dual_tor && r.spines > 0 && s_.failover.host_routes == "withdraw") {
+    FabricAgent f;
+    f.region = r.name;
+    for (int k = 0; k < r.spines; ++k) {
+      f.spine_nodes.push_back(spine_node(r.name, k));
+      f.spine_netns.push_back(scenario::netns_name(plan_.lab, spine_node(r.name, k)));
+    }
+    f.netns = f.spine_netns.front();
+    for (int rail = 0; rail < rails; ++rail)
+      for (int side : sides) {
+        const std::string tor = tor_node(r.name, rail, side);
+        f.tors.push_back({tor, scenario::netns_name(plan_.lab, tor),
+                          "t" + std::to_string(rail) + side_suffix(side),
+                          tor_addr(rail, side).addr});
+      }
+    for (int s = 0; s < r.servers; ++s)
+      for (int j = 0; j < r.gpus_per_server; ++j) {
+        FabricGpu g{gpu_node(r.name, s, j), gpu_rail_addr(s, j).addr, {}};
+        for (size_t side = 0; side < sides.size(); ++side)
+          g.ports.push_back({static_cast<int>((j % rails) * sides.size() + side),
+                             "s" + std::to_string(s) + "g" + std::to_string(j)});
+        f.gpus.push_back(std::move(g));
+      }
+    plan_.fabric.push_back(std::move(f));
+  }
 }
 
 Agent& Compiler::agent(const std::string& tr) {

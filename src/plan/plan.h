@@ -75,6 +75,32 @@ struct Router {
   int bfd_multiplier = 3;
 };
 
+// Dual-ToR host-route withdrawal ([failover] host_routes = "withdraw"), one agent per region
+// with dual ToRs and spines (`tb-probe fabric`, under the lab's supervisor, in the first spine's
+// namespace). It watches each GPU port of the region's ToRs and, while a GPU is reachable
+// through only some of its ToRs, puts that GPU's /32 on every spine via those ToRs alone; when
+// every port forwards again it takes the /32 away (the rail subnet's ECMP route is left).
+struct FabricTor {
+  std::string node, netns;
+  std::string spine_port;  // the spines' interface toward this ToR ("t0a"), the same on each
+  Ipv4 addr;               // its rail address, the spines' onlink next hop
+};
+struct FabricPort {
+  int tor = 0;       // index into FabricAgent::tors
+  std::string port;  // the ToR's interface to the GPU ("s0g0")
+};
+struct FabricGpu {
+  std::string node;
+  Ipv4 addr;  // the GPU's rail address (/32)
+  std::vector<FabricPort> ports;
+};
+struct FabricAgent {
+  std::string region, netns;  // netns: where it runs (the first spine's)
+  std::vector<std::string> spine_nodes, spine_netns;
+  std::vector<FabricTor> tors;
+  std::vector<FabricGpu> gpus;
+};
+
 struct Plan {
   std::string lab;
   Topology topo;
@@ -82,8 +108,9 @@ struct Plan {
   std::string shaping;                  // backend kind ("netem", "tbf", "htb"), "" = links unshaped
   std::vector<Stage> stages;            // userspace delay stages `up` starts under its supervisor
   std::string failover = "link-state";  // [failover] mode
-  std::vector<Agent> agents;    // failover agents `up` starts under its supervisor (mode agent)
-  std::vector<Router> routers;  // routing daemons `up` starts under its supervisor (mode bfd)
+  std::vector<Agent> agents;        // failover agents `up` starts under its supervisor (mode agent)
+  std::vector<Router> routers;      // routing daemons `up` starts under its supervisor (mode bfd)
+  std::vector<FabricAgent> fabric;  // dual-ToR host-route agents (host_routes = "withdraw")
 };
 
 Result<Plan> compile(const scenario::Scenario& s);

@@ -28,6 +28,13 @@ std::string to_text(const Plan& p) {
            " local-pref " + std::to_string(n.local_pref);
     s += "\n";
   }
+  for (const auto& f : p.fabric) {
+    s += "fabric " + f.region + " netns " + f.netns +
+         " host-route withdrawal: " + std::to_string(f.gpus.size()) + " GPUs, " +
+         std::to_string(f.tors.size()) + " ToRs, spines";
+    for (const auto& sp : f.spine_nodes) s += " " + sp;
+    s += "\n";
+  }
   return s;
 }
 

@@ -2,6 +2,7 @@
 
 #include "core/process.h"
 #include "probe/agent.h"
+#include "probe/fabric.h"
 #include "runner/frr.h"
 
 #include <unistd.h>
@@ -80,8 +81,9 @@ Status write_stage_config(const std::string& lab, const plan::Stage& st) {
 
 Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stages,
                     const std::vector<plan::Agent>& agents,
-                    const std::vector<plan::Router>& routers) {
-  if (stages.empty() && agents.empty() && routers.empty()) return {};
+                    const std::vector<plan::Router>& routers,
+                    const std::vector<plan::FabricAgent>& fabric) {
+  if (stages.empty() && agents.empty() && routers.empty() && fabric.empty()) return {};
   std::error_code ec;
   std::filesystem::create_directories(apply::lab_dir(lab) + "/stages", ec);
   if (ec) return fail("create " + apply::lab_dir(lab) + "/stages: " + ec.message());
@@ -97,7 +99,7 @@ Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stag
       specs.push_back(stage_child(lab, st));
     }
   }
-  if (!agents.empty()) {
+  if (!agents.empty() || !fabric.empty()) {
     auto tb_probe = find_companion("tb-probe", "TESTBEDCTL_PROBE");
     if (!tb_probe) return std::unexpected(tb_probe.error());
     for (const auto& a : agents) {
@@ -112,6 +114,22 @@ Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stag
       specs.push_back({"agent " + a.node,
                        a.netns,
                        {*tb_probe, "agent", "--config", conf, "--events",
+                        apply::lab_dir(lab) + "/events.jsonl"}});
+    }
+    for (const auto& f : fabric) {
+      probe::FabricConfig c{f.region, f.spine_nodes, f.spine_netns, {}, {}};
+      for (const auto& t : f.tors)
+        c.tors.push_back({t.node, t.netns, t.spine_port, t.addr.to_string()});
+      for (const auto& g : f.gpus) {
+        probe::FabricConfig::Gpu gpu{g.node, g.addr.to_string(), {}};
+        for (const auto& p : g.ports) gpu.ports.push_back({p.tor, p.port});
+        c.gpus.push_back(std::move(gpu));
+      }
+      const std::string conf = apply::lab_dir(lab) + "/stages/fabric-" + f.region + ".json";
+      std::ofstream(conf) << probe::to_json(c).dump(1) << "\n";
+      specs.push_back({"fabric " + f.region,
+                       f.netns,
+                       {*tb_probe, "fabric", "--config", conf, "--events",
                         apply::lab_dir(lab) + "/events.jsonl"}});
     }
   }

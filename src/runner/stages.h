@@ -22,9 +22,11 @@ std::string delayd_path();
 // Writes every stage's (and failover agent's) config and starts the supervisor; succeeds once
 // all of them run. Neither: nothing to do.
 // Routers (mode bfd): their FRR daemons too, and it waits until BGP has every route.
+// Fabric agents (dual-ToR host-route withdrawal) too.
 Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stages,
                     const std::vector<plan::Agent>& agents = {},
-                    const std::vector<plan::Router>& routers = {});
+                    const std::vector<plan::Router>& routers = {},
+                    const std::vector<plan::FabricAgent>& fabric = {});
 
 // Writes `stage`'s config (rename over the old one). A running stage re-reads it on SIGHUP.
 Status write_stage_config(const std::string& lab, const plan::Stage& stage);

@@ -152,7 +152,8 @@ void read_failover(Table& top, LoadState& st) {
     return;
   }
   Table t(*v, "failover", "[failover]",
-          {"mode", "probe_interval", "misses", "bfd_interval", "bfd_multiplier"}, st.d);
+          {"mode", "probe_interval", "misses", "bfd_interval", "bfd_multiplier", "host_routes"},
+          st.d);
   Failover& f = st.s.failover;
   f.loc = t.loc();
   if (auto m = t.str("mode"); m && t.one_of("mode", *m, {"link-state", "none", "agent", "bfd"}))
@@ -172,6 +173,8 @@ void read_failover(Table& top, LoadState& st) {
       t.error("bfd_interval", "must be whole milliseconds, 10ms..60s (FRR's range)");
   }
   if (auto m = t.integer("bfd_multiplier", false, 2, 255)) f.bfd_multiplier = static_cast<int>(*m);
+  if (auto h = t.str("host_routes"); h && t.one_of("host_routes", *h, {"withdraw", "static"}))
+    f.host_routes = *h;
   if (f.mode != "agent" && (t.has("probe_interval") || t.has("misses")))
     t.error(t.has("misses") ? "misses" : "probe_interval", "only for mode = \"agent\"");
   if (f.mode != "bfd" && (t.has("bfd_interval") || t.has("bfd_multiplier")))

@@ -138,6 +138,10 @@ struct Failover {
   int misses = 3;
   Duration bfd_interval{300'000'000};  // FRR's default
   int bfd_multiplier = 3;
+  // Dual-ToR host routes: "withdraw" (a fabric agent takes a GPU's /32 off the spines' ECMP
+  // toward a ToR that lost the GPU's port, as BGP does in HPN) or "static" (the spines route
+  // each rail subnet to both ToRs, whatever their ports do).
+  std::string host_routes = "withdraw";
   Loc loc;
 };
 

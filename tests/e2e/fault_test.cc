@@ -2,6 +2,7 @@
 // the traffic while it lasts, and reverted; bad input is exit 2 and changes nothing.
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "core/process.h"
@@ -189,6 +190,57 @@ TEST_F(Fault, PartitionCutsTheRegionsApart) {
   EXPECT_EQ(wait_rc(rcf), 0);
   EXPECT_TRUE(reaches("hz/s0/g0", "bj-s0-g0"));
   EXPECT_EQ(events("blackhole_on").size(), 2u);
+}
+
+// Dual-ToR host-route withdrawal ([failover] host_routes = "withdraw", the default): a GPU's
+// port going down on one ToR puts the GPU's /32 on every spine via the other ToR, so no spine
+// hashes its traffic to the ToR that cannot deliver; the port coming back takes the /32 away.
+TEST_F(Fault, DualTorLinkDownWithdrawsTheGpusHostRouteFromTheSpines) {
+  up("hz-bj.toml", "fw");
+  auto addr_of = [&](const std::string& netns, const std::string& ifname) {
+    auto r = sh("ip -n " + netns + " -4 -o addr show " + ifname);
+    const auto p = r.out.find("inet ");
+    return p == std::string::npos ? std::string() : r.out.substr(p + 5, r.out.find('/', p) - p - 5);
+  };
+  const std::string gpu = addr_of("tb-" + lab_ + "-hz-s0-g0", "raila");
+  const std::string tor0b = addr_of("tb-" + lab_ + "-hz-tor0b", "sp0");
+  ASSERT_FALSE(gpu.empty());
+  ASSERT_FALSE(tor0b.empty());
+  auto host_route = [&](int spine) {
+    return sh("ip -n tb-" + lab_ + "-hz-spine" + std::to_string(spine) + " route show " + gpu +
+              "/32")
+        .out;
+  };
+  auto wait_for = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 40 && !done(); ++i) sleep_ms(50);
+    return done();
+  };
+  EXPECT_EQ(host_route(0), "");
+  EXPECT_NE(testbedctl("status " + lab_).out.find("fabric hz (running"), std::string::npos);
+
+  auto r = testbedctl("link " + lab_ + " down hz/s0/g0:raila hz/tor0a:s0g0");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_TRUE(wait_for([&] { return host_route(k).find("dev t0b") != std::string::npos; }))
+        << "spine" << k << ": " << host_route(k);
+    EXPECT_NE(host_route(k).find("via " + tor0b), std::string::npos) << host_route(k);
+    EXPECT_EQ(host_route(k).find("t0a"), std::string::npos) << host_route(k);
+  }
+  // Every other GPU of rail 0 reaches it, whichever ToR and spine its flow hashes to.
+  for (const char* from : {"hz/s1/g0", "hz/s2/g0", "hz/s3/g0"})
+    EXPECT_TRUE(reaches(from, "hz-s0-g0.rail")) << from;
+  auto w = events("fabric_withdraw");
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0]["gpu"], "hz/s0/g0");
+  EXPECT_EQ(w[0]["via"], nlohmann::json::array({"hz/tor0b"}));
+  EXPECT_EQ(w[0]["withdrawn_from"], nlohmann::json::array({"hz/tor0a"}));
+
+  r = testbedctl("link " + lab_ + " up hz/s0/g0:raila hz/tor0a:s0g0");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (int k = 0; k < 2; ++k)
+    EXPECT_TRUE(wait_for([&] { return host_route(k).empty(); })) << host_route(k);
+  EXPECT_EQ(events("fabric_restore").size(), 1u);
+  EXPECT_TRUE(reaches("hz/s1/g0", "hz-s0-g0.rail"));
 }
 
 TEST_F(Fault, BadInputIsExitTwo) {

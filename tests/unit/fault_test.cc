@@ -7,6 +7,7 @@
 #include "fault/fault.h"
 #include "metrics/recovery.h"
 #include "plan/plan.h"
+#include "probe/fabric.h"
 #include "run/experiment.h"
 #include "run/probes.h"
 #include "runner/frr.h"
@@ -261,6 +262,84 @@ TEST(Failover, BfdModeMakesRoutersInsteadOfStaticWanRoutes) {
       << bfdd;
 }
 
+TEST(Failover, DualTorRegionsGetAFabricAgentThatKnowsEveryGpuPort) {
+  auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/hz-bj.toml");
+  ASSERT_TRUE(s);
+  auto p = plan::compile(*s);
+  ASSERT_TRUE(p);
+  ASSERT_EQ(p->fabric.size(), 1u);  // hz is dual-ToR with spines; bj has one ToR per rail
+  const auto& f = p->fabric[0];
+  auto rail_of = [&](const std::string& node) {
+    for (const auto& [role, a] : p->topo.node(node)->addrs)
+      if (role == "rail") return a.addr;
+    return Ipv4{0};
+  };
+  EXPECT_EQ(f.region, "hz");
+  EXPECT_EQ(f.spine_nodes, (std::vector<std::string>{"hz/spine0", "hz/spine1"}));
+  EXPECT_EQ(f.netns, f.spine_netns[0]);
+  ASSERT_EQ(f.tors.size(), 8u);
+  ASSERT_EQ(f.gpus.size(), 16u);
+  // hz/s0/g0 sits on rail 0: ports s0g0 on tor0a and tor0b, which the spines reach by t0a/t0b
+  // at the ToRs' rail addresses (what the topology says they are).
+  const auto& g = f.gpus[0];
+  EXPECT_EQ(g.node, "hz/s0/g0");
+  EXPECT_EQ(g.addr, rail_of("hz/s0/g0"));
+  ASSERT_EQ(g.ports.size(), 2u);
+  for (int side = 0; side < 2; ++side) {
+    const auto& tor = f.tors.at(g.ports[side].tor);
+    EXPECT_EQ(tor.node, side == 0 ? "hz/tor0a" : "hz/tor0b");
+    EXPECT_EQ(tor.spine_port, side == 0 ? "t0a" : "t0b");
+    EXPECT_EQ(g.ports[side].port, "s0g0");
+    EXPECT_EQ(tor.addr, rail_of(tor.node));
+  }
+  const auto& g13 = f.gpus[13];  // hz/s3/g1: rail 1
+  EXPECT_EQ(g13.node, "hz/s3/g1");
+  EXPECT_EQ(f.tors.at(g13.ports[1].tor).node, "hz/tor1b");
+  EXPECT_EQ(g13.ports[1].port, "s3g1");
+  EXPECT_NE(plan::to_text(*p).find("fabric hz netns"), std::string::npos);
+
+  s->failover.host_routes = "static";
+  auto st = plan::compile(*s);
+  ASSERT_TRUE(st);
+  EXPECT_TRUE(st->fabric.empty());
+  auto mini = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/mini.toml");
+  ASSERT_TRUE(mini);
+  auto pm = plan::compile(*mini);
+  ASSERT_TRUE(pm);
+  EXPECT_TRUE(pm->fabric.empty());  // one ToR per rail: nothing to choose between
+}
+
+TEST(Failover, FabricNextHopsAreTheToRsThatStillDeliver) {
+  const std::vector<probe::FabricConfig::Port> ports{{4, "s0g0"}, {5, "s0g0"}};
+  EXPECT_TRUE(probe::fabric_next_hops(ports, {true, true}).empty());  // whole: ECMP route
+  EXPECT_EQ(probe::fabric_next_hops(ports, {false, true}), std::vector<int>{5});
+  EXPECT_EQ(probe::fabric_next_hops(ports, {true, false}), std::vector<int>{4});
+  EXPECT_TRUE(probe::fabric_next_hops(ports, {false, false}).empty());  // cut off: nothing better
+}
+
+TEST(Failover, FabricConfigRoundTripsAndRefusesNonsense) {
+  probe::FabricConfig c{"hz",
+                        {"hz/spine0"},
+                        {"tb-x-hz-spine0"},
+                        {{"hz/tor0a", "tb-x-hz-tor0a", "t0a", "198.18.0.1"},
+                         {"hz/tor0b", "tb-x-hz-tor0b", "t0b", "198.18.0.2"}},
+                        {{"hz/s0/g0", "198.18.0.8", {{0, "s0g0"}, {1, "s0g0"}}}}};
+  auto back = probe::fabric_config_from_json(probe::to_json(c));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->tors.at(1).spine_port, "t0b");
+  EXPECT_EQ(back->gpus.at(0).ports.at(1).tor, 1);
+  EXPECT_EQ(back->spine_netns.at(0), "tb-x-hz-spine0");
+  auto j = probe::to_json(c);
+  j["gpus"][0]["ports"][1]["tor"] = 2;  // no such ToR
+  EXPECT_FALSE(probe::fabric_config_from_json(j));
+  j = probe::to_json(c);
+  j["gpus"][0]["addr"] = "198.18.0";
+  EXPECT_FALSE(probe::fabric_config_from_json(j));
+  j = probe::to_json(c);
+  j["spine_netns"] = nlohmann::json::array();
+  EXPECT_FALSE(probe::fabric_config_from_json(j));
+}
+
 TEST(Failover, LoaderChecksTheTable) {
   auto load = [](const std::string& extra) {
     std::ifstream in(std::string(TB_SOURCE_DIR) + "/scenarios/mini.toml");
@@ -283,6 +362,14 @@ TEST(Failover, LoaderChecksTheTable) {
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("only for mode = \"agent\""), std::string::npos)
       << bad.error().message;
+  EXPECT_EQ(ok->failover.host_routes, "withdraw");  // the default
+  auto st = load("[failover]\nhost_routes = \"static\"\n");
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(st->failover.host_routes, "static");
+  bad = load("[failover]\nhost_routes = \"bgp\"\n");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("host_routes"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("withdraw"), std::string::npos) << bad.error().message;
 }
 
 }  // namespace

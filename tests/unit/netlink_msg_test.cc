@@ -248,6 +248,46 @@ TEST(NetlinkMsg, DeleteRouteMatchesAnyScopeAndNexthop) {
   EXPECT_EQ(a.count(RTA_OIF), 0u);
 }
 
+TEST(NetlinkMsg, ReplaceRouteIsANewRouteThatMayReplace) {
+  RouteSpec r{pfx("198.18.0.8/32"), {{4, pfx("198.18.0.2/32").addr, true, 1}}, std::nullopt, 0};
+  NlMsg m = replace_route(r);
+  expect_request(m, RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE);
+  NlMsg n = new_route(r);
+  // Everything after the header is new_route's.
+  EXPECT_TRUE(std::equal(m.bytes.begin() + sizeof(nlmsghdr), m.bytes.end(),
+                         n.bytes.begin() + sizeof(nlmsghdr), n.bytes.end()));
+}
+
+TEST(NetlinkMsg, GetRouteAsksForTheMatchedEntry) {
+  NlMsg m = get_route(pfx("198.18.0.8/32").addr);
+  expect_request(m, RTM_GETROUTE, NLM_F_REQUEST);
+  const auto* rtm = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(m.header()));
+  EXPECT_EQ(rtm->rtm_family, AF_INET);
+  EXPECT_EQ(rtm->rtm_dst_len, 32);
+  EXPECT_EQ(rtm->rtm_flags, static_cast<unsigned>(RTM_F_FIB_MATCH));
+  Attrs a = attrs_of(m.header(), sizeof(rtmsg));
+  EXPECT_EQ(mnl_attr_get_u32(a.at(RTA_DST)), ip("198.18.0.8"));
+}
+
+TEST(NetlinkMsg, RouteMatchReadsLengthAndOutputInterface) {
+  alignas(nlmsghdr) char buf[512] = {};
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
+  nlh->nlmsg_type = RTM_NEWROUTE;
+  auto* rtm = static_cast<rtmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(rtmsg)));
+  rtm->rtm_family = AF_INET;
+  rtm->rtm_dst_len = 32;
+  mnl_attr_put_u32(nlh, RTA_OIF, 9);
+  auto m = parse_route_match(nlh);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->dst_len, 32);
+  EXPECT_EQ(m->oif, 9);
+  EXPECT_EQ(m->nexthops, 1);
+  rtm->rtm_family = AF_INET6;
+  EXPECT_FALSE(parse_route_match(nlh));
+  nlh->nlmsg_type = RTM_NEWLINK;
+  EXPECT_FALSE(parse_route_match(nlh));
+}
+
 TEST(NetlinkMsg, DumpsAskForEverything) {
   expect_request(dump_links(), RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP);
   NlMsg addrs = dump_ipv4_addrs();

@@ -4,6 +4,7 @@
 //   tb-probe rtt     --to ADDR --port P [--dev IF] --count N --interval-us I [--wait-ms W]
 //                    [--samples]
 //   tb-probe agent   --config FILE --events FILE   (runs until SIGTERM)
+//   tb-probe fabric  --config FILE --events FILE   (runs until SIGTERM)
 //   tb-probe goodput --to ADDR --port P [--dev IF] --seconds T [--warmup-ms W]
 //                    [--buffer BYTES] [--drain-ms D]
 //
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "probe/agent.h"
+#include "probe/fabric.h"
 #include "probe/goodput.h"
 #include "probe/rtt.h"
 #include "probe/serve.h"
@@ -80,6 +82,10 @@ int main(int argc, char** argv) {
   auto* agent = app.add_subcommand("agent", "the WAN failover agent of a transit router");
   agent->add_option("--config", agent_config, "its JSON config (written by `up`)")->required();
   agent->add_option("--events", agent_events, "the lab's events.jsonl")->required();
+  auto* fabric =
+      app.add_subcommand("fabric", "dual-ToR host-route withdrawal for the spines of a region");
+  fabric->add_option("--config", agent_config, "its JSON config (written by `up`)")->required();
+  fabric->add_option("--events", agent_events, "the lab's events.jsonl")->required();
 
   try {
     app.parse(argc, argv);
@@ -102,13 +108,20 @@ int main(int argc, char** argv) {
            {"tcp_bytes", r->tcp_bytes}});
     return tb::kExitOk;
   }
-  if (*agent) {
+  if (*agent || *fabric) {
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
     std::ifstream in(agent_config);
     auto j = nlohmann::json::parse(in, nullptr, false);
+    if (*fabric) {
+      auto c = tb::probe::fabric_config_from_json(j);
+      if (!c) return fail_with(c.error());
+      auto r = tb::probe::run_fabric(*c, agent_events, g_stop);
+      if (!r) return fail_with(r.error());
+      return tb::kExitOk;
+    }
     auto c = tb::probe::agent_config_from_json(j);
     if (!c) return fail_with(c.error());
     auto r = tb::probe::run_agent(*c, agent_events, g_stop);
