@@ -72,7 +72,8 @@ RecoveryReport analyze(const RecoveryInput& in) {
         r.detection_ms = std::max(0.0, ms(c.t_ns - f.inject_ns));
         r.detected_by = c.what + " " + c.where + (c.detail.empty() ? "" : " " + c.detail);
       }
-      if (!r.reroute_ms && (c.what == "route_add" || c.what == "route_del"))
+      if (!r.reroute_ms && (c.what == "route_add" || c.what == "route_del" ||
+                            c.what == "fabric_withdraw" || c.what == "fabric_restore"))
         r.reroute_ms = std::max(0.0, ms(c.t_ns - f.inject_ns));
     }
     // Control events after the repair began belong to the repair, not to detection.

@@ -3,7 +3,8 @@
 //   detection   first control-plane reaction after the fault (a route withdrawn or added in a
 //               watched namespace, a BFD session down, the failover agent switching); none when
 //               nothing reacted (static routes)
-//   reroute     first route installed or withdrawn after the fault (traffic has a new path)
+//   reroute     first route installed or withdrawn after the fault (traffic has a new path),
+//               a spine host route by the fabric agent included
 //   outage      the longest run of lost probes on the fault's path that began after it
 //               (data plane); `recovered` when it ended before the fault was repaired
 //   stall       workload: the gap between the last iteration completed before the fault and

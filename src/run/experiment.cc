@@ -271,6 +271,9 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, apply::LabState& st,
     if (e == "agent_path_down" || e == "agent_path_up")
       in.control.push_back(
           {j["t_mono_ns"].get<int64_t>(), e, j.value("node", ""), j.value("path", "")});
+    if (e == "fabric_withdraw" || e == "fabric_restore")  // the spines' host routes
+      in.control.push_back(
+          {j["t_mono_ns"].get<int64_t>(), e, j.value("region", ""), j.value("gpu", "")});
     if ((e == "fault_inject" || e == "fault_revert") && j.contains("fault")) {
       auto& w = windows[j["fault"].get<size_t>()];
       if (e == "fault_inject" && w.inject_ns == 0) {

@@ -160,6 +160,10 @@ TEST(Recovery, BreaksDownEachFault) {
   EXPECT_TRUE(f.recovered_before_repair);
   EXPECT_DOUBLE_EQ(*f.stall_ms, 300 - 10);  // 510 -> 810, less one iteration
   EXPECT_DOUBLE_EQ(r.max_stall_ms(), 290);
+
+  // The fabric agent's host route on the spines is a reroute too.
+  in.control.insert(in.control.begin() + 2, {501 * kMs, "fabric_withdraw", "hz", "hz/s0/g0"});
+  EXPECT_DOUBLE_EQ(*metrics::analyze(in).faults[0].reroute_ms, 1);
 }
 
 TEST(Recovery, NothingReactsToAStaticRouteBlackhole) {
