@@ -135,6 +135,7 @@ Status run_fabric(const FabricConfig& c, const std::string& events_path,
   for (size_t g = 0; g < c.gpus.size(); ++g) delivers[g].assign(c.gpus[g].ports.size(), true);
   // What the spines hold per GPU; unknown at start (an earlier agent may have left a /32).
   std::vector<std::optional<std::vector<int>>> installed(c.gpus.size());
+  std::vector<std::string> last_error(c.gpus.size());
 
   auto names = [&](const std::vector<int>& idx) {
     nlohmann::json out = nlohmann::json::array();
@@ -163,14 +164,17 @@ Status run_fabric(const FabricConfig& c, const std::string& events_path,
                               "fabric: route " + dst.to_string() + " on " + c.spine_nodes[k]);
       }
       if (!r) {
-        (void)append_event(events_path, {{"event", "fabric_error"},
-                                         {"region", c.region},
-                                         {"gpu", gpu.node},
-                                         {"error", r.error().message}});
+        if (last_error[g] != r.error().message)  // once per distinct failure, not per retry
+          (void)append_event(events_path, {{"event", "fabric_error"},
+                                           {"region", c.region},
+                                           {"gpu", gpu.node},
+                                           {"error", r.error().message}});
+        last_error[g] = r.error().message;
         installed[g].reset();  // retried at the next recheck
         return;
       }
     }
+    last_error[g].clear();
     const bool first = !installed[g].has_value();
     installed[g] = want;
     if (first && want.empty()) return;  // start-up: nothing was withdrawn
