@@ -80,7 +80,7 @@ TEST(ScenarioLoad, HzBjLoads) {
   EXPECT_TRUE(node_exists(s, s.faults[1].a));
   EXPECT_TRUE(node_exists(s, s.faults[1].b));
 
-  EXPECT_EQ(s.expect.max_stall_ms, 1000);
+  EXPECT_EQ(s.expect.max_stall_ms, 1500);
   EXPECT_EQ(s.failover.host_routes, "withdraw");
   EXPECT_EQ(s.expect.min_busbw_fraction, 0.8);
 }
