@@ -47,50 +47,38 @@ Status validate(const GoodputOptions& o) {
   return {};
 }
 
-Result<GoodputResult> run_goodput(const GoodputOptions& o) {
-  TB_TRY(validate(o));
-  auto to = ipv4_endpoint(o.to, o.port);
-  if (!to) return std::unexpected(to.error());
-  const std::string what =
-      o.to + ":" + std::to_string(o.port) + (o.dev.empty() ? "" : " via " + o.dev);
-  auto fd = open_socket(SOCK_STREAM, o.dev);
-  if (!fd) return std::unexpected(fd.error());
-  GoodputResult r;
-  if (o.buffer > 0) {
-    auto b = set_buffer(fd->get(), SO_SNDBUF, o.buffer);
-    if (!b) return std::unexpected(b.error());
-  }
-  TB_TRY(connect_by(fd->get(), *to, what, now_ns() + int64_t{kConnectTimeoutMs} * 1'000'000));
-  const auto hello = encode(GoodputHello{static_cast<uint32_t>(o.warmup_ms)});
-  TB_TRY(send_all(fd->get(), hello, now_ns() + int64_t{kConnectTimeoutMs} * 1'000'000, what));
+namespace {
 
+// Sends for o.seconds on the connected `sock`, half-closes and reads the receiver's report.
+Result<GoodputResult> measure(int sock, const GoodputOptions& o, const std::string& what) {
+  GoodputResult r;
   static const std::vector<uint8_t> chunk(kChunk, 0x5a);
   const int64_t start = now_ns();
   const int64_t stop_at = start + static_cast<int64_t>(o.seconds * 1e9);
   while (now_ns() < stop_at) {
-    const ssize_t n = ::send(fd->get(), chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    const ssize_t n = ::send(sock, chunk.data(), chunk.size(), MSG_NOSIGNAL);
     if (n > 0) {
       r.sent_bytes += static_cast<uint64_t>(n);
       continue;
     }
     if (n < 0 && errno != EAGAIN && errno != EINTR) return sys_fail("send to " + what);
-    wait_fd(fd->get(), POLLOUT, stop_at);
+    wait_fd(sock, POLLOUT, stop_at);
   }
   r.send_seconds = static_cast<double>(now_ns() - start) / 1e9;
-  if (::shutdown(fd->get(), SHUT_WR) != 0) return sys_fail("half-close to " + what);
+  if (::shutdown(sock, SHUT_WR) != 0) return sys_fail("half-close to " + what);
 
   std::array<uint8_t, kReportBytes> buf{};
   size_t got = 0;
   const int64_t drain_deadline = now_ns() + int64_t{o.drain_ms} * 1'000'000;
   while (got < buf.size()) {
-    const ssize_t n = ::recv(fd->get(), buf.data() + got, buf.size() - got, 0);
+    const ssize_t n = ::recv(sock, buf.data() + got, buf.size() - got, 0);
     if (n > 0) {
       got += static_cast<size_t>(n);
       continue;
     }
     if (n == 0) return fail("goodput to " + what + ": the receiver closed without a report");
     if (errno != EAGAIN && errno != EINTR) return sys_fail("read report from " + what);
-    if (wait_fd(fd->get(), POLLIN, drain_deadline) == 0)
+    if (wait_fd(sock, POLLIN, drain_deadline) == 0)
       return fail("goodput to " + what + ": no report within " + std::to_string(o.drain_ms) +
                   " ms of the end of sending (the link drains slower than expected)");
   }
@@ -105,14 +93,42 @@ Result<GoodputResult> run_goodput(const GoodputOptions& o) {
 
   tcp_info ti{};
   socklen_t len = sizeof ti;
-  if (::getsockopt(fd->get(), IPPROTO_TCP, TCP_INFO, &ti, &len) == 0) {
+  if (::getsockopt(sock, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0) {
     r.mss = static_cast<int>(ti.tcpi_snd_mss);
     r.timestamps = (ti.tcpi_options & TCPI_OPT_TIMESTAMPS) != 0;
     r.retransmits = ti.tcpi_total_retrans;
     r.tcp_rtt_us = ti.tcpi_rtt;
   }
-  r.sndbuf = get_buffer(fd->get(), SO_SNDBUF);
+  r.sndbuf = get_buffer(sock, SO_SNDBUF);
   return r;
+}
+
+}  // namespace
+
+Result<GoodputResult> run_goodput(const GoodputOptions& o) {
+  TB_TRY(validate(o));
+  auto to = ipv4_endpoint(o.to, o.port);
+  if (!to) return std::unexpected(to.error());
+  const std::string what =
+      o.to + ":" + std::to_string(o.port) + (o.dev.empty() ? "" : " via " + o.dev);
+  auto fd = open_socket(SOCK_STREAM, o.dev);
+  if (!fd) return std::unexpected(fd.error());
+  if (o.buffer > 0) {
+    auto b = set_buffer(fd->get(), SO_SNDBUF, o.buffer);
+    if (!b) return std::unexpected(b.error());
+  }
+  TB_TRY(connect_by(fd->get(), *to, what, now_ns() + int64_t{kConnectTimeoutMs} * 1'000'000));
+  const auto hello = encode(GoodputHello{static_cast<uint32_t>(o.warmup_ms)});
+  TB_TRY(send_all(fd->get(), hello, now_ns() + int64_t{kConnectTimeoutMs} * 1'000'000, what));
+  auto measured = measure(fd->get(), o, what);
+  if (!measured) {
+    // Nothing of a failed run may outlive it: a plain close would leave the kernel sending the
+    // rest of a send buffer of up to 2 x BDP (megabytes on a fast, lossy link) for seconds,
+    // into whatever is measured next. Linger 0 makes close() reset the connection and drop it.
+    linger abort{1, 0};
+    ::setsockopt(fd->get(), SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+  }
+  return measured;
 }
 
 nlohmann::json to_json(const GoodputOptions& o, const GoodputResult& r) {

@@ -4,7 +4,9 @@
 // Every probe is a child with a test-unique owner marker; none may be left at the end.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/process.h"
 #include "netlink/netns.h"
@@ -112,6 +114,33 @@ TEST_F(VerifyNetnsTest, TbfShapedVethGoodputRttAndCounts) {
     EXPECT_GT(gp["receiver"]["measured_seconds"].get<double>(), 2.0);
   }
   EXPECT_TRUE(owned_processes(owner_).empty());
+}
+
+// A goodput run that gets no report in time fails, and takes its connection with it: the
+// rest of its send buffer must not keep flowing into whatever is measured next.
+TEST_F(VerifyNetnsTest, AFailedGoodputRunLeavesNoTrafficBehind) {
+  veth("va", "198.18.250.1/30", "vb", "198.18.250.2/30");
+  ASSERT_EQ(run_quiet({"ip", "netns", "exec", a_, "tc", "qdisc", "add", "dev", "va", "root", "tbf",
+                       "rate", "2mbit", "burst", "16k", "latency", "400ms"}),
+            0);
+  auto s = server(b_, "vb");
+  auto c = ProbeChild::start(
+      a_,
+      {TB_PROBE, "goodput", "--to", "198.18.250.2", "--port", "47100", "--dev", "va", "--seconds",
+       "0.5", "--warmup-ms", "100", "--buffer", "4194304", "--drain-ms", "200"},
+      owner_, work_ + "/client.log");
+  ASSERT_TRUE(c.has_value());
+  auto rc = c->wait(10'000, stop_);
+  ASSERT_TRUE(rc.has_value());
+  EXPECT_EQ(*rc, 1) << c->log();  // 4 MiB cannot drain at 2 Mbit/s in 200 ms
+  EXPECT_NE(c->log().find("no report within 200 ms"), std::string::npos) << c->log();
+  // What the tbf queue already held leaves within its 400 ms latency bound; after that, without
+  // the reset, 2 Mbit/s of the leftover send buffer would go on for about 16 s.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const uint64_t before = tx_packets(a_, "va");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_LE(tx_packets(a_, "va") - before, 2u);
+  EXPECT_EQ(capture("ip netns exec " + a_ + " ss -Htn"), "");
 }
 
 TEST_F(VerifyNetnsTest, BridgeAddressAndClosedPort) {
