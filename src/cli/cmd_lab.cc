@@ -76,7 +76,8 @@ int cmd_up(const std::string& path, const std::string& name, const std::string& 
   apply::NetlinkKernel kernel;
   auto r = apply::up(
       *p, std::filesystem::absolute(path).string(), kernel,
-      [&] { return runner::start_stages(p->lab, p->stages, p->agents, p->routers, p->fabric); }, rdma);
+      [&] { return runner::start_stages(p->lab, p->stages, p->agents, p->routers, p->fabric); },
+      rdma);
   if (!r) return report(r.error());
   std::printf("lab %s is up: %s built in %.2f s\n", p->lab.c_str(), summary_text(p->topo).c_str(),
               r->seconds);
