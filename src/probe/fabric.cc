@@ -56,12 +56,14 @@ struct SpineState {
 nlohmann::json to_json(const FabricConfig& c) {
   nlohmann::json tors = nlohmann::json::array(), gpus = nlohmann::json::array();
   for (const auto& t : c.tors)
-    tors.push_back(
-        {{"node", t.node}, {"netns", t.netns}, {"spine_port", t.spine_port}, {"addr", t.addr}});
+    tors.push_back({{"node", t.node},
+                    {"netns", t.netns},
+                    {"spine_port", t.spine_port},
+                    {"addr", t.addr.to_string()}});
   for (const auto& g : c.gpus) {
     nlohmann::json ports = nlohmann::json::array();
     for (const auto& p : g.ports) ports.push_back({{"tor", p.tor}, {"port", p.port}});
-    gpus.push_back({{"node", g.node}, {"addr", g.addr}, {"ports", ports}});
+    gpus.push_back({{"node", g.node}, {"addr", g.addr.to_string()}, {"ports", ports}});
   }
   return {{"region", c.region},
           {"spine_nodes", c.spine_nodes},
@@ -76,10 +78,15 @@ Result<FabricConfig> fabric_config_from_json(const nlohmann::json& j) {
     c.region = j.at("region");
     c.spine_nodes = j.at("spine_nodes").get<std::vector<std::string>>();
     c.spine_netns = j.at("spine_netns").get<std::vector<std::string>>();
-    for (const auto& t : j.at("tors"))
-      c.tors.push_back({t.at("node"), t.at("netns"), t.at("spine_port"), t.at("addr")});
+    for (const auto& t : j.at("tors")) {
+      auto addr = parse_ipv4(t.at("addr").get<std::string>());
+      if (!addr) return bad_input("fabric config: ToR address " + t.at("addr").dump());
+      c.tors.push_back({t.at("node"), t.at("netns"), t.at("spine_port"), *addr});
+    }
     for (const auto& g : j.at("gpus")) {
-      FabricConfig::Gpu gpu{g.at("node"), g.at("addr"), {}};
+      auto addr = parse_ipv4(g.at("addr").get<std::string>());
+      if (!addr) return bad_input("fabric config: GPU address " + g.at("addr").dump());
+      FabricConfig::Gpu gpu{g.at("node"), *addr, {}};
       for (const auto& p : g.at("ports")) {
         const int tor = p.at("tor");
         if (tor < 0 || tor >= static_cast<int>(c.tors.size()))
@@ -87,11 +94,8 @@ Result<FabricConfig> fabric_config_from_json(const nlohmann::json& j) {
                            " of " + std::to_string(c.tors.size()));
         gpu.ports.push_back({tor, p.at("port")});
       }
-      if (!parse_ipv4(gpu.addr)) return bad_input("fabric config: GPU address " + gpu.addr);
       c.gpus.push_back(std::move(gpu));
     }
-    for (const auto& t : c.tors)
-      if (!parse_ipv4(t.addr)) return bad_input("fabric config: ToR address " + t.addr);
     if (c.spine_netns.empty() || c.spine_netns.size() != c.spine_nodes.size() || c.tors.empty())
       return bad_input("fabric config: spines (node and netns each) and ToRs are needed");
     return c;
@@ -146,7 +150,7 @@ Status run_fabric(const FabricConfig& c, const std::string& events_path,
     const auto& gpu = c.gpus[g];
     const std::vector<int> want = fabric_next_hops(gpu.ports, delivers[g]);
     if (installed[g] && *installed[g] == want) return;
-    const Prefix dst{*parse_ipv4(gpu.addr), 32};
+    const Prefix dst{gpu.addr, 32};
     for (size_t k = 0; k < spines.size(); ++k) {
       Status r;
       if (want.empty()) {
@@ -158,7 +162,7 @@ Status run_fabric(const FabricConfig& c, const std::string& events_path,
         for (int t : want) {
           auto it = spines[k].links.find(c.tors[t].spine_port);
           const int ifindex = it == spines[k].links.end() ? 0 : it->second.first;
-          spec.nexthops.push_back({ifindex, *parse_ipv4(c.tors[t].addr), true, 1});
+          spec.nexthops.push_back({ifindex, c.tors[t].addr, true, 1});
         }
         r = spines[k].nl.call(netlink::replace_route(spec),
                               "fabric: route " + dst.to_string() + " on " + c.spine_nodes[k]);
@@ -181,7 +185,7 @@ Status run_fabric(const FabricConfig& c, const std::string& events_path,
     nlohmann::json ev = {{"event", want.empty() ? "fabric_restore" : "fabric_withdraw"},
                          {"region", c.region},
                          {"gpu", gpu.node},
-                         {"addr", gpu.addr},
+                         {"addr", gpu.addr.to_string()},
                          {"spines", c.spine_nodes.size()}};
     if (!want.empty()) {
       std::vector<int> lost;
@@ -203,8 +207,7 @@ Status run_fabric(const FabricConfig& c, const std::string& events_path,
         auto it = links->find(gpu.ports[i].port);
         bool ok = it != links->end() && it->second.second;
         if (ok) {
-          auto m =
-              netlink::lookup_route(tors[t].nl, *parse_ipv4(gpu.addr), "netns " + c.tors[t].netns);
+          auto m = netlink::lookup_route(tors[t].nl, gpu.addr, "netns " + c.tors[t].netns);
           ok = m && m->dst_len == 32 && m->oif == it->second.first;
         }
         delivers[g][i] = ok;

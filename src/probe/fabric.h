@@ -19,6 +19,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/error.h"
+#include "core/ipv4.h"
 
 namespace tb::probe {
 
@@ -26,14 +27,15 @@ struct FabricConfig {
   struct Tor {
     std::string node, netns;
     std::string spine_port;  // the spines' interface toward it
-    std::string addr;        // the spines' onlink next hop
+    Ipv4 addr;               // the spines' onlink next hop
   };
   struct Port {
     int tor = 0;  // index into tors
     std::string port;
   };
   struct Gpu {
-    std::string node, addr;
+    std::string node;
+    Ipv4 addr;
     std::vector<Port> ports;
   };
   std::string region;

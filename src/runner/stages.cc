@@ -102,6 +102,15 @@ Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stag
   if (!agents.empty() || !fabric.empty()) {
     auto tb_probe = find_companion("tb-probe", "TESTBEDCTL_PROBE");
     if (!tb_probe) return std::unexpected(tb_probe.error());
+    // A tb-probe daemon: its JSON config under stages/, the lab's events.jsonl.
+    auto probe_child = [&](const std::string& name, const std::string& netns, const char* mode,
+                           const std::string& conf, const nlohmann::json& config) {
+      std::ofstream(conf) << config.dump(1) << "\n";
+      specs.push_back(
+          {name,
+           netns,
+           {*tb_probe, mode, "--config", conf, "--events", apply::lab_dir(lab) + "/events.jsonl"}});
+    };
     for (const auto& a : agents) {
       probe::AgentConfig c{a.node, a.port, a.interval_ns, a.misses, {}};
       for (const auto& p : a.paths) {
@@ -109,28 +118,19 @@ Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stag
         for (const auto& d : p.dsts) ap.dsts.push_back(d.to_string());
         c.paths.push_back(ap);
       }
-      const std::string conf = apply::lab_dir(lab) + "/stages/agent-" + a.netns + ".json";
-      std::ofstream(conf) << probe::to_json(c).dump(1) << "\n";
-      specs.push_back({"agent " + a.node,
-                       a.netns,
-                       {*tb_probe, "agent", "--config", conf, "--events",
-                        apply::lab_dir(lab) + "/events.jsonl"}});
+      probe_child("agent " + a.node, a.netns, "agent",
+                  apply::lab_dir(lab) + "/stages/agent-" + a.netns + ".json", probe::to_json(c));
     }
     for (const auto& f : fabric) {
       probe::FabricConfig c{f.region, f.spine_nodes, f.spine_netns, {}, {}};
-      for (const auto& t : f.tors)
-        c.tors.push_back({t.node, t.netns, t.spine_port, t.addr.to_string()});
+      for (const auto& t : f.tors) c.tors.push_back({t.node, t.netns, t.spine_port, t.addr});
       for (const auto& g : f.gpus) {
-        probe::FabricConfig::Gpu gpu{g.node, g.addr.to_string(), {}};
+        probe::FabricConfig::Gpu gpu{g.node, g.addr, {}};
         for (const auto& p : g.ports) gpu.ports.push_back({p.tor, p.port});
         c.gpus.push_back(std::move(gpu));
       }
-      const std::string conf = apply::lab_dir(lab) + "/stages/fabric-" + f.region + ".json";
-      std::ofstream(conf) << probe::to_json(c).dump(1) << "\n";
-      specs.push_back({"fabric " + f.region,
-                       f.netns,
-                       {*tb_probe, "fabric", "--config", conf, "--events",
-                        apply::lab_dir(lab) + "/events.jsonl"}});
+      probe_child("fabric " + f.region, f.netns, "fabric",
+                  apply::lab_dir(lab) + "/stages/fabric-" + f.region + ".json", probe::to_json(c));
     }
   }
   for (const auto& r : routers) {

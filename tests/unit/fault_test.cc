@@ -325,9 +325,9 @@ TEST(Failover, FabricConfigRoundTripsAndRefusesNonsense) {
   probe::FabricConfig c{"hz",
                         {"hz/spine0"},
                         {"tb-x-hz-spine0"},
-                        {{"hz/tor0a", "tb-x-hz-tor0a", "t0a", "198.18.0.1"},
-                         {"hz/tor0b", "tb-x-hz-tor0b", "t0b", "198.18.0.2"}},
-                        {{"hz/s0/g0", "198.18.0.8", {{0, "s0g0"}, {1, "s0g0"}}}}};
+                        {{"hz/tor0a", "tb-x-hz-tor0a", "t0a", *parse_ipv4("198.18.0.1")},
+                         {"hz/tor0b", "tb-x-hz-tor0b", "t0b", *parse_ipv4("198.18.0.2")}},
+                        {{"hz/s0/g0", *parse_ipv4("198.18.0.8"), {{0, "s0g0"}, {1, "s0g0"}}}}};
   auto back = probe::fabric_config_from_json(probe::to_json(c));
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->tors.at(1).spine_port, "t0b");
