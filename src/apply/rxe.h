@@ -18,11 +18,22 @@
 #include <string>
 #include <vector>
 
-#include "apply/state.h"
+#include "core/error.h"
 #include "core/ipv4.h"
 #include "plan/topology.h"
 
 namespace tb::apply {
+
+// A Soft-RoCE device `up` made on a GPU's rail NIC . RDMA device names are global in
+// the kernel's default (shared) netns mode, so the name carries the lab's namespace name.
+struct RxeDevice {
+  std::string node;    // "dc/s0/g1"
+  std::string netns;   // the namespace that owns the netdev
+  std::string ifname;  // "rail"; "raila", "railb" with dual ToRs
+  std::string name;    // RDMA device name
+  int gid_index = -1;  // the RoCE v2 GID (IPv4-mapped rail address), read from sysfs
+  std::string gid;
+};
 
 // A GPU rail NIC that gets a device: node, netns, ifname and its rail address.
 struct RailNic {

@@ -9,14 +9,17 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "apply/state.h"
 #include "cli/commands.h"
 #include "cli/stop_signals.h"
 #include "core/process.h"
 #include "core/units.h"
-#include "workload/bench_run.h"
+#include "lab/state.h"
+#include "launch/bench_run.h"
 
 namespace tb::cli {
+using tb::launch::BenchOptions;
+using tb::launch::prepare_job;
+using tb::launch::run_job;
 
 int cmd_bench(const std::string& lab, const BenchFlags& f) {
   using namespace workload;
@@ -63,7 +66,7 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
   o.ib_timeout = f.ib_timeout;
   o.ib_retry_cnt = f.ib_retry_cnt;
 
-  auto st = apply::load_state(lab);
+  auto st = lab::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
   if (st->phase != "up")
     return report(Error{"lab " + lab + " is " + st->phase + ", not up", 0, kExitBadInput});

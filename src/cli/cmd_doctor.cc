@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "apply/capabilities.h"
+#include "capability/capabilities.h"
 #include "cli/commands.h"
 
 namespace tb::cli {
@@ -19,12 +19,12 @@ std::string pad(const std::string& s, size_t w) {
   return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
 }
 
-std::string enables_or_fallback(const apply::Capability& c) {
+std::string enables_or_fallback(const capability::Capability& c) {
   if (c.available) return c.enables;
   return "fallback: " + c.fallback + " (would enable: " + c.enables + ")";
 }
 
-void print_table(const apply::DoctorReport& r) {
+void print_table(const capability::DoctorReport& r) {
   size_t wn = 4, wd = 6;
   for (const auto& c : r.capabilities) {
     wn = std::max(wn, c.name.size());
@@ -51,9 +51,9 @@ std::string join(const std::vector<std::string>& v) {
 }  // namespace
 
 int cmd_doctor(bool json) {
-  auto r = apply::make_report(apply::kernel_release(), apply::probe_all());
+  auto r = capability::make_report(capability::kernel_release(), capability::check_all());
   if (json)
-    std::printf("%s\n", apply::to_json(r).dump(2).c_str());
+    std::printf("%s\n", capability::to_json(r).dump(2).c_str());
   else
     print_table(r);
   std::fflush(stdout);

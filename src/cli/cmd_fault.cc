@@ -5,12 +5,12 @@
 #include <cstdio>
 
 #include "apply/netlink_kernel.h"
-#include "apply/state.h"
 #include "cli/commands.h"
 #include "cli/stop_signals.h"
 #include "core/events.h"
 #include "core/units.h"
 #include "fault/timeline.h"
+#include "lab/state.h"
 #include "scenario/names.h"
 
 namespace tb::cli {
@@ -65,7 +65,7 @@ int cmd_fault(const std::string& lab, const FaultFlags& ff) {
   if (f.kind == "latency" && f.delay.ns <= 0)
     return report(Error{"latency needs --delay, e.g. --delay 50ms", 0, kExitBadInput});
   // A kill and a crash given by hand on a GPU / on a switch pick the right kind.
-  auto st = apply::load_state(lab);
+  auto st = lab::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
   if (st->phase != "up")
     return report(Error{"lab " + lab + " is " + st->phase + ", not up", 0, kExitBadInput});
@@ -76,7 +76,7 @@ int cmd_fault(const std::string& lab, const FaultFlags& ff) {
   auto resolved = fault::resolve(*st, f);
   if (!resolved) return report(resolved.error());
   if (auto rc = require_root("fault")) return *rc;
-  auto lock = apply::LabLock::acquire(lab);
+  auto lock = lab::LabLock::acquire(lab);
   if (!lock) return report(lock.error());
 
   StopSignals signals;

@@ -6,16 +6,16 @@
 #include <iostream>
 #include <regex>
 
-#include "apply/capabilities.h"
-#include "apply/lab.h"
-#include "apply/link_change.h"
 #include "apply/netlink_kernel.h"
+#include "capability/capabilities.h"
 #include "cli/commands.h"
 #include "cli/load.h"
 #include "cli/render.h"
 #include "cli/shaping_choice.h"
+#include "lab/daemons.h"
+#include "lab/lab.h"
+#include "lab/link_change.h"
 #include "runner/exec.h"
-#include "runner/stages.h"
 #include "scenario/names.h"
 #include "shaping/lab_shaping.h"
 
@@ -54,7 +54,7 @@ int cmd_up(const std::string& path, const std::string& name, const std::string& 
   if (!p) return report(p.error());
   if (auto rc = require_root("up")) return *rc;
   auto s = scenario::load(path);
-  if (auto overlap = apply::overlapping_host_routes(s->address_space); !overlap.empty())
+  if (auto overlap = lab::overlapping_host_routes(s->address_space); !overlap.empty())
     return report(Error{"address_space " + s->address_space.to_string() +
                             " overlaps this host's route " + overlap.front() +
                             "; set [lab] address_space in " + path + " to a free range",
@@ -68,16 +68,15 @@ int cmd_up(const std::string& path, const std::string& name, const std::string& 
                             "on this kernel (see `testbedctl doctor`); use a kernel with netem "
                             "(scripts/labvm) or --shaping none",
                         0, kExitBadInput});
-  apply::RdmaChoice rdma{false, "--rdma none"};
+  lab::RdmaChoice rdma{false, "--rdma none"};
   if (rdma_flag != "none") {
-    const apply::ProbeOutcome rxe = apply::probe_rxe();
+    const capability::CheckOutcome rxe = capability::check_rxe();
     rdma = {rxe.available, "doctor's rdma_rxe probe: " + rxe.detail};
   }
   apply::NetlinkKernel kernel;
-  auto r = apply::up(
+  auto r = lab::up(
       *p, std::filesystem::absolute(path).string(), kernel,
-      [&] { return runner::start_stages(p->lab, p->stages, p->agents, p->routers, p->fabric); },
-      rdma);
+      [&] { return lab::start_stages(p->lab, p->stages, p->agents, p->routers, p->fabric); }, rdma);
   if (!r) return report(r.error());
   std::printf("lab %s is up: %s built in %.2f s\n", p->lab.c_str(), summary_text(p->topo).c_str(),
               r->seconds);
@@ -102,9 +101,9 @@ int cmd_down(const std::string& target) {
   auto lab = resolve_lab(target);
   if (!lab) return report(lab.error());
   if (auto rc = require_root("down")) return *rc;
-  const bool known = apply::load_state(*lab).has_value();
+  const bool known = lab::load_state(*lab).has_value();
   apply::NetlinkKernel kernel;
-  if (auto r = apply::down(*lab, kernel); !r) return report(r.error());
+  if (auto r = lab::down(*lab, kernel); !r) return report(r.error());
   std::printf(known ? "lab %s is down\n" : "lab %s was not up; nothing left of it\n", lab->c_str());
   return kExitOk;
 }
@@ -114,13 +113,13 @@ int cmd_clean(const std::string& lab, bool all) {
     return report(Error{"clean needs either a lab name or --all", 0, kExitBadInput});
   if (auto rc = require_root("clean")) return *rc;
   apply::NetlinkKernel kernel;
-  std::optional<apply::LabLock> lock;
+  std::optional<lab::LabLock> lock;
   if (!lab.empty()) {
-    auto l = apply::LabLock::acquire(lab);
+    auto l = lab::LabLock::acquire(lab);
     if (!l) return report(l.error());
     lock.emplace(std::move(*l));
   }
-  auto r = apply::clean(all ? "" : lab, kernel);
+  auto r = lab::clean(all ? "" : lab, kernel);
   if (!r) return report(r.error());
   std::printf("removed %d namespace%s%s\n", *r, *r == 1 ? "" : "s",
               all ? " of all labs" : (" of lab " + lab).c_str());
@@ -130,8 +129,8 @@ int cmd_clean(const std::string& lab, bool all) {
 int cmd_status(const std::string& lab, bool json) {
   if (lab.empty()) {
     nlohmann::json labs = nlohmann::json::array();
-    for (const auto& l : apply::list_labs()) {
-      auto st = apply::load_state(l);
+    for (const auto& l : lab::list_labs()) {
+      auto st = lab::load_state(l);
       if (!st) continue;
       labs.push_back({{"lab", st->lab},
                       {"phase", st->phase},
@@ -148,12 +147,12 @@ int cmd_status(const std::string& lab, bool json) {
       std::printf("no labs are up\n");
     return kExitOk;
   }
-  auto st = apply::load_state(lab);
+  auto st = lab::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
   // Links `link set` (or a fault) changed show the figures in force now.
-  const auto overrides = apply::load_link_overrides(lab);
+  const auto overrides = lab::load_link_overrides(lab);
   for (auto& l : st->topo.links)
-    if (auto it = overrides.find(apply::link_key(l)); it != overrides.end()) {
+    if (auto it = overrides.find(lab::link_key(l)); it != overrides.end()) {
       auto notes = l.emulated.notes;
       l.emulated = it->second;
       l.emulated.notes = notes;
@@ -176,7 +175,7 @@ int cmd_status(const std::string& lab, bool json) {
 
 int cmd_exec(const std::string& lab, const std::string& node,
              const std::vector<std::string>& argv) {
-  auto st = apply::load_state(lab);
+  auto st = lab::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
   const plan::Node* n = st->topo.node(scenario::canonical_node(node));
   if (!n) {

@@ -7,11 +7,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "apply/link_change.h"
 #include "apply/netlink_kernel.h"
-#include "apply/state.h"
 #include "cli/commands.h"
 #include "fault/link_ops.h"
+#include "lab/link_change.h"
+#include "lab/state.h"
 #include "plan/emulate.h"
 
 namespace tb::cli {
@@ -26,18 +26,18 @@ std::string format_percent(double p) {
 }  // namespace
 
 int cmd_link(const std::string& lab, const std::string& action, const std::string& a,
-             const std::string& b, const apply::FigureChange& change) {
-  auto st = apply::load_state(lab);
+             const std::string& b, const lab::FigureChange& change) {
+  auto st = lab::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
-  auto idx = apply::find_link(st->topo, a, b);
+  auto idx = lab::find_link(st->topo, a, b);
   if (!idx) return report(idx.error());
   if (action == "set" && change.empty())
     return report(Error{"link set needs at least one of --rate, --delay, --jitter, --loss", 0,
                         kExitBadInput});
   if (auto rc = require_root("link")) return *rc;
-  auto lock = apply::LabLock::acquire(lab);
+  auto lock = lab::LabLock::acquire(lab);
   if (!lock) return report(lock.error());
-  const std::string key = apply::link_key(st->topo.links[*idx]);
+  const std::string key = lab::link_key(st->topo.links[*idx]);
   apply::NetlinkKernel kernel;
   std::string said = action;
   if (action == "down" || action == "up") {

@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "apply/state.h"
 #include "cli/commands.h"
 #include "cli/stop_signals.h"
 #include "core/process.h"
 #include "core/units.h"
-#include "run/experiment.h"
+#include "experiment/experiment.h"
+#include "lab/state.h"
 #include "scenario/loader.h"
 
 namespace tb::cli {
@@ -29,7 +29,7 @@ int cmd_run(const std::string& target, const RunFlags& f) {
   // A scenario file, or the name of a lab that is up (its scenario is in its state).
   std::string path = target, lab = f.name;
   if (!std::filesystem::exists(target)) {
-    auto st = apply::load_state(target);
+    auto st = lab::load_state(target);
     if (!st)
       return report(Error{"run: " + target + " is neither a scenario file nor a lab that is up", 0,
                           kExitBadInput});
@@ -39,7 +39,7 @@ int cmd_run(const std::string& target, const RunFlags& f) {
   auto s = scenario::load(path);
   if (!s) return report(s.error());
   if (!lab.empty()) s->lab = lab;
-  run::RunOptions o;
+  experiment::RunOptions o;
   o.workload = f.workload;
   auto size = parse_size(f.size);
   if (!size) return report(Error{"--size: " + size.error().message, 0, kExitBadInput});
@@ -58,19 +58,19 @@ int cmd_run(const std::string& target, const RunFlags& f) {
   o.tb_rank = *tb_rank;
   o.tb_probe = *tb_probe;
 
-  auto st = apply::load_state(s->lab);
+  auto st = lab::load_state(s->lab);
   if (!st) {
     if (int rc = cmd_up(path, s->lab, f.shaping); rc != kExitOk) return rc;
-    st = apply::load_state(s->lab);
+    st = lab::load_state(s->lab);
     if (!st) return report(st.error());
   }
-  if (auto r = run::check_run(*s, *st, o); !r) return report(r.error());
+  if (auto r = experiment::check_run(*s, *st, o); !r) return report(r.error());
   int rc = kExitOk;
   {
-    auto lock = apply::LabLock::acquire(s->lab);
+    auto lock = lab::LabLock::acquire(s->lab);
     if (!lock) return report(lock.error());
     StopSignals signals;
-    auto res = run::run_scenario(*s, *st, o, signals.flag(), [](const std::string& line) {
+    auto res = experiment::run_scenario(*s, *st, o, signals.flag(), [](const std::string& line) {
       std::printf("%s\n", line.c_str());
       std::fflush(stdout);
     });

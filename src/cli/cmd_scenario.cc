@@ -4,11 +4,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "apply/state.h"
 #include "cli/commands.h"
 #include "cli/load.h"
 #include "cli/render.h"
 #include "cli/shaping_choice.h"
+#include "lab/state.h"
 #include "shaping/lab_shaping.h"
 
 namespace tb::cli {
@@ -60,7 +60,7 @@ int cmd_graph(const std::string& target, const std::string& format) {
     topo = std::move(p->topo);
     lab = p->lab;
   } else {
-    auto st = apply::load_state(target);
+    auto st = lab::load_state(target);
     if (!st)
       return report(Error{"\"" + target + "\" is neither a scenario file nor a lab that is up", 0,
                           kExitBadInput});

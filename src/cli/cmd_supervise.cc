@@ -8,8 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "apply/state.h"
 #include "cli/commands.h"
+#include "lab/state.h"
 #include "plan/plan.h"
 #include "runner/supervisor.h"
 
@@ -35,7 +35,7 @@ Result<std::vector<runner::ChildSpec>> read_specs(const std::string& dir) {
 }  // namespace
 
 int cmd_supervise(const std::string& lab) {
-  const std::string dir = apply::lab_dir(lab);
+  const std::string dir = lab::lab_dir(lab);
   auto specs = read_specs(dir);
   if (!specs) return report(with_context(specs.error(), "supervise " + lab));
   struct sigaction sa {};

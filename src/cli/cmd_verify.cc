@@ -11,10 +11,10 @@
 #include <iostream>
 
 #include "apply/netlink_kernel.h"
-#include "apply/state.h"
 #include "cli/commands.h"
 #include "cli/render.h"
 #include "cli/stop_signals.h"
+#include "lab/state.h"
 #include "plan/plan.h"
 #include "verify/report.h"
 
@@ -22,7 +22,7 @@ namespace tb::cli {
 
 int cmd_verify(const std::string& lab, const std::vector<std::string>& link, bool json,
                bool quick) {
-  auto st = apply::load_state(lab);
+  auto st = lab::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
   if (st->phase != "up")
     return report(Error{"lab " + lab + " is " + st->phase + ", not up", 0, kExitBadInput});
@@ -40,7 +40,7 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   if (auto rc = require_root("verify")) return *rc;
   auto tb_probe = verify::find_tb_probe();
   if (!tb_probe) return report(tb_probe.error());
-  auto lock = apply::LabLock::acquire(lab);
+  auto lock = lab::LabLock::acquire(lab);
   if (!lock) return report(Error{lock.error().message, 0, kExitBadInput});
   StopSignals signals;
 
@@ -53,7 +53,7 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   rep.quick = quick;
   rep.settings = verify::settings(quick);
   rep.single_link = !link.empty();
-  const std::string work = apply::lab_dir(lab) + "/verify-" + std::to_string(::getpid());
+  const std::string work = lab::lab_dir(lab) + "/verify-" + std::to_string(::getpid());
   apply::NetlinkKernel kernel;
   for (size_t n = 0; n < classes.size(); ++n) {
     if (stop_requested()) {

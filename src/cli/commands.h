@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "apply/link_change.h"
 #include "core/error.h"
+#include "lab/link_change.h"
 
 namespace tb::cli {
 
@@ -26,7 +26,7 @@ int cmd_status(const std::string& lab, bool json);
 int cmd_exec(const std::string& lab, const std::string& node, const std::vector<std::string>& argv);
 int cmd_doctor(bool json);
 int cmd_link(const std::string& lab, const std::string& action, const std::string& a,
-             const std::string& b, const apply::FigureChange& change);
+             const std::string& b, const lab::FigureChange& change);
 // Measure each link class (or the --link A B one) against the scenario; exit 1 out of tolerance.
 int cmd_verify(const std::string& lab, const std::vector<std::string>& link, bool json, bool quick);
 struct BenchFlags {

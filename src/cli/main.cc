@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
   if (*run) return cmd_run(run_target, rf);
   if (*supervise) return cmd_supervise(lab);
   if (*link) {
-    tb::apply::FigureChange c;
+    tb::lab::FigureChange c;
     auto bad = [](const tb::Error& e, const char* flag) {
       std::fprintf(stderr, "testbedctl: link --%s: %s\n", flag, e.message.c_str());
       return tb::kExitBadInput;

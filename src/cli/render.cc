@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "runner/stages.h"
+#include "lab/daemons.h"
 #include "runner/supervisor.h"
 #include "scenario/names.h"
 
@@ -44,7 +44,7 @@ std::string link_state(const plan::Topology& t, const plan::Link& l, const LiveS
 
 }  // namespace
 
-nlohmann::json backends_json(const apply::LabState& st) {
+nlohmann::json backends_json(const lab::LabState& st) {
   nlohmann::json j = {
       {"topology", "netlink (rtnetlink via libmnl): named netns, veth, bridge, routes"}};
   if (st.shaping.empty() || st.shaping == "none") {
@@ -61,7 +61,7 @@ nlohmann::json backends_json(const apply::LabState& st) {
   }
   // The supervisor's view of its children: a dead stage is a broken (dropping) link; the
   // others (failover and fabric agents, routing daemons) are listed apart.
-  std::ifstream in(apply::lab_dir(st.lab) + "/supervisor.json");
+  std::ifstream in(lab::lab_dir(st.lab) + "/supervisor.json");
   auto sup = nlohmann::json::parse(in, nullptr, false);
   nlohmann::json stages = nlohmann::json::array(), daemons = nlohmann::json::array();
   int down = 0;
@@ -75,7 +75,7 @@ nlohmann::json backends_json(const apply::LabState& st) {
     // What the stage measured of itself (tb-delayd's stats file, rewritten every 500 ms).
     for (const auto& stage : st.stages)
       if (c.name == "stage " + stage.node) {
-        std::ifstream sf(runner::stage_stats_path(st.lab, stage.netns));
+        std::ifstream sf(lab::stage_stats_path(st.lab, stage.netns));
         auto stats = nlohmann::json::parse(sf, nullptr, false);
         if (stats.is_object())
           e["measured"] = {{"packets", stats.value("packets", 0)},
@@ -109,7 +109,7 @@ nlohmann::json backends_json(const apply::LabState& st) {
   return j;
 }
 
-std::string backends_text(const apply::LabState& st) {
+std::string backends_text(const lab::LabState& st) {
   const auto j = backends_json(st);
   std::string s = "backends: topology " + j["topology"].get<std::string>() +
                   "\n          shaping " + j["shaping"].get<std::string>() + "\n" +
@@ -159,7 +159,7 @@ std::string summary_text(const plan::Topology& t) {
   return s + "), " + std::to_string(t.links.size()) + " links";
 }
 
-std::string status_text(const apply::LabState& st, const LiveState* live) {
+std::string status_text(const lab::LabState& st, const LiveState* live) {
   char when[64];
   std::time_t t = st.created_unix;
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
@@ -192,7 +192,7 @@ std::string status_text(const apply::LabState& st, const LiveState* live) {
   return s;
 }
 
-nlohmann::json status_json(const apply::LabState& st, const LiveState* live) {
+nlohmann::json status_json(const lab::LabState& st, const LiveState* live) {
   nlohmann::json nodes = nlohmann::json::array(), links = nlohmann::json::array();
   for (const auto& n : st.topo.nodes) {
     nlohmann::json j = {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apply/kernel.h"
-#include "apply/state.h"
+#include "lab/state.h"
 #include "plan/topology.h"
 
 namespace tb::cli {
@@ -18,12 +18,12 @@ using LiveState = std::map<std::string, std::vector<apply::IfaceInfo>>;
 
 // What the backends are, in words, for every report ("topology: ...; shaping: ..."), with
 // the health of the lab's delay stages when it has any.
-nlohmann::json backends_json(const apply::LabState& st);
-std::string backends_text(const apply::LabState& st);
+nlohmann::json backends_json(const lab::LabState& st);
+std::string backends_text(const lab::LabState& st);
 
 std::string summary_text(const plan::Topology& t);
-std::string status_text(const apply::LabState& s, const LiveState* live);
-nlohmann::json status_json(const apply::LabState& s, const LiveState* live);
+std::string status_text(const lab::LabState& s, const LiveState* live);
+nlohmann::json status_json(const lab::LabState& s, const LiveState* live);
 
 std::string graph_dot(const std::string& lab, const plan::Topology& t);
 std::string graph_mermaid(const std::string& lab, const plan::Topology& t);

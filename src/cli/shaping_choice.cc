@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "apply/capabilities.h"
+#include "capability/capabilities.h"
 #include "shaping/backend.h"
 
 namespace tb::cli {
@@ -15,7 +15,7 @@ Result<ShapingChoice> choose_shaping(const std::string& requested) {
   std::vector<std::string> available;
   bool nfqueue = false;
   if (root)
-    for (const auto& spec : apply::probe_registry()) {
+    for (const auto& spec : capability::check_registry()) {
       const std::string name(spec.name);
       if (name != "netem" && name != "tbf" && name != "htb" && name != "nfqueue") continue;
       if (!spec.probe().available) continue;

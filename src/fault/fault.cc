@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "apply/link_change.h"
 #include "core/events.h"
 #include "core/process.h"
 #include "fault/link_ops.h"
+#include "lab/link_change.h"
 #include "plan/plan.h"
 #include "scenario/names.h"
 
@@ -40,7 +40,7 @@ std::vector<int> ranks_in(const std::string& lab, const std::string& netns) {
 
 }  // namespace
 
-Result<Resolved> resolve(const apply::LabState& st, const scenario::Fault& f) {
+Result<Resolved> resolve(const lab::LabState& st, const scenario::Fault& f) {
   Resolved r{f, {}, "", ""};
   if (is_link_kind(f.kind)) {
     std::string a = f.a, b = f.b;
@@ -48,10 +48,10 @@ Result<Resolved> resolve(const apply::LabState& st, const scenario::Fault& f) {
       a += ":" + f.link;
       b += ":" + f.link;
     }
-    auto idx = apply::find_link(st.topo, a, b);
+    auto idx = lab::find_link(st.topo, a, b);
     if (!idx) return std::unexpected(with_context(idx.error(), f.kind));
     r.links.push_back(*idx);
-    r.label = f.kind + " " + apply::link_key(st.topo.links[*idx]);
+    r.label = f.kind + " " + lab::link_key(st.topo.links[*idx]);
     return r;
   }
   if (f.kind == "partition") {
@@ -161,7 +161,7 @@ Status Injector::inject(const Resolved& f, size_t id) {
   for (size_t l : f.links) before.push_back(current_figures(st_, l));
   saved_.emplace_back(id, before);
   for (size_t i = 0; i < f.links.size(); ++i) {
-    apply::FigureChange c;
+    lab::FigureChange c;
     if (k == "loss") c.loss_pct = f.spec.loss_pct;
     if (k == "latency") c.delay = Duration{before[i].delay.ns + f.spec.delay.ns};
     TB_TRY(change_link(st_, kernel_, f.links[i], false, c));
@@ -185,7 +185,7 @@ Status Injector::revert(const Resolved& f, size_t id) {
   if (it == saved_.rend()) return {};
   for (size_t i = 0; i < f.links.size(); ++i) {
     const auto& was = it->second[i];
-    apply::FigureChange c;
+    lab::FigureChange c;
     c.loss_pct = was.loss_pct;
     c.delay = was.delay;
     TB_TRY(change_link(st_, kernel_, f.links[i], false, c));

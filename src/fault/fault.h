@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "apply/kernel.h"
-#include "apply/state.h"
+#include "lab/state.h"
 #include "scenario/model.h"
 
 namespace tb::fault {
@@ -32,7 +32,7 @@ struct Resolved {
 };
 
 // Exit-2 errors name the fault and what would be valid.
-Result<Resolved> resolve(const apply::LabState& st, const scenario::Fault& f);
+Result<Resolved> resolve(const lab::LabState& st, const scenario::Fault& f);
 
 struct Step {
   int64_t at_ns = 0;   // from the start of the timeline
@@ -48,7 +48,7 @@ std::vector<Step> schedule(const std::vector<Resolved>& faults);
 // a loss or latency fault). Emits fault_inject / fault_revert events.
 class Injector {
  public:
-  Injector(apply::LabState& st, apply::Kernel& kernel) : st_(st), kernel_(kernel) {}
+  Injector(lab::LabState& st, apply::Kernel& kernel) : st_(st), kernel_(kernel) {}
   Status apply(const Resolved& f, const Step& s);
   // Reverts whatever is still in force (on interrupt or at the end of a run), in reverse.
   void revert_all(const std::vector<Resolved>& faults);
@@ -56,7 +56,7 @@ class Injector {
  private:
   Status inject(const Resolved& f, size_t id);
   Status revert(const Resolved& f, size_t id);
-  apply::LabState& st_;
+  lab::LabState& st_;
   apply::Kernel& kernel_;
   std::vector<std::pair<size_t, std::vector<plan::EmulatedFigures>>> saved_;  // fault -> figures
   std::vector<size_t> active_;  // faults injected and not reverted

@@ -4,8 +4,8 @@
 
 #include "apply/journal.h"
 #include "core/events.h"
+#include "lab/daemons.h"
 #include "plan/emulate.h"
-#include "runner/stages.h"
 #include "shaping/backend.h"
 #include "shaping/shape_ops.h"
 #include "stage/netfilter_rules.h"
@@ -15,7 +15,7 @@ namespace tb::fault {
 namespace {
 
 // Applies figures `f` to one direction src -> dst of a link.
-Status apply_direction(apply::LabState& st, apply::Kernel& kernel, const plan::LinkEnd& src,
+Status apply_direction(lab::LabState& st, apply::Kernel& kernel, const plan::LinkEnd& src,
                        const plan::LinkEnd& dst, const plan::EmulatedFigures& f) {
   const plan::Node* sn = st.topo.node(src.node);
   const plan::Node* dn = st.topo.node(dst.node);
@@ -54,12 +54,12 @@ Status apply_direction(apply::LabState& st, apply::Kernel& kernel, const plan::L
     const Duration hold{residual.delay.ns + 4 * residual.jitter.ns};
     stage->queues.push_back({num, residual.delay, residual.jitter,
                              stage::queue_maxlen_for(shape.rate, hold, shape.mtu), key});
-    TB_TRY(runner::refresh_stage(st.lab, *stage));
+    TB_TRY(lab::refresh_stage(st.lab, *stage));
     TB_TRY(stage::add_queue_rule(at->netns, {ifname, num, dst.bridged}, marker + " queue"));
   } else if (queue) {
     queue->delay = residual.delay;
     queue->jitter = residual.jitter;
-    TB_TRY(runner::refresh_stage(st.lab, *stage));
+    TB_TRY(lab::refresh_stage(st.lab, *stage));
   }
   TB_TRY(stage::remove_marked_rules(at->netns, marker + " loss"));
   if (uint32_t k = stage::loss_per_10000(residual.loss_pct); k > 0)
@@ -67,8 +67,8 @@ Status apply_direction(apply::LabState& st, apply::Kernel& kernel, const plan::L
   return {};
 }
 
-Status restore_routes(const apply::LabState& st, apply::Kernel& kernel, const plan::Link& link) {
-  auto ops = apply::Journal::read(apply::journal_path(st.lab));
+Status restore_routes(const lab::LabState& st, apply::Kernel& kernel, const plan::Link& link) {
+  auto ops = apply::Journal::read(lab::journal_path(st.lab));
   if (!ops) return std::unexpected(ops.error());
   for (const auto& op : *ops) {
     const auto* r = std::get_if<plan::AddRoute>(&op);
@@ -88,7 +88,7 @@ Status restore_routes(const apply::LabState& st, apply::Kernel& kernel, const pl
 
 // The marker of a link direction's blackhole rule: the stage rule marker plus " blackhole",
 // so `down`'s sweep by lab marker removes it, and figure changes (" loss") never touch it.
-std::string blackhole_marker(const apply::LabState& st, const plan::LinkEnd& dst, bool* egress,
+std::string blackhole_marker(const lab::LabState& st, const plan::LinkEnd& dst, bool* egress,
                              std::string* ifname) {
   *egress = dst.bridged;
   *ifname = dst.ifname;
@@ -98,10 +98,10 @@ std::string blackhole_marker(const apply::LabState& st, const plan::LinkEnd& dst
 }  // namespace
 
 std::string events_path(const std::string& lab) {
-  return apply::lab_dir(lab) + "/events.jsonl";
+  return lab::lab_dir(lab) + "/events.jsonl";
 }
 
-Status set_link_state(const apply::LabState& st, apply::Kernel& kernel, size_t idx, bool up,
+Status set_link_state(const lab::LabState& st, apply::Kernel& kernel, size_t idx, bool up,
                       int64_t* first_effect_ns) {
   const plan::Link& link = st.topo.links[idx];
   for (const auto* end : {&link.a, &link.b}) {
@@ -112,24 +112,24 @@ Status set_link_state(const apply::LabState& st, apply::Kernel& kernel, size_t i
   // routes only lose that next hop); bringing it up puts back the plan's routes.
   if (up) TB_TRY(restore_routes(st, kernel, link));
   (void)append_event(events_path(st.lab),
-                     {{"event", up ? "link_up" : "link_down"}, {"link", apply::link_key(link)}});
+                     {{"event", up ? "link_up" : "link_down"}, {"link", lab::link_key(link)}});
   return {};
 }
 
-plan::EmulatedFigures current_figures(const apply::LabState& st, size_t idx) {
+plan::EmulatedFigures current_figures(const lab::LabState& st, size_t idx) {
   const plan::Link& link = st.topo.links[idx];
-  auto overrides = apply::load_link_overrides(st.lab);
-  if (auto it = overrides.find(apply::link_key(link)); it != overrides.end()) return it->second;
+  auto overrides = lab::load_link_overrides(st.lab);
+  if (auto it = overrides.find(lab::link_key(link)); it != overrides.end()) return it->second;
   return link.emulated;
 }
 
-Result<plan::EmulatedFigures> change_link(apply::LabState& st, apply::Kernel& kernel, size_t idx,
-                                          bool reset, const apply::FigureChange& change) {
+Result<plan::EmulatedFigures> change_link(lab::LabState& st, apply::Kernel& kernel, size_t idx,
+                                          bool reset, const lab::FigureChange& change) {
   const plan::Link& link = st.topo.links[idx];
-  const std::string key = apply::link_key(link);
-  auto overrides = apply::load_link_overrides(st.lab);
+  const std::string key = lab::link_key(link);
+  auto overrides = lab::load_link_overrides(st.lab);
   const plan::EmulatedFigures next =
-      reset ? link.emulated : apply::apply_change(current_figures(st, idx), change);
+      reset ? link.emulated : lab::apply_change(current_figures(st, idx), change);
   for (int dir = 0; dir < 2; ++dir)
     if (auto r = apply_direction(st, kernel, dir ? link.b : link.a, dir ? link.a : link.b, next);
         !r)
@@ -139,8 +139,8 @@ Result<plan::EmulatedFigures> change_link(apply::LabState& st, apply::Kernel& ke
     overrides.erase(key);
   else
     overrides[key] = next;
-  TB_TRY(apply::save_link_overrides(st.lab, overrides));
-  TB_TRY(apply::save_state(st));  // stage queues
+  TB_TRY(lab::save_link_overrides(st.lab, overrides));
+  TB_TRY(lab::save_state(st));  // stage queues
   (void)append_event(events_path(st.lab), {{"event", reset ? "link_reset" : "link_set"},
                                            {"link", key},
                                            {"rate_bps", next.rate.bps},
@@ -150,7 +150,7 @@ Result<plan::EmulatedFigures> change_link(apply::LabState& st, apply::Kernel& ke
   return next;
 }
 
-Status set_blackhole(const apply::LabState& st, size_t idx, bool on, int64_t* first_effect_ns) {
+Status set_blackhole(const lab::LabState& st, size_t idx, bool on, int64_t* first_effect_ns) {
   const plan::Link& link = st.topo.links[idx];
   for (int dir = 0; dir < 2; ++dir) {
     const plan::LinkEnd& src = dir ? link.b : link.a;
@@ -167,7 +167,7 @@ Status set_blackhole(const apply::LabState& st, size_t idx, bool on, int64_t* fi
     if (first_effect_ns && *first_effect_ns == 0) *first_effect_ns = monotonic_ns();
   }
   (void)append_event(events_path(st.lab), {{"event", on ? "blackhole_on" : "blackhole_off"},
-                                           {"link", apply::link_key(link)}});
+                                           {"link", lab::link_key(link)}});
   return {};
 }
 

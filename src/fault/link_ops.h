@@ -9,8 +9,8 @@
 #include <string>
 
 #include "apply/kernel.h"
-#include "apply/link_change.h"
-#include "apply/state.h"
+#include "lab/link_change.h"
+#include "lab/state.h"
 
 namespace tb::fault {
 
@@ -18,19 +18,19 @@ std::string events_path(const std::string& lab);
 
 // `first_effect_ns`, when given and still 0, gets the CLOCK_MONOTONIC time the first part of
 // the change was in force (one end down, one direction's rule committed): when the fault began.
-Status set_link_state(const apply::LabState& st, apply::Kernel& kernel, size_t link, bool up,
+Status set_link_state(const lab::LabState& st, apply::Kernel& kernel, size_t link, bool up,
                       int64_t* first_effect_ns = nullptr);
 
 // "set" merges `change` into the link's current figures; "reset" goes back to the scenario's.
 // Returns the figures now in force.
-Result<plan::EmulatedFigures> change_link(apply::LabState& st, apply::Kernel& kernel, size_t link,
-                                          bool reset, const apply::FigureChange& change);
+Result<plan::EmulatedFigures> change_link(lab::LabState& st, apply::Kernel& kernel, size_t link,
+                                          bool reset, const lab::FigureChange& change);
 
 // The figures the link has now (the scenario's, or the last `link set`).
-plan::EmulatedFigures current_figures(const apply::LabState& st, size_t link);
+plan::EmulatedFigures current_figures(const lab::LabState& st, size_t link);
 
 // Drops everything in both directions while the interfaces stay up (a gray failure).
-Status set_blackhole(const apply::LabState& st, size_t link, bool on,
+Status set_blackhole(const lab::LabState& st, size_t link, bool on,
                      int64_t* first_effect_ns = nullptr);
 
 }  // namespace tb::fault

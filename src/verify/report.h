@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apply/state.h"
+#include "lab/state.h"
 #include "verify/classes.h"
 #include "verify/measure.h"
 #include "verify/tolerance.h"

@@ -18,10 +18,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "apply/state.h"
-#include "collective/tcp.h"
+#include "collective/tcp/tcp.h"
 #include "core/error.h"
-#include "plan/topology.h"
 #include "workload/bench.h"
 
 namespace tb::workload {
@@ -64,20 +62,5 @@ nlohmann::json to_json(const Job& j);
 Result<Job> job_from_json(const nlohmann::json& j);
 Result<Job> load_job(const std::string& path);
 std::string stop_path(const Job& j);
-
-// GPUs matching the selectors ("all", a region "hz", a server "hz/s0", a GPU "hz/s0/g1";
-// several joined by ','), in region, server, GPU order; an error names a selector that
-// matches nothing and what would be valid.
-Result<std::vector<const plan::Node*>> select_ranks(const plan::Topology& topo,
-                                                    const std::string& selectors);
-
-// Fills ranks and peers from the topology for the selected GPUs.
-Status place_ranks(Job& job, const plan::Topology& topo,
-                   const std::vector<const plan::Node*>& gpus);
-
-// Fills job.rdma (after place_ranks): pair (i, j) goes over RDMA when job.transport is "rdma",
-// its tier is "rail" and both ranks' namespaces hold an rxe device. job.rdma_fallback gets one
-// line per rank whose rail pairs stay on TCP for want of a device. Pure.
-void mark_rdma_pairs(Job& job, const std::vector<apply::RxeDevice>& rxe);
 
 }  // namespace tb::workload

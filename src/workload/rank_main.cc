@@ -4,8 +4,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "collective/rdma.h"
-#include "collective/tcp.h"
+#include "collective/rdma/rdma.h"
+#include "collective/tcp/tcp.h"
 #include "workload/gloo_impl.h"
 #include "workload/job.h"
 #include "workload/native_impl.h"

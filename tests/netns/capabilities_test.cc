@@ -1,4 +1,4 @@
-// Capabilities with root: probe_all() on this machine, checked against the kernel's own config
+// Capabilities with root: check_all() on this machine, checked against the kernel's own config
 // where /proc/config.gz exists, and against what it must leave behind (nothing).
 #include <grp.h>
 #include <gtest/gtest.h>
@@ -11,9 +11,14 @@
 #include <set>
 #include <sstream>
 
-#include "apply/capabilities.h"
+#include "capability/capabilities.h"
 
 namespace tb::apply {
+using tb::capability::Capability;
+using tb::capability::check_all;
+using tb::capability::choose_backends;
+using tb::capability::kernel_release;
+using tb::capability::missing_essentials;
 namespace {
 
 std::string run(const std::string& cmd) {
@@ -49,11 +54,11 @@ class CapabilitiesNetns : public ::testing::Test {
 };
 
 TEST_F(CapabilitiesNetns, EssentialsAndRateShapingArePresent) {
-  auto caps = by_name(probe_all());
+  auto caps = by_name(check_all());
   for (const char* n : {"root", "netns", "netns_dir", "veth", "bridge", "htb", "tbf"}) {
     EXPECT_TRUE(caps[n].available) << n << ": " << caps[n].detail;
   }
-  EXPECT_TRUE(missing_essentials(probe_all()).empty());
+  EXPECT_TRUE(missing_essentials(check_all()).empty());
 }
 
 // The dev/CI kernel (research/collectives.md section 0, limits.md): netem, fq, fq_codel, prio,
@@ -62,7 +67,7 @@ TEST_F(CapabilitiesNetns, TheDevKernelsKnownFacts) {
   if (!kernel_release().starts_with("6.18.44-fc"))
     GTEST_SKIP() << "facts recorded for the 6.18.44-fc dev kernel; this is " << kernel_release()
                  << " (MatchesKernelConfig still checks it)";
-  auto caps = by_name(probe_all());
+  auto caps = by_name(check_all());
   for (const char* n :
        {"vxlan", "macvlan", "multipath", "ingress", "clsact", "nfqueue", "nft_numgen"})
     EXPECT_TRUE(caps[n].available) << n << ": " << caps[n].detail;
@@ -75,7 +80,7 @@ TEST_F(CapabilitiesNetns, TheDevKernelsKnownFacts) {
       << caps["dummy"].detail;
   EXPECT_NE(caps["rdma_rxe"].detail.find("NETLINK_RDMA"), std::string::npos)
       << caps["rdma_rxe"].detail;
-  auto b = choose_backends(probe_all());
+  auto b = choose_backends(check_all());
   EXPECT_EQ(b.shaping, "htb/tbf + nfqueue delay stage");
   EXPECT_EQ(b.transport, "tcp");
 }
@@ -101,7 +106,7 @@ TEST_F(CapabilitiesNetns, MatchesKernelConfig) {
                                                      {"multipath", "IP_ROUTE_MULTIPATH"},
                                                      {"rdma_netlink", "INFINIBAND"},
                                                      {"rdma_rxe", "RDMA_RXE"}};
-  auto caps = by_name(probe_all());
+  auto caps = by_name(check_all());
   for (const auto& [name, sym] : symbol) {
     bool y = config.find("\nCONFIG_" + sym + "=y\n") != std::string::npos;
     bool m = config.find("\nCONFIG_" + sym + "=m\n") != std::string::npos;
@@ -115,7 +120,7 @@ TEST_F(CapabilitiesNetns, LeavesNothingBehind) {
   auto links_before = lines(run("ip -o link show | cut -d: -f2"));
   auto run_before = run("ls -a /run");
   auto nft_before = run("nft list ruleset 2>&1");
-  probe_all();
+  check_all();
   EXPECT_EQ(run("ip netns list"), netns_before);
   EXPECT_EQ(lines(run("ip -o link show | cut -d: -f2")), links_before);
   EXPECT_EQ(run("ls -a /run"), run_before);
@@ -138,7 +143,7 @@ TEST_F(CapabilitiesNetns, WithoutRootProbesSayTheyNeedRoot) {
                    ::setresuid(65534, 65534, 65534) == 0;
     std::string out = dropped ? "" : "could not drop privileges";
     if (dropped) {
-      auto all = probe_all();
+      auto all = check_all();
       auto caps = by_name(all);
       if (caps["root"].available) out += "root reported available; ";
       for (const char* n : {"netns", "veth", "bridge", "htb", "netem", "nfqueue", "rdma_rxe"})

@@ -9,8 +9,9 @@
 #include <thread>
 
 #include "collective/collective.h"
-#include "collective/inproc.h"
-#include "collective/tcp.h"
+#include "collective/inproc/inproc.h"
+#include "collective/tcp/tcp.h"
+#include "launch/place.h"
 #include "metrics/busbw.h"
 #include "plan/plan.h"
 #include "scenario/loader.h"
@@ -276,20 +277,20 @@ std::string addr(const plan::Node& n, const std::string& role) {
 
 TEST(Job, SelectsRanksAndBindsEachPairToItsTier) {
   const auto topo = topology_of("mini.toml");
-  auto all = workload::select_ranks(topo, "all");
+  auto all = launch::select_ranks(topo, "all");
   ASSERT_TRUE(all);
   ASSERT_EQ(all->size(), 4u);
-  auto s0 = workload::select_ranks(topo, "dc-s1,dc/s0/g0");
+  auto s0 = launch::select_ranks(topo, "dc-s1,dc/s0/g0");
   ASSERT_TRUE(s0);
   ASSERT_EQ(s0->size(), 3u);
   EXPECT_EQ((*s0)[0]->name, "dc/s0/g0");  // topology order
-  auto bad = workload::select_ranks(topo, "dc/s9");
+  auto bad = launch::select_ranks(topo, "dc/s9");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().exit_code, kExitBadInput);
   EXPECT_NE(bad.error().message.find("'dc/s9' matches no GPU"), std::string::npos);
 
   workload::Job job;
-  ASSERT_TRUE(workload::place_ranks(job, topo, *all));
+  ASSERT_TRUE(launch::place_ranks(job, topo, *all));
   const auto& g0 = *(*all)[0];
   const auto& g1 = *(*all)[1];
   const auto& h0 = *(*all)[2];
@@ -308,10 +309,10 @@ TEST(Job, SelectsRanksAndBindsEachPairToItsTier) {
 
 TEST(Job, CrossRegionPairsGoOverTheWan) {
   const auto topo = topology_of("hz-bj.toml");
-  auto gpus = workload::select_ranks(topo, "hz/s0/g0,bj/s0/g0");
+  auto gpus = launch::select_ranks(topo, "hz/s0/g0,bj/s0/g0");
   ASSERT_TRUE(gpus);
   workload::Job job;
-  ASSERT_TRUE(workload::place_ranks(job, topo, *gpus));
+  ASSERT_TRUE(launch::place_ranks(job, topo, *gpus));
   EXPECT_EQ(job.peers[0][1].tier, "wan");
   EXPECT_EQ(job.peers[0][1].dst, addr(*(*gpus)[1], "nvl"));
   EXPECT_EQ(job.ranks[0].gloo_addr, addr(*(*gpus)[0], "nvl"));  // two regions: routable one

@@ -13,11 +13,11 @@
 #include <set>
 #include <thread>
 
-#include "apply/capabilities.h"
-#include "apply/capability_netlink.h"
-#include "apply/capability_probes.h"
+#include "capability/capabilities.h"
+#include "capability/capability_checks.h"
+#include "capability/capability_netlink.h"
 
-namespace tb::apply {
+namespace tb::capability {
 namespace {
 
 Capability cap(std::string name, bool available) {
@@ -29,7 +29,7 @@ Capability cap(std::string name, bool available) {
 
 std::vector<Capability> all_available(bool available) {
   std::vector<Capability> caps;
-  for (const auto& s : probe_registry()) caps.push_back(cap(std::string(s.name), available));
+  for (const auto& s : check_registry()) caps.push_back(cap(std::string(s.name), available));
   return caps;
 }
 
@@ -40,7 +40,7 @@ void set(std::vector<Capability>& caps, std::string_view name, bool available) {
 
 TEST(CapabilityRegistry, NamesAreUniqueAndEveryRowIsComplete) {
   std::set<std::string_view> names;
-  for (const auto& s : probe_registry()) {
+  for (const auto& s : check_registry()) {
     SCOPED_TRACE(std::string(s.name));
     EXPECT_TRUE(names.insert(s.name).second) << "duplicate name";
     EXPECT_FALSE(s.name.empty());
@@ -59,13 +59,13 @@ TEST(CapabilityRegistry, NamesAreUniqueAndEveryRowIsComplete) {
 
 TEST(CapabilityRegistry, EssentialsAreRootNetnsVethBridge) {
   std::set<std::string_view> essential;
-  for (const auto& s : probe_registry())
+  for (const auto& s : check_registry())
     if (s.essential) essential.insert(s.name);
   EXPECT_EQ(essential, (std::set<std::string_view>{"root", "netns", "veth", "bridge"}));
 }
 
 TEST(CapabilityRegistry, DesignTextsForTheBackendsThatFallBack) {
-  for (const auto& s : probe_registry()) {
+  for (const auto& s : check_registry()) {
     if (s.name == "netem") {
       EXPECT_EQ(s.enables, "delay, jitter and loss in the kernel");
       EXPECT_EQ(s.fallback, "userspace NFQUEUE delay stage + HTB/TBF rate + nft numgen loss");
@@ -263,4 +263,4 @@ TEST(ToolRunner, DistinguishesMissingFailingAndTimedOut) {
 }
 
 }  // namespace
-}  // namespace tb::apply
+}  // namespace tb::capability

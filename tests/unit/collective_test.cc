@@ -9,7 +9,7 @@
 
 #include "collective/algorithms.h"
 #include "collective/collective.h"
-#include "collective/inproc.h"
+#include "collective/inproc/inproc.h"
 
 namespace tb::collective {
 namespace {

@@ -4,24 +4,24 @@
 
 #include <fstream>
 
+#include "experiment/experiment.h"
+#include "experiment/probes.h"
+#include "failover/fabric.h"
+#include "failover/frr.h"
 #include "fault/fault.h"
 #include "metrics/recovery.h"
 #include "plan/plan.h"
-#include "probe/fabric.h"
-#include "run/experiment.h"
-#include "run/probes.h"
-#include "runner/frr.h"
 #include "scenario/loader.h"
 
 namespace tb {
 namespace {
 
-apply::LabState lab_of(const std::string& scenario) {
+lab::LabState lab_of(const std::string& scenario) {
   auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/" + scenario);
   EXPECT_TRUE(s) << s.error().message;
   auto p = plan::compile(*s);
   EXPECT_TRUE(p) << p.error().message;
-  apply::LabState st;
+  lab::LabState st;
   st.lab = p->lab;
   st.topo = p->topo;
   st.phase = "up";
@@ -123,7 +123,7 @@ TEST(Fault, ProbesCrossTheFaultedPath) {
   part.region_b = "bj";
   std::vector<fault::Resolved> faults;
   for (const auto& f : {wan, rail, part}) faults.push_back(*fault::resolve(st, f));
-  const auto pairs = run::probe_pairs(st, faults);
+  const auto pairs = experiment::probe_pairs(st, faults);
   ASSERT_EQ(pairs.size(), 2u);  // the WAN path serves both the link fault and the partition
   EXPECT_EQ(pairs[0].src, "hz/s0/g0");
   EXPECT_EQ(pairs[0].dst, "bj/s0/g0");
@@ -181,14 +181,14 @@ TEST(Recovery, NothingReactsToAStaticRouteBlackhole) {
   scenario::Expect e;
   e.max_stall_ms = 500;
   e.max_detection_ms = 200;
-  const auto v = run::check_expectations(e, r, 0.5);
+  const auto v = experiment::check_expectations(e, r, 0.5);
   ASSERT_EQ(v.size(), 2u);
   EXPECT_FALSE(v[0].ok);
   EXPECT_NE(v[0].text.find("max_stall_ms <= 500"), std::string::npos) << v[0].text;
   EXPECT_FALSE(v[1].ok);  // nothing detected it
   e = {};
   e.min_busbw_fraction = 0.4;
-  EXPECT_TRUE(run::check_expectations(e, r, 0.5)[0].ok);
+  EXPECT_TRUE(experiment::check_expectations(e, r, 0.5)[0].ok);
 }
 
 }  // namespace
@@ -253,14 +253,14 @@ TEST(Failover, BfdModeMakesRoutersInsteadOfStaticWanRoutes) {
   ASSERT_EQ(hz.neighbors.size(), 2u);
   EXPECT_EQ(hz.neighbors[0].asn, 65002u);
   EXPECT_GT(hz.neighbors[0].local_pref, hz.neighbors[1].local_pref);  // ec over vpn
-  const std::string bgpd = runner::frr_bgpd_conf(hz);
+  const std::string bgpd = failover::frr_bgpd_conf(hz);
   EXPECT_NE(bgpd.find("router bgp 65001\n"), std::string::npos) << bgpd;
   EXPECT_NE(bgpd.find(" neighbor " + hz.neighbors[0].addr.to_string() + " bfd profile wan\n"),
             std::string::npos)
       << bgpd;
   EXPECT_NE(bgpd.find("  network " + hz.networks[0].to_string() + "\n"), std::string::npos);
   EXPECT_NE(bgpd.find("route-map pref-ec permit 10\n set local-preference 200"), std::string::npos);
-  const std::string bfdd = runner::frr_bfdd_conf(hz);
+  const std::string bfdd = failover::frr_bfdd_conf(hz);
   EXPECT_NE(bfdd.find("detect-multiplier 3\n  receive-interval 50\n  transmit-interval 50"),
             std::string::npos)
       << bfdd;
@@ -314,34 +314,35 @@ TEST(Failover, DualTorRegionsGetAFabricAgentThatKnowsEveryGpuPort) {
 }
 
 TEST(Failover, FabricNextHopsAreTheToRsThatStillDeliver) {
-  const std::vector<probe::FabricConfig::Port> ports{{4, "s0g0"}, {5, "s0g0"}};
-  EXPECT_TRUE(probe::fabric_next_hops(ports, {true, true}).empty());  // whole: ECMP route
-  EXPECT_EQ(probe::fabric_next_hops(ports, {false, true}), std::vector<int>{5});
-  EXPECT_EQ(probe::fabric_next_hops(ports, {true, false}), std::vector<int>{4});
-  EXPECT_TRUE(probe::fabric_next_hops(ports, {false, false}).empty());  // cut off: nothing better
+  const std::vector<failover::FabricConfig::Port> ports{{4, "s0g0"}, {5, "s0g0"}};
+  EXPECT_TRUE(failover::fabric_next_hops(ports, {true, true}).empty());  // whole: ECMP route
+  EXPECT_EQ(failover::fabric_next_hops(ports, {false, true}), std::vector<int>{5});
+  EXPECT_EQ(failover::fabric_next_hops(ports, {true, false}), std::vector<int>{4});
+  EXPECT_TRUE(
+      failover::fabric_next_hops(ports, {false, false}).empty());  // cut off: nothing better
 }
 
 TEST(Failover, FabricConfigRoundTripsAndRefusesNonsense) {
-  probe::FabricConfig c{"hz",
-                        {"hz/spine0"},
-                        {"tb-x-hz-spine0"},
-                        {{"hz/tor0a", "tb-x-hz-tor0a", "t0a", *parse_ipv4("198.18.0.1")},
-                         {"hz/tor0b", "tb-x-hz-tor0b", "t0b", *parse_ipv4("198.18.0.2")}},
-                        {{"hz/s0/g0", *parse_ipv4("198.18.0.8"), {{0, "s0g0"}, {1, "s0g0"}}}}};
-  auto back = probe::fabric_config_from_json(probe::to_json(c));
+  failover::FabricConfig c{"hz",
+                           {"hz/spine0"},
+                           {"tb-x-hz-spine0"},
+                           {{"hz/tor0a", "tb-x-hz-tor0a", "t0a", *parse_ipv4("198.18.0.1")},
+                            {"hz/tor0b", "tb-x-hz-tor0b", "t0b", *parse_ipv4("198.18.0.2")}},
+                           {{"hz/s0/g0", *parse_ipv4("198.18.0.8"), {{0, "s0g0"}, {1, "s0g0"}}}}};
+  auto back = failover::fabric_config_from_json(failover::to_json(c));
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->tors.at(1).spine_port, "t0b");
   EXPECT_EQ(back->gpus.at(0).ports.at(1).tor, 1);
   EXPECT_EQ(back->spine_netns.at(0), "tb-x-hz-spine0");
-  auto j = probe::to_json(c);
+  auto j = failover::to_json(c);
   j["gpus"][0]["ports"][1]["tor"] = 2;  // no such ToR
-  EXPECT_FALSE(probe::fabric_config_from_json(j));
-  j = probe::to_json(c);
+  EXPECT_FALSE(failover::fabric_config_from_json(j));
+  j = failover::to_json(c);
   j["gpus"][0]["addr"] = "198.18.0";
-  EXPECT_FALSE(probe::fabric_config_from_json(j));
-  j = probe::to_json(c);
+  EXPECT_FALSE(failover::fabric_config_from_json(j));
+  j = failover::to_json(c);
   j["spine_netns"] = nlohmann::json::array();
-  EXPECT_FALSE(probe::fabric_config_from_json(j));
+  EXPECT_FALSE(failover::fabric_config_from_json(j));
 }
 
 TEST(Failover, LoaderChecksTheTable) {

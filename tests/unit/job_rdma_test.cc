@@ -4,10 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launch/bench_run.h"
+#include "launch/place.h"
 #include "plan/plan.h"
 #include "scenario/loader.h"
 #include "workload/bench_report.h"
-#include "workload/bench_run.h"
 #include "workload/job.h"
 
 namespace tb {
@@ -26,9 +27,9 @@ workload::Job mini_job(const std::string& transport) {
   const auto topo = mini_topology();
   workload::Job job;
   job.transport = transport;
-  auto gpus = workload::select_ranks(topo, "all");
+  auto gpus = launch::select_ranks(topo, "all");
   EXPECT_TRUE(gpus);
-  EXPECT_TRUE(workload::place_ranks(job, topo, *gpus));
+  EXPECT_TRUE(launch::place_ranks(job, topo, *gpus));
   return job;
 }
 
@@ -46,7 +47,7 @@ TEST(JobRdma, RailPairsWithADeviceOnBothEndsGoOverRdma) {
   ASSERT_EQ(job.ranks.size(), 4u);
   ASSERT_EQ(job.peers[0][1].tier, "nvl");
   ASSERT_EQ(job.peers[0][2].tier, "rail");
-  workload::mark_rdma_pairs(job, rxe_for(job, {0, 1, 2, 3}));
+  launch::mark_rdma_pairs(job, rxe_for(job, {0, 1, 2, 3}));
   for (size_t i = 0; i < 4; ++i)
     for (size_t j = 0; j < 4; ++j) {
       const bool rail = i != j && job.peers[i][j].tier == "rail";
@@ -63,7 +64,7 @@ TEST(JobRdma, RailPairsWithADeviceOnBothEndsGoOverRdma) {
 
 TEST(JobRdma, APairMissingADeviceStaysOnTcpAndSaysWhy) {
   auto job = mini_job("rdma");
-  workload::mark_rdma_pairs(job, rxe_for(job, {0, 1, 2}));  // none for rank 3 (dc/s1/g1)
+  launch::mark_rdma_pairs(job, rxe_for(job, {0, 1, 2}));  // none for rank 3 (dc/s1/g1)
   EXPECT_EQ(job.rdma[0][2], 1);
   EXPECT_EQ(job.rdma[0][3], 0);
   EXPECT_EQ(job.rdma[3][0], 0);
@@ -78,7 +79,7 @@ TEST(JobRdma, APairMissingADeviceStaysOnTcpAndSaysWhy) {
 
 TEST(JobRdma, TransportTcpMarksNothing) {
   auto job = mini_job("tcp");
-  workload::mark_rdma_pairs(job, rxe_for(job, {0, 1, 2, 3}));
+  launch::mark_rdma_pairs(job, rxe_for(job, {0, 1, 2, 3}));
   for (const auto& row : job.rdma)
     for (char c : row) EXPECT_EQ(c, 0);
   EXPECT_TRUE(job.rdma_fallback.empty());
@@ -90,7 +91,7 @@ TEST(JobRdma, JsonRoundTripAndDefaultsForOlderJobs) {
   job.qps = 4;
   job.ib_timeout = 20;
   job.ib_retry_cnt = 5;
-  workload::mark_rdma_pairs(job, rxe_for(job, {0, 1, 2}));
+  launch::mark_rdma_pairs(job, rxe_for(job, {0, 1, 2}));
   auto back = workload::job_from_json(workload::to_json(job));
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->transport, "rdma");
@@ -116,8 +117,8 @@ TEST(JobRdma, JsonRoundTripAndDefaultsForOlderJobs) {
   EXPECT_FALSE(workload::job_from_json(bad));
 }
 
-apply::LabState mini_lab(bool with_rxe) {
-  apply::LabState st;
+lab::LabState mini_lab(bool with_rxe) {
+  lab::LabState st;
   st.lab = "mini";
   st.phase = "up";
   st.topo = mini_topology();
@@ -133,15 +134,15 @@ apply::LabState mini_lab(bool with_rxe) {
   return st;
 }
 
-workload::BenchOptions bench_options(const std::string& transport) {
-  workload::BenchOptions o;
+launch::BenchOptions bench_options(const std::string& transport) {
+  launch::BenchOptions o;
   o.transport = transport;
   o.spec.min_bytes = o.spec.max_bytes = 1 << 20;
   return o;
 }
 
-std::string refusal(const apply::LabState& st, const workload::BenchOptions& o) {
-  auto job = workload::prepare_job(st, o);
+std::string refusal(const lab::LabState& st, const launch::BenchOptions& o) {
+  auto job = launch::prepare_job(st, o);
   EXPECT_FALSE(job);
   if (job) return "";
   EXPECT_EQ(job.error().exit_code, kExitBadInput) << job.error().message;
@@ -151,12 +152,12 @@ std::string refusal(const apply::LabState& st, const workload::BenchOptions& o) 
 TEST(BenchFlags, TransportRdmaMarksTheRailPairsOfALabWithRxe) {
   auto o = bench_options("rdma");
   o.qps = 2;
-  auto job = workload::prepare_job(mini_lab(true), o);
+  auto job = launch::prepare_job(mini_lab(true), o);
   ASSERT_TRUE(job) << job.error().message;
   EXPECT_EQ(job->transport, "rdma");
   EXPECT_EQ(job->qps, 2);
   EXPECT_EQ(workload::count_rdma_pairs(*job).rdma, 4);
-  auto tcp = workload::prepare_job(mini_lab(true), bench_options("tcp"));
+  auto tcp = launch::prepare_job(mini_lab(true), bench_options("tcp"));
   ASSERT_TRUE(tcp);
   EXPECT_EQ(workload::count_rdma_pairs(*tcp).rdma, 0);
 }

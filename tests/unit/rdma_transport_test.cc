@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "collective/collective.h"
-#include "collective/rdma.h"
-#include "collective/rdma_stream.h"
-#include "collective/tcp.h"
+#include "collective/rdma/rdma.h"
+#include "collective/rdma/stream.h"
+#include "collective/tcp/tcp.h"
 #include "temp_dir.h"
 
 namespace tb {

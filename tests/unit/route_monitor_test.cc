@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "failover/agent.h"
 #include "netlink/route_monitor.h"
-#include "probe/agent.h"
 
 namespace tb {
 namespace {
@@ -79,19 +79,19 @@ TEST(RouteMonitor, ParsesRouteAndCarrierNotifications) {
 }
 
 TEST(FailoverAgent, ConfigRoundTripsAndRefusesNonsense) {
-  probe::AgentConfig c{
+  failover::AgentConfig c{
       "hz/tr", 7900, 10'000'000, 3, {{"ec", "ec", "198.18.1.33", {"198.18.2.0/24"}, 100}}};
-  auto back = probe::agent_config_from_json(probe::to_json(c));
+  auto back = failover::agent_config_from_json(failover::to_json(c));
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->paths.at(0).peer, "198.18.1.33");
   EXPECT_EQ(back->paths.at(0).dsts.at(0), "198.18.2.0/24");
   EXPECT_EQ(back->interval_ns, 10'000'000);
-  auto j = probe::to_json(c);
+  auto j = failover::to_json(c);
   j["interval_ns"] = 10;  // below 1 ms
-  EXPECT_FALSE(probe::agent_config_from_json(j));
-  j = probe::to_json(c);
+  EXPECT_FALSE(failover::agent_config_from_json(j));
+  j = failover::to_json(c);
   j["paths"] = nlohmann::json::array();
-  EXPECT_FALSE(probe::agent_config_from_json(j));
+  EXPECT_FALSE(failover::agent_config_from_json(j));
 }
 
 }  // namespace

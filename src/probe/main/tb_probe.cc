@@ -18,8 +18,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "probe/agent.h"
-#include "probe/fabric.h"
+#include "failover/agent.h"
+#include "failover/fabric.h"
 #include "probe/goodput.h"
 #include "probe/rtt.h"
 #include "probe/serve.h"
@@ -116,15 +116,15 @@ int main(int argc, char** argv) {
     std::ifstream in(agent_config);
     auto j = nlohmann::json::parse(in, nullptr, false);
     if (*fabric) {
-      auto c = tb::probe::fabric_config_from_json(j);
+      auto c = tb::failover::fabric_config_from_json(j);
       if (!c) return fail_with(c.error());
-      auto r = tb::probe::run_fabric(*c, agent_events, g_stop);
+      auto r = tb::failover::run_fabric(*c, agent_events, g_stop);
       if (!r) return fail_with(r.error());
       return tb::kExitOk;
     }
-    auto c = tb::probe::agent_config_from_json(j);
+    auto c = tb::failover::agent_config_from_json(j);
     if (!c) return fail_with(c.error());
-    auto r = tb::probe::run_agent(*c, agent_events, g_stop);
+    auto r = tb::failover::run_agent(*c, agent_events, g_stop);
     if (!r) return fail_with(r.error());
     return tb::kExitOk;
   }

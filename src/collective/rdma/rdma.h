@@ -1,0 +1,91 @@
+// RdmaComm: one process per rank, with the rail pairs over RDMA verbs (Soft-RoCE in a lab) and
+// every other pair over TCP, the way NCCL runs its IB transport between servers and something
+// else inside one. Which pairs go over RDMA is decided by the caller (RdmaOptions::rdma, from
+// launch::mark_rdma_pairs); a pair marked RDMA that has no device fails, never falls back.
+//
+// Per RDMA peer, `qps` reliable-connected queue pairs (NCCL_IB_QPS_PER_CONNECTION), one
+// rdma_cm_id each; a transfer is cut into stripes across them with TcpComm's rule. Set-up goes
+// through librdmacm: a listener on each of this rank's RDMA source addresses (its port in the
+// FileStore under "<prefix>rdmaport.<rank>"), connections to lower ranks, acceptances from
+// higher ones, the private data naming rank and QP. The data path is two-sided SEND/RECV
+// through registered bounce buffers (collective/rdma_stream.h): per QP `depth` receive buffers
+// of `chunk` bytes stay posted and `depth` send buffers cycle; a sender whose peer has nothing
+// posted is held back by the receiver-not-ready retry (rnr_retry 7 = forever), which is the
+// flow control. Waiting is on completion channels and the rdma_cm event channel under poll(),
+// never by spinning; the timeout is an idle timeout (no completion for that long).
+//
+// Pairs not marked RDMA run on an internal TcpComm restricted to them. An exchange with both
+// kinds runs the TCP part on a second thread and the RDMA part on the caller's; the first error
+// stops both. abort() disconnects every connection, so peers see RDMA_CM_EVENT_DISCONNECTED
+// at once. Otherwise single-threaded, like every Comm.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collective/comm.h"
+#include "collective/store.h"
+#include "collective/tcp/tcp.h"
+
+namespace tb::collective {
+
+struct RdmaOptions {
+  int rank = 0, size = 1;
+  int qps = 1;                 // queue pairs per RDMA peer (NCCL_IB_QPS_PER_CONNECTION)
+  int channels = 1;            // TCP connections per peer that is not over RDMA
+  std::vector<TcpPeer> peers;  // by rank: addresses and tier, as for TcpComm
+  std::vector<char> rdma;      // by rank: 1 = this pair goes over RDMA, 0 = TCP
+  std::chrono::milliseconds timeout{30000};
+  std::string key_prefix;  // store keys for this run
+  int ib_timeout = 14;     // local ACK timeout exponent: 4.096 us * 2^t (NCCL_IB_TIMEOUT)
+  int ib_retry_cnt = 7;    // transport retries before IBV_WC_RETRY_EXC_ERR (NCCL_IB_RETRY_CNT)
+};
+
+// The tunables' ranges; the message names the flag (--qps 1..16, --ib-timeout 1..31,
+// --ib-retry-cnt 0..7). Exit code 2.
+Status validate_rdma_tuning(int qps, int ib_timeout, int ib_retry_cnt);
+// validate_rdma_tuning plus the options' shape (rank, peers, rdma sized by `size`).
+Status validate(const RdmaOptions& o);
+
+// What a communicator moves its bytes over, for reports.
+struct RdmaDescription {
+  std::vector<int> rdma_peers, tcp_peers;
+  std::vector<std::string> rdma_tiers, tcp_tiers;  // distinct, in peer order
+  std::vector<std::string> devices;                // RDMA devices in use (ibv_device names)
+  int qps = 1, channels = 1, ib_timeout = 14, ib_retry_cnt = 7, depth = 0;
+  size_t chunk = 0;
+  // "native over rdma: rail pairs on RDMA device rxe0 (2 QPs/peer, ib_timeout 14 (67.1 ms),
+  // retry 7; SEND/RECV through 16 x 64 KiB buffers per QP and direction), nvl pairs on tcp
+  // (1 connection(s) per peer)"
+  std::string to_string() const;
+};
+
+class RdmaComm final : public Comm {
+ public:
+  // Sets up the TCP part (if any pair is not RDMA), then the RDMA connections, each bounded by
+  // o.timeout. An error names rank, peer, addresses, tier and the rdma_cm event received.
+  static Result<std::unique_ptr<RdmaComm>> connect(const FileStore& store, const RdmaOptions& o);
+  ~RdmaComm() override;
+
+  const RdmaDescription& description() const { return description_; }
+
+  struct State;  // the verbs objects (collective/rdma_state.h)
+
+ protected:
+  Status do_exchange(std::span<const Xfer> xfers) override;
+  void abort() override;
+
+ private:
+  explicit RdmaComm(const RdmaOptions& o);
+  Status exchange_rdma(std::span<const Xfer> xfers, bool* interrupted);
+
+  std::vector<char> rdma_;
+  std::vector<TcpPeer> peers_;
+  std::unique_ptr<State> s_;
+  std::unique_ptr<TcpComm> tcp_;  // the non-RDMA pairs; null when there are none
+  RdmaDescription description_;
+};
+
+}  // namespace tb::collective

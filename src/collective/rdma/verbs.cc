@@ -1,0 +1,56 @@
+// The verbs calls RdmaComm's set-up and data path share: posting one receive or one send of a
+// bounce buffer, and naming a QP in messages.
+#include <cstring>
+
+#include "collective/rdma/state.h"
+
+namespace tb::collective {
+
+namespace rdma {
+
+Status post_recv(Qp& q, int slot) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(q.stream->recv_slot(slot));
+  sge.length = static_cast<uint32_t>(kChunk);
+  sge.lkey = q.recv_mr->lkey;
+  ibv_recv_wr wr{};
+  wr.wr_id = wr_id(kWrRecv, slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  if (const int rc = ibv_post_recv(q.qp.get(), &wr, &bad); rc != 0)
+    return fail("ibv_post_recv (rank " + std::to_string(q.peer) + ", qp " +
+                    std::to_string(q.index) + ", buffer " + std::to_string(slot) +
+                    "): " + std::strerror(rc),
+                rc);
+  return {};
+}
+
+Status post_send(Qp& q, int slot, size_t len) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(q.stream->send_slot(slot));
+  sge.length = static_cast<uint32_t>(len);
+  sge.lkey = q.send_mr->lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id(kWrSend, slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = ibv_post_send(q.qp.get(), &wr, &bad); rc != 0)
+    return fail("ibv_post_send (rank " + std::to_string(q.peer) + ", qp " +
+                    std::to_string(q.index) + ", " + std::to_string(len) +
+                    " bytes): " + std::strerror(rc),
+                rc);
+  return {};
+}
+
+std::string qp_name(const RdmaOptions& o, const Qp& q) {
+  return "rank " + std::to_string(q.peer) + " (" + o.peers[static_cast<size_t>(q.peer)].tier +
+         ", qp " + std::to_string(q.index) + ")";
+}
+
+}  // namespace rdma
+
+}  // namespace tb::collective

@@ -1,0 +1,277 @@
+#include "collective/tcp/tcp.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace tb::collective {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint32_t kHelloMagic = 0x74626331;  // "tbc1"
+constexpr size_t kMinStripe = 64 * 1024;      // smaller transfers use one connection
+
+struct Hello {
+  uint32_t magic;
+  int32_t rank;
+  int32_t channel;
+};
+
+int ms_left(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1000));
+}
+
+Result<sockaddr_in> endpoint(const std::string& addr, uint16_t port) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  if (!addr.empty() && inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1)
+    return bad_input("not an IPv4 address: '" + addr + "'");
+  return sa;
+}
+
+// Moves all of buf over a blocking-with-deadline loop on a non-blocking socket.
+Status io_all(int fd, void* buf, size_t len, bool sending, Clock::time_point deadline,
+              const std::string& what) {
+  auto* p = static_cast<char*>(buf);
+  size_t done = 0;
+  while (done < len) {
+    const ssize_t n = sending ? ::send(fd, p + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT)
+                              : ::recv(fd, p + done, len - done, MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return fail(what + ": connection closed by the peer");
+    if (errno != EAGAIN && errno != EINTR) return sys_fail(what);
+    if (Clock::now() >= deadline) return fail(what + ": timed out");
+    pollfd pfd{fd, static_cast<short>(sending ? POLLOUT : POLLIN), 0};
+    ::poll(&pfd, 1, ms_left(deadline));
+  }
+  return {};
+}
+
+void tune(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+}  // namespace
+
+TcpComm::TcpComm(const TcpOptions& o)
+    : Comm(o.rank, o.size),
+      channels_(o.channels),
+      timeout_(o.timeout),
+      peers_(o.peers),
+      use_(o.use.empty() ? std::vector<char>(static_cast<size_t>(o.size), 1) : o.use),
+      conns_(static_cast<size_t>(o.size * o.channels)),
+      interrupt_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+TcpComm::~TcpComm() = default;
+
+Result<std::unique_ptr<TcpComm>> TcpComm::connect(const FileStore& store, const TcpOptions& o) {
+  TB_CHECK(o.channels >= 1 && o.size >= 1 && o.rank >= 0 && o.rank < o.size);
+  TB_CHECK(static_cast<int>(o.peers.size()) == o.size);
+  TB_CHECK(o.use.empty() || static_cast<int>(o.use.size()) == o.size);
+  std::unique_ptr<TcpComm> c(new TcpComm(o));
+  const auto deadline = Clock::now() + o.timeout;
+  const std::string me = "rank " + std::to_string(o.rank);
+  if (!c->interrupt_) return sys_fail(me + ": eventfd");
+
+  UniqueFd lst(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!lst) return sys_fail(me + ": socket");
+  auto any = endpoint("", 0);
+  if (::bind(lst.get(), reinterpret_cast<sockaddr*>(&*any), sizeof *any) != 0 ||
+      ::listen(lst.get(), o.size * o.channels + 16) != 0)
+    return sys_fail(me + ": listen");
+  sockaddr_in bound{};
+  socklen_t bl = sizeof bound;
+  ::getsockname(lst.get(), reinterpret_cast<sockaddr*>(&bound), &bl);
+  TB_TRY(store.set(o.key_prefix + "port." + std::to_string(o.rank),
+                   std::to_string(ntohs(bound.sin_port))));
+
+  // Connect to every lower (masked) rank, from this rank's address on the pair's tier.
+  for (int j = 0; j < o.rank; ++j) {
+    if (!c->uses(j)) continue;
+    const TcpPeer& p = o.peers[static_cast<size_t>(j)];
+    auto port =
+        store.get(o.key_prefix + "port." + std::to_string(j),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    if (!port) return std::unexpected(with_context(port.error(), me));
+    auto to = endpoint(p.dst, static_cast<uint16_t>(std::stoi(*port)));
+    auto from = endpoint(p.src, 0);
+    if (!to || !from) return bad_input(me + ": bad address for rank " + std::to_string(j));
+    for (int ch = 0; ch < o.channels; ++ch) {
+      const std::string what = me + ": connect " + p.src + " -> rank " + std::to_string(j) +
+                               " at " + p.dst + ":" + *port + " (" + p.tier + ", channel " +
+                               std::to_string(ch) + ")";
+      UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+      if (!fd) return sys_fail(what);
+      if (!p.src.empty() &&
+          ::bind(fd.get(), reinterpret_cast<sockaddr*>(&*from), sizeof *from) != 0)
+        return sys_fail(what + ": bind source");
+      tune(fd.get());
+      if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&*to), sizeof *to) != 0 &&
+          errno != EINPROGRESS)
+        return sys_fail(what);
+      pollfd pfd{fd.get(), POLLOUT, 0};
+      while (::poll(&pfd, 1, ms_left(deadline)) == 0)
+        if (Clock::now() >= deadline) return fail(what + ": timed out");
+      int err = 0;
+      socklen_t el = sizeof err;
+      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &el);
+      if (err != 0) return sys_fail(what, err);
+      Hello h{kHelloMagic, o.rank, ch};
+      TB_TRY(io_all(fd.get(), &h, sizeof h, true, deadline, what + ": hello"));
+      c->conn(j, ch) = std::move(fd);
+    }
+  }
+  // Accept from every higher (masked) rank.
+  int want = 0;
+  for (int j = o.rank + 1; j < o.size; ++j)
+    if (c->uses(j)) want += o.channels;
+  while (want > 0) {
+    pollfd pfd{lst.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, ms_left(deadline)) == 0) {
+      if (Clock::now() < deadline) continue;
+      return fail(me + ": timed out waiting for " + std::to_string(want) +
+                  " connection(s) from higher ranks (did every rank start?)");
+    }
+    UniqueFd fd(::accept4(lst.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!fd) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      return sys_fail(me + ": accept");
+    }
+    tune(fd.get());
+    Hello h{};
+    TB_TRY(io_all(fd.get(), &h, sizeof h, false, deadline, me + ": read hello"));
+    if (h.magic != kHelloMagic || h.rank <= o.rank || h.rank >= o.size || !c->uses(h.rank) ||
+        h.channel < 0 || h.channel >= o.channels || c->conn(h.rank, h.channel))
+      return fail(me + ": unexpected hello (rank " + std::to_string(h.rank) + ", channel " +
+                  std::to_string(h.channel) + ")");
+    c->conn(h.rank, h.channel) = std::move(fd);
+    --want;
+  }
+  return c;
+}
+
+Status TcpComm::do_exchange(std::span<const Xfer> xfers) {
+  // One queue of stripes per (connection, direction), served in order.
+  struct Stripe {
+    char* p;
+    size_t len, done;
+    const Xfer* x;
+  };
+  struct Dir {
+    std::vector<Stripe> q;
+    size_t head = 0;
+  };
+  struct Conn {
+    int peer, ch;
+    Dir out, in;
+  };
+  std::vector<Conn> conns;
+  auto slot = [&](int peer, int ch) -> Conn& {
+    for (auto& c : conns)
+      if (c.peer == peer && c.ch == ch) return c;
+    conns.push_back(Conn{peer, ch, {}, {}});
+    return conns.back();
+  };
+  for (const auto& x : xfers) {
+    TB_CHECK(uses(x.peer));  // the caller routes masked-out peers elsewhere
+    const size_t n = std::clamp<size_t>(x.len / kMinStripe, 1, static_cast<size_t>(channels_));
+    for (size_t s = 0; s < n; ++s) {
+      const size_t lo = x.len * s / n, hi = x.len * (s + 1) / n;
+      Conn& c = slot(x.peer, static_cast<int>(s));
+      (x.kind == Xfer::kSend ? c.out : c.in)
+          .q.push_back(Stripe{static_cast<char*>(x.buf) + lo, hi - lo, 0, &x});
+    }
+  }
+  auto idle_deadline = Clock::now() + timeout_;
+  std::vector<pollfd> pfds;
+  for (;;) {
+    pfds.clear();
+    for (auto& c : conns) {
+      short ev = 0;
+      if (c.out.head < c.out.q.size()) ev |= POLLOUT;
+      if (c.in.head < c.in.q.size()) ev |= POLLIN;
+      pfds.push_back(pollfd{ev ? conn(c.peer, c.ch).get() : -1, ev, 0});
+    }
+    if (std::all_of(pfds.begin(), pfds.end(), [](const pollfd& p) { return p.fd < 0; })) return {};
+    pfds.push_back(pollfd{interrupt_.get(), POLLIN, 0});  // after the connections' entries
+    const int ready = ::poll(pfds.data(), pfds.size(), ms_left(idle_deadline));
+    if (ready < 0 && errno != EINTR) return sys_fail("rank " + std::to_string(rank()) + ": poll");
+    if (ready > 0 && (pfds.back().revents & POLLIN))
+      return fail("rank " + std::to_string(rank()) +
+                  ": TCP transfers interrupted (the communicator's other transport failed)");
+    bool moved = false;
+    for (size_t i = 0; i < conns.size() && ready > 0; ++i) {
+      if (pfds[i].fd < 0 || pfds[i].revents == 0) continue;
+      Conn& c = conns[i];
+      const int fd = pfds[i].fd;
+      auto pump = [&](Dir& d, bool sending) -> Status {
+        while (d.head < d.q.size()) {
+          Stripe& s = d.q[d.head];
+          const ssize_t n =
+              sending ? ::send(fd, s.p + s.done, s.len - s.done, MSG_NOSIGNAL | MSG_DONTWAIT)
+                      : ::recv(fd, s.p + s.done, s.len - s.done, MSG_DONTWAIT);
+          if (n > 0) {
+            s.done += static_cast<size_t>(n);
+            moved = true;
+            if (s.done == s.len) ++d.head;
+            continue;
+          }
+          if (n < 0 && (errno == EAGAIN || errno == EINTR)) return {};
+          const std::string what =
+              "rank " + std::to_string(rank()) + ": " + (sending ? "sending " : "receiving ") +
+              std::to_string(s.x->len) + " bytes " + (sending ? "to" : "from") + " rank " +
+              std::to_string(c.peer) + " (" + peers_[static_cast<size_t>(c.peer)].tier +
+              ", channel " + std::to_string(c.ch) + ")";
+          if (n == 0)
+            return fail(what + ": rank " + std::to_string(c.peer) +
+                        " closed the connection (it exited or failed)");
+          return sys_fail(what + ": rank " + std::to_string(c.peer) +
+                          " dropped the connection (it exited or failed)");
+        }
+        return {};
+      };
+      if (pfds[i].revents & (POLLIN | POLLERR | POLLHUP)) TB_TRY(pump(c.in, false));
+      if (pfds[i].revents & (POLLOUT | POLLERR | POLLHUP)) TB_TRY(pump(c.out, true));
+    }
+    if (moved) {
+      idle_deadline = Clock::now() + timeout_;
+    } else if (Clock::now() >= idle_deadline) {
+      std::string waiting;
+      for (auto& c : conns)
+        if (c.in.head < c.in.q.size() || c.out.head < c.out.q.size())
+          waiting += (waiting.empty() ? "" : ", ") + std::to_string(c.peer);
+      return fail("rank " + std::to_string(rank()) + ": timed out: no progress for " +
+                  std::to_string(timeout_.count()) + " ms on transfers with rank(s) " + waiting);
+    }
+  }
+}
+
+void TcpComm::interrupt() {
+  const uint64_t one = 1;
+  // An eventfd write only fails when the counter would overflow; it is already readable then.
+  [[maybe_unused]] const ssize_t n = ::write(interrupt_.get(), &one, sizeof one);
+}
+
+void TcpComm::abort() {
+  // Closing every connection makes peers blocked on this rank fail now, not at their timeout.
+  for (auto& fd : conns_)
+    if (fd) {
+      ::shutdown(fd.get(), SHUT_RDWR);
+      fd.reset();
+    }
+}
+
+}  // namespace tb::collective

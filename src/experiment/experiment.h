@@ -1,0 +1,67 @@
+// `testbedctl run`: a scenario end to end on a live lab. Its collective workload runs steadily
+// (one tb-rank per GPU, iterations back to back), continuous UDP probes cross every path a
+// fault affects, route monitors watch the routers and the faulted nodes, and the scenario's
+// [[fault]] timeline fires; then everything stops, and the results directory
+// (<results root>/<lab>/run-<time>-<pid>/) gets events.jsonl (faults, link and route changes,
+// probe outages and every workload iteration on CLOCK_MONOTONIC), summary.json (the recovery
+// breakdown per fault, the workload's figures, the [expect] verdicts) and the logs.
+// Not thread-safe (one run per process).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lab/state.h"
+#include "metrics/recovery.h"
+#include "scenario/model.h"
+
+namespace tb::experiment {
+
+struct RunOptions {
+  std::string workload;           // a [[workload]] name; "" = the first collective one; "none"
+  uint64_t size_bytes = 1 << 20;  // the steady workload's message size
+  int timeout_ms = 30000;         // the ranks' idle timeout
+  int settle_ms = 3000;           // after the last fault step, before stopping
+  int probe_interval_us = 5000;
+  bool resilient = false;  // restart the rank group after a failure (also [[workload]] resilient)
+  // The workload's transport: "tcp", or "rdma" (rail pairs over RDMA verbs on the lab's rxe
+  // devices, collective/rdma.h) with its tunables.
+  std::string transport = "tcp";
+  int qps = 1, ib_timeout = 14, ib_retry_cnt = 7;
+  std::string tb_rank, tb_probe;  // executables
+};
+
+struct Verdict {
+  std::string name;  // "max_stall_ms"
+  double limit = 0;
+  std::optional<double> measured;
+  bool ok = true;
+  std::string text;  // "max_stall_ms = 500: measured 120.3 (fault 1 flap ...)"
+};
+
+struct RunResult {
+  std::string results_dir;
+  metrics::RecoveryReport recovery;
+  std::vector<Verdict> verdicts;
+  std::vector<std::string> errors;  // a rank, a probe or a fault step that failed
+  nlohmann::json summary;
+  bool ok() const;
+};
+
+// Checks the scenario's faults and workload against the lab (exit-2 errors) without starting
+// anything.
+Status check_run(const scenario::Scenario& s, const lab::LabState& st, const RunOptions& o);
+
+Result<RunResult> run_scenario(const scenario::Scenario& s, lab::LabState& st, const RunOptions& o,
+                               const std::atomic<bool>& stop,
+                               const std::function<void(const std::string&)>& progress);
+
+// [expect] against a recovery report and the workload's throughput fraction.
+std::vector<Verdict> check_expectations(const scenario::Expect& e, const metrics::RecoveryReport& r,
+                                        std::optional<double> busbw_fraction);
+
+}  // namespace tb::experiment

@@ -1,0 +1,190 @@
+#include "experiment/probes.h"
+
+#include <sys/wait.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/events.h"
+#include "core/process.h"
+#include "plan/hosts.h"
+#include "plan/plan.h"
+#include "probe/rtt.h"
+#include "runner/supervisor.h"
+
+namespace tb::experiment {
+namespace {
+
+const plan::Node* gpu(const lab::LabState& st, const std::string& region, int server, int index) {
+  for (const auto& n : st.topo.nodes)
+    if (n.kind == plan::NodeKind::kGpu && n.region == region &&
+        (server < 0 || n.server == server) && (index < 0 || n.index == index))
+      return &n;
+  return nullptr;
+}
+
+// Another GPU of the same region on another server, preferring the same rail index.
+const plan::Node* peer_on_other_server(const lab::LabState& st, const plan::Node& g) {
+  const plan::Node* any = nullptr;
+  for (const auto& n : st.topo.nodes)
+    if (n.kind == plan::NodeKind::kGpu && n.region == g.region && n.server != g.server) {
+      if (n.index == g.index) return &n;
+      if (!any) any = &n;
+    }
+  return any;
+}
+
+std::vector<std::pair<const plan::Node*, const plan::Node*>> candidates(const lab::LabState& st,
+                                                                        const fault::Resolved& f) {
+  std::vector<std::pair<const plan::Node*, const plan::Node*>> out;
+  auto cross_region = [&](const std::string& ra, const std::string& rb) {
+    const auto* a = gpu(st, ra, 0, 0);
+    const auto* b = gpu(st, rb, 0, 0);
+    if (a && b) out.emplace_back(a, b);
+  };
+  if (f.spec.kind == "rank-kill") return out;
+  if (f.spec.kind == "partition") {
+    cross_region(f.spec.region_a, f.spec.region_b);
+    return out;
+  }
+  for (size_t l : f.links) {
+    const auto& link = st.topo.links[l];
+    const auto* a = st.topo.node(link.a.node);
+    const auto* b = st.topo.node(link.b.node);
+    if (a->region != b->region) {
+      cross_region(a->region, b->region);
+      break;
+    }
+    const plan::Node* g = a->kind == plan::NodeKind::kGpu   ? a
+                          : b->kind == plan::NodeKind::kGpu ? b
+                                                            : nullptr;
+    if (!g) {  // a switch link: a GPU on that rail (or the router's region) to another server
+      const plan::Node* sw = a->kind == plan::NodeKind::kTor ? a : b;
+      g = gpu(st, sw->region, -1, sw->kind == plan::NodeKind::kTor ? sw->index : -1);
+      if (sw->kind == plan::NodeKind::kTransitRouter || sw->kind == plan::NodeKind::kVpc) {
+        for (const auto& r : st.topo.nodes)
+          if (r.kind == plan::NodeKind::kTransitRouter && r.region != sw->region) {
+            cross_region(sw->region, r.region);
+            break;
+          }
+        break;
+      }
+    }
+    if (!g) continue;
+    if (const auto* p = peer_on_other_server(st, *g)) out.emplace_back(g, p);
+    break;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ProbePair> probe_pairs(const lab::LabState& st,
+                                   const std::vector<fault::Resolved>& faults) {
+  std::vector<ProbePair> out;
+  const auto wan = plan::wan_adjacency(st.topo);
+  for (size_t i = 0; i < faults.size(); ++i)
+    for (const auto& [a, b] : candidates(st, faults[i])) {
+      auto r = plan::reach(*a, *b, wan);
+      if (!r) continue;
+      auto it = std::find_if(out.begin(), out.end(), [&](const ProbePair& p) {
+        return p.src == a->name && p.dst == b->name;
+      });
+      if (it == out.end()) {
+        out.push_back({a->name, b->name, r->first.addr.to_string(), {}, 0});
+        it = std::prev(out.end());
+      }
+      it->faults.push_back(i);
+    }
+  for (size_t i = 0; i < out.size(); ++i) out[i].port = static_cast<uint16_t>(7100 + i);
+  return out;
+}
+
+Status ProbeSet::start(const lab::LabState& st, std::vector<ProbePair>& pairs,
+                       const std::string& dir, const std::string& tb_probe, int interval_us,
+                       int64_t length_ns) {
+  const std::string owner = plan::owner_marker(st.lab);
+  const int64_t seconds = length_ns / 1'000'000'000 + 1;
+  deadline_ns_ = monotonic_ns() + length_ns + 5'000'000'000;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto& p = pairs[i];
+    auto srv =
+        runner::spawn_in_netns(st.topo.node(p.dst)->netns,
+                               {tb_probe, "serve", "--port", std::to_string(p.port), "--seconds",
+                                std::to_string(seconds + 15)},
+                               owner, dir + "/logs/probe-serve-" + std::to_string(i) + ".log");
+    if (!srv) return std::unexpected(srv.error());
+    servers_.push_back(*srv);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // servers bound
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto& p = pairs[i];
+    const int64_t count = length_ns / (int64_t{interval_us} * 1000) + 1;
+    const std::string log = dir + "/logs/probe-" + std::to_string(i) + ".json";
+    std::error_code ec;
+    std::filesystem::remove(log, ec);
+    auto cli = runner::spawn_in_netns(
+        st.topo.node(p.src)->netns,
+        {tb_probe, "rtt", "--to", p.dst_addr, "--port", std::to_string(p.port), "--count",
+         std::to_string(std::min<int64_t>(count, probe::kMaxProbeCount)), "--interval-us",
+         std::to_string(interval_us), "--wait-ms", "500", "--samples"},
+        owner, log);
+    if (!cli) return std::unexpected(cli.error());
+    clients_.push_back(*cli);
+    client_logs_.push_back(log);
+  }
+  return {};
+}
+
+std::vector<std::vector<metrics::Interval>> ProbeSet::finish(std::vector<std::string>* errors) {
+  // The clients stop by count; give them until the deadline, then end them all.
+  while (monotonic_ns() < deadline_ns_) {
+    bool running = false;
+    for (int& pid : clients_)
+      if (pid > 0) {
+        int status = 0;
+        if (::waitpid(pid, &status, WNOHANG) == pid)
+          pid = -pid;
+        else
+          running = true;
+      }
+    if (!running) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::vector<int> left;
+  for (int pid : clients_)
+    if (pid > 0) left.push_back(pid);
+  for (int pid : servers_) left.push_back(pid);
+  terminate(left, 1000);
+  servers_.clear();
+  std::vector<std::vector<metrics::Interval>> out;
+  for (const auto& log : client_logs_) {
+    std::vector<metrics::Interval> o;
+    std::ifstream in(log);
+    bool parsed = false;
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || j.value("mode", "") != "rtt") continue;
+      auto r = probe::rtt_from_json(j);
+      if (!r) continue;
+      for (auto [a, b] : r->outages_ns) o.push_back({a, b});
+      parsed = true;
+    }
+    if (!parsed) errors->push_back("probe " + log + " printed no result");
+    out.push_back(std::move(o));
+  }
+  clients_.clear();
+  return out;
+}
+
+ProbeSet::~ProbeSet() {
+  std::vector<int> left;
+  for (int pid : clients_)
+    if (pid > 0) left.push_back(pid);
+  for (int pid : servers_) left.push_back(pid);
+  if (!left.empty()) terminate(left, 1000);
+}
+
+}  // namespace tb::experiment

@@ -1,0 +1,30 @@
+// FRR for [failover] mode = "bfd": the configuration of one transit router's zebra, bfdd and
+// bgpd (pure, unit-tested), and the supervisor children that run them in its namespace as
+// user frr (Debian's frr package; its vty group check refuses root), each in the foreground
+// with its own pid file, zserv socket and vty directory under <lab dir>/frr/<netns>/, logging
+// to stdout (the child's log). The vty TCP ports are disabled (-P 0).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "plan/plan.h"
+#include "runner/supervisor.h"
+
+namespace tb::failover {
+
+inline constexpr const char* kFrrDir = "/usr/lib/frr";
+
+std::string frr_bgpd_conf(const plan::Router& r);
+std::string frr_bfdd_conf(const plan::Router& r);
+
+// Writes the configs and returns the three children (zebra first). Exit-2 error when frr is
+// not installed.
+Result<std::vector<runner::ChildSpec>> frr_children(const std::string& lab, const plan::Router& r);
+
+// Waits until every router has a route to every network its neighbors announce (BGP up),
+// bounded by `timeout_ms`.
+Status wait_for_bgp(const std::vector<plan::Router>& routers, int timeout_ms);
+
+}  // namespace tb::failover

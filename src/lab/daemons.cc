@@ -1,0 +1,185 @@
+#include "lab/daemons.h"
+
+#include "core/process.h"
+#include "failover/agent.h"
+#include "failover/fabric.h"
+#include "failover/frr.h"
+
+#include <unistd.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "lab/state.h"
+#include "runner/supervisor.h"
+#include "stage/queue_spec.h"
+
+namespace tb::lab {
+
+std::string stage_config_path(const std::string& lab, const std::string& netns) {
+  return lab::lab_dir(lab) + "/stages/" + netns + ".conf";
+}
+std::string stage_stats_path(const std::string& lab, const std::string& netns) {
+  return lab::lab_dir(lab) + "/stages/" + netns + ".stats.json";
+}
+
+std::string delayd_path() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto beside = self.parent_path() / "tb-delayd";
+    if (::access(beside.c_str(), X_OK) == 0) return beside;
+  }
+  return "/usr/local/bin/tb-delayd";
+}
+
+namespace {
+
+runner::ChildSpec stage_child(const std::string& lab, const plan::Stage& st) {
+  return {"stage " + st.node,
+          st.netns,
+          {delayd_path(), "--config", stage_config_path(lab, st.netns), "--stats",
+           stage_stats_path(lab, st.netns)}};
+}
+
+// Whether the stats file of the stage in `netns` lists every queue of `st` (it is rewritten
+// every 500 ms and after a reload).
+bool serves_all(const std::string& lab, const plan::Stage& st) {
+  std::ifstream in(stage_stats_path(lab, st.netns));
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object()) return false;
+  for (const auto& q : st.queues) {
+    bool found = false;
+    for (const auto& e : j.value("queues", nlohmann::json::array()))
+      found = found || e.value("num", -1) == q.queue;
+    if (!found) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status write_stage_config(const std::string& lab, const plan::Stage& st) {
+  std::vector<stage::QueueSpec> queues;
+  for (const auto& q : st.queues) queues.push_back({q.queue, q.delay, q.jitter, q.maxlen});
+  const std::string conf = stage_config_path(lab, st.netns);
+  {
+    std::ofstream out(conf + ".tmp", std::ios::trunc);
+    out << stage::to_config(queues);
+    if (!out) return fail("write " + conf + ".tmp");
+  }
+  std::error_code ec;
+  std::filesystem::rename(conf + ".tmp", conf, ec);
+  if (ec) return fail("rename " + conf + ".tmp: " + ec.message());
+  return {};
+}
+
+Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stages,
+                    const std::vector<plan::Agent>& agents,
+                    const std::vector<plan::Router>& routers,
+                    const std::vector<plan::FabricAgent>& fabric) {
+  if (stages.empty() && agents.empty() && routers.empty() && fabric.empty()) return {};
+  std::error_code ec;
+  std::filesystem::create_directories(lab::lab_dir(lab) + "/stages", ec);
+  if (ec) return fail("create " + lab::lab_dir(lab) + "/stages: " + ec.message());
+  std::vector<runner::ChildSpec> specs;
+  if (!stages.empty()) {
+    const std::string delayd = delayd_path();
+    if (::access(delayd.c_str(), X_OK) != 0)
+      return sys_fail("the delay stage " + delayd +
+                      " is not installed (cmake --install puts it "
+                      "beside testbedctl)");
+    for (const auto& st : stages) {
+      TB_TRY(write_stage_config(lab, st));
+      specs.push_back(stage_child(lab, st));
+    }
+  }
+  if (!agents.empty() || !fabric.empty()) {
+    auto tb_probe = find_companion("tb-probe", "TESTBEDCTL_PROBE");
+    if (!tb_probe) return std::unexpected(tb_probe.error());
+    // A tb-probe daemon: its JSON config under stages/, the lab's events.jsonl.
+    auto probe_child = [&](const std::string& name, const std::string& netns, const char* mode,
+                           const std::string& conf, const nlohmann::json& config) {
+      std::ofstream(conf) << config.dump(1) << "\n";
+      specs.push_back(
+          {name,
+           netns,
+           {*tb_probe, mode, "--config", conf, "--events", lab::lab_dir(lab) + "/events.jsonl"}});
+    };
+    for (const auto& a : agents) {
+      failover::AgentConfig c{a.node, a.port, a.interval_ns, a.misses, {}};
+      for (const auto& p : a.paths) {
+        failover::AgentPath ap{p.name, p.dev, p.peer.to_string(), {}, p.metric};
+        for (const auto& d : p.dsts) ap.dsts.push_back(d.to_string());
+        c.paths.push_back(ap);
+      }
+      probe_child("agent " + a.node, a.netns, "agent",
+                  lab::lab_dir(lab) + "/stages/agent-" + a.netns + ".json", failover::to_json(c));
+    }
+    for (const auto& f : fabric) {
+      failover::FabricConfig c{f.region, f.spine_nodes, f.spine_netns, {}, {}};
+      for (const auto& t : f.tors) c.tors.push_back({t.node, t.netns, t.spine_port, t.addr});
+      for (const auto& g : f.gpus) {
+        failover::FabricConfig::Gpu gpu{g.node, g.addr, {}};
+        for (const auto& p : g.ports) gpu.ports.push_back({p.tor, p.port});
+        c.gpus.push_back(std::move(gpu));
+      }
+      probe_child("fabric " + f.region, f.netns, "fabric",
+                  lab::lab_dir(lab) + "/stages/fabric-" + f.region + ".json", failover::to_json(c));
+    }
+  }
+  for (const auto& r : routers) {
+    auto kids = failover::frr_children(lab, r);
+    if (!kids) return std::unexpected(kids.error());
+    specs.insert(specs.end(), kids->begin(), kids->end());
+  }
+  TB_TRY(runner::start_supervisor(lab, lab::lab_dir(lab), plan::owner_marker(lab), specs));
+  if (!routers.empty()) TB_TRY(failover::wait_for_bgp(routers, 30000));
+  return {};
+}
+
+Status refresh_stage(const std::string& lab, const plan::Stage& st) {
+  const std::string dir = lab::lab_dir(lab);
+  std::error_code ec;
+  std::filesystem::create_directories(dir + "/stages", ec);
+  TB_TRY(write_stage_config(lab, st));
+  std::ifstream status_in(dir + "/supervisor.json");
+  int pid = 0;
+  for (const auto& c : runner::states_from_json(nlohmann::json::parse(status_in, nullptr, false)))
+    if (c.name == "stage " + st.node && c.running) pid = c.pid;
+  if (pid > 0) {
+    if (::kill(pid, SIGHUP) != 0) return sys_fail("reload the delay stage of " + st.node);
+  } else {
+    std::ifstream spec_in(dir + "/supervisor-spec.json");
+    auto j = nlohmann::json::parse(spec_in, nullptr, false);
+    auto specs =
+        j.is_discarded() ? Result<std::vector<runner::ChildSpec>>{} : runner::specs_from_json(j);
+    if (!specs) return std::unexpected(specs.error());
+    specs->push_back(stage_child(lab, st));
+    int sup = 0;
+    std::ifstream(dir + "/supervisor.pid") >> sup;
+    if (sup > 0 && ::kill(sup, 0) == 0) {
+      {
+        std::ofstream out(dir + "/supervisor-spec.json.tmp", std::ios::trunc);
+        out << runner::specs_to_json(*specs).dump(1) << "\n";
+      }
+      std::filesystem::rename(dir + "/supervisor-spec.json.tmp", dir + "/supervisor-spec.json");
+      if (::kill(sup, SIGHUP) != 0) return sys_fail("reload the lab supervisor");
+    } else {
+      TB_TRY(runner::start_supervisor(lab, dir, plan::owner_marker(lab), *specs));
+    }
+  }
+  for (int i = 0; i < 300; ++i) {
+    if (serves_all(lab, st)) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return fail("the delay stage of " + st.node + " did not take its new queues within 3 s (see " +
+              dir + "/logs)");
+}
+
+}  // namespace tb::lab

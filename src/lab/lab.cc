@@ -1,0 +1,211 @@
+#include "lab/lab.h"
+
+#include <arpa/inet.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "apply/applier.h"
+#include "apply/marker.h"
+#include "apply/rxe.h"
+#include "core/process.h"
+
+namespace tb::lab {
+using apply::add_lab_rxe;
+using apply::apply_plan;
+using apply::ApplyOptions;
+using apply::Journal;
+using apply::kEtcNetns;
+using apply::remove_hosts_file_if_ours;
+using apply::remove_lab_rxe;
+using apply::teardown;
+
+namespace {
+
+constexpr int kProcessGraceMs = 3000;
+std::atomic<bool> g_interrupted{false};
+void on_signal(int) {
+  g_interrupted = true;
+}
+
+// Catches SIGINT/SIGTERM/SIGHUP for its lifetime; restores the previous handlers after.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    g_interrupted = false;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~SignalGuard() {
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &old_[i], nullptr);
+  }
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[3];
+};
+
+bool pid_alive(int pid) {
+  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+}
+
+// Hosts and resolv.conf files under /etc/netns/*/ whose first line is one of our markers.
+int remove_marked_hosts(const std::string& lab) {
+  namespace fs = std::filesystem;
+  const std::string want = "# " + plan::owner_marker(lab) + (lab.empty() ? "" : " ");
+  int removed = 0;
+  std::error_code ec;
+  std::vector<std::pair<std::string, std::string>> ours;  // (netns, marker line)
+  for (const auto& e : fs::directory_iterator(kEtcNetns, ec)) {
+    std::ifstream in(e.path() / "hosts");
+    std::string first;
+    if (in && std::getline(in, first) && first.starts_with(want))
+      ours.emplace_back(e.path().filename(), first);
+  }
+  for (const auto& [netns, marker] : ours)
+    if (remove_hosts_file_if_ours(kEtcNetns, netns, marker)) ++removed;
+  return removed;
+}
+
+}  // namespace
+
+std::vector<std::string> overlapping_host_routes(const Prefix& space) {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/net/route");
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string ifname, dst, gw, flags, refcnt, use, metric, mask;
+    if (!(ls >> ifname >> dst >> gw >> flags >> refcnt >> use >> metric >> mask)) continue;
+    uint32_t d = ntohl(static_cast<uint32_t>(std::stoul(dst, nullptr, 16)));
+    uint32_t m = ntohl(static_cast<uint32_t>(std::stoul(mask, nullptr, 16)));
+    if (m == 0) continue;  // the default route covers everything; it is not a conflict
+    Prefix p{Ipv4{d}, std::popcount(m)};
+    if (p.overlaps(space)) out.push_back(p.to_string() + " dev " + ifname);
+  }
+  return out;
+}
+
+Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, apply::Kernel& kernel,
+                    const std::function<Status()>& after_apply, const RdmaChoice& rdma) {
+  const std::string& lab = plan.lab;
+  auto left = kernel.owned_netns(plan::owner_marker(lab) + " ");
+  if (!left) return std::unexpected(left.error());
+  if (auto st = load_state(lab)) {
+    if (st->phase == "up" && !left->empty())
+      return bad_input("lab \"" + lab + "\" is already up (from " + st->scenario +
+                       "); run `testbedctl down " + lab + "` first");
+    if (st->phase == "building" && st->pid != ::getpid() && pid_alive(st->pid))
+      return bad_input("lab \"" + lab + "\" is being built by testbedctl pid " +
+                       std::to_string(st->pid));
+    TB_TRY(remove_state(lab));  // stale: its namespaces are gone (a reboot, a manual delete)
+  }
+  if (!left->empty())
+    return bad_input("lab \"" + lab + "\" has " + std::to_string(left->size()) +
+                     " namespaces left over from an earlier run (e.g. " + left->front() +
+                     "); run `testbedctl clean " + lab + "` first");
+  auto lock = LabLock::acquire(lab);
+  if (!lock) return std::unexpected(lock.error());
+
+  LabState state{lab,        scenario_path, "building",   std::time(nullptr),
+                 ::getpid(), plan.topo,     plan.shaping, plan.stages};
+  TB_TRY(save_state(state));
+  auto journal = Journal::create(journal_path(lab));
+  if (!journal) {
+    (void)remove_state(lab);
+    return std::unexpected(journal.error());
+  }
+  SignalGuard signals;
+  ApplyOptions opts;
+  opts.interrupted = &g_interrupted;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (auto r = apply_plan(plan, kernel, *journal, opts); !r) {
+    (void)remove_state(lab);
+    return std::unexpected(with_context(r.error(), "bring up lab " + lab));
+  }
+  state.phase = "up";
+  state.rdma_why = rdma.why;
+  Status started;
+  if (rdma.make) {
+    // Saved before the processes start, so an interrupted start still finds them to remove.
+    auto devs = add_lab_rxe(plan.topo);
+    if (devs) {
+      state.rdma = "rxe";
+      state.rxe = std::move(*devs);
+      state.rdma_why =
+          rdma.why + "; " + std::to_string(state.rxe.size()) + " rxe devices, one per GPU rail NIC";
+      started = save_state(state);
+    } else {
+      started = std::unexpected(devs.error());
+    }
+  }
+  if (started) started = after_apply ? after_apply() : Status{};
+  if (started && g_interrupted) started = fail("interrupted by signal");
+  if (started) started = save_state(state);
+  if (!started) {
+    terminate(owned_processes(plan::owner_marker(lab)), kProcessGraceMs);
+    (void)remove_lab_rxe(state.rxe);
+    (void)teardown(journal->ops(), kernel);
+    (void)remove_state(lab);
+    Error e = with_context(started.error(), "bring up lab " + lab);
+    e.message += "; everything made so far was removed";
+    return std::unexpected(e);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return UpResult{std::move(state), secs};
+}
+
+Status down(const std::string& lab, apply::Kernel& kernel) {
+  auto lock = LabLock::acquire(lab);
+  if (!lock) return std::unexpected(lock.error());
+  auto r = clean(lab, kernel);
+  if (!r) return fail("take down lab " + lab + ": " + r.error().message);
+  return {};
+}
+
+Result<int> clean(const std::string& lab, apply::Kernel& kernel) {
+  std::string errors;
+  auto note = [&](const std::string& e) { errors += (errors.empty() ? "" : "; ") + e; };
+  const std::string select = plan::owner_marker(lab) + (lab.empty() ? "" : " ");
+  auto before = kernel.owned_netns(select);
+  if (!before) return std::unexpected(before.error());
+  // Processes first (the supervisor and what it runs): they hold namespaces alive.
+  terminate(owned_processes(plan::owner_marker(lab), lab.empty()), kProcessGraceMs);
+  // The journal first: it also names what no marker can (a namespace file made but never
+  // mounted, a hosts file not yet written when a crash came).
+  for (const auto& l : list_labs()) {
+    if (!lab.empty() && l != lab) continue;
+    // Soft-RoCE devices before their netdevs (deleting the namespace would also unregister them).
+    if (auto st = load_state(l); st && !st->rxe.empty())
+      if (auto r = remove_lab_rxe(st->rxe); !r) note(r.error().message);
+    auto ops = Journal::read(journal_path(l));
+    if (ops) {
+      if (auto r = teardown(*ops, kernel); !r) note(r.error().message);
+    } else if (ops.error().sys_errno != ENOENT) {
+      spdlog::warn("{}; relying on the owner-marker sweep", ops.error().message);
+    }
+  }
+  // Then the marker sweep: whatever the journal did not name still carries the marker.
+  auto owned = kernel.owned_netns(select);
+  if (!owned) return std::unexpected(owned.error());
+  for (const auto& ns : *owned)
+    if (auto r = kernel.undo(plan::CreateNetns{ns, "", select}); !r) note(r.error().message);
+  remove_marked_hosts(lab);
+  for (const auto& l : list_labs()) {
+    if (!lab.empty() && l != lab) continue;
+    auto st = load_state(l);
+    if (st && pid_alive(st->pid) && st->pid != ::getpid() && st->phase == "building") continue;
+    if (auto r = remove_state(l); !r) note(r.error().message);
+  }
+  if (!errors.empty()) return fail(errors);
+  return static_cast<int>(before->size());
+}
+
+}  // namespace tb::lab

@@ -1,0 +1,133 @@
+#include "lab/state.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace tb::lab {
+using apply::RxeDevice;
+
+namespace fs = std::filesystem;
+
+std::string run_root() {
+  const char* env = std::getenv("TESTBEDCTL_RUN_DIR");
+  return env && *env ? env : "/run/testbedctl";
+}
+std::string lab_dir(const std::string& lab) {
+  return run_root() + "/" + lab;
+}
+std::string journal_path(const std::string& lab) {
+  return lab_dir(lab) + "/journal.jsonl";
+}
+
+std::vector<std::string> list_labs() {
+  std::vector<std::string> labs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(run_root(), ec))
+    if (e.is_directory()) labs.push_back(e.path().filename());
+  std::ranges::sort(labs);
+  return labs;
+}
+
+Result<LabState> load_state(const std::string& lab) {
+  const std::string path = lab_dir(lab) + "/state.json";
+  std::ifstream in(path);
+  if (!in) return fail("lab \"" + lab + "\" is not up (no " + path + ")", ENOENT);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) return fail("lab \"" + lab + "\": " + path + " is unreadable");
+  try {
+    LabState s;
+    s.lab = j.at("lab");
+    s.scenario = j.at("scenario");
+    s.phase = j.at("phase");
+    s.created_unix = j.at("created_unix");
+    s.pid = j.at("pid");
+    s.topo = plan::topology_from_json(j.at("topology"));
+    s.shaping = j.value("shaping", "");
+    for (const auto& st : j.value("stages", nlohmann::json::array())) {
+      plan::Stage stage{st.at("netns"), st.at("node"), {}};
+      for (const auto& q : st.at("queues"))
+        stage.queues.push_back({q.at("queue"), Duration{q.at("delay_ns")},
+                                Duration{q.at("jitter_ns")}, q.at("maxlen"), q.at("link")});
+      s.stages.push_back(std::move(stage));
+    }
+    s.rdma = j.value("rdma", "none");
+    s.rdma_why = j.value("rdma_why", "");
+    for (const auto& d : j.value("rxe", nlohmann::json::array()))
+      s.rxe.push_back(RxeDevice{d.at("node"), d.at("netns"), d.at("ifname"), d.at("name"),
+                                d.at("gid_index"), d.at("gid")});
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    return fail("lab \"" + lab + "\": " + path + ": " + e.what());
+  }
+}
+
+Status save_state(const LabState& s) {
+  std::error_code ec;
+  fs::create_directories(lab_dir(s.lab), ec);
+  if (ec) return fail("create " + lab_dir(s.lab) + ": " + ec.message());
+  nlohmann::json j = {{"lab", s.lab},        {"scenario", s.scenario},
+                      {"phase", s.phase},    {"created_unix", s.created_unix},
+                      {"pid", s.pid},        {"topology", plan::to_json(s.topo)},
+                      {"shaping", s.shaping}};
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& st : s.stages) {
+    nlohmann::json qs = nlohmann::json::array();
+    for (const auto& q : st.queues)
+      qs.push_back({{"queue", q.queue},
+                    {"delay_ns", q.delay.ns},
+                    {"jitter_ns", q.jitter.ns},
+                    {"maxlen", q.maxlen},
+                    {"link", q.link}});
+    stages.push_back({{"netns", st.netns}, {"node", st.node}, {"queues", qs}});
+  }
+  j["stages"] = stages;
+  j["rdma"] = s.rdma;
+  j["rdma_why"] = s.rdma_why;
+  nlohmann::json rxe = nlohmann::json::array();
+  for (const auto& d : s.rxe)
+    rxe.push_back({{"node", d.node},
+                   {"netns", d.netns},
+                   {"ifname", d.ifname},
+                   {"name", d.name},
+                   {"gid_index", d.gid_index},
+                   {"gid", d.gid}});
+  j["rxe"] = rxe;
+  const std::string path = lab_dir(s.lab) + "/state.json", tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(1) << "\n";
+    if (!out) return fail("write " + tmp);
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) return fail("rename " + tmp + ": " + ec.message());
+  return {};
+}
+
+Status remove_state(const std::string& lab) {
+  std::error_code ec;
+  fs::remove_all(lab_dir(lab), ec);
+  if (ec) return fail("remove " + lab_dir(lab) + ": " + ec.message());
+  return {};
+}
+
+Result<LabLock> LabLock::acquire(const std::string& lab) {
+  std::error_code ec;
+  fs::create_directories(lab_dir(lab), ec);
+  if (ec) return fail("create " + lab_dir(lab) + ": " + ec.message());
+  const std::string path = lab_dir(lab) + "/lock";
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd) return sys_fail("open " + path);
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK)
+      return fail("lab \"" + lab + "\" is being changed by another testbedctl (lock " + path + ")");
+    return sys_fail("lock " + path);
+  }
+  return LabLock(std::move(fd));
+}
+
+}  // namespace tb::lab

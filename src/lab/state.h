@@ -1,0 +1,55 @@
+// Lab state on disk: /run/testbedctl/<lab>/ holds state.json (what was built from which
+// scenario, the topology, when, by which pid), journal.jsonl (apply/journal.h) and a lock file
+// held by whichever verb is changing the lab. On most hosts /run is a tmpfs, so state ends with
+// the boot, as do the namespaces it describes (where /run is on disk, `clean --all` after a
+// reboot removes stale state). Override the root with TESTBEDCTL_RUN_DIR (tests).
+// Not thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "apply/rxe.h"
+#include "core/error.h"
+#include "core/unique_fd.h"
+#include "plan/plan.h"
+
+namespace tb::lab {
+
+struct LabState {
+  std::string lab;
+  std::string scenario;  // absolute path of the scenario file
+  std::string phase;     // "building", "up"
+  int64_t created_unix = 0;
+  int pid = 0;
+  plan::Topology topo;
+  std::string shaping;              // backend kind, "" = unshaped
+  std::vector<plan::Stage> stages;  // delay stages under the lab's supervisor
+  // RDMA on the rail: "rxe" when `up` made devices, else "none"; rdma_why says why (the doctor
+  // probe's verdict), shown by `status` and every report.
+  std::string rdma = "none";
+  std::string rdma_why;
+  std::vector<apply::RxeDevice> rxe;
+};
+
+std::string run_root();
+std::string lab_dir(const std::string& lab);
+std::string journal_path(const std::string& lab);
+
+// Labs with a state directory.
+std::vector<std::string> list_labs();
+Result<LabState> load_state(const std::string& lab);
+Status save_state(const LabState& s);
+Status remove_state(const std::string& lab);
+
+// An exclusive, non-blocking lock on the lab (flock on <dir>/lock); released on destruction.
+class LabLock {
+ public:
+  static Result<LabLock> acquire(const std::string& lab);
+
+ private:
+  explicit LabLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+};
+
+}  // namespace tb::lab

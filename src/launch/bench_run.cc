@@ -1,0 +1,300 @@
+#include "launch/bench_run.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "collective/rdma/rdma.h"
+#include "launch/place.h"
+#include "launch/rank_group.h"
+#include "plan/plan.h"
+#include "workload/gloo_impl.h"
+#include "workload/job.h"
+#include "workload/rank_main.h"
+
+namespace tb::launch {
+using tb::workload::combine_rows;
+using tb::workload::gloo_supports;
+using tb::workload::rank_row_from_json;
+using tb::workload::rank_rows_path;
+using tb::workload::RankRow;
+using workload::BenchResult;
+using workload::BenchRow;
+using workload::BenchSpec;
+using workload::Job;
+
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kKillGraceMs = 1000;
+constexpr int kAfterFailureGraceMs = 5000;  // beyond the ranks' own timeout
+
+std::string new_run_id(const BenchOptions& o) {
+  char ts[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  return std::string("bench-") + ts + "-" + std::string(collective::name(o.spec.coll)) + "-" +
+         std::to_string(::getpid());
+}
+
+// Reads the lines a rank appended since last time.
+struct RowFeed {
+  std::string path;
+  std::streamoff offset = 0;
+  std::vector<nlohmann::json> lines;  // all lines so far
+  bool read_more() {
+    std::ifstream in(path);
+    if (!in) return false;
+    in.seekg(offset);
+    std::string line;
+    bool any = false;
+    while (std::getline(in, line)) {
+      if (in.eof()) break;  // a partial last line: read it next time
+      offset = in.tellg();
+      try {
+        lines.push_back(nlohmann::json::parse(line));
+        any = true;
+      } catch (...) {
+      }
+    }
+    return any;
+  }
+};
+
+}  // namespace
+
+std::string results_root() {
+  const char* env = std::getenv("TESTBEDCTL_RESULTS_DIR");
+  return env && *env ? env : "/var/lib/testbedctl/results";
+}
+
+Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
+  TB_TRY(validate(o.spec));
+  if (o.impl != "native" && o.impl != "gloo")
+    return bad_input("--impl: '" + o.impl + "' is not native or gloo");
+  if (o.channels < 1 || o.channels > 64) return bad_input("--channels: must be 1..64");
+  if (o.timeout_ms < 100) return bad_input("--timeout: must be at least 0.1 s");
+  if (o.impl == "gloo" && o.channels != 1)
+    return bad_input(
+        "--channels: Gloo 5b14351's tcp transport has one connection per pair; "
+        "use --channels 1 with --impl gloo");
+  if (o.transport != "tcp" && o.transport != "rdma")
+    return bad_input("--transport: '" + o.transport + "' is not tcp or rdma");
+  if (o.transport == "rdma" && o.impl == "gloo")
+    return bad_input(
+        "--transport rdma: Gloo's ibverbs transport in Debian's snapshot sets hop limit 1 (IP "
+        "TTL 1 on rxe), so it only works over bridged paths; the lab's rail is routed through "
+        "the ToR: use --impl native");
+  TB_TRY(collective::validate_rdma_tuning(o.qps, o.ib_timeout, o.ib_retry_cnt));
+  const collective::RdmaOptions defaults;
+  if (o.transport == "tcp" && (o.qps != defaults.qps || o.ib_timeout != defaults.ib_timeout ||
+                               o.ib_retry_cnt != defaults.ib_retry_cnt))
+    return bad_input(
+        "--qps, --ib-timeout and --ib-retry-cnt tune --transport rdma; this run is "
+        "--transport tcp");
+  auto gpus = select_ranks(lab.topo, o.ranks);
+  if (!gpus) return std::unexpected(gpus.error());
+  Job job;
+  job.lab = lab.lab;
+  job.run_id = new_run_id(o);
+  job.results_dir = results_root() + "/" + lab.lab + "/" + job.run_id;
+  job.store_dir = job.results_dir + "/store";
+  job.impl = o.impl;
+  job.channels = o.channels;
+  job.timeout_ms = o.timeout_ms;
+  job.bench = o.spec;
+  job.transport = o.transport;
+  job.qps = o.qps;
+  job.ib_timeout = o.ib_timeout;
+  job.ib_retry_cnt = o.ib_retry_cnt;
+  TB_TRY(place_ranks(job, lab.topo, *gpus));
+  mark_rdma_pairs(job, lab.rxe);
+  if (o.transport == "rdma") {
+    const auto pairs = count_rdma_pairs(job);
+    if (pairs.rail == 0)
+      return bad_input("--transport rdma: no pair of --ranks " + o.ranks +
+                       " crosses the rail (RDMA runs on rail pairs only; nvl and wan pairs use "
+                       "TCP); select ranks on two servers of a region, or use --transport tcp");
+    if (pairs.rdma == 0) {
+      std::string why = lab.rdma_why.empty() ? "rdma " + lab.rdma : lab.rdma_why;
+      if (lab.rdma == "rxe" && !job.rdma_fallback.empty()) why = job.rdma_fallback.front();
+      return bad_input("--transport rdma: lab " + lab.lab + " has no RDMA on its rail (" + why +
+                       "); run `testbedctl doctor` to see why, or use --transport tcp");
+    }
+  }
+  const int n = static_cast<int>(job.ranks.size());
+  if (collective::rooted(o.spec.coll) && (o.spec.root < 0 || o.spec.root >= n))
+    return bad_input("-r/--root: " + std::to_string(o.spec.root) + " is not a rank (0.." +
+                     std::to_string(n - 1) + ")");
+  if (o.spec.algo && o.impl == "gloo") TB_TRY(gloo_supports(o.spec.coll, *o.spec.algo));
+  if (o.spec.algo && o.impl == "native") {
+    const auto& algos = collective::native_algos(o.spec.coll);
+    if (std::find(algos.begin(), algos.end(), *o.spec.algo) == algos.end()) {
+      std::string have;
+      for (auto a : algos) have += (have.empty() ? "" : ", ") + std::string(collective::name(a));
+      return bad_input("--algo: no " + std::string(collective::name(*o.spec.algo)) + " for " +
+                       std::string(collective::name(o.spec.coll)) + "; native has " + have);
+    }
+  }
+  if (o.spec.coll == collective::Coll::kAllReduce && o.spec.algo == collective::Algo::kHier) {
+    std::map<int, int> per_server;
+    for (const auto& r : job.ranks) ++per_server[r.server];
+    for (const auto& [server, count] : per_server)
+      if (count != per_server.begin()->second)
+        return bad_input("--algo hier needs the same number of ranks on every server; --ranks " +
+                         o.ranks + " gives " + std::to_string(per_server.begin()->second) +
+                         " on one and " + std::to_string(count) +
+                         " on another (select whole servers)");
+  }
+  return job;
+}
+
+Result<launch::RankGroup> start_ranks(const Job& job, const std::string& tb_rank) {
+  std::error_code ec;
+  fs::create_directories(job.store_dir, ec);
+  if (ec) return fail("create results directory " + job.store_dir + ": " + ec.message());
+  fs::create_directories(job.results_dir + "/logs", ec);
+  const std::string job_path = job.results_dir + "/job.json";
+  {
+    std::ofstream out(job_path);
+    out << to_json(job).dump(1) << "\n";
+    if (!out) return fail("write " + job_path);
+  }
+  std::vector<launch::RankProc> procs;
+  for (size_t r = 0; r < job.ranks.size(); ++r)
+    procs.push_back({job.ranks[r].netns,
+                     {tb_rank, "--job", job_path, "--rank", std::to_string(r)},
+                     job.results_dir + "/logs/rank" + std::to_string(r) + ".log"});
+  return launch::RankGroup::start(procs, plan::owner_marker(job.lab));
+}
+
+Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const BenchOptions& o,
+                            const std::function<void(const BenchResult&)>& on_start,
+                            const std::function<void(const BenchResult&, const BenchRow&)>& on_row,
+                            const std::atomic<bool>& stop) {
+  const int n = static_cast<int>(job.ranks.size());
+  std::vector<RowFeed> feeds;
+  for (int r = 0; r < n; ++r) feeds.push_back({rank_rows_path(job.results_dir, r)});
+  BenchResult res;
+  res.lab = job.lab;
+  res.run_id = job.run_id;
+  res.results_dir = job.results_dir;
+  res.impl = job.impl;
+  res.shaping = lab.shaping;
+  res.lab_rdma = lab.rdma;
+  res.lab_rdma_why = lab.rdma_why;
+  res.transport = job.transport;
+  if (job.impl == "native" && job.transport == "rdma") {
+    res.rdma_devices.assign(job.ranks.size(), "");
+    res.qps = job.qps;
+    res.ib_timeout = job.ib_timeout;
+    res.ib_retry_cnt = job.ib_retry_cnt;
+    const auto pairs = count_rdma_pairs(job);
+    res.rdma_pairs = pairs.rdma;
+    res.rail_pairs = pairs.rail;
+    res.rdma_fallback = job.rdma_fallback;
+  }
+  res.spec = job.bench;
+  for (const auto& r : job.ranks) res.nodes.push_back(r.node);
+
+  auto group = start_ranks(job, o.tb_rank);
+  if (!group) return std::unexpected(group.error());
+
+  const auto points = sweep(job.bench, n);
+  std::vector<bool> ready(static_cast<size_t>(n), false);
+  bool started = false;
+  size_t next_row = 0;
+  auto last_activity = Clock::now();
+  std::optional<Clock::time_point> kill_at;
+  const auto idle_limit = std::chrono::milliseconds(std::max(2 * job.timeout_ms, 120000));
+  for (;;) {
+    bool activity = group->poll();
+    for (int r = 0; r < n; ++r) {
+      auto& f = feeds[static_cast<size_t>(r)];
+      const size_t before = f.lines.size();
+      if (!f.read_more()) continue;
+      activity = true;
+      for (size_t i = before; i < f.lines.size(); ++i) {
+        const auto& l = f.lines[i];
+        if (l.contains("ready")) {
+          ready[static_cast<size_t>(r)] = true;
+          if (res.describe.empty()) {
+            res.describe = l.value("describe", "");
+            res.algo_label = l.value("algo", "");
+          }
+          if (l.contains("rdma_devices") && static_cast<size_t>(r) < res.rdma_devices.size()) {
+            std::string devs;
+            for (const auto& d : l["rdma_devices"])
+              devs += (devs.empty() ? "" : ",") + d.get<std::string>();
+            res.rdma_devices[static_cast<size_t>(r)] = devs.empty() ? "-" : devs;
+          }
+        }
+      }
+    }
+    if (!started && std::all_of(ready.begin(), ready.end(), [](bool b) { return b; })) {
+      started = true;
+      if (on_start) on_start(res);
+    }
+    // Emit every size that all ranks have finished.
+    while (started && next_row < points.size()) {
+      std::vector<RankRow> rows;
+      for (auto& f : feeds) {
+        size_t k = 0;
+        for (const auto& l : f.lines)
+          if (l.contains("bytes") && k++ == next_row) rows.push_back(rank_row_from_json(l));
+      }
+      if (static_cast<int>(rows.size()) < n) break;
+      res.rows.push_back(combine_rows(job.bench.coll, n, rows));
+      if (on_row) on_row(res, res.rows.back());
+      ++next_row;
+    }
+    if (activity) last_activity = Clock::now();
+    const bool any_failed =
+        std::any_of(group->ranks().begin(), group->ranks().end(),
+                    [](const launch::RankExit& e) { return !e.running && e.code != 0; });
+    if (any_failed && !kill_at)
+      kill_at = Clock::now() + std::chrono::milliseconds(job.timeout_ms + kAfterFailureGraceMs);
+    if (group->all_exited()) break;
+    if (stop.load()) {
+      group->kill_all(kKillGraceMs);
+      res.errors.push_back("interrupted: ranks killed");
+      break;
+    }
+    if (kill_at && Clock::now() >= *kill_at) {
+      group->kill_all(kKillGraceMs);
+      res.errors.push_back("ranks still running " +
+                           std::to_string(job.timeout_ms + kAfterFailureGraceMs) +
+                           " ms after a rank failed (beyond their own timeout): killed");
+      break;
+    }
+    if (Clock::now() - last_activity > idle_limit) {
+      group->kill_all(kKillGraceMs);
+      res.errors.push_back("no rank reported anything for " +
+                           std::to_string(idle_limit.count() / 1000) + " s: killed");
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (auto& f : feeds) f.read_more();
+  for (int r = 0; r < n; ++r) {
+    const auto& e = group->ranks()[static_cast<size_t>(r)];
+    if (e.code == 0) continue;
+    std::string msg =
+        "rank " + std::to_string(r) + " (" + job.ranks[static_cast<size_t>(r)].node + "): " + e.how;
+    for (const auto& l : feeds[static_cast<size_t>(r)].lines)
+      if (l.contains("error")) msg += ": " + l["error"].get<std::string>();
+    res.errors.push_back(msg);
+  }
+  res.complete = res.rows.size() == points.size();
+  std::ofstream(job.results_dir + "/bench.json") << to_json(res).dump(1) << "\n";
+  return res;
+}
+
+}  // namespace tb::launch

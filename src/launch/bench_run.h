@@ -1,0 +1,49 @@
+// Running a bench on a live lab: pick the ranks, write job.json into a fresh results
+// directory (<results root>/<lab>/<run id>/, root from TESTBEDCTL_RESULTS_DIR or
+// /var/lib/testbedctl/results), start one tb-rank per GPU in its namespace, stream rows as
+// soon as every rank has finished a size, and collect each rank's exit. When a rank fails,
+// the others must fail on their own (their peers' connections close, or their timeout
+// passes); after that timeout plus a grace they are killed. Logs: <run>/logs/rank<R>.log.
+// Not thread-safe.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "lab/state.h"
+#include "launch/rank_group.h"
+#include "workload/bench_report.h"
+#include "workload/job.h"
+
+namespace tb::launch {
+
+struct BenchOptions {
+  std::string ranks = "all";
+  std::string impl = "native";  // "native" | "gloo"
+  int channels = 1;
+  int timeout_ms = 30000;
+  std::string transport = "tcp";  // native: "tcp" | "rdma" (the rail pairs over RDMA verbs)
+  int qps = 1, ib_timeout = 14, ib_retry_cnt = 7;  // --transport rdma's tunables
+  workload::BenchSpec spec;
+  std::string tb_rank;  // path of the tb-rank executable
+};
+
+std::string results_root();
+
+// Checks the options against the lab (ranks, root, algorithm where knowable, RDMA on the rail
+// for --transport rdma) -> exit 2 errors. Pure: reads nothing but `lab`.
+Result<workload::Job> prepare_job(const lab::LabState& lab, const BenchOptions& o);
+
+// Writes job.json (and the results and store directories) and starts one tb-rank per rank.
+Result<launch::RankGroup> start_ranks(const workload::Job& job, const std::string& tb_rank);
+
+// Starts the ranks and waits for them. `on_row` sees each finished size; `on_start` the
+// result skeleton (ranks, algorithm) once every rank has joined. `stop` (SIGINT) kills them.
+Result<workload::BenchResult> run_job(
+    const workload::Job& job, const lab::LabState& lab, const BenchOptions& o,
+    const std::function<void(const workload::BenchResult&)>& on_start,
+    const std::function<void(const workload::BenchResult&, const workload::BenchRow&)>& on_row,
+    const std::atomic<bool>& stop);
+
+}  // namespace tb::launch

@@ -1,0 +1,32 @@
+// Where a job's ranks run and how they reach each other: rank selection from the lab's topology,
+// per-pair addressing by the plan's own tier rule (plan::reach), and which rail pairs go over
+// RDMA. The orchestrator's half of workload/job.h (the rank only reads the finished Job).
+// Pure: topology in, job fields out. Thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "lab/state.h"
+#include "plan/topology.h"
+#include "workload/job.h"
+
+namespace tb::launch {
+
+// GPUs matching the selectors ("all", a region "hz", a server "hz/s0", a GPU "hz/s0/g1";
+// several joined by ','), in region, server, GPU order; an error names a selector that
+// matches nothing and what would be valid.
+Result<std::vector<const plan::Node*>> select_ranks(const plan::Topology& topo,
+                                                    const std::string& selectors);
+
+// Fills ranks and peers from the topology for the selected GPUs.
+Status place_ranks(workload::Job& job, const plan::Topology& topo,
+                   const std::vector<const plan::Node*>& gpus);
+
+// Fills job.rdma (after place_ranks): pair (i, j) goes over RDMA when job.transport is "rdma",
+// its tier is "rail" and both ranks' namespaces hold an rxe device. job.rdma_fallback gets one
+// line per rank whose rail pairs stay on TCP for want of a device. Pure.
+void mark_rdma_pairs(workload::Job& job, const std::vector<apply::RxeDevice>& rxe);
+
+}  // namespace tb::launch
