@@ -1,6 +1,7 @@
 #include "capability/capabilities.h"
 
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -172,6 +173,28 @@ nlohmann::json to_json(const DoctorReport& r) {
             {"transport", r.chosen.transport},
             {"failover", r.chosen.failover}}},
           {"capabilities", caps}};
+}
+
+plan::HostCaps host_for_plan(bool with_rxe) {
+  if (::geteuid() != 0) return plan::assumed_host();
+  plan::HostCaps h;
+  h.how = "probed";
+  for (const CheckSpec& spec : kRegistry) {
+    const std::string_view name = spec.name;
+    bool* slot = name == "netem"     ? &h.netem
+                 : name == "tbf"     ? &h.tbf
+                 : name == "htb"     ? &h.htb
+                 : name == "nfqueue" ? &h.nfqueue
+                                     : nullptr;
+    if (slot) *slot = spec.probe().available;
+  }
+  if (with_rxe) {
+    const CheckOutcome rxe = check_rxe();
+    h.rxe = rxe.available;
+    h.rxe_checked = true;
+    h.rxe_detail = "doctor's rdma_rxe probe: " + rxe.detail;
+  }
+  return h;
 }
 
 }  // namespace tb::capability

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "plan/host.h"
+
 namespace tb::capability {
 
 struct CheckOutcome {
@@ -79,5 +81,10 @@ DoctorReport make_report(std::string kernel, std::vector<Capability> caps);
 // {"kernel", "usable", "missing_essentials", "chosen": {shaping_backend, transport, failover},
 //  "capabilities": [{name, available, essential, detail, enables, fallback, method}]}
 nlohmann::json to_json(const DoctorReport& r);
+
+// What the planner needs of this host (plan/host.h): the checks that decide shaping (netem, tbf,
+// htb, nfqueue) and, when `with_rxe`, Soft-RoCE (a real RC send between two namespaces). Without
+// root nothing can be checked: plan::assumed_host(), saying so.
+plan::HostCaps host_for_plan(bool with_rxe);
 
 }  // namespace tb::capability

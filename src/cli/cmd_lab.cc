@@ -7,17 +7,15 @@
 #include <regex>
 
 #include "apply/netlink_kernel.h"
-#include "capability/capabilities.h"
 #include "cli/commands.h"
 #include "cli/load.h"
 #include "cli/render.h"
-#include "cli/shaping_choice.h"
 #include "lab/daemons.h"
 #include "lab/lab.h"
 #include "lab/link_change.h"
+#include "lab/up.h"
 #include "runner/exec.h"
 #include "scenario/names.h"
-#include "shaping/lab_shaping.h"
 
 namespace tb::cli {
 namespace {
@@ -35,65 +33,36 @@ Result<std::string> resolve_lab(const std::string& target) {
 }  // namespace
 
 std::optional<int> require_root(const std::string& verb) {
-  if (::geteuid() == 0) return std::nullopt;
-  std::fprintf(stderr,
-               "testbedctl: %s needs root (it creates network namespaces and interfaces); run "
-               "it with sudo\n",
-               verb.c_str());
-  return kExitBadInput;
+  if (auto r = lab::require_root(verb); !r) return report(r.error());
+  return std::nullopt;
+}
+
+void print_up(const lab::UpReport& r) {
+  const plan::Plan& p = r.plan;
+  std::printf("lab %s is up: %s built in %.2f s\n", p.lab.c_str(), summary_text(p.topo).c_str(),
+              r.seconds);
+  std::printf("shaping: %s (%s)%s\n", p.shaping.empty() ? "none" : p.shaping.c_str(),
+              p.shaping_how.c_str(),
+              p.stages.empty()
+                  ? ""
+                  : (", " + std::to_string(p.stages.size()) + " delay stages running").c_str());
+  std::printf("rdma: %s (%s)\n", r.state.rdma == "rxe" ? "Soft-RoCE on the rail" : "none, TCP",
+              r.state.rdma_why.c_str());
+  std::vector<std::string> gpus;
+  for (const auto& n : p.topo.nodes)
+    if (n.kind == plan::NodeKind::kGpu) gpus.push_back(n.name);
+  if (gpus.size() >= 2)
+    std::printf("try:  testbedctl status %s\n      testbedctl exec %s %s -- ping -c1 %s\n",
+                p.lab.c_str(), p.lab.c_str(), gpus.front().c_str(),
+                scenario::host_name(gpus.back()).c_str());
+  std::printf("      testbedctl down %s\n", p.lab.c_str());
 }
 
 int cmd_up(const std::string& path, const std::string& name, const std::string& shaping_flag,
            const std::string& rdma_flag) {
-  if (!name.empty() && !std::regex_match(name, std::regex("[a-z][a-z0-9]{0,7}")))
-    return report(Error{"--name \"" + name +
-                            "\": a lab name is 1-8 lowercase letters or digits, starting with a "
-                            "letter",
-                        0, kExitBadInput});
-  auto p = load_and_compile(path, name);
-  if (!p) return report(p.error());
-  if (auto rc = require_root("up")) return *rc;
-  auto s = scenario::load(path);
-  if (auto overlap = lab::overlapping_host_routes(s->address_space); !overlap.empty())
-    return report(Error{"address_space " + s->address_space.to_string() +
-                            " overlaps this host's route " + overlap.front() +
-                            "; set [lab] address_space in " + path + " to a free range",
-                        0, kExitBadInput});
-  auto choice = choose_shaping(shaping_flag);
-  if (!choice) return report(choice.error());
-  if (auto r = shaping::add_shaping(*p, choice->backend); !r) return report(r.error());
-  if (!p->stages.empty() && !choice->stage_ok)
-    return report(Error{"links need delay, jitter or loss that backend " + choice->backend +
-                            " leaves to the userspace delay stage, but NFQUEUE does not work "
-                            "on this kernel (see `testbedctl doctor`); use a kernel with netem "
-                            "(scripts/labvm) or --shaping none",
-                        0, kExitBadInput});
-  lab::RdmaChoice rdma{false, "--rdma none"};
-  if (rdma_flag != "none") {
-    const capability::CheckOutcome rxe = capability::check_rxe();
-    rdma = {rxe.available, "doctor's rdma_rxe probe: " + rxe.detail};
-  }
-  apply::NetlinkKernel kernel;
-  auto r = lab::up(
-      *p, std::filesystem::absolute(path).string(), kernel,
-      [&] { return lab::start_stages(p->lab, p->stages, p->agents, p->routers, p->fabric); }, rdma);
+  auto r = lab::bring_up({path, {name, shaping_flag, rdma_flag}});
   if (!r) return report(r.error());
-  std::printf("lab %s is up: %s built in %.2f s\n", p->lab.c_str(), summary_text(p->topo).c_str(),
-              r->seconds);
-  std::printf("shaping: %s (%s)%s\n", choice->backend.c_str(), choice->how.c_str(),
-              p->stages.empty()
-                  ? ""
-                  : (", " + std::to_string(p->stages.size()) + " delay stages running").c_str());
-  std::printf("rdma: %s (%s)\n", r->state.rdma == "rxe" ? "Soft-RoCE on the rail" : "none, TCP",
-              r->state.rdma_why.c_str());
-  std::vector<std::string> gpus;
-  for (const auto& n : p->topo.nodes)
-    if (n.kind == plan::NodeKind::kGpu) gpus.push_back(n.name);
-  if (gpus.size() >= 2)
-    std::printf("try:  testbedctl status %s\n      testbedctl exec %s %s -- ping -c1 %s\n",
-                p->lab.c_str(), p->lab.c_str(), gpus.front().c_str(),
-                scenario::host_name(gpus.back()).c_str());
-  std::printf("      testbedctl down %s\n", p->lab.c_str());
+  print_up(*r);
   return kExitOk;
 }
 

@@ -11,6 +11,7 @@
 #include "core/units.h"
 #include "experiment/experiment.h"
 #include "lab/state.h"
+#include "lab/up.h"
 #include "scenario/loader.h"
 
 namespace tb::cli {
@@ -60,9 +61,10 @@ int cmd_run(const std::string& target, const RunFlags& f) {
 
   auto st = lab::load_state(s->lab);
   if (!st) {
-    if (int rc = cmd_up(path, s->lab, f.shaping); rc != kExitOk) return rc;
-    st = lab::load_state(s->lab);
-    if (!st) return report(st.error());
+    auto up = lab::bring_up({path, {s->lab, f.shaping, "auto"}});
+    if (!up) return report(up.error());
+    print_up(*up);
+    st = std::move(up->state);
   }
   if (auto r = experiment::check_run(*s, *st, o); !r) return report(r.error());
   int rc = kExitOk;

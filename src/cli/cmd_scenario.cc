@@ -4,12 +4,12 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "capability/capabilities.h"
 #include "cli/commands.h"
 #include "cli/load.h"
 #include "cli/render.h"
-#include "cli/shaping_choice.h"
 #include "lab/state.h"
-#include "shaping/lab_shaping.h"
+#include "lab/up.h"
 
 namespace tb::cli {
 
@@ -29,24 +29,21 @@ int cmd_validate(const std::string& path) {
 }
 
 int cmd_plan(const std::string& path, const std::string& format, const std::string& shaping_flag) {
-  auto p = load_and_compile(path);
+  auto p = lab::make_plan(path, {"", shaping_flag, "none"}, capability::host_for_plan(false));
   if (!p) return report(p.error());
-  auto choice = choose_shaping(shaping_flag);
-  if (!choice) return report(choice.error());
-  if (auto r = shaping::add_shaping(*p, choice->backend); !r) return report(r.error());
-
+  const std::string backend = p->shaping.empty() ? "none" : p->shaping;
   if (format == "json") {
     nlohmann::json ops = nlohmann::json::array();
     for (const auto& op : p->ops) ops.push_back(plan::to_json(op));
     nlohmann::json j = {{"lab", p->lab},
-                        {"shaping", {{"backend", choice->backend}, {"chosen", choice->how}}},
+                        {"shaping", {{"backend", backend}, {"chosen", p->shaping_how}}},
                         {"topology", plan::to_json(p->topo)},
                         {"ops", ops}};
     std::cout << j.dump(1) << "\n";
     return kExitOk;
   }
-  std::cout << summary_text(p->topo) << "\nshaping backend: " << choice->backend << " ("
-            << choice->how << ")\n"
+  std::cout << summary_text(p->topo) << "\nshaping backend: " << backend << " (" << p->shaping_how
+            << ")\n"
             << plan::to_text(*p);
   return kExitOk;
 }

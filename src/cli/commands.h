@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "lab/link_change.h"
+#include "lab/up.h"
 
 namespace tb::cli {
 
@@ -21,6 +22,8 @@ int cmd_graph(const std::string& target, const std::string& format);
 int cmd_up(const std::string& scenario, const std::string& name, const std::string& shaping,
            const std::string& rdma = "auto");
 int cmd_down(const std::string& target);
+// What `up` prints once a lab is up (also `run` when it brings the lab up).
+void print_up(const lab::UpReport& r);
 int cmd_clean(const std::string& lab, bool all);
 int cmd_status(const std::string& lab, bool json);
 int cmd_exec(const std::string& lab, const std::string& node, const std::vector<std::string>& argv);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "plan/host.h"
 #include "plan/op.h"
 #include "plan/topology.h"
 #include "scenario/model.h"
@@ -106,6 +107,7 @@ struct Plan {
   Topology topo;
   std::vector<Op> ops;
   std::string shaping;                  // backend kind ("netem", "tbf", "htb"), "" = links unshaped
+  std::string shaping_how;  // how it was chosen: "probed", "asked", "assumed (not root: ...)"
   std::vector<Stage> stages;            // userspace delay stages `up` starts under its supervisor
   std::string failover = "link-state";  // [failover] mode
   std::vector<Agent> agents;        // failover agents `up` starts under its supervisor (mode agent)

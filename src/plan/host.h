@@ -1,0 +1,49 @@
+// What the planner needs to know about the host a lab is built on: which shaping mechanisms and
+// whether Soft-RoCE work. capability/ finds it by real checks (host_for_plan); a dry run without
+// root, the golden tests and other hosts' plans fill it in by hand. Plain data.
+//
+// What the user asked for (PlanOptions) is decided against it in plan::compile: the shaping
+// backend (choose_shaping), the delay stages, the rxe devices.
+// Thread-safe (plain values, pure functions).
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+
+namespace tb::plan {
+
+struct HostCaps {
+  bool netem = false, tbf = false, htb = false;
+  bool nfqueue = false;  // the userspace delay stage can run
+  bool rxe = false;      // Soft-RoCE carries RC traffic between namespaces
+  // How these were found: "probed", or "assumed (not root: nothing probed)".
+  std::string how;
+  // rxe: the check's words ("doctor's rdma_rxe probe: ..."), kept in the lab's state.
+  std::string rxe_detail;
+  bool rxe_checked = false;  // false: not checked (--rdma none, or nothing probed)
+};
+
+// What a user assumes of a host they cannot probe (not root, a golden test): tbf and the delay
+// stage work, netem and rxe do not — this machine's kernel (research/limits.md).
+HostCaps assumed_host(std::string how = "assumed (not root: nothing probed)");
+
+struct PlanOptions {
+  std::string lab;               // lab name instead of the scenario's [lab] name; "" = keep
+  std::string shaping = "auto";  // auto | none | netem | tbf | htb
+  std::string rdma = "auto";     // auto (rxe devices where the host has Soft-RoCE) | none
+};
+
+// Checks the options' spelling (exit code 2 naming the flag and what is valid).
+Status validate(const PlanOptions& o);
+
+struct ShapingChoice {
+  std::string backend;  // registry kind, or "none"
+  std::string how;      // "probed", "asked", "assumed (not root: nothing probed)"
+};
+
+// The backend `requested` means on `host`: "none" and a named backend are taken as asked;
+// "auto" is the first backend of the registry's preference the host has.
+Result<ShapingChoice> choose_shaping(const std::string& requested, const HostCaps& host);
+
+}  // namespace tb::plan
