@@ -32,7 +32,9 @@ Status apply_plan(const plan::Plan& plan, Kernel& kernel, Journal& journal,
     // Objects outside any namespace of ours must be on disk before they exist, so that a
     // kill -9 leaves a journal that names them; the rest go with their namespace.
     const bool outside = std::holds_alternative<plan::CreateNetns>(op) ||
-                         std::holds_alternative<plan::WriteHosts>(op);
+                         std::holds_alternative<plan::WriteHosts>(op) ||
+                         std::holds_alternative<plan::CreateRxe>(op) ||
+                         std::holds_alternative<plan::StartDaemon>(op);
     if (outside || i % kFlushEvery == 0)
       if (auto r = journal.flush(); !r) return rollback(r.error());
     spdlog::debug("apply {}", plan::to_text(op));
@@ -50,8 +52,12 @@ Status teardown(const std::vector<plan::Op>& ops, Kernel& kernel) {
   for (const auto& op : ops)
     if (auto* n = std::get_if<plan::CreateNetns>(&op)) created.insert(n->netns);
   auto inside_created = [&](const plan::Op& op) {
+    // Namespaces and hosts files are outside; so are rxe devices (RDMA device names are global,
+    // and a device goes before its netdev) and daemons (a process outlives its namespace).
     if (std::holds_alternative<plan::CreateNetns>(op) ||
-        std::holds_alternative<plan::WriteHosts>(op))
+        std::holds_alternative<plan::WriteHosts>(op) ||
+        std::holds_alternative<plan::CreateRxe>(op) ||
+        std::holds_alternative<plan::StartDaemon>(op))
       return false;
     if (auto* v = std::get_if<plan::CreateVeth>(&op))
       return created.contains(v->a.netns) || created.contains(v->b.netns);

@@ -65,6 +65,8 @@ class NetlinkKernel final : public Kernel {
   Status submit_op(const plan::WriteHosts& op);
   Status submit_op(const plan::SetShape& op);      // netlink_kernel_shape.cc
   Status submit_op(const plan::AddStageRule& op);  // netlink_kernel_stage.cc
+  Status submit_op(const plan::CreateRxe& op);     // netlink_kernel_rxe.cc
+  Status submit_op(const plan::StartDaemon& op);   // refused: lab/daemons.h LabKernel
 
   Status undo_op(const plan::CreateNetns& op);
   Status undo_op(const plan::CreateVeth& op);
@@ -75,6 +77,8 @@ class NetlinkKernel final : public Kernel {
   Status undo_op(const plan::WriteHosts& op);
   Status undo_op(const plan::SetShape& op);      // netlink_kernel_shape.cc
   Status undo_op(const plan::AddStageRule& op);  // netlink_kernel_stage.cc
+  Status undo_op(const plan::CreateRxe& op);     // netlink_kernel_rxe.cc
+  Status undo_op(const plan::StartDaemon& op);
 
   // Opens a namespace by name: descriptor plus a socket inside it (not cached).
   static Result<std::unique_ptr<Ns>> open_ns(const std::string& name);

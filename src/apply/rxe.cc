@@ -13,8 +13,6 @@
 namespace tb::apply {
 namespace {
 
-constexpr size_t kMaxName = 63;  // IB_DEVICE_NAME_MAX - 1
-
 std::string read_line(const std::string& path) {
   std::ifstream in(path);
   std::string s;
@@ -54,27 +52,6 @@ Result<std::optional<netlink::RdmaPortRecord>> find_device(netlink::NlSocket& so
 
 }  // namespace
 
-std::vector<RailNic> rail_nics(const plan::Topology& topo) {
-  std::vector<RailNic> out;
-  for (const auto& l : topo.links) {
-    if (l.tier != plan::Tier::kScaleOut) continue;
-    for (const plan::LinkEnd* e : {&l.a, &l.b}) {
-      const plan::Node* n = topo.node(e->node);
-      if (!n || n->kind != plan::NodeKind::kGpu || !e->addr) continue;
-      out.push_back(RailNic{n->name, n->netns, e->ifname, e->addr->addr});
-    }
-  }
-  return out;
-}
-
-std::string rxe_name(const std::string& netns, const std::string& ifname) {
-  std::string name = netns + "-" + ifname;
-  if (name.size() <= kMaxName) return name;
-  char h[17];
-  std::snprintf(h, sizeof h, "%016zx", std::hash<std::string>{}(name));
-  return "tbrxe-" + std::string(h);
-}
-
 int pick_rocev2_gid(const std::vector<GidEntry>& table, Ipv4 addr) {
   const std::string want = mapped_gid(addr);
   for (const auto& e : table)
@@ -105,47 +82,41 @@ std::optional<GidEntry> wait_rocev2_gid(const std::string& dev, Ipv4 addr,
   }
 }
 
-Result<std::vector<RxeDevice>> add_lab_rxe(const plan::Topology& topo,
-                                           std::chrono::milliseconds gid_wait) {
-  std::vector<RxeDevice> made;
-  auto undo = [&](Error e) -> Result<std::vector<RxeDevice>> {
-    if (auto r = remove_lab_rxe(made); !r)
-      e.message += "; removing the others: " + r.error().message;
+Result<RxeDevice> add_rxe(const plan::CreateRxe& op, std::chrono::milliseconds gid_wait) {
+  const std::string& name = op.name;
+  const std::string where = "netns " + op.netns;
+  auto sock = rdma_socket_in(op.netns);
+  if (!sock) return std::unexpected(with_context(sock.error(), "rxe for " + op.node));
+  if (auto r =
+          sock->call(netlink::rdma_newlink(name, "rxe", op.ifname),
+                     "rdma link add " + name + " type rxe netdev " + op.ifname + " in " + where);
+      !r)
+    return std::unexpected(r.error());
+  RxeDevice d{op.node, op.netns, op.ifname, name, -1, ""};
+  auto fail_removing = [&](Error e) -> Result<RxeDevice> {
+    if (auto r = remove_lab_rxe({d}); !r) e.message += "; removing it: " + r.error().message;
     return std::unexpected(e);
   };
-  for (const RailNic& nic : rail_nics(topo)) {
-    const std::string name = rxe_name(nic.netns, nic.ifname);
-    const std::string where = "netns " + nic.netns;
-    auto sock = rdma_socket_in(nic.netns);
-    if (!sock) return undo(with_context(sock.error(), "rxe for " + nic.node));
-    if (auto r =
-            sock->call(netlink::rdma_newlink(name, "rxe", nic.ifname),
-                       "rdma link add " + name + " type rxe netdev " + nic.ifname + " in " + where);
-        !r)
-      return undo(r.error());
-    RxeDevice d{nic.node, nic.netns, nic.ifname, name, -1, ""};
-    made.push_back(d);
-    auto found = find_device(*sock, name, where);
-    if (!found) return undo(found.error());
-    if (!*found || (*found)->ndev_name != nic.ifname)
-      return undo(fail("rxe device " + name + " in " + where + " is not on " + nic.ifname +
-                       " after it was made (" +
-                       (*found ? "its port reports netdev '" + (*found)->ndev_name + "' index " +
-                                     std::to_string((*found)->ndev_index)
-                               : std::string("not listed")) +
-                       ")")
-                      .error());
-    // The GID table fills asynchronously (roce_gid_mgmt's work queue).
-    auto gid = wait_rocev2_gid(name, nic.addr, std::chrono::steady_clock::now() + gid_wait);
-    if (!gid)
-      return undo(fail("rxe device " + name + ": no RoCE v2 GID for " + nic.addr.to_string() +
-                       " appeared in /sys/class/infiniband/" + name + "/ports/1/gids within " +
-                       std::to_string(gid_wait.count()) + " ms")
-                      .error());
-    made.back().gid_index = gid->index;
-    made.back().gid = gid->gid;
-  }
-  return made;
+  auto found = find_device(*sock, name, where);
+  if (!found) return fail_removing(found.error());
+  if (!*found || (*found)->ndev_name != op.ifname)
+    return fail_removing(fail("rxe device " + name + " in " + where + " is not on " + op.ifname +
+                              " after it was made (" +
+                              (*found ? "its port reports netdev '" + (*found)->ndev_name +
+                                            "' index " + std::to_string((*found)->ndev_index)
+                                      : std::string("not listed")) +
+                              ")")
+                             .error());
+  // The GID table fills asynchronously (roce_gid_mgmt's work queue).
+  auto gid = wait_rocev2_gid(name, op.addr, std::chrono::steady_clock::now() + gid_wait);
+  if (!gid)
+    return fail_removing(fail("rxe device " + name + ": no RoCE v2 GID for " + op.addr.to_string() +
+                              " appeared in /sys/class/infiniband/" + name +
+                              "/ports/1/gids within " + std::to_string(gid_wait.count()) + " ms")
+                             .error());
+  d.gid_index = gid->index;
+  d.gid = gid->gid;
+  return d;
 }
 
 Status remove_lab_rxe(const std::vector<RxeDevice>& devices) {

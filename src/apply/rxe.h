@@ -1,9 +1,11 @@
-// Soft-RoCE (rxe) on the lab's rail: one RDMA device per GPU rail NIC, made by `up` through RDMA
-// netlink inside the namespace that owns the NIC (RDMA_NLDEV_CMD_NEWLINK, what `rdma link add
+// Soft-RoCE (rxe) on the lab's rail: one RDMA device per CreateRxe op of the plan (every GPU rail
+// NIC, plan/rxe.h), made by the netlink kernel through RDMA netlink inside the namespace that owns
+// the NIC (RDMA_NLDEV_CMD_NEWLINK, what `rdma link add
 // NAME type rxe netdev DEV` sends), and removed by `down` (the kernel also unregisters a device
 // when its netdev goes with the namespace, the backstop).
 //
-// Whether to make them at all is the doctor's `rdma_rxe` verdict (capability_rdma.cc): a real
+// Whether to make them at all is the planner's choice from the doctor's `rdma_rxe` verdict
+// (capability_rdma.cc): a real
 // transfer between two namespaces. Kernels whose rxe sends nothing from inside a namespace
 // (Debian 12's 6.1) get no devices; the lab says so (LabState::rdma_why) and runs TCP.
 //
@@ -20,11 +22,11 @@
 
 #include "core/error.h"
 #include "core/ipv4.h"
-#include "plan/topology.h"
+#include "plan/op.h"
 
 namespace tb::apply {
 
-// A Soft-RoCE device `up` made on a GPU's rail NIC . RDMA device names are global in
+// A Soft-RoCE device `up` made on a GPU's rail NIC. RDMA device names are global in
 // the kernel's default (shared) netns mode, so the name carries the lab's namespace name.
 struct RxeDevice {
   std::string node;    // "dc/s0/g1"
@@ -34,17 +36,6 @@ struct RxeDevice {
   int gid_index = -1;  // the RoCE v2 GID (IPv4-mapped rail address), read from sysfs
   std::string gid;
 };
-
-// A GPU rail NIC that gets a device: node, netns, ifname and its rail address.
-struct RailNic {
-  std::string node, netns, ifname;
-  Ipv4 addr;
-};
-std::vector<RailNic> rail_nics(const plan::Topology& topo);
-
-// RDMA device name for a NIC: "<netns>-<ifname>", or a hashed form when that exceeds the kernel's
-// 63 characters (IB_DEVICE_NAME_MAX).
-std::string rxe_name(const std::string& netns, const std::string& ifname);
 
 // One entry of a port's GID table as sysfs shows it (gids/<i>, gid_attrs/types/<i>).
 struct GidEntry {
@@ -63,9 +54,10 @@ std::vector<GidEntry> read_gid_table(const std::string& sysfs_root, const std::s
 std::optional<GidEntry> wait_rocev2_gid(const std::string& dev, Ipv4 addr,
                                         std::chrono::steady_clock::time_point deadline);
 
-// Makes a device on every rail NIC; on failure removes those it made and says which NIC failed.
-Result<std::vector<RxeDevice>> add_lab_rxe(
-    const plan::Topology& topo, std::chrono::milliseconds gid_wait = std::chrono::seconds(5));
+// Makes the device `op` describes and waits (up to `gid_wait`) for its RoCE v2 GID; on failure
+// removes it again and says why.
+Result<RxeDevice> add_rxe(const plan::CreateRxe& op,
+                          std::chrono::milliseconds gid_wait = std::chrono::seconds(5));
 // Deletes the devices; a device already gone (its namespace went) is fine. Errors are joined.
 Status remove_lab_rxe(const std::vector<RxeDevice>& devices);
 

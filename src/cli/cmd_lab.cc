@@ -43,9 +43,9 @@ void print_up(const lab::UpReport& r) {
               r.seconds);
   std::printf("shaping: %s (%s)%s\n", p.shaping.empty() ? "none" : p.shaping.c_str(),
               p.shaping_how.c_str(),
-              p.stages.empty()
+              p.stages().empty()
                   ? ""
-                  : (", " + std::to_string(p.stages.size()) + " delay stages running").c_str());
+                  : (", " + std::to_string(p.stages().size()) + " delay stages running").c_str());
   std::printf("rdma: %s (%s)\n", r.state.rdma == "rxe" ? "Soft-RoCE on the rail" : "none, TCP",
               r.state.rdma_why.c_str());
   std::vector<std::string> gpus;

@@ -29,7 +29,7 @@ int cmd_validate(const std::string& path) {
 }
 
 int cmd_plan(const std::string& path, const std::string& format, const std::string& shaping_flag) {
-  auto p = lab::make_plan(path, {"", shaping_flag, "none"}, capability::host_for_plan(false));
+  auto p = lab::make_plan(path, {"", shaping_flag, "auto"}, capability::host_for_plan(true));
   if (!p) return report(p.error());
   const std::string backend = p->shaping.empty() ? "none" : p->shaping;
   if (format == "json") {
@@ -37,6 +37,7 @@ int cmd_plan(const std::string& path, const std::string& format, const std::stri
     for (const auto& op : p->ops) ops.push_back(plan::to_json(op));
     nlohmann::json j = {{"lab", p->lab},
                         {"shaping", {{"backend", backend}, {"chosen", p->shaping_how}}},
+                        {"rdma", {{"devices", p->rdma}, {"why", p->rdma_why}}},
                         {"topology", plan::to_json(p->topo)},
                         {"ops", ops}};
     std::cout << j.dump(1) << "\n";

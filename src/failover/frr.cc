@@ -12,7 +12,6 @@
 #include <thread>
 
 #include "core/unique_fd.h"
-#include "lab/state.h"
 #include "netlink/netns.h"
 
 namespace tb::failover {
@@ -46,12 +45,13 @@ std::string frr_bgpd_conf(const plan::Router& r) {
   return s;
 }
 
-Result<std::vector<runner::ChildSpec>> frr_children(const std::string& lab, const plan::Router& r) {
+Result<std::vector<runner::ChildSpec>> frr_children(const std::string& lab_dir,
+                                                    const plan::Router& r) {
   for (const char* d : {"zebra", "bgpd", "bfdd"})
     if (::access((std::string(kFrrDir) + "/" + d).c_str(), X_OK) != 0)
       return bad_input("[failover] mode = \"bfd\" needs FRR's " + std::string(d) + " in " +
                        kFrrDir + " (Debian package frr; scripts/setup installs it)");
-  const std::string dir = lab::lab_dir(lab) + "/frr/" + r.netns;
+  const std::string dir = lab_dir + "/frr/" + r.netns;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return fail("create " + dir + ": " + ec.message());

@@ -19,9 +19,10 @@ inline constexpr const char* kFrrDir = "/usr/lib/frr";
 std::string frr_bgpd_conf(const plan::Router& r);
 std::string frr_bfdd_conf(const plan::Router& r);
 
-// Writes the configs and returns the three children (zebra first). Exit-2 error when frr is
-// not installed.
-Result<std::vector<runner::ChildSpec>> frr_children(const std::string& lab, const plan::Router& r);
+// Writes the configs under <lab_dir>/frr/<netns>/ and returns the three children (zebra first).
+// Exit-2 error when frr is not installed.
+Result<std::vector<runner::ChildSpec>> frr_children(const std::string& lab_dir,
+                                                    const plan::Router& r);
 
 // Waits until every router has a route to every network its neighbors announce (BGP up),
 // bounded by `timeout_ms`.

@@ -6,8 +6,8 @@
 #include "core/events.h"
 #include "lab/daemons.h"
 #include "plan/emulate.h"
+#include "plan/shaping.h"
 #include "shaping/backend.h"
-#include "shaping/shape_ops.h"
 #include "stage/netfilter_rules.h"
 #include "stage/queue_spec.h"
 
@@ -19,7 +19,7 @@ Status apply_direction(lab::LabState& st, apply::Kernel& kernel, const plan::Lin
                        const plan::LinkEnd& dst, const plan::EmulatedFigures& f) {
   const plan::Node* sn = st.topo.node(src.node);
   const plan::Node* dn = st.topo.node(dst.node);
-  shaping::LinkShape shape = shaping::shape_of(f);
+  shaping::LinkShape shape = plan::shape_of(f);
   if (shape.rate > plan::kHostVethRate) shape.rate = Rate{0};
   shaping::Residual residual{shape.delay, shape.jitter, shape.loss_pct};
   if (!st.shaping.empty() && st.shaping != "none") {

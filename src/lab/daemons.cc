@@ -1,20 +1,19 @@
 #include "lab/daemons.h"
 
-#include "core/process.h"
-#include "failover/agent.h"
-#include "failover/fabric.h"
-#include "failover/frr.h"
-
-#include <unistd.h>
-
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
+#include "core/process.h"
+#include "failover/agent.h"
+#include "failover/fabric.h"
+#include "failover/frr.h"
 #include "lab/state.h"
 #include "runner/supervisor.h"
 #include "stage/queue_spec.h"
@@ -39,6 +38,8 @@ std::string delayd_path() {
 }
 
 namespace {
+
+constexpr int kDaemonGraceMs = 3000;  // SIGTERM, then SIGKILL (runner/supervisor.h)
 
 runner::ChildSpec stage_child(const std::string& lab, const plan::Stage& st) {
   return {"stage " + st.node,
@@ -79,67 +80,95 @@ Status write_stage_config(const std::string& lab, const plan::Stage& st) {
   return {};
 }
 
-Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stages,
-                    const std::vector<plan::Agent>& agents,
-                    const std::vector<plan::Router>& routers,
-                    const std::vector<plan::FabricAgent>& fabric) {
-  if (stages.empty() && agents.empty() && routers.empty() && fabric.empty()) return {};
+Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& daemons) {
+  if (daemons.empty()) return {};
+  const std::string dir = lab_dir(lab);
   std::error_code ec;
-  std::filesystem::create_directories(lab::lab_dir(lab) + "/stages", ec);
-  if (ec) return fail("create " + lab::lab_dir(lab) + "/stages: " + ec.message());
+  std::filesystem::create_directories(dir + "/stages", ec);
+  if (ec) return fail("create " + dir + "/stages: " + ec.message());
   std::vector<runner::ChildSpec> specs;
-  if (!stages.empty()) {
-    const std::string delayd = delayd_path();
-    if (::access(delayd.c_str(), X_OK) != 0)
-      return sys_fail("the delay stage " + delayd +
-                      " is not installed (cmake --install puts it "
-                      "beside testbedctl)");
-    for (const auto& st : stages) {
-      TB_TRY(write_stage_config(lab, st));
-      specs.push_back(stage_child(lab, st));
+  std::optional<std::string> tb_probe;
+  // A tb-probe daemon: its JSON config under stages/, the lab's events.jsonl.
+  auto probe_child = [&](const std::string& name, const std::string& netns, const char* mode,
+                         const std::string& conf, const nlohmann::json& config) -> Status {
+    if (!tb_probe) {
+      auto found = find_companion("tb-probe", "TESTBEDCTL_PROBE");
+      if (!found) return std::unexpected(found.error());
+      tb_probe = *found;
     }
-  }
-  if (!agents.empty() || !fabric.empty()) {
-    auto tb_probe = find_companion("tb-probe", "TESTBEDCTL_PROBE");
-    if (!tb_probe) return std::unexpected(tb_probe.error());
-    // A tb-probe daemon: its JSON config under stages/, the lab's events.jsonl.
-    auto probe_child = [&](const std::string& name, const std::string& netns, const char* mode,
-                           const std::string& conf, const nlohmann::json& config) {
-      std::ofstream(conf) << config.dump(1) << "\n";
-      specs.push_back(
-          {name,
-           netns,
-           {*tb_probe, mode, "--config", conf, "--events", lab::lab_dir(lab) + "/events.jsonl"}});
-    };
-    for (const auto& a : agents) {
-      failover::AgentConfig c{a.node, a.port, a.interval_ns, a.misses, {}};
-      for (const auto& p : a.paths) {
+    std::ofstream(conf) << config.dump(1) << "\n";
+    specs.push_back(
+        {name, netns, {*tb_probe, mode, "--config", conf, "--events", dir + "/events.jsonl"}});
+    return {};
+  };
+  bool delayd_checked = false, routers = false;
+  std::vector<plan::Router> bgp;
+  for (const auto& d : daemons) {
+    if (const auto* st = std::get_if<plan::Stage>(&d)) {
+      if (!delayd_checked) {
+        const std::string delayd = delayd_path();
+        if (::access(delayd.c_str(), X_OK) != 0)
+          return sys_fail("the delay stage " + delayd +
+                          " is not installed (cmake --install puts it beside testbedctl)");
+        delayd_checked = true;
+      }
+      TB_TRY(write_stage_config(lab, *st));
+      specs.push_back(stage_child(lab, *st));
+    } else if (const auto* a = std::get_if<plan::Agent>(&d)) {
+      failover::AgentConfig c{a->node, a->port, a->interval_ns, a->misses, {}};
+      for (const auto& p : a->paths) {
         failover::AgentPath ap{p.name, p.dev, p.peer.to_string(), {}, p.metric};
-        for (const auto& d : p.dsts) ap.dsts.push_back(d.to_string());
+        for (const auto& dst : p.dsts) ap.dsts.push_back(dst.to_string());
         c.paths.push_back(ap);
       }
-      probe_child("agent " + a.node, a.netns, "agent",
-                  lab::lab_dir(lab) + "/stages/agent-" + a.netns + ".json", failover::to_json(c));
-    }
-    for (const auto& f : fabric) {
-      failover::FabricConfig c{f.region, f.spine_nodes, f.spine_netns, {}, {}};
-      for (const auto& t : f.tors) c.tors.push_back({t.node, t.netns, t.spine_port, t.addr});
-      for (const auto& g : f.gpus) {
+      TB_TRY(probe_child("agent " + a->node, a->netns, "agent",
+                         dir + "/stages/agent-" + a->netns + ".json", failover::to_json(c)));
+    } else if (const auto* f = std::get_if<plan::FabricAgent>(&d)) {
+      failover::FabricConfig c{f->region, f->spine_nodes, f->spine_netns, {}, {}};
+      for (const auto& t : f->tors) c.tors.push_back({t.node, t.netns, t.spine_port, t.addr});
+      for (const auto& g : f->gpus) {
         failover::FabricConfig::Gpu gpu{g.node, g.addr, {}};
         for (const auto& p : g.ports) gpu.ports.push_back({p.tor, p.port});
         c.gpus.push_back(std::move(gpu));
       }
-      probe_child("fabric " + f.region, f.netns, "fabric",
-                  lab::lab_dir(lab) + "/stages/fabric-" + f.region + ".json", failover::to_json(c));
+      TB_TRY(probe_child("fabric " + f->region, f->netns, "fabric",
+                         dir + "/stages/fabric-" + f->region + ".json", failover::to_json(c)));
+    } else if (const auto* r = std::get_if<plan::Router>(&d)) {
+      auto kids = failover::frr_children(dir, *r);
+      if (!kids) return std::unexpected(kids.error());
+      specs.insert(specs.end(), kids->begin(), kids->end());
+      bgp.push_back(*r);
+      routers = true;
     }
   }
-  for (const auto& r : routers) {
-    auto kids = failover::frr_children(lab, r);
-    if (!kids) return std::unexpected(kids.error());
-    specs.insert(specs.end(), kids->begin(), kids->end());
+  TB_TRY(runner::start_supervisor(lab, dir, plan::owner_marker(lab), specs));
+  if (routers) TB_TRY(failover::wait_for_bgp(bgp, 30000));
+  return {};
+}
+
+void stop_daemons(const std::string& lab) {
+  terminate(owned_processes(plan::owner_marker(lab)), kDaemonGraceMs);
+}
+
+Status LabKernel::submit(const plan::Op& op) {
+  if (const auto* d = std::get_if<plan::StartDaemon>(&op)) {
+    pending_.push_back(d->daemon);
+    return {};
   }
-  TB_TRY(runner::start_supervisor(lab, lab::lab_dir(lab), plan::owner_marker(lab), specs));
-  if (!routers.empty()) TB_TRY(failover::wait_for_bgp(routers, 30000));
+  return inner_.submit(op);
+}
+
+Status LabKernel::sync() {
+  TB_TRY(inner_.sync());
+  auto daemons = std::move(pending_);
+  pending_.clear();
+  return start_daemons(lab_, daemons);
+}
+
+Status LabKernel::undo(const plan::Op& op) {
+  if (!std::holds_alternative<plan::StartDaemon>(op)) return inner_.undo(op);
+  if (!stopped_) stop_daemons(lab_);
+  stopped_ = true;
   return {};
 }
 

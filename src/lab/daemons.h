@@ -1,12 +1,19 @@
-// Starting a lab's delay stages: one tb-delayd per namespace that has stage queues, each with a
-// config file (stage/queue_spec.h format; rewritten and SIGHUP'd by `link set`) and a stats
-// file, all under the lab's supervisor (runner/supervisor.h).
+// Running a lab's daemons (plan/daemon.h) under its supervisor (runner/supervisor.h): one
+// tb-delayd per namespace that has stage queues, each with a config file (stage/queue_spec.h
+// format; rewritten and SIGHUP'd by `link set`) and a stats file; `tb-probe agent` and
+// `tb-probe fabric` with their JSON configs; FRR's zebra, bfdd and bgpd per router.
+//
+// LabKernel is how they are applied and undone like every other op: a Kernel (apply/kernel.h)
+// that passes kernel objects to the netlink kernel and starts the StartDaemon ops it was given
+// once every kernel object is in place (sync); undoing one stops the lab's supervisor and every
+// process that carries the lab's owner marker.
 // Not thread-safe.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "apply/kernel.h"
 #include "core/error.h"
 #include "plan/plan.h"
 
@@ -19,14 +26,38 @@ std::string stage_stats_path(const std::string& lab, const std::string& netns);
 // The tb-delayd next to this executable, else the one on PATH.
 std::string delayd_path();
 
-// Writes every stage's (and failover agent's) config and starts the supervisor; succeeds once
-// all of them run. Neither: nothing to do.
-// Routers (mode bfd): their FRR daemons too, and it waits until BGP has every route.
-// Fabric agents (dual-ToR host-route withdrawal) too.
-Status start_stages(const std::string& lab, const std::vector<plan::Stage>& stages,
-                    const std::vector<plan::Agent>& agents = {},
-                    const std::vector<plan::Router>& routers = {},
-                    const std::vector<plan::FabricAgent>& fabric = {});
+// Writes every daemon's config and starts the supervisor; succeeds once all of them run (with
+// routers, once BGP has every route). None: nothing to do.
+Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& daemons);
+
+// Stops the lab's supervisor and every process carrying the lab's owner marker (SIGTERM, then
+// SIGKILL after a grace period). Nothing running: nothing to do.
+void stop_daemons(const std::string& lab);
+
+class LabKernel : public apply::Kernel {
+ public:
+  LabKernel(std::string lab, apply::Kernel& inner) : lab_(std::move(lab)), inner_(inner) {}
+
+  Status submit(const plan::Op& op) override;
+  Status sync() override;
+  Status undo(const plan::Op& op) override;
+  void prepare_undo(const std::vector<plan::Op>& ops) override { inner_.prepare_undo(ops); }
+  Status set_link_up(const std::string& netns, const std::string& ifname, bool up) override {
+    return inner_.set_link_up(netns, ifname, up);
+  }
+  Result<std::vector<std::string>> owned_netns(const std::string& marker) override {
+    return inner_.owned_netns(marker);
+  }
+  Result<std::vector<apply::IfaceInfo>> interfaces(const std::string& netns) override {
+    return inner_.interfaces(netns);
+  }
+
+ private:
+  std::string lab_;
+  apply::Kernel& inner_;
+  std::vector<plan::Daemon> pending_;  // submitted, started at sync()
+  bool stopped_ = false;               // undo stops them all at once
+};
 
 // Writes `stage`'s config (rename over the old one). A running stage re-reads it on SIGHUP.
 Status write_stage_config(const std::string& lab, const plan::Stage& stage);

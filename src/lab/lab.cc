@@ -13,9 +13,9 @@
 #include "apply/marker.h"
 #include "apply/rxe.h"
 #include "core/process.h"
+#include "lab/daemons.h"
 
 namespace tb::lab {
-using apply::add_lab_rxe;
 using apply::apply_plan;
 using apply::ApplyOptions;
 using apply::Journal;
@@ -73,6 +73,21 @@ int remove_marked_hosts(const std::string& lab) {
   return removed;
 }
 
+// The rxe devices the plan made, with their RoCE v2 GIDs (the netlink kernel waited for each
+// when it made it), for `status` and the RDMA transport's rank jobs.
+Status record_rxe(const plan::Plan& plan, LabState& state) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (const auto& op : plan.ops) {
+    const auto* r = std::get_if<plan::CreateRxe>(&op);
+    if (!r) continue;
+    auto gid = apply::wait_rocev2_gid(r->name, r->addr, deadline);
+    if (!gid)
+      return fail("rxe device " + r->name + " has no RoCE v2 GID for " + r->addr.to_string());
+    state.rxe.push_back({r->node, r->netns, r->ifname, r->name, gid->index, gid->gid});
+  }
+  return {};
+}
+
 }  // namespace
 
 std::vector<std::string> overlapping_host_routes(const Prefix& space) {
@@ -93,8 +108,8 @@ std::vector<std::string> overlapping_host_routes(const Prefix& space) {
   return out;
 }
 
-Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, apply::Kernel& kernel,
-                    const std::function<Status()>& after_apply, const RdmaChoice& rdma) {
+Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path,
+                    apply::Kernel& kernel) {
   const std::string& lab = plan.lab;
   auto left = kernel.owned_netns(plan::owner_marker(lab) + " ");
   if (!left) return std::unexpected(left.error());
@@ -115,7 +130,9 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, ap
   if (!lock) return std::unexpected(lock.error());
 
   LabState state{lab,        scenario_path, "building",   std::time(nullptr),
-                 ::getpid(), plan.topo,     plan.shaping, plan.stages};
+                 ::getpid(), plan.topo,     plan.shaping, plan.stages()};
+  state.rdma = plan.rdma;
+  state.rdma_why = plan.rdma_why;
   TB_TRY(save_state(state));
   auto journal = Journal::create(journal_path(lab));
   if (!journal) {
@@ -125,36 +142,19 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, ap
   SignalGuard signals;
   ApplyOptions opts;
   opts.interrupted = &g_interrupted;
+  LabKernel machine(lab, kernel);  // daemons start once every kernel object is in place
   const auto t0 = std::chrono::steady_clock::now();
-  if (auto r = apply_plan(plan, kernel, *journal, opts); !r) {
+  if (auto r = apply_plan(plan, machine, *journal, opts); !r) {
     (void)remove_state(lab);
     return std::unexpected(with_context(r.error(), "bring up lab " + lab));
   }
   state.phase = "up";
-  state.rdma_why = rdma.why;
-  Status started;
-  if (rdma.make) {
-    // Saved before the processes start, so an interrupted start still finds them to remove.
-    auto devs = add_lab_rxe(plan.topo);
-    if (devs) {
-      state.rdma = "rxe";
-      state.rxe = std::move(*devs);
-      state.rdma_why =
-          rdma.why + "; " + std::to_string(state.rxe.size()) + " rxe devices, one per GPU rail NIC";
-      started = save_state(state);
-    } else {
-      started = std::unexpected(devs.error());
-    }
-  }
-  if (started) started = after_apply ? after_apply() : Status{};
-  if (started && g_interrupted) started = fail("interrupted by signal");
-  if (started) started = save_state(state);
-  if (!started) {
-    terminate(owned_processes(plan::owner_marker(lab)), kProcessGraceMs);
-    (void)remove_lab_rxe(state.rxe);
-    (void)teardown(journal->ops(), kernel);
+  Status saved = record_rxe(plan, state);
+  if (saved) saved = save_state(state);
+  if (!saved) {
+    (void)teardown(journal->ops(), machine);
     (void)remove_state(lab);
-    Error e = with_context(started.error(), "bring up lab " + lab);
+    Error e = with_context(saved.error(), "bring up lab " + lab);
     e.message += "; everything made so far was removed";
     return std::unexpected(e);
   }

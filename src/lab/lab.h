@@ -12,25 +12,17 @@
 
 namespace tb::lab {
 
-// Soft-RoCE on the rail: whether `up` makes rxe devices (apply/rxe.h), and why (the doctor's
-// rxe verdict, or the user's --rdma none), kept in the lab's state for `status` and reports.
-struct RdmaChoice {
-  bool make = false;
-  std::string why;
-};
-
 struct UpResult {
   LabState state;
   double seconds = 0;  // wall time of the apply
 };
 
-// Builds the lab. Refuses (exit code 2) when the lab is already up or left over, or when the
-// address space overlaps a route of the calling namespace. SIGINT/SIGTERM during the apply
-// roll everything back.
-// Once every op is in place the rxe devices are made (when `rdma.make`), then `after_apply` runs
-// (starting the lab's processes); either failing rolls everything back like any other failure.
-Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, apply::Kernel& kernel,
-                    const std::function<Status()>& after_apply = {}, const RdmaChoice& rdma = {});
+// Applies the whole plan (lab/up.h bring_up makes it): kernel objects through `kernel`, the
+// daemons through a LabKernel around it (lab/daemons.h), all journaled. Refuses (exit code 2)
+// when the lab is already up, being built, or left over. SIGINT/SIGTERM during the apply, or
+// any failure, roll everything back.
+Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path,
+                    apply::Kernel& kernel);
 
 // Removes everything the lab made; succeeds when it is already gone.
 Status down(const std::string& lab, apply::Kernel& kernel);

@@ -48,13 +48,8 @@ Result<LabState> load_state(const std::string& lab) {
     s.pid = j.at("pid");
     s.topo = plan::topology_from_json(j.at("topology"));
     s.shaping = j.value("shaping", "");
-    for (const auto& st : j.value("stages", nlohmann::json::array())) {
-      plan::Stage stage{st.at("netns"), st.at("node"), {}};
-      for (const auto& q : st.at("queues"))
-        stage.queues.push_back({q.at("queue"), Duration{q.at("delay_ns")},
-                                Duration{q.at("jitter_ns")}, q.at("maxlen"), q.at("link")});
-      s.stages.push_back(std::move(stage));
-    }
+    for (const auto& st : j.value("stages", nlohmann::json::array()))
+      s.stages.push_back(plan::stage_from_json(st));
     s.rdma = j.value("rdma", "none");
     s.rdma_why = j.value("rdma_why", "");
     for (const auto& d : j.value("rxe", nlohmann::json::array()))
@@ -75,16 +70,7 @@ Status save_state(const LabState& s) {
                       {"pid", s.pid},        {"topology", plan::to_json(s.topo)},
                       {"shaping", s.shaping}};
   nlohmann::json stages = nlohmann::json::array();
-  for (const auto& st : s.stages) {
-    nlohmann::json qs = nlohmann::json::array();
-    for (const auto& q : st.queues)
-      qs.push_back({{"queue", q.queue},
-                    {"delay_ns", q.delay.ns},
-                    {"jitter_ns", q.jitter.ns},
-                    {"maxlen", q.maxlen},
-                    {"link", q.link}});
-    stages.push_back({{"netns", st.netns}, {"node", st.node}, {"queues", qs}});
-  }
+  for (const auto& st : s.stages) stages.push_back(plan::to_json(st));
   j["stages"] = stages;
   j["rdma"] = s.rdma;
   j["rdma_why"] = s.rdma_why;

@@ -7,6 +7,8 @@
 #include "plan/emulate.h"
 #include "plan/hosts.h"
 #include "plan/plan.h"
+#include "plan/rxe.h"
+#include "plan/shaping.h"
 #include "scenario/names.h"
 
 namespace tb::plan {
@@ -33,7 +35,7 @@ class Compiler {
  public:
   explicit Compiler(const Scenario& s) : s_(s), alloc_(s.address_space) {}
 
-  Result<Plan> run() {
+  Result<Plan> run(const HostCaps& host, const PlanOptions& o) {
     plan_.lab = s_.lab;
     plan_.failover = s_.failover.mode;
     for (const auto& r : s_.regions) TB_TRY(allocate(r));
@@ -44,10 +46,43 @@ class Compiler {
       std::ranges::move(*group, std::back_inserter(ops));
     for (auto& h : hosts_files(plan_.lab, plan_.topo, wan_adjacent_)) ops.push_back(std::move(h));
     plan_.ops = std::move(ops);
+    add_rxe(host, o);
+    auto choice = choose_shaping(o.shaping, host);
+    if (!choice) return std::unexpected(choice.error());
+    TB_TRY(add_shaping(plan_, choice->backend));
+    plan_.shaping_how = choice->how;
+    if (!plan_.stages().empty() && !host.nfqueue)
+      return bad_input("links need delay, jitter or loss that backend " + choice->backend +
+                       " leaves to the userspace delay stage, but NFQUEUE does not work on this "
+                       "kernel (see `testbedctl doctor`); use a kernel with netem "
+                       "(scripts/labvm) or --shaping none");
+    for (auto& a : agents_) plan_.ops.push_back(StartDaemon{a.netns, std::move(a)});
+    for (auto& r : routers_) plan_.ops.push_back(StartDaemon{r.netns, std::move(r)});
+    for (auto& f : fabric_) plan_.ops.push_back(StartDaemon{f.netns, std::move(f)});
     return std::move(plan_);
   }
 
  private:
+  // Soft-RoCE on every GPU rail NIC when the host carries it and the user did not say no.
+  void add_rxe(const HostCaps& host, const PlanOptions& o) {
+    if (o.rdma == "none") {
+      plan_.rdma_why = "--rdma none";
+      return;
+    }
+    if (!host.rxe_checked) {
+      plan_.rdma_why = "Soft-RoCE not checked (" + host.how + ")";
+      return;
+    }
+    plan_.rdma_why = host.rxe_detail;
+    if (!host.rxe) return;
+    plan_.rdma = "rxe";
+    const auto nics = rail_nics(plan_.topo);
+    for (const auto& nic : nics)
+      plan_.ops.push_back(
+          CreateRxe{nic.netns, nic.ifname, nic.node, rxe_name(nic.netns, nic.ifname), nic.addr});
+    plan_.rdma_why += "; " + std::to_string(nics.size()) + " rxe devices, one per GPU rail NIC";
+  }
+
   Status allocate(const Region& r) {
     RegionAddrs a;
     const int rails = s_.rails(r);
@@ -151,6 +186,9 @@ class Compiler {
   const Scenario& s_;
   AddressAllocator alloc_;
   Plan plan_;
+  std::vector<Agent> agents_;        // [failover] mode = "agent"
+  std::vector<Router> routers_;      // mode = "bfd"
+  std::vector<FabricAgent> fabric_;  // host_routes = "withdraw"
   std::map<std::string, RegionAddrs> region_addrs_;
   std::set<std::pair<std::string, std::string>> wan_adjacent_;
   std::vector<Op> netns_, bridges_, veths_, addrs_, routes_, sysctls_;
@@ -286,20 +324,20 @@ void Compiler::build_region(const Region& r) {
                              "s" + std::to_string(s) + "g" + std::to_string(j)});
         f.gpus.push_back(std::move(g));
       }
-    plan_.fabric.push_back(std::move(f));
+    fabric_.push_back(std::move(f));
   }
 }
 
 Agent& Compiler::agent(const std::string& tr) {
-  for (auto& a : plan_.agents)
+  for (auto& a : agents_)
     if (a.node == tr) return a;
   Agent a;
   a.node = tr;
   a.netns = scenario::netns_name(plan_.lab, tr);
   a.interval_ns = s_.failover.probe_interval.ns;
   a.misses = s_.failover.misses;
-  plan_.agents.push_back(a);
-  return plan_.agents.back();
+  agents_.push_back(a);
+  return agents_.back();
 }
 
 // Private ASNs, one per region in scenario order (RFC 6996).
@@ -311,7 +349,7 @@ uint32_t Compiler::asn_of(const std::string& region) const {
 
 Router& Compiler::router(const std::string& region) {
   const std::string tr = scenario::tr_node(region);
-  for (auto& r : plan_.routers)
+  for (auto& r : routers_)
     if (r.node == tr) return r;
   Router r;
   r.node = tr;
@@ -322,8 +360,8 @@ Router& Compiler::router(const std::string& region) {
     if (role == "fe" || r.router_id.value == 0) r.router_id = p.addr;
   r.bfd_interval_ms = static_cast<int>(s_.failover.bfd_interval.ns / 1'000'000);
   r.bfd_multiplier = s_.failover.bfd_multiplier;
-  plan_.routers.push_back(r);
-  return plan_.routers.back();
+  routers_.push_back(r);
+  return routers_.back();
 }
 
 Status Compiler::build_wan() {
@@ -376,8 +414,16 @@ std::string stage_rule_marker(const std::string& lab, const std::string& ifname,
   return owner_marker(lab) + " rule " + ifname + (egress ? " out" : " in");
 }
 
+Result<Plan> compile(const Scenario& s, const HostCaps& host, const PlanOptions& o) {
+  TB_TRY(validate(o));
+  if (o.lab.empty()) return Compiler(s).run(host, o);
+  Scenario renamed = s;
+  renamed.lab = o.lab;
+  return Compiler(renamed).run(host, o);
+}
+
 Result<Plan> compile(const Scenario& s) {
-  return Compiler(s).run();
+  return compile(s, assumed_host("unshaped"), PlanOptions{"", "none", "none"});
 }
 
 }  // namespace tb::plan

@@ -5,6 +5,7 @@
 
 #include "plan/topology.h"
 #include "scenario/model.h"
+#include "shaping/link_shape.h"
 
 namespace tb::plan {
 
@@ -12,7 +13,7 @@ namespace tb::plan {
 // timer-driven delay stage is accurate to ~0.15-0.25 ms (research/limits.md 2, 4a).
 inline constexpr Duration kMinEmulatedDelay{10'000};
 // A single veth TCP stream carries ~20 Gbit/s on the reference 2-core VM (limits.md 2).
-inline constexpr Rate kHostVethRate{20e9};
+using shaping::kHostVethRate;
 
 RealFigures real_figures(const scenario::LinkProfile& p);
 EmulatedFigures emulate(const scenario::LinkProfile& p, const scenario::Scale& s);

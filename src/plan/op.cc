@@ -84,6 +84,11 @@ std::string to_text(const Op& op) {
             if (o.loss_per_10000) s += " loss " + std::to_string(o.loss_per_10000) + "/10000";
             return s;
           },
+          [](const CreateRxe& o) {
+            return "rxe    " + o.netns + ":" + o.ifname + "  " + o.name + "  addr " +
+                   o.addr.to_string();
+          },
+          [](const StartDaemon& o) { return daemon_text(o.daemon); },
       },
       op);
 }
@@ -161,6 +166,13 @@ nlohmann::json to_json(const Op& op) {
                     {"loss_pct", o.shape.loss_pct},
                     {"mtu", o.shape.mtu}};
           },
+          [](const CreateRxe& o) -> nlohmann::json {
+            return {{"op", "rxe"},    {"netns", o.netns}, {"ifname", o.ifname},
+                    {"node", o.node}, {"name", o.name},   {"addr", o.addr.to_string()}};
+          },
+          [](const StartDaemon& o) -> nlohmann::json {
+            return {{"op", "daemon"}, {"netns", o.netns}, {"daemon", to_json(o.daemon)}};
+          },
       },
       op);
 }
@@ -211,6 +223,16 @@ Result<Op> op_from_json(const nlohmann::json& j) {
     if (kind == "stage-rule")
       return AddStageRule{j.at("netns"), j.at("ifname"),         j.at("egress"),
                           j.at("queue"), j.at("loss_per_10000"), j.at("marker")};
+    if (kind == "rxe") {
+      auto addr = parse_ipv4(j.at("addr").get<std::string>());
+      if (!addr) return std::unexpected(addr.error());
+      return CreateRxe{j.at("netns"), j.at("ifname"), j.at("node"), j.at("name"), *addr};
+    }
+    if (kind == "daemon") {
+      auto d = daemon_from_json(j.at("daemon"));
+      if (!d) return std::unexpected(d.error());
+      return StartDaemon{j.at("netns"), std::move(*d)};
+    }
     return fail("unknown op \"" + kind + "\" in journal");
   } catch (const nlohmann::json::exception& e) {
     return fail(std::string("malformed journal entry: ") + e.what());

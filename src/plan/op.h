@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/ipv4.h"
+#include "plan/daemon.h"
 #include "shaping/link_shape.h"
 
 namespace tb::plan {
@@ -105,8 +106,27 @@ struct AddStageRule {
   std::string marker;
 };
 
+// Soft-RoCE: an rxe RDMA device on a GPU's rail NIC (RDMA_NLDEV_CMD_NEWLINK from inside `netns`,
+// apply/rxe.h). RDMA device names are global in the kernel's shared netns mode, so `name`
+// carries the namespace's (plan::rxe_name). Undo deletes it before its netdev goes: teardown
+// never leaves it to the namespace's deletion.
+struct CreateRxe {
+  std::string netns;
+  std::string ifname;
+  std::string node;
+  std::string name;
+  Ipv4 addr;  // the NIC's rail address, whose IPv4-mapped RoCE v2 GID the device gets
+};
+
+// A long-running process of the lab under the lab's supervisor (daemon.h): started once every
+// kernel object is in place, stopped first on undo (with everything else the supervisor runs).
+struct StartDaemon {
+  std::string netns;  // where it runs
+  Daemon daemon;
+};
+
 using Op = std::variant<CreateNetns, CreateVeth, CreateBridge, AddAddr, AddRoute, SetSysctl,
-                        WriteHosts, SetShape, AddStageRule>;
+                        WriteHosts, SetShape, AddStageRule, CreateRxe, StartDaemon>;
 
 // One line, the same text `testbedctl plan` prints and the golden tests pin.
 std::string to_text(const Op& op);

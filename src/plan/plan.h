@@ -1,5 +1,7 @@
-// plan::compile: a pure function from a Scenario to a Plan (topology + ordered ops).
-// No system calls; the same scenario always gives the same names, addresses and order.
+// plan::compile: a pure function from a Scenario, what the host offers (host.h) and what the user
+// asked (PlanOptions) to a Plan: every op `up` performs, kernel objects and daemons alike, so a
+// dry run (`testbedctl plan`) is the whole truth. No system calls; the same inputs always give
+// the same names, addresses and order.
 //
 // Address plan (per region, from the lab's address space, in order):
 //   rail block: one prefix per rail; ToR a = .1, ToR b = .2, spines get .3.., GPU of server s
@@ -22,99 +24,42 @@
 
 namespace tb::plan {
 
-// One queue of a userspace delay stage: one link direction's delay and jitter.
-struct StageQueue {
-  uint16_t queue = 0;  // NFQUEUE number, unique within the stage's namespace
-  Duration delay;
-  Duration jitter;
-  uint32_t maxlen = 1024;
-  std::string link;  // "hz/tr:ec -> bj/tr:ec", for reports
-};
-
-// A delay stage process (tb-delayd) serving every queue of one namespace.
-struct Stage {
-  std::string netns;
-  std::string node;
-  std::vector<StageQueue> queues;
-};
-
-// One WAN path a failover agent watches ([failover] mode = "agent"): probes leave `dev` for
-// `peer`; when they go unanswered, the routes to `dsts` via `peer` at `metric` are withdrawn.
-struct AgentPath {
-  std::string name, dev;
-  Ipv4 peer;
-  std::vector<Prefix> dsts;
-  int metric = 0;
-};
-
-// The failover agent of one transit router (`tb-probe agent`, under the lab's supervisor).
-struct Agent {
-  std::string netns, node;
-  uint16_t port = 7900;
-  int64_t interval_ns = 10'000'000;
-  int misses = 3;
-  std::vector<AgentPath> paths;
-};
-
-// A BGP neighbor of a transit router across one WAN link.
-struct BgpNeighbor {
-  std::string wan;  // the link's name ("ec")
-  Ipv4 addr;        // the peer's address on it
-  uint32_t asn = 0;
-  int local_pref = 100;  // primary links are preferred
-};
-
-// The routing daemons of one transit router ([failover] mode = "bfd"): FRR's zebra, bgpd and
-// bfdd under the lab's supervisor, eBGP to the peer routers, BFD on every session.
-struct Router {
-  std::string netns, node;
-  uint32_t asn = 0;
-  Ipv4 router_id;
-  std::vector<Prefix> networks;  // what it announces: its region's frontend block
-  std::vector<BgpNeighbor> neighbors;
-  int bfd_interval_ms = 300;
-  int bfd_multiplier = 3;
-};
-
-// Dual-ToR host-route withdrawal ([failover] host_routes = "withdraw"), one agent per region
-// with dual ToRs and spines (`tb-probe fabric`, under the lab's supervisor, in the first spine's
-// namespace). It watches each GPU port of the region's ToRs and, while a GPU is reachable
-// through only some of its ToRs, puts that GPU's /32 on every spine via those ToRs alone; when
-// every port forwards again it takes the /32 away (the rail subnet's ECMP route is left).
-struct FabricTor {
-  std::string node, netns;
-  std::string spine_port;  // the spines' interface toward this ToR ("t0a"), the same on each
-  Ipv4 addr;               // its rail address, the spines' onlink next hop
-};
-struct FabricPort {
-  int tor = 0;       // index into FabricAgent::tors
-  std::string port;  // the ToR's interface to the GPU ("s0g0")
-};
-struct FabricGpu {
-  std::string node;
-  Ipv4 addr;  // the GPU's rail address (/32)
-  std::vector<FabricPort> ports;
-};
-struct FabricAgent {
-  std::string region, netns;  // netns: where it runs (the first spine's)
-  std::vector<std::string> spine_nodes, spine_netns;
-  std::vector<FabricTor> tors;
-  std::vector<FabricGpu> gpus;
-};
-
 struct Plan {
   std::string lab;
   Topology topo;
+  // Everything `up` does, in order: namespaces, bridges, veths, addresses, routes, sysctls,
+  // hosts files, rxe devices, shaping (qdisc trees, delay-stage and loss rules), then the daemons
+  // (delay stages, failover agents, fabric agents, FRR routers).
   std::vector<Op> ops;
-  std::string shaping;                  // backend kind ("netem", "tbf", "htb"), "" = links unshaped
+  std::string shaping;      // backend kind ("netem", "tbf", "htb"), "" = links unshaped
   std::string shaping_how;  // how it was chosen: "probed", "asked", "assumed (not root: ...)"
-  std::vector<Stage> stages;            // userspace delay stages `up` starts under its supervisor
   std::string failover = "link-state";  // [failover] mode
-  std::vector<Agent> agents;        // failover agents `up` starts under its supervisor (mode agent)
-  std::vector<Router> routers;      // routing daemons `up` starts under its supervisor (mode bfd)
-  std::vector<FabricAgent> fabric;  // dual-ToR host-route agents (host_routes = "withdraw")
+  std::string rdma = "none";            // "rxe" when the plan makes Soft-RoCE devices
+  std::string rdma_why;                 // the host check's verdict, or "--rdma none"
+
+  // The daemons among the ops, by kind, in plan order.
+  std::vector<Stage> stages() const { return daemons<Stage>(); }
+  std::vector<Agent> agents() const { return daemons<Agent>(); }
+  std::vector<Router> routers() const { return daemons<Router>(); }
+  std::vector<FabricAgent> fabric() const { return daemons<FabricAgent>(); }
+
+ private:
+  template <class T>
+  std::vector<T> daemons() const {
+    std::vector<T> out;
+    for (const auto& op : ops)
+      if (const auto* d = std::get_if<StartDaemon>(&op))
+        if (const auto* t = std::get_if<T>(&d->daemon)) out.push_back(*t);
+    return out;
+  }
 };
 
+// The whole plan for `host` as `o` asks: topology, shaping with the backend choose_shaping picks
+// (and the delay stages it leaves over; refused when they are needed and the host has no
+// NFQUEUE), Soft-RoCE devices on every GPU rail NIC when the host has rxe and o.rdma is "auto",
+// and the daemons. Bad input and what the host cannot do: exit code 2.
+Result<Plan> compile(const scenario::Scenario& s, const HostCaps& host, const PlanOptions& o);
+// Topology and failover daemons only: unshaped, no rxe (unit tests of the topology).
 Result<Plan> compile(const scenario::Scenario& s);
 
 // The dry-run text `testbedctl plan` prints: a header, then one op per line.

@@ -1,7 +1,6 @@
 // LinkShape: what one direction of a link should look like on the wire (rate, one-way delay,
-// jitter, loss, MTU), as the plan carries it in SetShape. Header-only plain data, so plan/ can
-// hold it without linking the shaping room; the shaping backends (backend.h) turn it into a
-// qdisc tree.
+// jitter, loss, MTU), as the plan carries it in SetShape. The shaping backends (backend.h) turn
+// it into a qdisc tree.
 //
 // Plain values; thread-safe to copy and read.
 #pragma once
@@ -9,6 +8,10 @@
 #include "core/units.h"
 
 namespace tb::shaping {
+
+// What a veth carries on this kind of host (research/limits.md): links emulated faster run at host
+// speed, unshaped, and buffers are sized for this rate when a link has none.
+inline constexpr Rate kHostVethRate{20e9};
 
 struct LinkShape {
   Rate rate;            // 0 = not rate-limited

@@ -6,8 +6,6 @@
 #include <cmath>
 #include <limits>
 
-#include "plan/emulate.h"
-
 namespace tb::shaping {
 namespace {
 
@@ -62,7 +60,7 @@ Duration queue_latency(const LinkShape& s) {
 
 uint64_t delay_line_bytes(const LinkShape& s) {
   uint64_t rate = bytes_per_second(s.rate);
-  if (rate == 0) rate = bytes_per_second(plan::kHostVethRate);
+  if (rate == 0) rate = bytes_per_second(kHostVethRate);
   return bytes_in(rate, Duration{s.delay.ns + kJitterSpan * s.jitter.ns});
 }
 

@@ -57,7 +57,7 @@ uint32_t limit_bytes(const LinkShape& s);
 Duration queue_latency(const LinkShape& s);
 
 // Bytes a delay line holds: rate x (delay + kJitterSpan x jitter); an unlimited link is counted
-// at the host's veth rate (plan/emulate.h kHostVethRate).
+// at the host's veth rate (link_shape.h kHostVethRate).
 uint64_t delay_line_bytes(const LinkShape& s);
 // netem's packet limit when it holds the delay line and feeds a child queue of `child_bytes`:
 // both counted in full frames, never below kMinNetemPackets.

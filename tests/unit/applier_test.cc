@@ -108,5 +108,23 @@ TEST_F(ApplierTest, TornJournalLineIsIgnored) {
   EXPECT_EQ(back->size(), 1u);
 }
 
+TEST_F(ApplierTest, TeardownUndoesDaemonsAndRxeDevicesEvenInsideItsNamespaces) {
+  // Both live inside a namespace the plan makes, yet neither goes with it: a process outlives its
+  // namespace and an rxe device's name is global (and must go before its netdev).
+  auto p = small_plan();
+  p.ops.push_back(plan::CreateRxe{"tb-t-a", "x", "a", "tb-t-a-x", *parse_ipv4("198.18.0.0")});
+  p.ops.push_back(plan::StartDaemon{"tb-t-a", plan::Stage{"tb-t-a", "a", {}}});
+  RecordingKernel k;
+  auto j = Journal::create(journal_path());
+  ASSERT_TRUE(j);
+  ASSERT_TRUE(apply_plan(p, k, *j));
+  k.calls.clear();
+  ASSERT_TRUE(teardown(j->ops(), k));
+  ASSERT_GE(k.calls.size(), 3u);
+  EXPECT_EQ(k.calls[0], "undo " + plan::to_text(p.ops.back()));             // the daemon first
+  EXPECT_EQ(k.calls[1], "undo " + plan::to_text(p.ops[p.ops.size() - 2]));  // then the device
+  for (const auto& c : k.calls) EXPECT_EQ(c.find("undo addr"), std::string::npos) << c;
+}
+
 }  // namespace
 }  // namespace tb::apply

@@ -210,7 +210,7 @@ TEST(Failover, ModesChangeTheWanRoutesAndAgentsWatchEveryPath) {
   auto linkstate = plan::compile(*base);
   ASSERT_TRUE(linkstate);
   EXPECT_EQ(wan_routes(*linkstate), 4);  // both routers, both links
-  EXPECT_TRUE(linkstate->agents.empty());
+  EXPECT_TRUE(linkstate->agents().empty());
 
   auto none = *base;
   none.failover.mode = "none";
@@ -225,8 +225,8 @@ TEST(Failover, ModesChangeTheWanRoutesAndAgentsWatchEveryPath) {
   auto pa = plan::compile(agent);
   ASSERT_TRUE(pa);
   EXPECT_EQ(wan_routes(*pa), 4);
-  ASSERT_EQ(pa->agents.size(), 2u);
-  const auto& a = pa->agents[0];
+  ASSERT_EQ(pa->agents().size(), 2u);
+  const auto a = pa->agents()[0];
   EXPECT_EQ(a.node, "hz/tr");
   EXPECT_EQ(a.interval_ns, 50'000'000);
   ASSERT_EQ(a.paths.size(), 2u);
@@ -246,8 +246,8 @@ TEST(Failover, BfdModeMakesRoutersInsteadOfStaticWanRoutes) {
     if (const auto* r = std::get_if<plan::AddRoute>(&op)) {
       for (const auto& nh : r->nexthops) EXPECT_NE(nh.ifname, "ec") << "static route over ec";
     }
-  ASSERT_EQ(p->routers.size(), 2u);
-  const auto& hz = p->routers[0];
+  ASSERT_EQ(p->routers().size(), 2u);
+  const auto hz = p->routers()[0];
   EXPECT_EQ(hz.node, "hz/tr");
   EXPECT_EQ(hz.asn, 65001u);
   ASSERT_EQ(hz.neighbors.size(), 2u);
@@ -271,8 +271,8 @@ TEST(Failover, DualTorRegionsGetAFabricAgentThatKnowsEveryGpuPort) {
   ASSERT_TRUE(s);
   auto p = plan::compile(*s);
   ASSERT_TRUE(p);
-  ASSERT_EQ(p->fabric.size(), 1u);  // hz is dual-ToR with spines; bj has one ToR per rail
-  const auto& f = p->fabric[0];
+  ASSERT_EQ(p->fabric().size(), 1u);  // hz is dual-ToR with spines; bj has one ToR per rail
+  const auto f = p->fabric()[0];
   auto rail_of = [&](const std::string& node) {
     for (const auto& [role, a] : p->topo.node(node)->addrs)
       if (role == "rail") return a.addr;
@@ -305,12 +305,12 @@ TEST(Failover, DualTorRegionsGetAFabricAgentThatKnowsEveryGpuPort) {
   s->failover.host_routes = "static";
   auto st = plan::compile(*s);
   ASSERT_TRUE(st);
-  EXPECT_TRUE(st->fabric.empty());
+  EXPECT_TRUE(st->fabric().empty());
   auto mini = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/mini.toml");
   ASSERT_TRUE(mini);
   auto pm = plan::compile(*mini);
   ASSERT_TRUE(pm);
-  EXPECT_TRUE(pm->fabric.empty());  // one ToR per rail: nothing to choose between
+  EXPECT_TRUE(pm->fabric().empty());  // one ToR per rail: nothing to choose between
 }
 
 TEST(Failover, FabricNextHopsAreTheToRsThatStillDeliver) {

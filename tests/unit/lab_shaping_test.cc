@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "plan/plan.h"
+#include "plan/shaping.h"
 #include "scenario/loader.h"
-#include "shaping/lab_shaping.h"
 
 namespace tb::shaping {
 namespace {
@@ -34,7 +34,7 @@ TEST(LabShaping, TbfLeavesDelayToStagesAtTheRightEnd) {
   EXPECT_EQ(p.shaping, "tbf");
   // WAN: received on each transit router's WAN port, 25 ms (Express Connect) / 30 ms (VPN).
   bool ec = false;
-  for (const auto& st : p.stages)
+  for (const auto& st : p.stages())
     for (const auto& q : st.queues)
       if (q.link.find(":ec -> ") != std::string::npos) {
         ec = true;
@@ -68,7 +68,7 @@ TEST(LabShaping, TbfLeavesDelayToStagesAtTheRightEnd) {
 TEST(LabShaping, NetemNeedsNoStage) {
   auto p = hzbj();
   ASSERT_TRUE(add_shaping(p, "netem"));
-  EXPECT_TRUE(p.stages.empty());
+  EXPECT_TRUE(p.stages().empty());
   EXPECT_TRUE(ops_of<plan::AddStageRule>(p).empty());
   EXPECT_FALSE(ops_of<plan::SetShape>(p).empty());
 }

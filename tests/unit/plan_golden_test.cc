@@ -1,6 +1,7 @@
-// Planner goldens: the dry-run text of the shipped scenarios is pinned. After an intended
-// change, regenerate with TB_UPDATE_GOLDENS=1 ./unit_tests --gtest_filter='PlanGolden*' and
-// review the diff like code.
+// Planner goldens: the dry-run text of the shipped scenarios is pinned, planned for this kind of
+// host (tbf + the delay stage; hz-bj also with Soft-RoCE, so its rxe devices show). After an
+// intended change, regenerate with TB_UPDATE_GOLDENS=1 ./unit_tests --gtest_filter='PlanGolden*'
+// and review the diff like code.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,10 +15,19 @@
 namespace tb::plan {
 namespace {
 
-void check_golden(const std::string& scenario, const std::string& golden) {
+// A host the goldens are planned for: this machine's kind (tbf, the NFQUEUE delay stage, no
+// netem), with or without Soft-RoCE.
+HostCaps golden_host(bool rxe) {
+  HostCaps h = assumed_host("golden host");
+  h.rxe = h.rxe_checked = rxe;
+  h.rxe_detail = rxe ? "golden host has rxe" : "golden host has no rxe";
+  return h;
+}
+
+void check_golden(const std::string& scenario, const std::string& golden, bool rxe) {
   auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/" + scenario);
   ASSERT_TRUE(s) << s.error().message;
-  auto p = compile(*s);
+  auto p = compile(*s, golden_host(rxe), PlanOptions{});
   ASSERT_TRUE(p) << p.error().message;
   const std::string text = to_text(*p);
   const std::string path = std::string(TB_SOURCE_DIR) + "/tests/unit/golden/" + golden;
@@ -33,10 +43,10 @@ void check_golden(const std::string& scenario, const std::string& golden) {
 }
 
 TEST(PlanGolden, Mini) {
-  check_golden("mini.toml", "mini.plan");
+  check_golden("mini.toml", "mini.plan", false);
 }
 TEST(PlanGolden, HzBj) {
-  check_golden("hz-bj.toml", "hz-bj.plan");
+  check_golden("hz-bj.toml", "hz-bj.plan", true);
 }
 
 TEST(Emulate, ScalesRateAndDelayAndFlagsWhatCannotBeEmulated) {

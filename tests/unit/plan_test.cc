@@ -7,6 +7,8 @@
 
 #include "plan/address.h"
 #include "plan/plan.h"
+#include "plan/rxe.h"
+#include "scenario/loader.h"
 #include "scenario/names.h"
 #include "scenario/presets.h"
 
@@ -181,6 +183,89 @@ TEST(Plan, OpJsonRoundTrips) {
     ASSERT_TRUE(back) << back.error().message;
     EXPECT_EQ(to_text(*back), to_text(op));
   }
+}
+
+TEST(Plan, CreateRxeAndEveryDaemonKindRoundTripThroughTheJournal) {
+  auto hz = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/hz-bj.toml");
+  ASSERT_TRUE(hz) << hz.error().message;
+  HostCaps host = assumed_host("test");
+  host.rxe = host.rxe_checked = true;
+  std::set<std::string> kinds;
+  for (const char* mode : {"bfd", "agent"}) {
+    hz->failover.mode = mode;
+    auto p = compile(*hz, host, PlanOptions{});
+    ASSERT_TRUE(p) << p.error().message;
+    for (const auto& op : p->ops) {
+      if (!std::holds_alternative<CreateRxe>(op) && !std::holds_alternative<StartDaemon>(op))
+        continue;
+      auto j = to_json(op);
+      kinds.insert(j.value("op", "") + " " + j.value("/daemon/kind"_json_pointer, ""));
+      auto back = op_from_json(j);
+      ASSERT_TRUE(back) << back.error().message;
+      EXPECT_EQ(to_json(*back), j) << to_text(op);
+    }
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"rxe ", "daemon stage", "daemon agent", "daemon router",
+                                          "daemon fabric"}));
+}
+
+TEST(Plan, RxeDevicesFollowTheHostAndTheOption) {
+  auto hz = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/hz-bj.toml");
+  ASSERT_TRUE(hz);
+  auto count = [](const Plan& p) {
+    return std::ranges::count_if(
+        p.ops, [](const Op& op) { return std::holds_alternative<CreateRxe>(op); });
+  };
+  HostCaps with = assumed_host("test");
+  with.rxe = with.rxe_checked = true;
+  with.rxe_detail = "checked";
+  auto p = compile(*hz, with, PlanOptions{});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->rdma, "rxe");
+  EXPECT_EQ(count(*p), static_cast<long>(rail_nics(p->topo).size()));
+  EXPECT_EQ(count(*p), 36);  // hz: 16 GPUs x 2 ToR ports; bj: 4 GPUs x 1
+  EXPECT_NE(p->rdma_why.find("36 rxe devices"), std::string::npos) << p->rdma_why;
+  auto none = compile(*hz, with, PlanOptions{"", "auto", "none"});
+  ASSERT_TRUE(none);
+  EXPECT_EQ(count(*none), 0);
+  EXPECT_EQ(none->rdma_why, "--rdma none");
+  HostCaps without = with;
+  without.rxe = false;
+  without.rxe_detail = "no rxe here";
+  auto tcp = compile(*hz, without, PlanOptions{});
+  ASSERT_TRUE(tcp);
+  EXPECT_EQ(count(*tcp), 0);
+  EXPECT_EQ(tcp->rdma, "none");
+  EXPECT_EQ(tcp->rdma_why, "no rxe here");
+}
+
+TEST(Plan, ShapingFollowsTheHostAndRefusesStagesWithoutNfqueue) {
+  auto mini = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/mini.toml");
+  ASSERT_TRUE(mini);
+  HostCaps host = assumed_host("test");
+  auto p = compile(*mini, host, PlanOptions{});
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->shaping, "tbf");
+  EXPECT_FALSE(p->stages().empty());  // mini's links have delay: tbf leaves it to the stage
+  host.netem = true;
+  auto netem = compile(*mini, host, PlanOptions{});
+  ASSERT_TRUE(netem);
+  EXPECT_EQ(netem->shaping, "netem");
+  EXPECT_TRUE(netem->stages().empty());
+  host.netem = host.nfqueue = false;
+  auto refused = compile(*mini, host, PlanOptions{});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().exit_code, kExitBadInput);
+  EXPECT_NE(refused.error().message.find("NFQUEUE"), std::string::npos);
+  auto unshaped = compile(*mini, host, PlanOptions{"", "none", "auto"});
+  ASSERT_TRUE(unshaped);
+  EXPECT_TRUE(unshaped->stages().empty());
+  auto bad = compile(*mini, host, PlanOptions{"Bad", "auto", "auto"});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("--name"), std::string::npos);
+  auto renamed = compile(*mini, assumed_host("test"), PlanOptions{"other", "auto", "auto"});
+  ASSERT_TRUE(renamed);
+  EXPECT_EQ(renamed->lab, "other");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "apply/rxe.h"
 #include "netlink/rdma.h"
 #include "plan/plan.h"
+#include "plan/rxe.h"
 #include "scenario/loader.h"
 #include "temp_dir.h"
 
@@ -123,10 +124,10 @@ TEST(Rxe, ReadsTheGidTableFromSysfs) {
 }
 
 TEST(Rxe, NamesFitTheKernelLimit) {
-  EXPECT_EQ(apply::rxe_name("tb-mini-dc-s0-g0", "rail"), "tb-mini-dc-s0-g0-rail");
-  const std::string longer = apply::rxe_name(std::string(70, 'n'), "railb");
+  EXPECT_EQ(plan::rxe_name("tb-mini-dc-s0-g0", "rail"), "tb-mini-dc-s0-g0-rail");
+  const std::string longer = plan::rxe_name(std::string(70, 'n'), "railb");
   EXPECT_LE(longer.size(), 63u);
-  EXPECT_NE(longer, apply::rxe_name(std::string(70, 'm'), "railb"));
+  EXPECT_NE(longer, plan::rxe_name(std::string(70, 'm'), "railb"));
 }
 
 plan::Topology topology_of(const std::string& scenario) {
@@ -138,7 +139,7 @@ plan::Topology topology_of(const std::string& scenario) {
 }
 
 TEST(Rxe, EveryGpuRailNicGetsOneAndNothingElse) {
-  auto mini = apply::rail_nics(topology_of("mini.toml"));
+  auto mini = plan::rail_nics(topology_of("mini.toml"));
   ASSERT_EQ(mini.size(), 4u);  // 2 servers x 2 GPUs, one ToR
   for (const auto& n : mini) {
     EXPECT_EQ(n.ifname, "rail");
@@ -146,7 +147,7 @@ TEST(Rxe, EveryGpuRailNicGetsOneAndNothingElse) {
   }
   // hz-bj: dual-ToR in one region gives each of those GPUs two rail NICs.
   auto hz = topology_of("hz-bj.toml");
-  auto nics = apply::rail_nics(hz);
+  auto nics = plan::rail_nics(hz);
   int gpus = 0;
   for (const auto& n : hz.nodes) gpus += n.kind == plan::NodeKind::kGpu;
   EXPECT_GE(static_cast<int>(nics.size()), gpus);

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "plan/op.h"
+#include "plan/shaping.h"
 #include "shaping/backend.h"
-#include "shaping/shape_ops.h"
 #include "shaping/sizing.h"
 
 namespace tb::shaping {

@@ -1,0 +1,213 @@
+#include "plan/daemon.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tb::plan {
+namespace {
+
+template <class... Fs>
+struct Overload : Fs... {
+  using Fs::operator()...;
+};
+
+using nlohmann::json;
+
+template <class T, class F>
+T parsed(const json& j, F parse) {
+  auto v = parse(j.get<std::string>());
+  if (!v) throw json::other_error::create(501, v.error().message, &j);
+  return *v;
+}
+Ipv4 ip_from(const json& j) {
+  return parsed<Ipv4>(j, [](const std::string& s) { return parse_ipv4(s); });
+}
+Prefix prefix_from(const json& j) {
+  return parsed<Prefix>(j, [](const std::string& s) { return parse_prefix(s); });
+}
+
+json agent_json(const Agent& a) {
+  json paths = json::array();
+  for (const auto& p : a.paths) {
+    json dsts = json::array();
+    for (const auto& d : p.dsts) dsts.push_back(d.to_string());
+    paths.push_back({{"name", p.name},
+                     {"dev", p.dev},
+                     {"peer", p.peer.to_string()},
+                     {"dsts", dsts},
+                     {"metric", p.metric}});
+  }
+  return {{"netns", a.netns},   {"node", a.node}, {"port", a.port}, {"interval_ns", a.interval_ns},
+          {"misses", a.misses}, {"paths", paths}};
+}
+Agent agent_from(const json& j) {
+  Agent a{j.at("netns"), j.at("node"), j.at("port"), j.at("interval_ns"), j.at("misses"), {}};
+  for (const auto& p : j.at("paths")) {
+    AgentPath ap{p.at("name"), p.at("dev"), ip_from(p.at("peer")), {}, p.at("metric")};
+    for (const auto& d : p.at("dsts")) ap.dsts.push_back(prefix_from(d));
+    a.paths.push_back(std::move(ap));
+  }
+  return a;
+}
+
+json router_json(const Router& r) {
+  json nets = json::array(), nbrs = json::array();
+  for (const auto& n : r.networks) nets.push_back(n.to_string());
+  for (const auto& n : r.neighbors)
+    nbrs.push_back({{"wan", n.wan},
+                    {"addr", n.addr.to_string()},
+                    {"asn", n.asn},
+                    {"local_pref", n.local_pref}});
+  return {{"netns", r.netns},
+          {"node", r.node},
+          {"asn", r.asn},
+          {"router_id", r.router_id.to_string()},
+          {"networks", nets},
+          {"neighbors", nbrs},
+          {"bfd_interval_ms", r.bfd_interval_ms},
+          {"bfd_multiplier", r.bfd_multiplier}};
+}
+Router router_from(const json& j) {
+  Router r{j.at("netns"),
+           j.at("node"),
+           j.at("asn"),
+           ip_from(j.at("router_id")),
+           {},
+           {},
+           j.at("bfd_interval_ms"),
+           j.at("bfd_multiplier")};
+  for (const auto& n : j.at("networks")) r.networks.push_back(prefix_from(n));
+  for (const auto& n : j.at("neighbors"))
+    r.neighbors.push_back({n.at("wan"), ip_from(n.at("addr")), n.at("asn"), n.at("local_pref")});
+  return r;
+}
+
+json fabric_json(const FabricAgent& f) {
+  json tors = json::array(), gpus = json::array();
+  for (const auto& t : f.tors)
+    tors.push_back({{"node", t.node},
+                    {"netns", t.netns},
+                    {"spine_port", t.spine_port},
+                    {"addr", t.addr.to_string()}});
+  for (const auto& g : f.gpus) {
+    json ports = json::array();
+    for (const auto& p : g.ports) ports.push_back({{"tor", p.tor}, {"port", p.port}});
+    gpus.push_back({{"node", g.node}, {"addr", g.addr.to_string()}, {"ports", ports}});
+  }
+  return {{"region", f.region},           {"netns", f.netns}, {"spine_nodes", f.spine_nodes},
+          {"spine_netns", f.spine_netns}, {"tors", tors},     {"gpus", gpus}};
+}
+FabricAgent fabric_from(const json& j) {
+  FabricAgent f{j.at("region"), j.at("netns"), j.at("spine_nodes"), j.at("spine_netns"), {}, {}};
+  for (const auto& t : j.at("tors"))
+    f.tors.push_back({t.at("node"), t.at("netns"), t.at("spine_port"), ip_from(t.at("addr"))});
+  for (const auto& g : j.at("gpus")) {
+    FabricGpu gpu{g.at("node"), ip_from(g.at("addr")), {}};
+    for (const auto& p : g.at("ports")) gpu.ports.push_back({p.at("tor"), p.at("port")});
+    f.gpus.push_back(std::move(gpu));
+  }
+  return f;
+}
+
+}  // namespace
+
+const char* daemon_kind(const Daemon& d) {
+  return std::visit(
+      Overload{[](const Stage&) { return "stage"; }, [](const Agent&) { return "agent"; },
+               [](const Router&) { return "router"; }, [](const FabricAgent&) { return "fabric"; }},
+      d);
+}
+
+std::string daemon_name(const Daemon& d) {
+  return std::visit(Overload{[](const Stage& s) { return "stage " + s.node; },
+                             [](const Agent& a) { return "agent " + a.node; },
+                             [](const Router& r) { return "frr " + r.node; },
+                             [](const FabricAgent& f) { return "fabric " + f.region; }},
+                    d);
+}
+
+std::string daemon_text(const Daemon& d) {
+  return std::visit(
+      Overload{
+          [](const Stage& st) {
+            std::string s = "delayd " + st.node + " netns " + st.netns;
+            for (const auto& q : st.queues)
+              s += " | queue " + std::to_string(q.queue) + " delay " + format_duration(q.delay) +
+                   (q.jitter.ns ? " jitter " + format_duration(q.jitter) : "") + " maxlen " +
+                   std::to_string(q.maxlen) + " (" + q.link + ")";
+            return s;
+          },
+          [](const Agent& a) {
+            std::string s = "agent " + a.node + " netns " + a.netns + " port " +
+                            std::to_string(a.port) + " every " +
+                            std::to_string(a.interval_ns / 1000) + "us misses " +
+                            std::to_string(a.misses);
+            for (const auto& path : a.paths)
+              s += " | " + path.name + " dev " + path.dev + " peer " + path.peer.to_string() +
+                   " metric " + std::to_string(path.metric);
+            return s;
+          },
+          [](const Router& r) {
+            std::string s = "router " + r.node + " netns " + r.netns + " asn " +
+                            std::to_string(r.asn) + " id " + r.router_id.to_string() + " bfd " +
+                            std::to_string(r.bfd_interval_ms) + "ms x" +
+                            std::to_string(r.bfd_multiplier);
+            for (const auto& n : r.networks) s += " network " + n.to_string();
+            for (const auto& n : r.neighbors)
+              s += " | " + n.wan + " neighbor " + n.addr.to_string() + " asn " +
+                   std::to_string(n.asn) + " local-pref " + std::to_string(n.local_pref);
+            return s;
+          },
+          [](const FabricAgent& f) {
+            std::string s = "fabric " + f.region + " netns " + f.netns +
+                            " host-route withdrawal: " + std::to_string(f.gpus.size()) + " GPUs, " +
+                            std::to_string(f.tors.size()) + " ToRs, spines";
+            for (const auto& sp : f.spine_nodes) s += " " + sp;
+            return s;
+          },
+      },
+      d);
+}
+
+json to_json(const Stage& st) {
+  json qs = json::array();
+  for (const auto& q : st.queues)
+    qs.push_back({{"queue", q.queue},
+                  {"delay_ns", q.delay.ns},
+                  {"jitter_ns", q.jitter.ns},
+                  {"maxlen", q.maxlen},
+                  {"link", q.link}});
+  return {{"netns", st.netns}, {"node", st.node}, {"queues", qs}};
+}
+
+Stage stage_from_json(const json& j) {
+  Stage stage{j.at("netns"), j.at("node"), {}};
+  for (const auto& q : j.at("queues"))
+    stage.queues.push_back({q.at("queue"), Duration{q.at("delay_ns")}, Duration{q.at("jitter_ns")},
+                            q.at("maxlen"), q.at("link")});
+  return stage;
+}
+
+json to_json(const Daemon& d) {
+  json body = std::visit(Overload{[](const Stage& s) { return to_json(s); },
+                                  [](const Agent& a) { return agent_json(a); },
+                                  [](const Router& r) { return router_json(r); },
+                                  [](const FabricAgent& f) { return fabric_json(f); }},
+                         d);
+  return {{"kind", daemon_kind(d)}, {"config", body}};
+}
+
+Result<Daemon> daemon_from_json(const json& j) {
+  try {
+    const std::string kind = j.at("kind");
+    const json& c = j.at("config");
+    if (kind == "stage") return stage_from_json(c);
+    if (kind == "agent") return agent_from(c);
+    if (kind == "router") return router_from(c);
+    if (kind == "fabric") return fabric_from(c);
+    return fail("unknown daemon kind \"" + kind + "\"");
+  } catch (const json::exception& e) {
+    return fail(std::string("malformed daemon: ") + e.what());
+  }
+}
+
+}  // namespace tb::plan

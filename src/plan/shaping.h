@@ -1,0 +1,38 @@
+// The shaping part of a plan: one SetShape per link direction that has something to shape (the
+// sending interface's egress qdisc tree, built by a shaping/ backend), and, where the backend
+// leaves delay, jitter or loss over (kernels without netem), the delay stages (StartDaemon ops)
+// and the rules that steer traffic into them. Pure: no system calls; goldens pin the result.
+//
+// Where a direction's residual goes: the receiving port's ingress (PREROUTING), unless that
+// port is a bridge port — bridged frames never reach IP — in which case the sending port's
+// egress (POSTROUTING). Rates above what a veth carries are left unlimited (the plan already
+// notes "runs at host speed").
+//
+// Thread-safe (pure).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "plan/op.h"
+#include "plan/topology.h"
+#include "shaping/link_shape.h"
+
+namespace tb::plan {
+
+struct Plan;
+
+// A link's emulated figures as one direction's shape.
+shaping::LinkShape shape_of(const EmulatedFigures& f);
+
+// For every link, in topology order: side a's egress, then side b's. Links with nothing to
+// shape get an op too (its plan is the default qdisc), so applying them is uniform. Every
+// link end must name a node of the topology (plan::compile guarantees it).
+std::vector<SetShape> shape_ops(const Topology& topo, const std::string& backend);
+
+// Adds the ops and stages for `backend` ("netem", "tbf", "htb"; "" or "none" adds nothing).
+// Unknown backends and shapes the kernel cannot take are bad input (exit code 2).
+Status add_shaping(Plan& p, const std::string& backend);
+
+}  // namespace tb::plan
