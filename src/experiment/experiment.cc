@@ -102,8 +102,9 @@ Status check_run(const scenario::Scenario& s, const lab::LabState& st, const Run
   for (const auto& f : s.faults) {
     auto r = fault::resolve(st, f);
     if (!r)
-      return std::unexpected(with_context(
-          r.error(), s.file + ":" + std::to_string(f.loc.line) + ": [[fault]] " + f.kind));
+      return std::unexpected(with_context(r.error(), s.file + ":" + std::to_string(f.loc.line) +
+                                                         ": [[fault]] " +
+                                                         scenario::to_string(f.kind)));
   }
   if (!o.workload.empty() && o.workload != "none" && !pick_workload(s, o))
     return bad_input("--workload " + o.workload + ": no collective [[workload]] of that name in " +
@@ -263,7 +264,8 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, lab::LabState& st, c
   metrics::RecoveryInput in;
   std::vector<metrics::FaultWindow> windows(faults.size());
   for (size_t i = 0; i < faults.size(); ++i)
-    windows[i] = {static_cast<int>(i), faults[i].spec.kind, faults[i].label, 0, 0, 0, 0};
+    windows[i] = {
+        static_cast<int>(i), scenario::to_string(faults[i].spec.kind), faults[i].label, 0, 0, 0, 0};
   for (const auto& l : read_lines(fault::events_path(st.lab))) {
     auto j = nlohmann::json::parse(l, nullptr, false);
     if (j.is_discarded() || j.value("t_mono_ns", int64_t{0}) < t0 - 1'000'000'000) continue;
