@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "apply/netlink_kernel.h"
-#include "collective/rdma/rdma.h"
 #include "core/events.h"
 #include "experiment/probes.h"
 #include "experiment/steady.h"
@@ -109,15 +108,13 @@ Status check_run(const scenario::Scenario& s, const lab::LabState& st, const Run
   if (!o.workload.empty() && o.workload != "none" && !pick_workload(s, o))
     return bad_input("--workload " + o.workload + ": no collective [[workload]] of that name in " +
                      s.file);
-  if (o.transport != "tcp" && o.transport != "rdma")
-    return bad_input("--transport: '" + o.transport + "' is not tcp or rdma");
-  TB_TRY(collective::validate_rdma_tuning(o.qps, o.ib_timeout, o.ib_retry_cnt));
+  TB_TRY(workload::validate(o.transport));
   if (const auto* w = pick_workload(s, o)) {
     auto gpus = launch::select_ranks(st.topo, w->ranks);
     if (!gpus) return std::unexpected(gpus.error());
-    if (o.transport == "rdma") {
+    if (o.transport.kind == workload::Transport::kRdma) {
       workload::Job j;
-      j.transport = "rdma";
+      j.transport.kind = workload::Transport::kRdma;
       TB_TRY(launch::place_ranks(j, st.topo, *gpus));
       launch::mark_rdma_pairs(j, st.rxe);
       if (workload::count_rdma_pairs(j).rdma == 0)
@@ -196,7 +193,6 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, lab::LabState& st, c
     j.run_id = id;
     j.results_dir = res.results_dir + "/workload";
     j.store_dir = j.results_dir + "/store";
-    j.channels = w->channels;
     j.timeout_ms = o.timeout_ms;
     j.bench.coll = *collective::parse_coll(w->op);
     if (!w->algo.empty()) j.bench.algo = collective::parse_algo(w->algo);
@@ -205,18 +201,16 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, lab::LabState& st, c
     j.bench.check = 1;
     j.steady = true;
     j.transport = o.transport;
-    j.qps = o.qps;
-    j.ib_timeout = o.ib_timeout;
-    j.ib_retry_cnt = o.ib_retry_cnt;
+    j.transport.channels = w->channels;  // the [[workload]]'s; run has no --channels
     TB_TRY(launch::place_ranks(j, st.topo, *launch::select_ranks(st.topo, w->ranks)));
     launch::mark_rdma_pairs(j, st.rxe);
-    transport = o.transport;
-    if (o.transport == "rdma") {
+    transport = workload::to_string(o.transport.kind);
+    if (o.transport.kind == workload::Transport::kRdma) {
       const auto n = workload::count_rdma_pairs(j);
       transport += ": " + std::to_string(n.rdma) + " of " + std::to_string(n.rail) +
-                   " rail pair(s) over RDMA verbs (" + std::to_string(o.qps) +
-                   " QP(s)/peer, ib_timeout " + std::to_string(o.ib_timeout) + ", retry " +
-                   std::to_string(o.ib_retry_cnt) + "), the rest over TCP";
+                   " rail pair(s) over RDMA verbs (" + std::to_string(o.transport.qps) +
+                   " QP(s)/peer, ib_timeout " + std::to_string(o.transport.ib_timeout) +
+                   ", retry " + std::to_string(o.transport.ib_retry_cnt) + "), the rest over TCP";
     }
     transport += "; lab rdma: " + st.rdma + (st.rdma_why.empty() ? "" : " (" + st.rdma_why + ")");
     const bool resilient = w->resilient || o.resilient;

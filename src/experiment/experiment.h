@@ -18,6 +18,7 @@
 #include "lab/state.h"
 #include "metrics/recovery.h"
 #include "scenario/model.h"
+#include "workload/transport.h"
 
 namespace tb::experiment {
 
@@ -28,10 +29,9 @@ struct RunOptions {
   int settle_ms = 3000;           // after the last fault step, before stopping
   int probe_interval_us = 5000;
   bool resilient = false;  // restart the rank group after a failure (also [[workload]] resilient)
-  // The workload's transport: "tcp", or "rdma" (rail pairs over RDMA verbs on the lab's rxe
-  // devices, collective/rdma.h) with its tunables.
-  std::string transport = "tcp";
-  int qps = 1, ib_timeout = 14, ib_retry_cnt = 7;
+  // The workload's transport: tcp, or rdma (rail pairs over RDMA verbs on the lab's rxe
+  // devices, collective/rdma/rdma.h) with its tunables. Its channels are the [[workload]]'s.
+  workload::TransportOptions transport;
   std::string tb_rank, tb_probe;  // executables
 };
 
