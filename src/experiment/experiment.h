@@ -56,6 +56,11 @@ struct RunResult {
 // anything.
 Status check_run(const scenario::Scenario& s, const lab::LabState& st, const RunOptions& o);
 
+// The run, step by step (experiment/scenario_run.h): check_run; the results directory, the
+// faults resolved and scheduled; route monitors, the workload (until it iterates) and probes
+// started; the timeline fired; everything stopped and collected into events.jsonl; the
+// recovery analysed and [expect] checked into summary.json. `progress` gets a line for the
+// workload, one for the timeline and one per step.
 Result<RunResult> run_scenario(const scenario::Scenario& s, lab::LabState& st, const RunOptions& o,
                                const std::atomic<bool>& stop,
                                const std::function<void(const std::string&)>& progress);
