@@ -58,13 +58,12 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
   o.spec.check = f.check;
   o.spec.root = f.root;
   o.ranks = f.ranks;
-  o.impl = f.impl;
-  o.channels = f.channels;
+  auto impl = parse_impl(f.impl);
+  if (!impl)
+    return report(Error{"--impl: '" + f.impl + "' is not " + impl_choices(), 0, kExitBadInput});
+  o.impl = *impl;
   o.timeout_ms = static_cast<int>(f.timeout_s * 1000);
   o.transport = f.transport;
-  o.qps = f.qps;
-  o.ib_timeout = f.ib_timeout;
-  o.ib_retry_cnt = f.ib_retry_cnt;
 
   auto st = lab::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
@@ -77,7 +76,7 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
   if (!tb_rank) return report(tb_rank.error());
   o.tb_rank = *tb_rank;
 
-  if (job->transport == "rdma") {
+  if (job->transport.kind == Transport::kRdma) {
     const auto pairs = count_rdma_pairs(*job);
     std::fprintf(stderr, "bench %s: --transport rdma: %d of %d rail pair(s) over RDMA\n",
                  lab.c_str(), pairs.rdma, pairs.rail);
@@ -87,7 +86,8 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
 
   StopSignals signals;
   std::fprintf(stderr, "bench %s: starting %zu ranks (%s over %s); results in %s\n", lab.c_str(),
-               job->ranks.size(), o.impl.c_str(), job->transport.c_str(), job->results_dir.c_str());
+               job->ranks.size(), to_string(o.impl).c_str(), to_string(job->transport.kind).c_str(),
+               job->results_dir.c_str());
   auto res = run_job(
       *job, *st, o, [](const BenchResult& r) { std::cout << table_header(r) << std::flush; },
       [](const BenchResult& r, const BenchRow& row) {

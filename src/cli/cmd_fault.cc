@@ -11,13 +11,40 @@
 #include "core/units.h"
 #include "fault/timeline.h"
 #include "lab/state.h"
+#include "scenario/fault_kind.h"
 #include "scenario/names.h"
 
 namespace tb::cli {
+namespace {
+
+// The kind the verb's KIND names: a scenario kind name, or its verb name ("crash", "kill").
+std::optional<scenario::FaultKind> verb_kind(const std::string& text) {
+  for (const auto& k : scenario::fault_kinds())
+    if (k.name == text || k.verb_name == text) return k.kind;
+  return std::nullopt;
+}
+
+// "link-down, link-up, ..., crash or kill"
+std::string verb_kind_names() {
+  const auto kinds = scenario::fault_kinds();
+  std::string out;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (i > 0) out += i + 1 == kinds.size() ? " or " : ", ";
+    out += kinds[i].verb_name;
+  }
+  return out;
+}
+
+}  // namespace
 
 int cmd_fault(const std::string& lab, const FaultFlags& ff) {
+  using scenario::FaultKind;
+  const auto kind = verb_kind(ff.kind);
+  if (!kind)
+    return report(
+        Error{"unknown fault '" + ff.kind + "'; use " + verb_kind_names(), 0, kExitBadInput});
   scenario::Fault f;
-  f.kind = ff.kind == "kill" ? "rank-kill" : ff.kind == "crash" ? "node-crash" : ff.kind;
+  f.kind = *kind;
   const auto& args = ff.args;
   auto need = [&](size_t n, const char* what) -> std::optional<int> {
     if (args.size() == n) return std::nullopt;
@@ -31,47 +58,46 @@ int cmd_fault(const std::string& lab, const FaultFlags& ff) {
     *out = *d;
     return std::nullopt;
   };
-  if (f.kind == "link-down" || f.kind == "link-up" || f.kind == "flap" || f.kind == "loss" ||
-      f.kind == "blackhole" || f.kind == "latency") {
-    if (auto rc = need(2, "two link ends: A B (node or node:interface)")) return *rc;
-    f.a = args[0];
-    f.b = args[1];
-    f.link = ff.link;
-  } else if (f.kind == "partition") {
-    if (auto rc = need(2, "two regions: R1 R2")) return *rc;
-    f.region_a = args[0];
-    f.region_b = args[1];
-  } else if (f.kind == "rank-kill" || f.kind == "node-crash") {
-    if (auto rc = need(1, "one node")) return *rc;
-    f.node = args[0];
-  } else {
-    return report(Error{"unknown fault '" + ff.kind +
-                            "'; use link-down, link-up, flap, loss, blackhole, latency, "
-                            "partition, crash or kill",
-                        0, kExitBadInput});
+  switch (scenario::info(f.kind).target) {
+    case scenario::FaultTarget::kLink:
+      if (auto rc = need(2, "two link ends: A B (node or node:interface)")) return *rc;
+      f.a = args[0];
+      f.b = args[1];
+      f.link = ff.link;
+      break;
+    case scenario::FaultTarget::kRegions:
+      if (auto rc = need(2, "two regions: R1 R2")) return *rc;
+      f.region_a = args[0];
+      f.region_b = args[1];
+      break;
+    case scenario::FaultTarget::kNode:
+      if (auto rc = need(1, "one node")) return *rc;
+      f.node = args[0];
+      break;
   }
   if (auto rc = duration(ff.for_text, "--for", &f.duration)) return *rc;
   if (auto rc = duration(ff.period_text, "--period", &f.period)) return *rc;
   if (auto rc = duration(ff.delay_text, "--delay", &f.delay)) return *rc;
   f.count = ff.count;
-  if (f.kind == "flap" && (f.period.ns <= 0 || f.count < 1))
+  if (f.kind == FaultKind::kFlap && (f.period.ns <= 0 || f.count < 1))
     return report(Error{"flap needs --period > 0 and --count >= 1", 0, kExitBadInput});
-  if (f.kind == "loss") {
+  if (f.kind == FaultKind::kLoss) {
     auto l = parse_percent(ff.loss_text);
     if (ff.loss_text.empty() || !l)
       return report(Error{"loss needs --loss, e.g. --loss 5%", 0, kExitBadInput});
     f.loss_pct = *l;
   }
-  if (f.kind == "latency" && f.delay.ns <= 0)
+  if (f.kind == FaultKind::kLatency && f.delay.ns <= 0)
     return report(Error{"latency needs --delay, e.g. --delay 50ms", 0, kExitBadInput});
-  // A kill and a crash given by hand on a GPU / on a switch pick the right kind.
   auto st = lab::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
   if (st->phase != "up")
     return report(Error{"lab " + lab + " is " + st->phase + ", not up", 0, kExitBadInput});
-  if (ff.kind == "kill" || ff.kind == "crash") {
+  // The verb names "crash" and "kill" (not a scenario kind name) pick node-crash or rank-kill
+  // by the node they are given: a switch or a GPU.
+  if (ff.kind != scenario::name(*kind)) {
     const auto* n = st->topo.node(scenario::canonical_node(f.node));
-    if (n) f.kind = n->kind == plan::NodeKind::kGpu ? "rank-kill" : "node-crash";
+    if (n) f.kind = n->kind == plan::NodeKind::kGpu ? FaultKind::kRankKill : FaultKind::kNodeCrash;
   }
   auto resolved = fault::resolve(*st, f);
   if (!resolved) return report(resolved.error());

@@ -48,9 +48,6 @@ int cmd_run(const std::string& target, const RunFlags& f) {
   o.timeout_ms = static_cast<int>(f.timeout_s * 1000);
   o.resilient = f.resilient;
   o.transport = f.transport;
-  o.qps = f.qps;
-  o.ib_timeout = f.ib_timeout;
-  o.ib_retry_cnt = f.ib_retry_cnt;
   if (auto rc = require_root("run")) return *rc;
   auto tb_rank = find_companion("tb-rank", "TESTBEDCTL_RANK");
   if (!tb_rank) return report(tb_rank.error());

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "lab/link_change.h"
 #include "lab/up.h"
+#include "workload/transport.h"
 
 namespace tb::cli {
 
@@ -36,11 +37,10 @@ struct BenchFlags {
   std::string coll;
   std::string min_bytes = "8K", max_bytes = "64M";
   double step_factor = 2;
-  int iters = 20, warmup = 5, check = 1, root = 0, channels = 1;
+  int iters = 20, warmup = 5, check = 1, root = 0;
   std::string algo, type = "float", op = "sum", ranks = "all", impl = "native", json_path;
   double timeout_s = 30;
-  std::string transport = "tcp";                   // native: tcp | rdma
-  int qps = 1, ib_timeout = 14, ib_retry_cnt = 7;  // --transport rdma
+  workload::TransportOptions transport;  // --transport, its tunables, --channels
 };
 // nccl-tests on a live lab: one tb-rank per GPU; exit 1 on a wrong value or a failed rank.
 int cmd_bench(const std::string& lab, const BenchFlags& f);
@@ -56,8 +56,7 @@ struct RunFlags {
   std::string name, workload, size = "1M", shaping = "auto";
   double timeout_s = 30;
   bool down = false, resilient = false;
-  std::string transport = "tcp";                   // the workload's: tcp | rdma
-  int qps = 1, ib_timeout = 14, ib_retry_cnt = 7;  // --transport rdma
+  workload::TransportOptions transport;  // the workload's (its channels: the [[workload]]'s)
 };
 // A scenario end to end: workload + fault timeline + recovery analysis + [expect].
 int cmd_run(const std::string& target, const RunFlags& f);

@@ -7,18 +7,24 @@
 
 namespace {
 
-// bench's and run's transport flags; values are checked where the job is made (exit 2).
-void add_transport_flags(CLI::App* app, std::string& transport, int& qps, int& ib_timeout,
-                         int& ib_retry_cnt) {
-  app->add_option("--transport", transport,
-                  "tcp, or rdma (rail pairs over RDMA verbs on the lab's rxe devices)")
+// bench's and run's transport flags. --transport is checked here against its name table (exit
+// 2); the ranges where the job is made.
+void add_transport_flags(CLI::App* app, tb::workload::TransportOptions& t) {
+  app->add_option_function<std::string>(
+         "--transport",
+         [&t](const std::string& text) {
+           auto kind = tb::workload::parse_transport_flag(text);
+           if (!kind) throw CLI::ValidationError(kind.error().message);
+           t.kind = *kind;
+         },
+         "tcp, or rdma (rail pairs over RDMA verbs on the lab's rxe devices)")
+      ->default_str(tb::workload::to_string(t.kind));
+  app->add_option("--qps", t.qps, "--transport rdma: queue pairs per peer (1..16)")
       ->capture_default_str();
-  app->add_option("--qps", qps, "--transport rdma: queue pairs per peer (1..16)")
-      ->capture_default_str();
-  app->add_option("--ib-timeout", ib_timeout,
+  app->add_option("--ib-timeout", t.ib_timeout,
                   "--transport rdma: ACK timeout exponent, 4.096 us * 2^T (1..31)")
       ->capture_default_str();
-  app->add_option("--ib-retry-cnt", ib_retry_cnt,
+  app->add_option("--ib-retry-cnt", t.ib_retry_cnt,
                   "--transport rdma: retries before a peer counts as gone (0..7)")
       ->capture_default_str();
 }
@@ -120,10 +126,10 @@ int main(int argc, char** argv) {
   bench->add_option("--algo", bf.algo, "ring|tree|hd|hier (default: the implementation's)");
   bench->add_option("--ranks", bf.ranks, "GPUs: all, a region, a server or a GPU; ','-joined")
       ->capture_default_str();
-  bench->add_option("--channels", bf.channels, "TCP connections per peer (native)")
+  bench->add_option("--channels", bf.transport.channels, "TCP connections per peer (native)")
       ->capture_default_str();
   bench->add_option("--impl", bf.impl, "native|gloo")->capture_default_str();
-  add_transport_flags(bench, bf.transport, bf.qps, bf.ib_timeout, bf.ib_retry_cnt);
+  add_transport_flags(bench, bf.transport);
   bench->add_option("-d,--datatype", bf.type, "float|int32|double|int64")->capture_default_str();
   bench->add_option("-o,--op", bf.op, "sum|min|max")->capture_default_str();
   bench->add_option("-r,--root", bf.root, "root rank (broadcast, reduce)")->capture_default_str();
@@ -156,7 +162,7 @@ int main(int argc, char** argv) {
   run->add_option("--size", rf.size, "the steady workload's message size")->capture_default_str();
   run->add_option("--timeout", rf.timeout_s, "ranks' idle timeout, seconds")->capture_default_str();
   run->add_option("--shaping", rf.shaping, "when it brings the lab up")->capture_default_str();
-  add_transport_flags(run, rf.transport, rf.qps, rf.ib_timeout, rf.ib_retry_cnt);
+  add_transport_flags(run, rf.transport);
   run->add_flag("--down", rf.down, "take the lab down afterwards");
   run->add_flag("--resilient", rf.resilient,
                 "restart the workload's ranks after a failure instead of ending it");

@@ -18,6 +18,7 @@
 #include "lab/state.h"
 #include "metrics/recovery.h"
 #include "scenario/model.h"
+#include "workload/transport.h"
 
 namespace tb::experiment {
 
@@ -28,10 +29,9 @@ struct RunOptions {
   int settle_ms = 3000;           // after the last fault step, before stopping
   int probe_interval_us = 5000;
   bool resilient = false;  // restart the rank group after a failure (also [[workload]] resilient)
-  // The workload's transport: "tcp", or "rdma" (rail pairs over RDMA verbs on the lab's rxe
-  // devices, collective/rdma.h) with its tunables.
-  std::string transport = "tcp";
-  int qps = 1, ib_timeout = 14, ib_retry_cnt = 7;
+  // The workload's transport: tcp, or rdma (rail pairs over RDMA verbs on the lab's rxe
+  // devices, collective/rdma/rdma.h) with its tunables. Its channels are the [[workload]]'s.
+  workload::TransportOptions transport;
   std::string tb_rank, tb_probe;  // executables
 };
 
@@ -56,6 +56,11 @@ struct RunResult {
 // anything.
 Status check_run(const scenario::Scenario& s, const lab::LabState& st, const RunOptions& o);
 
+// The run, step by step (experiment/scenario_run.h): check_run; the results directory, the
+// faults resolved and scheduled; route monitors, the workload (until it iterates) and probes
+// started; the timeline fired; everything stopped and collected into events.jsonl; the
+// recovery analysed and [expect] checked into summary.json. `progress` gets a line for the
+// workload, one for the timeline and one per step.
 Result<RunResult> run_scenario(const scenario::Scenario& s, lab::LabState& st, const RunOptions& o,
                                const std::atomic<bool>& stop,
                                const std::function<void(const std::string&)>& progress);

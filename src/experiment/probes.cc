@@ -44,8 +44,8 @@ std::vector<std::pair<const plan::Node*, const plan::Node*>> candidates(const la
     const auto* b = gpu(st, rb, 0, 0);
     if (a && b) out.emplace_back(a, b);
   };
-  if (f.spec.kind == "rank-kill") return out;
-  if (f.spec.kind == "partition") {
+  if (f.spec.kind == scenario::FaultKind::kRankKill) return out;
+  if (f.spec.kind == scenario::FaultKind::kPartition) {
     cross_region(f.spec.region_a, f.spec.region_b);
     return out;
   }

@@ -17,10 +17,7 @@
 namespace tb::fault {
 namespace {
 
-bool is_link_kind(const std::string& k) {
-  return k == "link-down" || k == "link-up" || k == "flap" || k == "loss" || k == "blackhole" ||
-         k == "latency";
-}
+using scenario::FaultKind;
 
 // Pids of this lab's tb-rank processes whose network namespace is `netns`.
 std::vector<int> ranks_in(const std::string& lab, const std::string& netns) {
@@ -42,60 +39,63 @@ std::vector<int> ranks_in(const std::string& lab, const std::string& netns) {
 
 Result<Resolved> resolve(const lab::LabState& st, const scenario::Fault& f) {
   Resolved r{f, {}, "", ""};
-  if (is_link_kind(f.kind)) {
-    std::string a = f.a, b = f.b;
-    if (!f.link.empty()) {
-      a += ":" + f.link;
-      b += ":" + f.link;
+  const std::string kind = scenario::to_string(f.kind);
+  switch (scenario::info(f.kind).target) {
+    case scenario::FaultTarget::kLink: {
+      std::string a = f.a, b = f.b;
+      if (!f.link.empty()) {
+        a += ":" + f.link;
+        b += ":" + f.link;
+      }
+      auto idx = lab::find_link(st.topo, a, b);
+      if (!idx) return std::unexpected(with_context(idx.error(), kind));
+      r.links.push_back(*idx);
+      r.label = kind + " " + lab::link_key(st.topo.links[*idx]);
+      return r;
     }
-    auto idx = lab::find_link(st.topo, a, b);
-    if (!idx) return std::unexpected(with_context(idx.error(), f.kind));
-    r.links.push_back(*idx);
-    r.label = f.kind + " " + lab::link_key(st.topo.links[*idx]);
-    return r;
-  }
-  if (f.kind == "partition") {
-    for (size_t i = 0; i < st.topo.links.size(); ++i) {
-      const auto& l = st.topo.links[i];
-      if (l.tier != plan::Tier::kWan) continue;
-      const auto* na = st.topo.node(l.a.node);
-      const auto* nb = st.topo.node(l.b.node);
-      if ((na->region == f.region_a && nb->region == f.region_b) ||
-          (na->region == f.region_b && nb->region == f.region_a))
-        r.links.push_back(i);
+    case scenario::FaultTarget::kRegions: {
+      for (size_t i = 0; i < st.topo.links.size(); ++i) {
+        const auto& l = st.topo.links[i];
+        if (l.tier != plan::Tier::kWan) continue;
+        const auto* na = st.topo.node(l.a.node);
+        const auto* nb = st.topo.node(l.b.node);
+        if ((na->region == f.region_a && nb->region == f.region_b) ||
+            (na->region == f.region_b && nb->region == f.region_a))
+          r.links.push_back(i);
+      }
+      if (r.links.empty())
+        return bad_input(kind + " " + f.region_a + " " + f.region_b +
+                         ": no WAN link joins these regions in lab " + st.lab);
+      r.label = kind + " " + f.region_a + " | " + f.region_b;
+      return r;
     }
-    if (r.links.empty())
-      return bad_input("partition " + f.region_a + " " + f.region_b +
-                       ": no WAN link joins these regions in lab " + st.lab);
-    r.label = "partition " + f.region_a + " | " + f.region_b;
-    return r;
+    case scenario::FaultTarget::kNode:
+      break;
   }
   const std::string node = scenario::canonical_node(f.node);
   const plan::Node* n = st.topo.node(node);
-  if (!n) return bad_input(f.kind + ": no node " + f.node + " in lab " + st.lab);
-  if (f.kind == "rank-kill") {
+  if (!n) return bad_input(kind + ": no node " + f.node + " in lab " + st.lab);
+  if (f.kind == FaultKind::kRankKill) {
     if (n->kind != plan::NodeKind::kGpu)
       return bad_input("rank-kill: " + node + " is not a GPU (node-crash takes switches)");
     r.netns = n->netns;
     r.label = "rank-kill " + node;
     return r;
   }
-  if (f.kind == "node-crash") {
-    if (n->kind == plan::NodeKind::kGpu)
-      return bad_input("node-crash: " + node + " is a GPU; use rank-kill (kill) for a GPU");
-    for (size_t i = 0; i < st.topo.links.size(); ++i)
-      if (st.topo.links[i].a.node == node || st.topo.links[i].b.node == node) r.links.push_back(i);
-    r.label = "node-crash " + node + " (" + std::to_string(r.links.size()) + " links)";
-    return r;
-  }
-  return bad_input("unknown fault kind '" + f.kind + "'");
+  // node-crash
+  if (n->kind == plan::NodeKind::kGpu)
+    return bad_input("node-crash: " + node + " is a GPU; use rank-kill (kill) for a GPU");
+  for (size_t i = 0; i < st.topo.links.size(); ++i)
+    if (st.topo.links[i].a.node == node || st.topo.links[i].b.node == node) r.links.push_back(i);
+  r.label = "node-crash " + node + " (" + std::to_string(r.links.size()) + " links)";
+  return r;
 }
 
 std::vector<Step> schedule(const std::vector<Resolved>& faults) {
   std::vector<Step> out;
   for (size_t i = 0; i < faults.size(); ++i) {
     const auto& f = faults[i].spec;
-    if (f.kind == "flap") {
+    if (f.kind == FaultKind::kFlap) {
       const int64_t half = f.period.ns / 2;
       for (int c = 0; c < f.count; ++c) {
         const int64_t t = f.at.ns + c * f.period.ns;
@@ -105,7 +105,7 @@ std::vector<Step> schedule(const std::vector<Resolved>& faults) {
       continue;
     }
     out.push_back({f.at.ns, i, true, -1});
-    if (f.duration.ns > 0 && f.kind != "rank-kill" && f.kind != "link-up")
+    if (f.duration.ns > 0 && f.kind != FaultKind::kRankKill && f.kind != FaultKind::kLinkUp)
       out.push_back({f.at.ns + f.duration.ns, i, false, -1});
   }
   std::stable_sort(out.begin(), out.end(),
@@ -117,7 +117,7 @@ Status Injector::apply(const Resolved& f, const Step& s) {
   const size_t id = s.fault;
   nlohmann::json e{{"event", s.inject ? "fault_inject" : "fault_revert"},
                    {"fault", id},
-                   {"kind", f.spec.kind},
+                   {"kind", scenario::to_string(f.spec.kind)},
                    {"target", f.label}};
   if (s.cycle >= 0) e["cycle"] = s.cycle;
   // Stamped when the change is in force (an nft rule takes ~20 ms to commit): detection,
@@ -135,24 +135,24 @@ Status Injector::apply(const Resolved& f, const Step& s) {
 }
 
 Status Injector::inject(const Resolved& f, size_t id) {
-  const auto& k = f.spec.kind;
-  if (k == "rank-kill") {
+  const FaultKind k = f.spec.kind;
+  if (k == FaultKind::kRankKill) {
     const auto pids = ranks_in(st_.lab, f.netns);
     for (int pid : pids) ::kill(pid, SIGKILL);
     (void)append_event(events_path(st_.lab),
                        {{"event", "ranks_killed"}, {"netns", f.netns}, {"pids", pids}});
     return {};
   }
-  if (k == "link-up") {
+  if (k == FaultKind::kLinkUp) {
     for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, true, &effect_ns_));
     return {};
   }
   if (std::find(active_.begin(), active_.end(), id) == active_.end()) active_.push_back(id);
-  if (k == "link-down" || k == "flap" || k == "node-crash") {
+  if (k == FaultKind::kLinkDown || k == FaultKind::kFlap || k == FaultKind::kNodeCrash) {
     for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, false, &effect_ns_));
     return {};
   }
-  if (k == "blackhole" || k == "partition") {
+  if (k == FaultKind::kBlackhole || k == FaultKind::kPartition) {
     for (size_t l : f.links) TB_TRY(set_blackhole(st_, l, true, &effect_ns_));
     return {};
   }
@@ -162,8 +162,8 @@ Status Injector::inject(const Resolved& f, size_t id) {
   saved_.emplace_back(id, before);
   for (size_t i = 0; i < f.links.size(); ++i) {
     lab::FigureChange c;
-    if (k == "loss") c.loss_pct = f.spec.loss_pct;
-    if (k == "latency") c.delay = Duration{before[i].delay.ns + f.spec.delay.ns};
+    if (k == FaultKind::kLoss) c.loss_pct = f.spec.loss_pct;
+    if (k == FaultKind::kLatency) c.delay = Duration{before[i].delay.ns + f.spec.delay.ns};
     TB_TRY(change_link(st_, kernel_, f.links[i], false, c));
   }
   return {};
@@ -171,12 +171,12 @@ Status Injector::inject(const Resolved& f, size_t id) {
 
 Status Injector::revert(const Resolved& f, size_t id) {
   std::erase(active_, id);
-  const auto& k = f.spec.kind;
-  if (k == "link-down" || k == "flap" || k == "node-crash") {
+  const FaultKind k = f.spec.kind;
+  if (k == FaultKind::kLinkDown || k == FaultKind::kFlap || k == FaultKind::kNodeCrash) {
     for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, true, &effect_ns_));
     return {};
   }
-  if (k == "blackhole" || k == "partition") {
+  if (k == FaultKind::kBlackhole || k == FaultKind::kPartition) {
     for (size_t l : f.links) TB_TRY(set_blackhole(st_, l, false, &effect_ns_));
     return {};
   }

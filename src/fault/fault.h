@@ -1,5 +1,6 @@
 // Faults on a live lab: a scenario [[fault]] (or the `fault` verb's flags, turned into one)
-// resolved against the lab's topology, expanded into timed steps, and applied.
+// resolved against the lab's topology, expanded into timed steps, and applied. The kinds and
+// their names are scenario::FaultKind (scenario/fault_kind.h); what each does here:
 //
 //   link-down / link-up   carrier off/on at both ends (routes through it go and come back)
 //   flap                  `count` cycles of down for period/2, up for period/2

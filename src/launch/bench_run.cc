@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "collective/rdma/rdma.h"
 #include "launch/place.h"
 #include "launch/rank_group.h"
 #include "plan/plan.h"
@@ -76,26 +75,21 @@ std::string results_root() {
 }
 
 Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
+  using workload::ImplKind;
+  using workload::Transport;
   TB_TRY(validate(o.spec));
-  if (o.impl != "native" && o.impl != "gloo")
-    return bad_input("--impl: '" + o.impl + "' is not native or gloo");
-  if (o.channels < 1 || o.channels > 64) return bad_input("--channels: must be 1..64");
+  TB_TRY(workload::validate(o.transport));
   if (o.timeout_ms < 100) return bad_input("--timeout: must be at least 0.1 s");
-  if (o.impl == "gloo" && o.channels != 1)
+  if (o.impl == ImplKind::kGloo && o.transport.channels != 1)
     return bad_input(
         "--channels: Gloo 5b14351's tcp transport has one connection per pair; "
         "use --channels 1 with --impl gloo");
-  if (o.transport != "tcp" && o.transport != "rdma")
-    return bad_input("--transport: '" + o.transport + "' is not tcp or rdma");
-  if (o.transport == "rdma" && o.impl == "gloo")
+  if (o.transport.kind == Transport::kRdma && o.impl == ImplKind::kGloo)
     return bad_input(
         "--transport rdma: Gloo's ibverbs transport in Debian's snapshot sets hop limit 1 (IP "
         "TTL 1 on rxe), so it only works over bridged paths; the lab's rail is routed through "
         "the ToR: use --impl native");
-  TB_TRY(collective::validate_rdma_tuning(o.qps, o.ib_timeout, o.ib_retry_cnt));
-  const collective::RdmaOptions defaults;
-  if (o.transport == "tcp" && (o.qps != defaults.qps || o.ib_timeout != defaults.ib_timeout ||
-                               o.ib_retry_cnt != defaults.ib_retry_cnt))
+  if (o.transport.kind == Transport::kTcp && o.transport.rdma_tuned())
     return bad_input(
         "--qps, --ib-timeout and --ib-retry-cnt tune --transport rdma; this run is "
         "--transport tcp");
@@ -107,16 +101,12 @@ Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
   job.results_dir = results_root() + "/" + lab.lab + "/" + job.run_id;
   job.store_dir = job.results_dir + "/store";
   job.impl = o.impl;
-  job.channels = o.channels;
+  job.transport = o.transport;
   job.timeout_ms = o.timeout_ms;
   job.bench = o.spec;
-  job.transport = o.transport;
-  job.qps = o.qps;
-  job.ib_timeout = o.ib_timeout;
-  job.ib_retry_cnt = o.ib_retry_cnt;
   TB_TRY(place_ranks(job, lab.topo, *gpus));
   mark_rdma_pairs(job, lab.rxe);
-  if (o.transport == "rdma") {
+  if (o.transport.kind == Transport::kRdma) {
     const auto pairs = count_rdma_pairs(job);
     if (pairs.rail == 0)
       return bad_input("--transport rdma: no pair of --ranks " + o.ranks +
@@ -133,8 +123,8 @@ Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
   if (collective::rooted(o.spec.coll) && (o.spec.root < 0 || o.spec.root >= n))
     return bad_input("-r/--root: " + std::to_string(o.spec.root) + " is not a rank (0.." +
                      std::to_string(n - 1) + ")");
-  if (o.spec.algo && o.impl == "gloo") TB_TRY(gloo_supports(o.spec.coll, *o.spec.algo));
-  if (o.spec.algo && o.impl == "native") {
+  if (o.spec.algo && o.impl == ImplKind::kGloo) TB_TRY(gloo_supports(o.spec.coll, *o.spec.algo));
+  if (o.spec.algo && o.impl == ImplKind::kNative) {
     const auto& algos = collective::native_algos(o.spec.coll);
     if (std::find(algos.begin(), algos.end(), *o.spec.algo) == algos.end()) {
       std::string have;
@@ -186,16 +176,16 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
   res.lab = job.lab;
   res.run_id = job.run_id;
   res.results_dir = job.results_dir;
-  res.impl = job.impl;
+  res.impl = workload::to_string(job.impl);
   res.shaping = lab.shaping;
   res.lab_rdma = lab.rdma;
   res.lab_rdma_why = lab.rdma_why;
-  res.transport = job.transport;
-  if (job.impl == "native" && job.transport == "rdma") {
+  res.transport = workload::to_string(job.transport.kind);
+  if (job.impl == workload::ImplKind::kNative && job.transport.kind == workload::Transport::kRdma) {
     res.rdma_devices.assign(job.ranks.size(), "");
-    res.qps = job.qps;
-    res.ib_timeout = job.ib_timeout;
-    res.ib_retry_cnt = job.ib_retry_cnt;
+    res.qps = job.transport.qps;
+    res.ib_timeout = job.transport.ib_timeout;
+    res.ib_retry_cnt = job.transport.ib_retry_cnt;
     const auto pairs = count_rdma_pairs(job);
     res.rdma_pairs = pairs.rdma;
     res.rail_pairs = pairs.rail;

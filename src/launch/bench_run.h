@@ -15,24 +15,25 @@
 #include "launch/rank_group.h"
 #include "workload/bench_report.h"
 #include "workload/job.h"
+#include "workload/transport.h"
 
 namespace tb::launch {
 
 struct BenchOptions {
   std::string ranks = "all";
-  std::string impl = "native";  // "native" | "gloo"
-  int channels = 1;
+  workload::ImplKind impl = workload::ImplKind::kNative;
   int timeout_ms = 30000;
-  std::string transport = "tcp";  // native: "tcp" | "rdma" (the rail pairs over RDMA verbs)
-  int qps = 1, ib_timeout = 14, ib_retry_cnt = 7;  // --transport rdma's tunables
+  // --transport (native: rdma = the rail pairs over RDMA verbs), its tunables, --channels.
+  workload::TransportOptions transport;
   workload::BenchSpec spec;
   std::string tb_rank;  // path of the tb-rank executable
 };
 
 std::string results_root();
 
-// Checks the options against the lab (ranks, root, algorithm where knowable, RDMA on the rail
-// for --transport rdma) -> exit 2 errors. Pure: reads nothing but `lab`.
+// Checks the options (the transport's ranges, what Gloo cannot do, RDMA tunables on a tcp run)
+// and them against the lab (ranks, root, algorithm where knowable, RDMA on the rail for
+// --transport rdma) -> exit 2 errors. Pure: reads nothing but `lab`.
 Result<workload::Job> prepare_job(const lab::LabState& lab, const BenchOptions& o);
 
 // Writes job.json (and the results and store directories) and starts one tb-rank per rank.

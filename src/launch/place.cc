@@ -103,7 +103,7 @@ void mark_rdma_pairs(Job& job, const std::vector<apply::RxeDevice>& rxe) {
   TB_CHECK(job.peers.size() == n);
   job.rdma.assign(n, std::vector<char>(n, 0));
   job.rdma_fallback.clear();
-  if (job.transport != "rdma") return;
+  if (job.transport.kind != workload::Transport::kRdma) return;
   std::vector<bool> has(n, false);
   for (size_t i = 0; i < n; ++i)
     for (const auto& d : rxe) has[i] = has[i] || d.netns == job.ranks[i].netns;

@@ -24,7 +24,7 @@ Result<std::vector<const plan::Node*>> select_ranks(const plan::Topology& topo,
 Status place_ranks(workload::Job& job, const plan::Topology& topo,
                    const std::vector<const plan::Node*>& gpus);
 
-// Fills job.rdma (after place_ranks): pair (i, j) goes over RDMA when job.transport is "rdma",
+// Fills job.rdma (after place_ranks): pair (i, j) goes over RDMA when job.transport is rdma,
 // its tier is "rail" and both ranks' namespaces hold an rxe device. job.rdma_fallback gets one
 // line per rank whose rail pairs stay on TCP for want of a device. Pure.
 void mark_rdma_pairs(workload::Job& job, const std::vector<apply::RxeDevice>& rxe);

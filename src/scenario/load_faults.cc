@@ -2,20 +2,22 @@
 // the scenario builds.
 #include <algorithm>
 
+#include "scenario/fault_kind.h"
 #include "scenario/names.h"
 #include "scenario/reader.h"
 
 namespace tb::scenario::detail {
 namespace {
 
-const std::vector<std::string> kKinds = {"link-down", "link-up",    "flap",
-                                         "loss",      "blackhole",  "latency",
-                                         "partition", "node-crash", "rank-kill"};
-const std::vector<std::string> kLinkKinds = {"link-down", "link-up",   "flap",
-                                             "loss",      "blackhole", "latency"};
-
-bool is_link_kind(const std::string& kind) {
-  return std::ranges::find(kLinkKinds, kind) != kLinkKinds.end();
+// The kinds acting on `target`, quoted: "\"node-crash\" or \"rank-kill\"".
+std::string quoted_kinds(FaultTarget target) {
+  const auto names = fault_kind_names(target);
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += quote(names[i]);
+  }
+  return out;
 }
 
 // Reads node `key` (canonical form into *out); returns its class, kNone when unchecked, or
@@ -73,7 +75,7 @@ void read_link_fault(Table& t, Fault& f, const LoadState& st) {
   else if (t.has("link"))
     t.str("link");  // type-checked; ends were reported above
 
-  if (f.kind == "flap") {
+  if (f.kind == FaultKind::kFlap) {
     if (auto p = t.duration("period", true)) {
       if (p->ns > 0)
         f.period = *p;
@@ -84,12 +86,12 @@ void read_link_fault(Table& t, Fault& f, const LoadState& st) {
   } else {
     t.not_for({"period", "count"}, "only for kind = \"flap\"");
   }
-  if (f.kind == "loss") {
+  if (f.kind == FaultKind::kLoss) {
     if (auto l = t.percent("loss", true)) f.loss_pct = *l;
   } else {
     t.not_for({"loss"}, "only for kind = \"loss\"");
   }
-  if (f.kind == "latency") {
+  if (f.kind == FaultKind::kLatency) {
     if (auto d = t.duration("delay", true)) f.delay = *d;
   } else {
     t.not_for({"delay"}, "only for kind = \"latency\"");
@@ -125,14 +127,14 @@ void read_partition(Table& t, Fault& f, const LoadState& st) {
 void read_node_fault(Table& t, Fault& f, const LoadState& st) {
   auto c = read_node(t, "node", st, &f.node);
   if (!c || *c == NodeClass::kNone) return;
-  if (f.kind == "rank-kill" && *c != NodeClass::kGpu)
+  if (f.kind == FaultKind::kRankKill && *c != NodeClass::kGpu)
     t.error("node", quote(f.node) +
                         " is not a GPU; rank-kill stops the rank on a GPU node such "
                         "as \"" +
                         region_of(f.node) +
                         "/s0/g0\" (node-crash takes "
                         "the other nodes)");
-  if (f.kind == "node-crash" && *c == NodeClass::kGpu)
+  if (f.kind == FaultKind::kNodeCrash && *c == NodeClass::kGpu)
     t.error("node", quote(f.node) +
                         " is a GPU; node-crash takes a ToR, spine, vpc, tr or server "
                         "node (use kind = \"rank-kill\" for a GPU)");
@@ -153,23 +155,23 @@ void read_faults(Table& top, LoadState& st) {
     if (auto at = t.duration("at", true)) f.at = *at;
     if (auto d = t.duration("for")) f.duration = *d;
     auto kind = t.str("kind", true);
-    if (kind && t.one_of("kind", *kind, kKinds)) {
-      f.kind = *kind;
-      t.set_context("fault #" + std::to_string(index) + " (" + f.kind + ")");
-      const bool link = is_link_kind(f.kind);
-      if (link)
+    if (kind && t.one_of("kind", *kind, fault_kind_names())) {
+      f.kind = *parse_fault_kind(*kind);
+      t.set_context("fault #" + std::to_string(index) + " (" + *kind + ")");
+      const FaultTarget target = info(f.kind).target;
+      if (target == FaultTarget::kLink)
         read_link_fault(t, f, st);
       else
         t.not_for({"a", "b", "link", "period", "count", "loss", "delay"},
-                  "only for link faults (" + join(kLinkKinds) + ")");
-      if (f.kind == "partition")
+                  "only for link faults (" + join(fault_kind_names(FaultTarget::kLink)) + ")");
+      if (target == FaultTarget::kRegions)
         read_partition(t, f, st);
       else
-        t.not_for({"regions"}, "only for kind = \"partition\"");
-      if (f.kind == "node-crash" || f.kind == "rank-kill")
+        t.not_for({"regions"}, "only for kind = " + quoted_kinds(FaultTarget::kRegions));
+      if (target == FaultTarget::kNode)
         read_node_fault(t, f, st);
       else
-        t.not_for({"node"}, "only for kind = \"node-crash\" or \"rank-kill\"");
+        t.not_for({"node"}, "only for kind = " + quoted_kinds(FaultTarget::kNode));
     }
     t.finish();
     st.s.faults.push_back(std::move(f));

@@ -12,6 +12,7 @@
 
 #include "core/ipv4.h"
 #include "core/units.h"
+#include "scenario/fault_kind.h"
 
 namespace tb::scenario {
 
@@ -96,8 +97,8 @@ struct Workload {
 
 // One fault on the timeline (executed by later verbs; parsed and validated now).
 struct Fault {
-  Duration at;       // offset from the start of the run
-  std::string kind;  // link-down link-up flap loss blackhole latency partition node-crash rank-kill
+  Duration at;  // offset from the start of the run
+  FaultKind kind = FaultKind::kLinkDown;
   std::string a, b;  // link faults: the two node names at the link's ends
   std::string link;  // link faults between transit routers: the WAN link's name ("ec")
   std::string node;  // node-crash, rank-kill

@@ -28,18 +28,18 @@ nlohmann::json to_json(const Job& j) {
           {"run_id", j.run_id},
           {"results_dir", j.results_dir},
           {"store_dir", j.store_dir},
-          {"impl", j.impl},
-          {"channels", j.channels},
+          {"impl", to_string(j.impl)},
+          {"channels", j.transport.channels},
           {"timeout_ms", j.timeout_ms},
           {"bench", to_json(j.bench)},
           {"steady", j.steady},
           {"start_iter", j.start_iter},
           {"ranks", ranks},
           {"peers", peers},
-          {"transport", j.transport},
-          {"qps", j.qps},
-          {"ib_timeout", j.ib_timeout},
-          {"ib_retry_cnt", j.ib_retry_cnt},
+          {"transport", to_string(j.transport.kind)},
+          {"qps", j.transport.qps},
+          {"ib_timeout", j.transport.ib_timeout},
+          {"ib_retry_cnt", j.transport.ib_retry_cnt},
           {"rdma", rdma},
           {"rdma_fallback", j.rdma_fallback}};
 }
@@ -51,8 +51,12 @@ Result<Job> job_from_json(const nlohmann::json& in) {
     j.run_id = in.at("run_id").get<std::string>();
     j.results_dir = in.at("results_dir").get<std::string>();
     j.store_dir = in.at("store_dir").get<std::string>();
-    j.impl = in.at("impl").get<std::string>();
-    j.channels = in.at("channels").get<int>();
+    const auto impl = in.at("impl").get<std::string>();
+    if (auto i = parse_impl(impl))
+      j.impl = *i;
+    else
+      return bad_input("job: impl '" + impl + "' is not " + impl_choices());
+    j.transport.channels = in.at("channels").get<int>();
     j.timeout_ms = in.at("timeout_ms").get<int>();
     j.steady = in.value("steady", false);
     j.start_iter = in.value("start_iter", int64_t{0});
@@ -69,10 +73,10 @@ Result<Job> job_from_json(const nlohmann::json& in) {
       j.peers.push_back(std::move(pr));
     }
     // Absent in jobs written before the RDMA transport: TCP.
-    j.transport = in.value("transport", std::string("tcp"));
-    j.qps = in.value("qps", 1);
-    j.ib_timeout = in.value("ib_timeout", 14);
-    j.ib_retry_cnt = in.value("ib_retry_cnt", 7);
+    const auto transport = in.value("transport", std::string("tcp"));
+    j.transport.qps = in.value("qps", 1);
+    j.transport.ib_timeout = in.value("ib_timeout", 14);
+    j.transport.ib_retry_cnt = in.value("ib_retry_cnt", 7);
     if (in.contains("rdma"))
       for (const auto& row : in.at("rdma")) {
         std::vector<char> r;
@@ -81,8 +85,10 @@ Result<Job> job_from_json(const nlohmann::json& in) {
       }
     if (in.contains("rdma_fallback"))
       j.rdma_fallback = in.at("rdma_fallback").get<std::vector<std::string>>();
-    if (j.transport != "tcp" && j.transport != "rdma")
-      return bad_input("job: transport '" + j.transport + "' is not tcp or rdma");
+    if (auto t = parse_transport(transport))
+      j.transport.kind = *t;
+    else
+      return bad_input("job: transport '" + transport + "' is not " + transport_choices());
     if (!j.rdma.empty() && j.rdma.size() != j.ranks.size())
       return bad_input("job: rdma has " + std::to_string(j.rdma.size()) + " rows for " +
                        std::to_string(j.ranks.size()) + " ranks");

@@ -8,9 +8,10 @@
 // regions. Gloo binds one address per rank (its device): the rail address when every rank is
 // in one region, else the NVLink/frontend address, which routes across regions.
 //
-// Transport (native): "tcp" for every pair, or "rdma": the pairs mark_rdma_pairs marks (rail
-// tier, an rxe device in both ranks' namespaces) over RDMA verbs (collective/rdma.h), the rest
-// over TCP.
+// Transport (native; workload/transport.h): tcp for every pair, or rdma: the pairs
+// mark_rdma_pairs marks (rail tier, an rxe device in both ranks' namespaces) over RDMA verbs
+// (collective/rdma/rdma.h), the rest over TCP. In job.json the kinds are their names ("native",
+// "rdma") and the transport's fields sit at the top level, as they always have.
 #pragma once
 
 #include <string>
@@ -21,6 +22,7 @@
 #include "collective/tcp/tcp.h"
 #include "core/error.h"
 #include "workload/bench.h"
+#include "workload/transport.h"
 
 namespace tb::workload {
 
@@ -33,23 +35,18 @@ struct RankPlace {
 
 struct Job {
   std::string lab, run_id;
-  std::string results_dir;      // logs, per-rank rows (rank<R>.jsonl), bench.json
-  std::string store_dir;        // rendezvous
-  std::string impl = "native";  // "native" | "gloo"
-  int channels = 1;
+  std::string results_dir;  // logs, per-rank rows (rank<R>.jsonl), bench.json
+  std::string store_dir;    // rendezvous
+  ImplKind impl = ImplKind::kNative;
+  TransportOptions transport;  // native's transport and tunables; channels for both
   int timeout_ms = 30000;
   BenchSpec bench;
   bool steady = false;     // run's workload: run_steady until <results_dir>/stop says K
   int64_t start_iter = 0;  // steady: the first iteration's number (after a restart)
   std::vector<RankPlace> ranks;
   std::vector<std::vector<collective::TcpPeer>> peers;  // [rank][peer], native only
-  // Native transport: "tcp" | "rdma", and the RDMA tunables (collective::RdmaOptions).
-  std::string transport = "tcp";
-  int qps = 1;                             // QPs per RDMA peer (NCCL_IB_QPS_PER_CONNECTION)
-  int ib_timeout = 14;                     // NCCL_IB_TIMEOUT: 4.096 us * 2^t
-  int ib_retry_cnt = 7;                    // NCCL_IB_RETRY_CNT
-  std::vector<std::vector<char>> rdma;     // [rank][peer]: 1 = over RDMA; empty = none
-  std::vector<std::string> rdma_fallback;  // why some rail pairs stay on TCP (reports)
+  std::vector<std::vector<char>> rdma;                  // [rank][peer]: 1 = over RDMA; empty = none
+  std::vector<std::string> rdma_fallback;               // why some rail pairs stay on TCP (reports)
 };
 
 // Pairs over RDMA and rail pairs (each unordered pair once), for reports.

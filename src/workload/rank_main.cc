@@ -17,7 +17,7 @@ namespace {
 Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank,
                                         std::vector<std::string>& devices) {
   const int n = static_cast<int>(job.ranks.size());
-  if (job.impl == "gloo") {
+  if (job.impl == ImplKind::kGloo) {
     GlooOptions o;
     o.rank = rank;
     o.size = n;
@@ -30,19 +30,19 @@ Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank,
   std::vector<int> node_of;
   for (const auto& r : job.ranks) node_of.push_back(r.server);
   const collective::FileStore store(job.store_dir);
-  if (job.transport == "rdma") {
+  if (job.transport.kind == Transport::kRdma) {
     collective::RdmaOptions o;
     o.rank = rank;
     o.size = n;
-    o.qps = job.qps;
-    o.channels = job.channels;
+    o.qps = job.transport.qps;
+    o.channels = job.transport.channels;
     o.peers = job.peers[static_cast<size_t>(rank)];
     o.rdma = job.rdma.empty() ? std::vector<char>(static_cast<size_t>(n), 0)
                               : job.rdma[static_cast<size_t>(rank)];
     o.timeout = std::chrono::milliseconds(job.timeout_ms);
     o.key_prefix = job.run_id + ".";
-    o.ib_timeout = job.ib_timeout;
-    o.ib_retry_cnt = job.ib_retry_cnt;
+    o.ib_timeout = job.transport.ib_timeout;
+    o.ib_retry_cnt = job.transport.ib_retry_cnt;
     auto comm = collective::RdmaComm::connect(store, o);
     if (!comm) return std::unexpected(comm.error());
     (*comm)->set_node_of(std::move(node_of));
@@ -53,7 +53,7 @@ Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank,
   collective::TcpOptions o;
   o.rank = rank;
   o.size = n;
-  o.channels = job.channels;
+  o.channels = job.transport.channels;
   o.peers = job.peers[static_cast<size_t>(rank)];
   o.timeout = std::chrono::milliseconds(job.timeout_ms);
   o.key_prefix = job.run_id + ".";
@@ -61,7 +61,7 @@ Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank,
   if (!comm) return std::unexpected(comm.error());
   (*comm)->set_node_of(std::move(node_of));
   return make_native_impl(std::move(*comm),
-                          "native tcp, " + std::to_string(job.channels) +
+                          "native tcp, " + std::to_string(job.transport.channels) +
                               " connection(s) per peer, bound per tier (nvl/rail/wan)");
 }
 
@@ -97,7 +97,8 @@ int rank_main(const std::string& job_path, int rank) {
   collective::Call label{job->bench.coll, algo, job->bench.type, job->bench.op, job->bench.root};
   nlohmann::json ready{
       {"ready", true}, {"algo", (*impl)->algo_label(label)}, {"describe", (*impl)->describe()}};
-  if (job->impl == "native" && job->transport == "rdma") ready["rdma_devices"] = devices;
+  if (job->impl == ImplKind::kNative && job->transport.kind == Transport::kRdma)
+    ready["rdma_devices"] = devices;
   rows << ready.dump() << std::endl;
   if (job->steady) {
     uint64_t wrong = 0;

@@ -30,11 +30,25 @@ lab::LabState lab_of(const std::string& scenario) {
 
 scenario::Fault fault(const std::string& kind) {
   scenario::Fault f;
-  f.kind = kind;
+  f.kind = scenario::parse_fault_kind(kind).value();
   return f;
 }
 
 constexpr int64_t kMs = 1'000'000;
+
+TEST(FaultKind, OneTableNamesEveryKind) {
+  for (const auto& k : scenario::fault_kinds()) {
+    EXPECT_EQ(scenario::parse_fault_kind(k.name), k.kind);
+    EXPECT_EQ(scenario::name(k.kind), k.name);
+  }
+  EXPECT_FALSE(scenario::parse_fault_kind("link_down"));
+  EXPECT_EQ(
+      scenario::fault_kind_names(scenario::FaultTarget::kLink),
+      (std::vector<std::string>{"link-down", "link-up", "flap", "loss", "blackhole", "latency"}));
+  EXPECT_EQ(scenario::fault_kind_names(scenario::FaultTarget::kNode),
+            (std::vector<std::string>{"node-crash", "rank-kill"}));
+  EXPECT_EQ(scenario::info(scenario::FaultKind::kRankKill).verb_name, "kill");
+}
 
 TEST(Fault, ResolvesEachKindAgainstTheTopology) {
   const auto st = lab_of("hz-bj.toml");

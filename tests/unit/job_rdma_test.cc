@@ -14,6 +14,9 @@
 namespace tb {
 namespace {
 
+constexpr auto kTcp = workload::Transport::kTcp;
+constexpr auto kRdma = workload::Transport::kRdma;
+
 plan::Topology mini_topology() {
   auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/mini.toml");
   EXPECT_TRUE(s) << s.error().message;
@@ -23,10 +26,10 @@ plan::Topology mini_topology() {
 }
 
 // mini: dc/s0/g0, dc/s0/g1 (server 0), dc/s1/g0, dc/s1/g1 (server 1), one rail.
-workload::Job mini_job(const std::string& transport) {
+workload::Job mini_job(workload::Transport transport) {
   const auto topo = mini_topology();
   workload::Job job;
-  job.transport = transport;
+  job.transport.kind = transport;
   auto gpus = launch::select_ranks(topo, "all");
   EXPECT_TRUE(gpus);
   EXPECT_TRUE(launch::place_ranks(job, topo, *gpus));
@@ -43,7 +46,7 @@ std::vector<apply::RxeDevice> rxe_for(const workload::Job& job, std::vector<int>
 }
 
 TEST(JobRdma, RailPairsWithADeviceOnBothEndsGoOverRdma) {
-  auto job = mini_job("rdma");
+  auto job = mini_job(kRdma);
   ASSERT_EQ(job.ranks.size(), 4u);
   ASSERT_EQ(job.peers[0][1].tier, "nvl");
   ASSERT_EQ(job.peers[0][2].tier, "rail");
@@ -63,7 +66,7 @@ TEST(JobRdma, RailPairsWithADeviceOnBothEndsGoOverRdma) {
 }
 
 TEST(JobRdma, APairMissingADeviceStaysOnTcpAndSaysWhy) {
-  auto job = mini_job("rdma");
+  auto job = mini_job(kRdma);
   launch::mark_rdma_pairs(job, rxe_for(job, {0, 1, 2}));  // none for rank 3 (dc/s1/g1)
   EXPECT_EQ(job.rdma[0][2], 1);
   EXPECT_EQ(job.rdma[0][3], 0);
@@ -78,7 +81,7 @@ TEST(JobRdma, APairMissingADeviceStaysOnTcpAndSaysWhy) {
 }
 
 TEST(JobRdma, TransportTcpMarksNothing) {
-  auto job = mini_job("tcp");
+  auto job = mini_job(kTcp);
   launch::mark_rdma_pairs(job, rxe_for(job, {0, 1, 2, 3}));
   for (const auto& row : job.rdma)
     for (char c : row) EXPECT_EQ(c, 0);
@@ -87,17 +90,22 @@ TEST(JobRdma, TransportTcpMarksNothing) {
 }
 
 TEST(JobRdma, JsonRoundTripAndDefaultsForOlderJobs) {
-  auto job = mini_job("rdma");
-  job.qps = 4;
-  job.ib_timeout = 20;
-  job.ib_retry_cnt = 5;
+  auto job = mini_job(kRdma);
+  job.transport.qps = 4;
+  job.transport.ib_timeout = 20;
+  job.transport.ib_retry_cnt = 5;
   launch::mark_rdma_pairs(job, rxe_for(job, {0, 1, 2}));
-  auto back = workload::job_from_json(workload::to_json(job));
+  const auto disk = workload::to_json(job);  // job.json keeps its strings and flat fields
+  EXPECT_EQ(disk["impl"], "native");
+  EXPECT_EQ(disk["transport"], "rdma");
+  EXPECT_EQ(disk["qps"], 4);
+  EXPECT_EQ(disk["channels"], 1);
+  auto back = workload::job_from_json(disk);
   ASSERT_TRUE(back) << back.error().message;
-  EXPECT_EQ(back->transport, "rdma");
-  EXPECT_EQ(back->qps, 4);
-  EXPECT_EQ(back->ib_timeout, 20);
-  EXPECT_EQ(back->ib_retry_cnt, 5);
+  EXPECT_EQ(back->transport.kind, workload::Transport::kRdma);
+  EXPECT_EQ(back->transport.qps, 4);
+  EXPECT_EQ(back->transport.ib_timeout, 20);
+  EXPECT_EQ(back->transport.ib_retry_cnt, 5);
   EXPECT_EQ(back->rdma, job.rdma);
   EXPECT_EQ(back->rdma_fallback, job.rdma_fallback);
 
@@ -106,10 +114,10 @@ TEST(JobRdma, JsonRoundTripAndDefaultsForOlderJobs) {
     old.erase(k);
   auto d = workload::job_from_json(old);
   ASSERT_TRUE(d) << d.error().message;
-  EXPECT_EQ(d->transport, "tcp");
-  EXPECT_EQ(d->qps, 1);
-  EXPECT_EQ(d->ib_timeout, 14);
-  EXPECT_EQ(d->ib_retry_cnt, 7);
+  EXPECT_EQ(d->transport.kind, workload::Transport::kTcp);
+  EXPECT_EQ(d->transport.qps, 1);
+  EXPECT_EQ(d->transport.ib_timeout, 14);
+  EXPECT_EQ(d->transport.ib_retry_cnt, 7);
   EXPECT_TRUE(d->rdma.empty());
 
   auto bad = workload::to_json(job);
@@ -125,7 +133,7 @@ lab::LabState mini_lab(bool with_rxe) {
   if (with_rxe) {
     st.rdma = "rxe";
     st.rdma_why = "Soft-RoCE on every GPU rail NIC";
-    auto job = mini_job("rdma");
+    auto job = mini_job(kRdma);
     st.rxe = rxe_for(job, {0, 1, 2, 3});
   } else {
     st.rdma = "none";
@@ -134,9 +142,9 @@ lab::LabState mini_lab(bool with_rxe) {
   return st;
 }
 
-launch::BenchOptions bench_options(const std::string& transport) {
+launch::BenchOptions bench_options(workload::Transport transport) {
   launch::BenchOptions o;
-  o.transport = transport;
+  o.transport.kind = transport;
   o.spec.min_bytes = o.spec.max_bytes = 1 << 20;
   return o;
 }
@@ -150,52 +158,54 @@ std::string refusal(const lab::LabState& st, const launch::BenchOptions& o) {
 }
 
 TEST(BenchFlags, TransportRdmaMarksTheRailPairsOfALabWithRxe) {
-  auto o = bench_options("rdma");
-  o.qps = 2;
+  auto o = bench_options(kRdma);
+  o.transport.qps = 2;
   auto job = launch::prepare_job(mini_lab(true), o);
   ASSERT_TRUE(job) << job.error().message;
-  EXPECT_EQ(job->transport, "rdma");
-  EXPECT_EQ(job->qps, 2);
+  EXPECT_EQ(job->transport.kind, kRdma);
+  EXPECT_EQ(job->transport.qps, 2);
   EXPECT_EQ(workload::count_rdma_pairs(*job).rdma, 4);
-  auto tcp = launch::prepare_job(mini_lab(true), bench_options("tcp"));
+  auto tcp = launch::prepare_job(mini_lab(true), bench_options(kTcp));
   ASSERT_TRUE(tcp);
   EXPECT_EQ(workload::count_rdma_pairs(*tcp).rdma, 0);
 }
 
 TEST(BenchFlags, TransportFlagsAreChecked) {
   const auto lab = mini_lab(true);
-  EXPECT_NE(refusal(lab, bench_options("foo")).find("--transport: 'foo' is not tcp or rdma"),
-            std::string::npos);
+  const auto foo = workload::parse_transport_flag("foo");
+  ASSERT_FALSE(foo);
+  EXPECT_EQ(foo.error().exit_code, kExitBadInput);
+  EXPECT_NE(foo.error().message.find("--transport: 'foo' is not tcp or rdma"), std::string::npos);
 
-  auto gloo = bench_options("rdma");
-  gloo.impl = "gloo";
+  auto gloo = bench_options(kRdma);
+  gloo.impl = workload::ImplKind::kGloo;
   const auto g = refusal(lab, gloo);
   EXPECT_NE(g.find("sets hop limit 1"), std::string::npos) << g;
   EXPECT_NE(g.find("use --impl native"), std::string::npos) << g;
 
-  auto qps = bench_options("rdma");
-  qps.qps = 0;
+  auto qps = bench_options(kRdma);
+  qps.transport.qps = 0;
   EXPECT_NE(refusal(lab, qps).find("--qps"), std::string::npos);
-  auto t = bench_options("rdma");
-  t.ib_timeout = 40;
+  auto t = bench_options(kRdma);
+  t.transport.ib_timeout = 40;
   EXPECT_NE(refusal(lab, t).find("--ib-timeout"), std::string::npos);
-  auto rc = bench_options("rdma");
-  rc.ib_retry_cnt = 9;
+  auto rc = bench_options(kRdma);
+  rc.transport.ib_retry_cnt = 9;
   EXPECT_NE(refusal(lab, rc).find("--ib-retry-cnt"), std::string::npos);
 
-  auto tuned_tcp = bench_options("tcp");
-  tuned_tcp.qps = 4;
+  auto tuned_tcp = bench_options(kTcp);
+  tuned_tcp.transport.qps = 4;
   EXPECT_NE(refusal(lab, tuned_tcp).find("tune --transport rdma"), std::string::npos);
 }
 
 TEST(BenchFlags, TransportRdmaOnALabWithoutRdmaIsRefusedWithTheReason) {
-  const auto m = refusal(mini_lab(false), bench_options("rdma"));
+  const auto m = refusal(mini_lab(false), bench_options(kRdma));
   EXPECT_NE(m.find("--transport rdma: lab mini has no RDMA on its rail (the kernel has no "
                    "rdma_rxe module); run `testbedctl doctor` to see why, or use --transport tcp"),
             std::string::npos)
       << m;
   // Ranks of one server have no rail pair at all.
-  auto one_server = bench_options("rdma");
+  auto one_server = bench_options(kRdma);
   one_server.ranks = "dc/s0";
   EXPECT_NE(refusal(mini_lab(true), one_server).find("crosses the rail"), std::string::npos);
 }

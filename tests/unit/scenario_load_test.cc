@@ -71,11 +71,11 @@ TEST(ScenarioLoad, HzBjLoads) {
   EXPECT_EQ(s.workloads[1].qos, "bronze");
 
   ASSERT_EQ(s.faults.size(), 2u);
-  EXPECT_EQ(s.faults[0].kind, "link-down");
+  EXPECT_EQ(s.faults[0].kind, FaultKind::kLinkDown);
   EXPECT_EQ(s.faults[0].link, "ec");
   EXPECT_EQ(s.faults[0].at.ns, 10'000'000'000);
   EXPECT_EQ(s.faults[0].duration.ns, 3'000'000'000);
-  EXPECT_EQ(s.faults[1].kind, "flap");
+  EXPECT_EQ(s.faults[1].kind, FaultKind::kFlap);
   EXPECT_EQ(s.faults[1].count, 6);
   EXPECT_TRUE(node_exists(s, s.faults[1].a));
   EXPECT_TRUE(node_exists(s, s.faults[1].b));

@@ -1,0 +1,317 @@
+#include "experiment/scenario_run.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "apply/netlink_kernel.h"
+#include "core/events.h"
+#include "fault/link_ops.h"
+#include "fault/timeline.h"
+#include "launch/bench_run.h"
+#include "launch/place.h"
+#include "plan/plan.h"
+#include "workload/job.h"
+
+namespace tb::experiment {
+namespace fs = std::filesystem;
+namespace {
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::vector<std::string> out;
+  std::ifstream in(path);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+std::string run_id() {
+  char ts[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  return std::string("run-") + ts + "-" + std::to_string(::getpid());
+}
+
+// The steady job of workload `w`: one rank per selected GPU, o's message size and transport.
+Result<workload::Job> steady_job(const scenario::Workload& w, const lab::LabState& st,
+                                 const RunOptions& o, const std::string& id,
+                                 const std::string& results_dir) {
+  workload::Job j;
+  j.lab = st.lab;
+  j.run_id = id;
+  j.results_dir = results_dir + "/workload";
+  j.store_dir = j.results_dir + "/store";
+  j.timeout_ms = o.timeout_ms;
+  j.bench.coll = *collective::parse_coll(w.op);
+  if (!w.algo.empty()) j.bench.algo = collective::parse_algo(w.algo);
+  j.bench.min_bytes = j.bench.max_bytes = o.size_bytes;
+  j.bench.warmup = std::max(1, w.warmup);
+  j.bench.check = 1;
+  j.steady = true;
+  j.transport = o.transport;
+  j.transport.channels = w.channels;  // the [[workload]]'s; run has no --channels
+  TB_TRY(launch::place_ranks(j, st.topo, *launch::select_ranks(st.topo, w.ranks)));
+  launch::mark_rdma_pairs(j, st.rxe);
+  return j;
+}
+
+// "rdma: 4 of 4 rail pair(s) over RDMA verbs (...), the rest over TCP; lab rdma: rxe (...)"
+std::string describe_transport(const workload::Job& j, const lab::LabState& st) {
+  std::string out = workload::to_string(j.transport.kind);
+  if (j.transport.kind == workload::Transport::kRdma) {
+    const auto n = workload::count_rdma_pairs(j);
+    out += ": " + std::to_string(n.rdma) + " of " + std::to_string(n.rail) +
+           " rail pair(s) over RDMA verbs (" + std::to_string(j.transport.qps) +
+           " QP(s)/peer, ib_timeout " + std::to_string(j.transport.ib_timeout) + ", retry " +
+           std::to_string(j.transport.ib_retry_cnt) + "), the rest over TCP";
+  }
+  return out + "; lab rdma: " + st.rdma + (st.rdma_why.empty() ? "" : " (" + st.rdma_why + ")");
+}
+
+}  // namespace
+
+const scenario::Workload* pick_workload(const scenario::Scenario& s, const RunOptions& o) {
+  if (o.workload == "none") return nullptr;
+  for (const auto& w : s.workloads)
+    if (w.kind == "collective" && (o.workload.empty() || w.name == o.workload)) return &w;
+  return nullptr;
+}
+
+Status ScenarioRun::prepare() {
+  id_ = run_id();
+  res_.results_dir = launch::results_root() + "/" + st_.lab + "/" + id_;
+  std::error_code ec;
+  fs::create_directories(res_.results_dir + "/logs", ec);
+  if (ec) return fail("create " + res_.results_dir + ": " + ec.message());
+  for (const auto& f : s_.faults) faults_.push_back(*fault::resolve(st_, f));  // check_run'd
+  steps_ = fault::schedule(faults_);
+  const int64_t last_step = steps_.empty() ? 0 : steps_.back().at_ns;
+  length_ns_ = last_step + int64_t{o_.settle_ms} * 1'000'000;
+  pairs_ = probe_pairs(st_, faults_);
+  return {};
+}
+
+Status ScenarioRun::start_monitors() {
+  // Every transit router, and the namespaces at the faults' ends and the probes' sources.
+  std::set<std::string> watch;
+  for (const auto& n : st_.topo.nodes)
+    if (n.kind == plan::NodeKind::kTransitRouter) watch.insert(n.netns);
+  for (const auto& f : faults_)
+    for (size_t l : f.links)
+      for (const auto* end : {&st_.topo.links[l].a, &st_.topo.links[l].b})
+        watch.insert(st_.topo.node(end->node)->netns);
+  for (const auto& p : pairs_) watch.insert(st_.topo.node(p.src)->netns);
+  return monitors_.start({watch.begin(), watch.end()});
+}
+
+Status ScenarioRun::start_workload() {
+  const auto* w = pick_workload(s_, o_);
+  if (!w) return {};
+  auto j = steady_job(*w, st_, o_, id_, res_.results_dir);
+  if (!j) return std::unexpected(j.error());
+  transport_ = describe_transport(*j, st_);
+  const bool resilient = w->resilient || o_.resilient;
+  progress_("workload " + w->name + ": " + w->op + " of " + std::to_string(o_.size_bytes) +
+            " bytes over " + std::to_string(j->ranks.size()) + " ranks, steady, transport " +
+            transport_ + (resilient ? ", resilient (the group restarts after a rank fails)" : ""));
+  workload_.emplace(*j, o_.tb_rank, resilient, fault::events_path(st_.lab));
+  TB_TRY(workload_->start());
+  // The first iterations, bounded by twice the ranks' own timeout.
+  if (!workload_->wait_iterating(3, int64_t{o_.timeout_ms} * 2'000'000, stop_))
+    res_.errors.push_back("the workload did not start iterating");
+  return {};
+}
+
+Status ScenarioRun::start_probes() {
+  // From now to the end of the timeline and a second more.
+  return probes_.start(st_, pairs_, res_.results_dir, o_.tb_probe, o_.probe_interval_us,
+                       length_ns_ + 1'000'000'000);
+}
+
+void ScenarioRun::fire_timeline() {
+  t0_ = monotonic_ns();
+  (void)append_event(fault::events_path(st_.lab), {{"event", "run_start"}, {"run", id_}});
+  progress_("timeline: " + std::to_string(faults_.size()) + " fault(s), " +
+            std::to_string(steps_.size()) + " step(s) over " +
+            std::to_string(length_ns_ / 1'000'000'000) + " s");
+  apply::NetlinkKernel kernel;
+  fault::Injector injector(st_, kernel);
+  timeline_ = fault::run_timeline(
+      injector, faults_, steps_, t0_, stop_, [&](const fault::Step& step, const Status& r) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%8.3f s  ", (monotonic_ns() - t0_) / 1e9);
+        progress_(std::string(buf) + (step.inject ? "inject " : "revert ") +
+                  faults_[step.fault].label + (r ? "" : ": FAILED " + r.error().message));
+        if (!r) res_.errors.push_back(r.error().message);
+      });
+  while (!stop_.load() && monotonic_ns() < t0_ + length_ns_)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  t_end_ = monotonic_ns();
+  (void)append_event(fault::events_path(st_.lab), {{"event", "run_end"}, {"run", id_}});
+}
+
+void ScenarioRun::collect() {
+  if (workload_) workload_->stop(o_.timeout_ms, &res_.errors);
+  const auto changes = monitors_.stop();
+  const auto outages = probes_.finish(&res_.errors);
+  // events.jsonl of the run: the lab's events during it, route changes, probe outages and
+  // workload iterations, in time order.
+  collect_lab_events();
+  collect_route_changes(changes);
+  collect_outages(outages);
+  collect_iterations();
+  std::stable_sort(events_.begin(), events_.end(),
+                   [](const nlohmann::json& a, const nlohmann::json& b) {
+                     return a.value("t_mono_ns", int64_t{0}) < b.value("t_mono_ns", int64_t{0});
+                   });
+  std::ofstream out(res_.results_dir + "/events.jsonl");
+  for (const auto& e : events_) out << e.dump() << "\n";
+}
+
+// The lab's events from a second before t0 to the end: control-plane reactions, and each
+// fault's window (when it was requested and in force, when it was reverted).
+void ScenarioRun::collect_lab_events() {
+  in_.faults.resize(faults_.size());
+  for (size_t i = 0; i < faults_.size(); ++i)
+    in_.faults[i] = {static_cast<int>(i),
+                     scenario::to_string(faults_[i].spec.kind),
+                     faults_[i].label,
+                     0,
+                     0,
+                     0,
+                     0};
+  for (const auto& l : read_lines(fault::events_path(st_.lab))) {
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (j.is_discarded() || j.value("t_mono_ns", int64_t{0}) < t0_ - 1'000'000'000) continue;
+    if (j.value("t_mono_ns", int64_t{0}) > t_end_) continue;
+    const std::string e = j.value("event", "");
+    if (e == "agent_path_down" || e == "agent_path_up")
+      in_.control.push_back(
+          {j["t_mono_ns"].get<int64_t>(), e, j.value("node", ""), j.value("path", "")});
+    if (e == "fabric_withdraw" || e == "fabric_restore")  // the spines' host routes
+      in_.control.push_back(
+          {j["t_mono_ns"].get<int64_t>(), e, j.value("region", ""), j.value("gpu", "")});
+    if ((e == "fault_inject" || e == "fault_revert") && j.contains("fault")) {
+      auto& w = in_.faults[j["fault"].get<size_t>()];
+      if (e == "fault_inject" && w.inject_ns == 0) {
+        w.inject_ns = j.value("effective_ns", j["t_mono_ns"].get<int64_t>());
+        w.requested_ns = j.value("requested_ns", w.inject_ns);
+      }
+      if (e == "fault_revert") {
+        w.revert_ns = j.value("effective_ns", j["t_mono_ns"].get<int64_t>());
+        w.revert_requested_ns = j.value("requested_ns", w.revert_ns);
+      }
+    }
+    events_.push_back(j);
+  }
+}
+
+// Carrier changes and route changes the monitors saw.
+void ScenarioRun::collect_route_changes(
+    const std::vector<std::pair<std::string, netlink::RouteChange>>& changes) {
+  for (const auto& [ns, c] : changes) {
+    if (c.is_link) {
+      const std::string what = c.carrier ? "carrier_up" : "carrier_down";
+      events_.push_back(
+          {{"event", what}, {"netns", ns}, {"ifname", c.ifname}, {"t_mono_ns", c.t_ns}});
+      in_.control.push_back({c.t_ns, what, ns, c.ifname});
+      continue;
+    }
+    events_.push_back({{"event", c.added ? "route_add" : "route_del"},
+                       {"netns", ns},
+                       {"dst", c.dst},
+                       {"oif", c.oif},
+                       {"nexthops", c.nexthops},
+                       {"t_mono_ns", c.t_ns}});
+    in_.control.push_back({c.t_ns, c.added ? "route_add" : "route_del", ns, c.dst});
+  }
+}
+
+// Runs of lost probes, by the faults each probed path serves.
+void ScenarioRun::collect_outages(const std::vector<std::vector<metrics::Interval>>& outages) {
+  in_.outages.resize(faults_.size());
+  in_.probed.assign(faults_.size(), false);
+  for (const auto& p : pairs_)
+    for (size_t f : p.faults) in_.probed[f] = true;
+  for (size_t p = 0; p < pairs_.size(); ++p)
+    for (const auto& o : outages[p]) {
+      events_.push_back({{"event", "probe_outage"},
+                         {"from", pairs_[p].src},
+                         {"to", pairs_[p].dst},
+                         {"t_mono_ns", o.a},
+                         {"end_ns", o.b},
+                         {"ms", (o.b - o.a) / 1e6}});
+      for (size_t f : pairs_[p].faults) in_.outages[f].push_back(o);
+    }
+}
+
+// The iterations every rank of the workload completed.
+void ScenarioRun::collect_iterations() {
+  if (!workload_) return;
+  in_.iterations = workload_->iterations(&wrong_, &res_.errors);
+  for (size_t i = 0; i < in_.iterations.size(); ++i)
+    events_.push_back({{"event", "iteration"},
+                       {"iter", i},
+                       {"start_ns", in_.iterations[i].start_ns},
+                       {"t_mono_ns", in_.iterations[i].end_ns}});
+}
+
+RunResult ScenarioRun::summarise() {
+  in_.run_end_ns = t_end_;
+  res_.recovery = metrics::analyze(in_);
+  std::optional<double> fraction;
+  if (res_.recovery.baseline_iter_ms && !in_.iterations.empty()) {
+    double sum = 0;
+    for (const auto& it : in_.iterations) sum += (it.end_ns - it.start_ns) / 1e6;
+    fraction = *res_.recovery.baseline_iter_ms / (sum / in_.iterations.size());
+  }
+  res_.verdicts = check_expectations(s_.expect, res_.recovery, fraction);
+  if (wrong_ > 0)
+    res_.errors.push_back(std::to_string(wrong_) + " wrong elements in the workload's checks");
+  if (!timeline_ && res_.errors.empty()) res_.errors.push_back(timeline_.error().message);
+
+  nlohmann::json verdicts = nlohmann::json::array();
+  for (const auto& v : res_.verdicts)
+    verdicts.push_back({{"name", v.name},
+                        {"limit", v.limit},
+                        {"measured", v.measured ? nlohmann::json(*v.measured) : nlohmann::json()},
+                        {"ok", v.ok},
+                        {"text", v.text}});
+  nlohmann::json probe_json = nlohmann::json::array();
+  for (const auto& p : pairs_)
+    probe_json.push_back(
+        {{"from", p.src}, {"to", p.dst}, {"addr", p.dst_addr}, {"faults", p.faults}});
+  res_.summary = {
+      {"lab", st_.lab},
+      {"scenario", s_.file},
+      {"run", id_},
+      {"results_dir", res_.results_dir},
+      {"shaping", st_.shaping},
+      {"transport", transport_},
+      {"t0_ns", t0_},
+      {"t_end_ns", t_end_},
+      {"iterations", in_.iterations.size()},
+      {"workload_restarts", workload_ ? workload_->restarts() : 0},
+      {"workload_wrong", wrong_},
+      {"busbw_fraction", fraction ? nlohmann::json(*fraction) : nlohmann::json()},
+      {"probes", probe_json},
+      {"probe_interval_us", o_.probe_interval_us},
+      {"recovery", metrics::to_json(res_.recovery)},
+      {"expect", verdicts},
+      {"errors", res_.errors},
+      {"ok", res_.ok()},
+      {"measured",
+       "CLOCK_MONOTONIC throughout; detection/reroute from route changes seen by "
+       "netlink monitors in the routers and faulted nodes; outage from UDP probes every " +
+           std::to_string(o_.probe_interval_us) +
+           " us on each faulted path; stall from the workload's iteration completions "
+           "(first start / last end over ranks); link shaping: " +
+           (st_.shaping.empty() ? "none" : st_.shaping)}};
+  std::ofstream(res_.results_dir + "/summary.json") << res_.summary.dump(1) << "\n";
+  return std::move(res_);
+}
+
+}  // namespace tb::experiment

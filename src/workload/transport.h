@@ -1,0 +1,48 @@
+// How a job's ranks move their bytes, as types with their name tables: whose collectives run
+// (ImplKind: ours, "native", or Gloo's, "gloo") and, for native, the transport ("tcp" for
+// every pair, or "rdma": the rail pairs over RDMA verbs, collective/rdma/rdma.h) with its
+// tunables (TransportOptions, one struct from the flags through the job file to the ranks).
+// The names are the flags' values and the job file's strings. Pure; thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace tb::workload {
+
+enum class ImplKind { kNative, kGloo };
+enum class Transport { kTcp, kRdma };
+
+std::string_view name(ImplKind i);   // "native" "gloo"
+std::string_view name(Transport t);  // "tcp" "rdma"
+std::string to_string(ImplKind i);
+std::string to_string(Transport t);
+std::optional<ImplKind> parse_impl(std::string_view s);
+std::optional<Transport> parse_transport(std::string_view s);
+// The valid names for messages: "native or gloo", "tcp or rdma".
+std::string impl_choices();
+std::string transport_choices();
+
+// The --transport flag's value, checked: "--transport: 'foo' is not tcp or rdma" (exit 2).
+Result<Transport> parse_transport_flag(std::string_view text);
+
+// The transport and its tunables, as `bench` and `run` take them (--transport, --qps,
+// --ib-timeout, --ib-retry-cnt; bench's --channels) and the job carries them.
+struct TransportOptions {
+  Transport kind = Transport::kTcp;
+  int qps = 1;           // RDMA: queue pairs per peer (NCCL_IB_QPS_PER_CONNECTION)
+  int ib_timeout = 14;   // RDMA: ACK timeout exponent, 4.096 us * 2^t (NCCL_IB_TIMEOUT)
+  int ib_retry_cnt = 7;  // RDMA: retries before a peer counts as gone (NCCL_IB_RETRY_CNT)
+  int channels = 1;      // TCP connections per peer (native)
+  // Whether any RDMA tunable differs from its default.
+  bool rdma_tuned() const;
+};
+
+// The ranges, each message naming its flag: --channels 1..64, --qps 1..16,
+// --ib-timeout 1..31, --ib-retry-cnt 0..7 (exit 2).
+Status validate(const TransportOptions& t);
+
+}  // namespace tb::workload
