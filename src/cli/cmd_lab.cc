@@ -10,11 +10,11 @@
 #include "capability/capabilities.h"
 #include "cli/commands.h"
 #include "cli/load.h"
-#include "cli/render.h"
 #include "cli/shaping_choice.h"
 #include "lab/daemons.h"
 #include "lab/lab.h"
 #include "lab/link_change.h"
+#include "report/status.h"
 #include "runner/exec.h"
 #include "scenario/names.h"
 #include "shaping/lab_shaping.h"
@@ -78,8 +78,8 @@ int cmd_up(const std::string& path, const std::string& name, const std::string& 
       *p, std::filesystem::absolute(path).string(), kernel,
       [&] { return lab::start_stages(p->lab, p->stages, p->agents, p->routers, p->fabric); }, rdma);
   if (!r) return report(r.error());
-  std::printf("lab %s is up: %s built in %.2f s\n", p->lab.c_str(), summary_text(p->topo).c_str(),
-              r->seconds);
+  std::printf("lab %s is up: %s built in %.2f s\n", p->lab.c_str(),
+              report::summary_text(p->topo).c_str(), r->seconds);
   std::printf("shaping: %s (%s)%s\n", choice->backend.c_str(), choice->how.c_str(),
               p->stages.empty()
                   ? ""
@@ -128,23 +128,13 @@ int cmd_clean(const std::string& lab, bool all) {
 
 int cmd_status(const std::string& lab, bool json) {
   if (lab.empty()) {
-    nlohmann::json labs = nlohmann::json::array();
-    for (const auto& l : lab::list_labs()) {
-      auto st = lab::load_state(l);
-      if (!st) continue;
-      labs.push_back({{"lab", st->lab},
-                      {"phase", st->phase},
-                      {"scenario", st->scenario},
-                      {"nodes", st->topo.nodes.size()},
-                      {"links", st->topo.links.size()}});
-      if (!json)
-        std::printf("%-10s %-9s %4zu nodes %4zu links  %s\n", st->lab.c_str(), st->phase.c_str(),
-                    st->topo.nodes.size(), st->topo.links.size(), st->scenario.c_str());
-    }
+    std::vector<lab::LabState> labs;
+    for (const auto& l : lab::list_labs())
+      if (auto st = lab::load_state(l)) labs.push_back(std::move(*st));
     if (json)
-      std::cout << nlohmann::json{{"labs", labs}}.dump(1) << "\n";
-    else if (labs.empty())
-      std::printf("no labs are up\n");
+      std::cout << report::labs_json(labs).dump(1) << "\n";
+    else
+      std::cout << report::labs_text(labs);
     return kExitOk;
   }
   auto st = lab::load_state(lab);
@@ -157,7 +147,7 @@ int cmd_status(const std::string& lab, bool json) {
       l.emulated = it->second;
       l.emulated.notes = notes;
     }
-  LiveState live;
+  report::LiveState live;
   const bool have_live = ::geteuid() == 0;
   if (have_live) {
     apply::NetlinkKernel kernel;
@@ -167,9 +157,9 @@ int cmd_status(const std::string& lab, bool json) {
     }
   }
   if (json)
-    std::cout << status_json(*st, have_live ? &live : nullptr).dump(1) << "\n";
+    std::cout << report::status_json(*st, have_live ? &live : nullptr).dump(1) << "\n";
   else
-    std::cout << status_text(*st, have_live ? &live : nullptr);
+    std::cout << report::status_text(*st, have_live ? &live : nullptr);
   return kExitOk;
 }
 

@@ -6,9 +6,10 @@
 
 #include "cli/commands.h"
 #include "cli/load.h"
-#include "cli/render.h"
 #include "cli/shaping_choice.h"
 #include "lab/state.h"
+#include "report/graph.h"
+#include "report/status.h"
 #include "shaping/lab_shaping.h"
 
 namespace tb::cli {
@@ -45,7 +46,7 @@ int cmd_plan(const std::string& path, const std::string& format, const std::stri
     std::cout << j.dump(1) << "\n";
     return kExitOk;
   }
-  std::cout << summary_text(p->topo) << "\nshaping backend: " << choice->backend << " ("
+  std::cout << report::summary_text(p->topo) << "\nshaping backend: " << choice->backend << " ("
             << choice->how << ")\n"
             << plan::to_text(*p);
   return kExitOk;
@@ -67,7 +68,8 @@ int cmd_graph(const std::string& target, const std::string& format) {
     topo = std::move(st->topo);
     lab = st->lab;
   }
-  std::cout << (format == "mermaid" ? graph_mermaid(lab, topo) : graph_dot(lab, topo));
+  std::cout << (format == "mermaid" ? report::graph_mermaid(lab, topo)
+                                    : report::graph_dot(lab, topo));
   return kExitOk;
 }
 
