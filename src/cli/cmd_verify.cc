@@ -16,7 +16,7 @@
 #include "lab/state.h"
 #include "plan/plan.h"
 #include "report/status.h"
-#include "verify/report.h"
+#include "report/verify.h"
 
 namespace tb::cli {
 
@@ -85,9 +85,9 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   std::error_code ec;
   std::filesystem::remove_all(work, ec);
   if (json)
-    std::cout << verify::render_json(rep).dump(1) << "\n";
+    std::cout << report::verify_json(rep).dump(1) << "\n";
   else
-    std::cout << verify::render_text(rep);
+    std::cout << report::verify_text(rep);
   return rep.passed() ? kExitOk : kExitFailed;
 }
 
