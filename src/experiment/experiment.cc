@@ -10,6 +10,8 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "apply/netlink_kernel.h"
 #include "collective/rdma/rdma.h"
 #include "core/events.h"
@@ -138,10 +140,8 @@ std::vector<Verdict> check_expectations(const scenario::Expect& e, const metrics
     if (!limit) return;
     Verdict v{name, *limit, measured, true, ""};
     v.ok = measured && (upper ? *measured <= *limit : *measured >= *limit);
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "%s %s %g: measured %s (%s)", name, upper ? "<=" : ">=", *limit,
-                  measured ? std::to_string(*measured).c_str() : "nothing", what.c_str());
-    v.text = buf;
+    v.text = fmt::format("{} {} {:g}: measured {} ({})", name, upper ? "<=" : ">=", *limit,
+                         measured ? std::to_string(*measured) : "nothing", what);
     out.push_back(v);
   };
   bool undetected = false;
@@ -242,10 +242,9 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, lab::LabState& st, c
   fault::Injector injector(st, kernel);
   auto tl = fault::run_timeline(
       injector, faults, steps, t0, stop, [&](const fault::Step& step, const Status& r) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%8.3f s  ", (monotonic_ns() - t0) / 1e9);
-        progress(std::string(buf) + (step.inject ? "inject " : "revert ") +
-                 faults[step.fault].label + (r ? "" : ": FAILED " + r.error().message));
+        progress(fmt::format("{:>8.3f} s  ", (monotonic_ns() - t0) / 1e9) +
+                 (step.inject ? "inject " : "revert ") + faults[step.fault].label +
+                 (r ? "" : ": FAILED " + r.error().message));
         if (!r) res.errors.push_back(r.error().message);
       });
   while (!stop.load() && monotonic_ns() < t0 + length_ns)
