@@ -1,6 +1,7 @@
 // bench: nccl-tests on a live lab. One tb-rank per selected GPU inside its namespace, the
 // sweep -b..-e by -f, a row per size as soon as every rank has it, the footer, and the JSON
-// twin (bench.json in the run's results directory; --json FILE writes a copy).
+// twin (report/bench.h; written here to bench.json in the run's results directory, and --json
+// FILE writes a copy).
 // Exit 0 when every size ran on every rank with #wrong = 0; 1 on a wrong value or a failed
 // rank; 2 for bad input (unknown lab, flags, selectors, not root, --transport rdma where no
 // rail pair has RDMA).
@@ -15,6 +16,7 @@
 #include "core/units.h"
 #include "lab/state.h"
 #include "launch/bench_run.h"
+#include "report/bench.h"
 
 namespace tb::cli {
 using tb::launch::BenchOptions;
@@ -89,17 +91,20 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
                job->ranks.size(), to_string(o.impl).c_str(), to_string(job->transport.kind).c_str(),
                job->results_dir.c_str());
   auto res = run_job(
-      *job, *st, o, [](const BenchResult& r) { std::cout << table_header(r) << std::flush; },
+      *job, *st, o,
+      [](const BenchResult& r) { std::cout << report::bench_header(r) << std::flush; },
       [](const BenchResult& r, const BenchRow& row) {
-        std::cout << table_row(r, row) << std::flush;
+        std::cout << report::bench_row(r, row) << std::flush;
       },
       signals.flag());
   if (!res) return report(res.error());
-  if (res->describe.empty()) std::cout << table_header(*res);
-  std::cout << table_footer(*res) << std::flush;
+  const auto res_json = report::bench_json(*res);
+  std::ofstream(res->results_dir + "/bench.json") << res_json.dump(1) << "\n";
+  if (res->describe.empty()) std::cout << report::bench_header(*res);
+  std::cout << report::bench_footer(*res) << std::flush;
   if (!f.json_path.empty()) {
     std::ofstream out(f.json_path);
-    out << to_json(*res).dump(1) << "\n";
+    out << res_json.dump(1) << "\n";
     if (!out) return report(Error{"--json: cannot write " + f.json_path, 0, kExitBadInput});
   }
   return res->ok() ? kExitOk : kExitFailed;

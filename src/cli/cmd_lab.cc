@@ -9,11 +9,11 @@
 #include "apply/netlink_kernel.h"
 #include "cli/commands.h"
 #include "cli/load.h"
-#include "cli/render.h"
 #include "lab/daemons.h"
 #include "lab/lab.h"
 #include "lab/link_change.h"
 #include "lab/up.h"
+#include "report/status.h"
 #include "runner/exec.h"
 #include "scenario/names.h"
 
@@ -39,7 +39,8 @@ std::optional<int> require_root(const std::string& verb) {
 
 void print_up(const lab::UpReport& r) {
   const plan::Plan& p = r.plan;
-  std::printf("lab %s is up: %s built in %.2f s\n", p.lab.c_str(), summary_text(p.topo).c_str(),
+  std::printf("lab %s is up: %s built in %.2f s\n", p.lab.c_str(),
+              report::summary_text(p.topo).c_str(),
               r.seconds);
   std::printf("shaping: %s (%s)%s\n", p.shaping.empty() ? "none" : p.shaping.c_str(),
               p.shaping_how.c_str(),
@@ -97,23 +98,13 @@ int cmd_clean(const std::string& lab, bool all) {
 
 int cmd_status(const std::string& lab, bool json) {
   if (lab.empty()) {
-    nlohmann::json labs = nlohmann::json::array();
-    for (const auto& l : lab::list_labs()) {
-      auto st = lab::load_state(l);
-      if (!st) continue;
-      labs.push_back({{"lab", st->lab},
-                      {"phase", st->phase},
-                      {"scenario", st->scenario},
-                      {"nodes", st->topo.nodes.size()},
-                      {"links", st->topo.links.size()}});
-      if (!json)
-        std::printf("%-10s %-9s %4zu nodes %4zu links  %s\n", st->lab.c_str(), st->phase.c_str(),
-                    st->topo.nodes.size(), st->topo.links.size(), st->scenario.c_str());
-    }
+    std::vector<lab::LabState> labs;
+    for (const auto& l : lab::list_labs())
+      if (auto st = lab::load_state(l)) labs.push_back(std::move(*st));
     if (json)
-      std::cout << nlohmann::json{{"labs", labs}}.dump(1) << "\n";
-    else if (labs.empty())
-      std::printf("no labs are up\n");
+      std::cout << report::labs_json(labs).dump(1) << "\n";
+    else
+      std::cout << report::labs_text(labs);
     return kExitOk;
   }
   auto st = lab::load_state(lab);
@@ -126,7 +117,7 @@ int cmd_status(const std::string& lab, bool json) {
       l.emulated = it->second;
       l.emulated.notes = notes;
     }
-  LiveState live;
+  report::LiveState live;
   const bool have_live = ::geteuid() == 0;
   if (have_live) {
     apply::NetlinkKernel kernel;
@@ -136,9 +127,9 @@ int cmd_status(const std::string& lab, bool json) {
     }
   }
   if (json)
-    std::cout << status_json(*st, have_live ? &live : nullptr).dump(1) << "\n";
+    std::cout << report::status_json(*st, have_live ? &live : nullptr).dump(1) << "\n";
   else
-    std::cout << status_text(*st, have_live ? &live : nullptr);
+    std::cout << report::status_text(*st, have_live ? &live : nullptr);
   return kExitOk;
 }
 

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
+
 #include "apply/netlink_kernel.h"
 #include "cli/commands.h"
 #include "fault/link_ops.h"
@@ -18,9 +20,7 @@ namespace tb::cli {
 namespace {
 
 std::string format_percent(double p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g%%", p);
-  return buf;
+  return fmt::format("{:g}%", p);
 }
 
 }  // namespace

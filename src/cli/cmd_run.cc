@@ -12,20 +12,10 @@
 #include "experiment/experiment.h"
 #include "lab/state.h"
 #include "lab/up.h"
+#include "report/run.h"
 #include "scenario/loader.h"
 
 namespace tb::cli {
-namespace {
-
-std::string fmt_ms(const std::optional<double>& v) {
-  if (!v) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f", *v);
-  return b;
-}
-
-}  // namespace
-
 int cmd_run(const std::string& target, const RunFlags& f) {
   // A scenario file, or the name of a lab that is up (its scenario is in its state).
   std::string path = target, lab = f.name;
@@ -74,21 +64,7 @@ int cmd_run(const std::string& target, const RunFlags& f) {
       std::fflush(stdout);
     });
     if (!res) return report(res.error());
-    std::printf("\nRECOVERY (ms; CLOCK_MONOTONIC; baseline iteration %s ms)\n",
-                fmt_ms(res->recovery.baseline_iter_ms).c_str());
-    std::printf("%-3s %-48s %9s %9s %9s %9s %9s\n", "#", "FAULT", "DETECT", "REROUTE", "OUTAGE",
-                "STALL", "THRUPUT");
-    for (const auto& r : res->recovery.faults)
-      std::printf("%-3d %-48s %9s %9s %9s %9s %9s\n", r.fault.id,
-                  r.fault.target.substr(0, 48).c_str(), fmt_ms(r.detection_ms).c_str(),
-                  fmt_ms(r.reroute_ms).c_str(), fmt_ms(r.outage_ms).c_str(),
-                  fmt_ms(r.stall_ms).c_str(),
-                  r.degraded_fraction ? (fmt_ms(*r.degraded_fraction * 100) + "%").c_str() : "-");
-    std::printf("# %s\n", res->summary["measured"].get<std::string>().c_str());
-    for (const auto& v : res->verdicts)
-      std::printf("expect %s %s\n", v.ok ? "ok    " : "FAILED", v.text.c_str());
-    for (const auto& e : res->errors) std::printf("error: %s\n", e.c_str());
-    std::printf("results: %s\n", res->results_dir.c_str());
+    std::fputs(report::run_text(*res).c_str(), stdout);
     rc = res->ok() ? kExitOk : kExitFailed;
   }
   if (f.down)

@@ -7,9 +7,10 @@
 #include "capability/capabilities.h"
 #include "cli/commands.h"
 #include "cli/load.h"
-#include "cli/render.h"
 #include "lab/state.h"
 #include "lab/up.h"
+#include "report/graph.h"
+#include "report/status.h"
 
 namespace tb::cli {
 
@@ -43,7 +44,7 @@ int cmd_plan(const std::string& path, const std::string& format, const std::stri
     std::cout << j.dump(1) << "\n";
     return kExitOk;
   }
-  std::cout << summary_text(p->topo) << "\nshaping backend: " << backend << " (" << p->shaping_how
+  std::cout << report::summary_text(p->topo) << "\nshaping backend: " << backend << " (" << p->shaping_how
             << ")\n"
             << plan::to_text(*p);
   return kExitOk;
@@ -65,7 +66,8 @@ int cmd_graph(const std::string& target, const std::string& format) {
     topo = std::move(st->topo);
     lab = st->lab;
   }
-  std::cout << (format == "mermaid" ? graph_mermaid(lab, topo) : graph_dot(lab, topo));
+  std::cout << (format == "mermaid" ? report::graph_mermaid(lab, topo)
+                                    : report::graph_dot(lab, topo));
   return kExitOk;
 }
 

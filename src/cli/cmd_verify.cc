@@ -12,11 +12,11 @@
 
 #include "apply/netlink_kernel.h"
 #include "cli/commands.h"
-#include "cli/render.h"
 #include "cli/stop_signals.h"
 #include "lab/state.h"
 #include "plan/plan.h"
-#include "verify/report.h"
+#include "report/status.h"
+#include "report/verify.h"
 
 namespace tb::cli {
 
@@ -48,7 +48,7 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   rep.lab = lab;
   rep.scenario = st->scenario;
   // What `status --json` says under "backends" (no live view needed for it).
-  rep.backends = status_json(*st, nullptr).value("backends", nlohmann::json::object());
+  rep.backends = report::backends_json(*st);
   rep.shaping = rep.backends.value("shaping", "unknown");
   rep.quick = quick;
   rep.settings = verify::settings(quick);
@@ -85,9 +85,9 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   std::error_code ec;
   std::filesystem::remove_all(work, ec);
   if (json)
-    std::cout << verify::render_json(rep).dump(1) << "\n";
+    std::cout << report::verify_json(rep).dump(1) << "\n";
   else
-    std::cout << verify::render_text(rep);
+    std::cout << report::verify_text(rep);
   return rep.passed() ? kExitOk : kExitFailed;
 }
 

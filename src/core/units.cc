@@ -1,10 +1,11 @@
 #include "core/units.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 
 namespace tb {
 namespace {
@@ -52,9 +53,7 @@ bool split_number(std::string_view text, double& value, std::string& suffix,
 constexpr double kMaxScaled = 9.0e18;
 
 std::string trim_number(double v, int digits = 3) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  std::string s(buf);
+  std::string s = fmt::format("{:.{}f}", v, digits);
   if (s.find('.') != std::string::npos) {
     while (s.back() == '0') s.pop_back();
     if (s.back() == '.') s.pop_back();

@@ -1,5 +1,7 @@
 #include "experiment/experiment.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 
 #include "experiment/scenario_run.h"
@@ -55,10 +57,8 @@ std::vector<Verdict> check_expectations(const scenario::Expect& e, const metrics
     if (!limit) return;
     Verdict v{name, *limit, measured, true, ""};
     v.ok = measured && (upper ? *measured <= *limit : *measured >= *limit);
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "%s %s %g: measured %s (%s)", name, upper ? "<=" : ">=", *limit,
-                  measured ? std::to_string(*measured).c_str() : "nothing", what.c_str());
-    v.text = buf;
+    v.text = fmt::format("{} {} {:g}: measured {} ({})", name, upper ? "<=" : ">=", *limit,
+                         measured ? std::to_string(*measured) : "nothing", what);
     out.push_back(v);
   };
   bool undetected = false;

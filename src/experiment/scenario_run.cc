@@ -8,6 +8,8 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "apply/netlink_kernel.h"
 #include "core/events.h"
 #include "fault/link_ops.h"
@@ -141,10 +143,9 @@ void ScenarioRun::fire_timeline() {
   fault::Injector injector(st_, kernel);
   timeline_ = fault::run_timeline(
       injector, faults_, steps_, t0_, stop_, [&](const fault::Step& step, const Status& r) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%8.3f s  ", (monotonic_ns() - t0_) / 1e9);
-        progress_(std::string(buf) + (step.inject ? "inject " : "revert ") +
-                  faults_[step.fault].label + (r ? "" : ": FAILED " + r.error().message));
+        progress_(fmt::format("{:>8.3f} s  ", (monotonic_ns() - t0_) / 1e9) +
+                  (step.inject ? "inject " : "revert ") + faults_[step.fault].label +
+                  (r ? "" : ": FAILED " + r.error().message));
         if (!r) res_.errors.push_back(r.error().message);
       });
   while (!stop_.load() && monotonic_ns() < t0_ + length_ns_)

@@ -283,7 +283,6 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
     res.errors.push_back(msg);
   }
   res.complete = res.rows.size() == points.size();
-  std::ofstream(job.results_dir + "/bench.json") << to_json(res).dump(1) << "\n";
   return res;
 }
 

@@ -13,7 +13,7 @@
 
 #include "lab/state.h"
 #include "launch/rank_group.h"
-#include "workload/bench_report.h"
+#include "workload/bench_result.h"
 #include "workload/job.h"
 #include "workload/transport.h"
 
@@ -41,6 +41,8 @@ Result<launch::RankGroup> start_ranks(const workload::Job& job, const std::strin
 
 // Starts the ranks and waits for them. `on_row` sees each finished size; `on_start` the
 // result skeleton (ranks, algorithm) once every rank has joined. `stop` (SIGINT) kills them.
+// The caller shows the rows (the verb hands in report/bench.h's formatters; launch/ never
+// includes report/) and writes bench.json into the results directory.
 Result<workload::BenchResult> run_job(
     const workload::Job& job, const lab::LabState& lab, const BenchOptions& o,
     const std::function<void(const workload::BenchResult&)>& on_start,

@@ -1,6 +1,6 @@
 #include "plan/op.h"
 
-#include <cstdio>
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -31,11 +31,7 @@ std::string shape_text(const shaping::LinkShape& s) {
   std::string t = "rate " + (s.rate.bps > 0 ? format_rate(s.rate) : std::string("unlimited"));
   if (s.delay.ns) t += " delay " + format_duration(s.delay);
   if (s.jitter.ns) t += " jitter " + format_duration(s.jitter);
-  if (s.loss_pct > 0) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%g", s.loss_pct);
-    t += std::string(" loss ") + buf + "%";
-  }
+  if (s.loss_pct > 0) t += fmt::format(" loss {:g}%", s.loss_pct);
   return t + " mtu " + std::to_string(s.mtu);
 }
 

@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdio>
+
+#include <fmt/format.h>
 
 namespace tb::shaping {
 namespace {
@@ -26,9 +27,7 @@ constexpr int kMinMtu = 68;
 constexpr int kMaxMtu = 65535;
 
 std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
+  return fmt::format("{:g}", v);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "shaping/qdisc_plan.h"
 
-#include <cstdio>
+#include <fmt/format.h>
 
 namespace tb::shaping {
 namespace {
@@ -15,9 +15,7 @@ std::string rate_text(uint64_t bytes_per_s) {
 }
 
 std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
+  return fmt::format("{:g}", v);
 }
 
 std::string options_text(const netlink::TcOptions& o) {

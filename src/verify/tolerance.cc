@@ -1,16 +1,11 @@
 #include "verify/tolerance.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
-#include <cstdio>
 
 namespace tb::verify {
 namespace {
-
-std::string num(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
 
 std::string not_measured(const char* what) {
   return std::string("no ") + what + " measurement (the probe failed; see the class's errors)";
@@ -105,8 +100,8 @@ Check check_rate(Rate configured, int mtu, const std::optional<probe::GoodputRes
     const bool ok = *c.achieved >= c.low && *c.achieved <= c.high;
     c.verdict = ok ? Verdict::kPass : Verdict::kFail;
     if (!ok)
-      c.reason = "goodput " + num("%+.1f%%", (*c.achieved / c.expected - 1) * 100) +
-                 " from the ideal, more than 5%";
+      c.reason = fmt::format("goodput {:+.1f}% from the ideal, more than 5%",
+                             (*c.achieved / c.expected - 1) * 100);
   }
   return c;
 }
@@ -120,8 +115,8 @@ Check check_delay(Duration configured, const std::optional<probe::RttResult>& rt
   const auto a = added(rtt, base);
   if (a) {
     c.achieved = a->mean_us / 2 / 1000;
-    c.detail = "one-way = (mean RTT " + num("%.3f", rtt->summary.mean / 1000) +
-               " ms - median base " + num("%.3f", base->summary.p50 / 1000) + " ms) / 2";
+    c.detail = fmt::format("one-way = (mean RTT {:.3f} ms - median base {:.3f} ms) / 2",
+                           rtt->summary.mean / 1000, base->summary.p50 / 1000);
   }
   if (configured < kMinCheckedDelay) {
     c.reason = format_duration(configured) + " is below 1ms; the probe's own noise " +
@@ -133,8 +128,8 @@ Check check_delay(Duration configured, const std::optional<probe::RttResult>& rt
     const bool ok = *c.achieved >= c.low && *c.achieved <= c.high;
     c.verdict = ok ? Verdict::kPass : Verdict::kFail;
     if (!ok)
-      c.reason = "one-way delay off by " + num("%+.3f", *c.achieved - c.expected) +
-                 " ms, more than 3% + 0.2 ms = " + num("%.3f", tol) + " ms";
+      c.reason = fmt::format("one-way delay off by {:+.3f} ms, more than 3% + 0.2 ms = {:.3f} ms",
+                             *c.achieved - c.expected, tol);
   }
   return c;
 }
@@ -147,9 +142,9 @@ Check check_jitter(Duration configured, const std::optional<probe::RttResult>& r
   const auto a = added(rtt, base);
   if (a) {
     c.achieved = std::sqrt(std::max(0.0, a->var_us2) / 2) / 1000;
-    c.detail = "one-way stdev = sqrt((stdev RTT " + num("%.3f", rtt->summary.stdev / 1000) +
-               " ms)^2 - (base IQR/1.349 " + num("%.3f", robust_sigma(base->summary) / 1000) +
-               " ms)^2) / 2)";
+    c.detail = fmt::format(
+        "one-way stdev = sqrt((stdev RTT {:.3f} ms)^2 - (base IQR/1.349 {:.3f} ms)^2) / 2)",
+        rtt->summary.stdev / 1000, robust_sigma(base->summary) / 1000);
   }
   if (configured.ns == 0) {
     c.reason = "no jitter configured (25% of 0 is no tolerance); the measured figure is shown";
@@ -164,8 +159,8 @@ Check check_jitter(Duration configured, const std::optional<probe::RttResult>& r
     const bool ok = *c.achieved >= c.low && *c.achieved <= c.high;
     c.verdict = ok ? Verdict::kPass : Verdict::kFail;
     if (!ok)
-      c.reason = "jitter " + num("%+.0f%%", (*c.achieved / c.expected - 1) * 100) +
-                 " from the configured, more than 25%";
+      c.reason = fmt::format("jitter {:+.0f}% from the configured, more than 25%",
+                             (*c.achieved / c.expected - 1) * 100);
   }
   return c;
 }
@@ -185,9 +180,9 @@ Check check_loss(double configured_pct, const std::optional<probe::RttResult>& r
   c.low = range.low;
   c.high = range.high;
   const double one_way = 1 - std::sqrt(1 - static_cast<double>(lost) / n);
-  c.detail = std::to_string(lost) + " of " + std::to_string(n) +
-             " probes unanswered; p_rtt = 1-(1-p)^2 = " + num("%.4f%%", p_rtt * 100) +
-             ", one-way estimate " + num("%.3f%%", one_way * 100);
+  c.detail = fmt::format(
+      "{} of {} probes unanswered; p_rtt = 1-(1-p)^2 = {:.4f}%, one-way estimate {:.3f}%", lost, n,
+      p_rtt * 100, one_way * 100);
   const bool ok = lost >= range.low && lost <= range.high;
   c.verdict = ok ? Verdict::kPass : Verdict::kFail;
   if (!ok)

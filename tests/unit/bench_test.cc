@@ -14,10 +14,11 @@
 #include "launch/place.h"
 #include "metrics/busbw.h"
 #include "plan/plan.h"
+#include "report/bench.h"
 #include "scenario/loader.h"
 #include "temp_dir.h"
 #include "workload/bench.h"
-#include "workload/bench_report.h"
+#include "workload/bench_result.h"
 #include "workload/job.h"
 #include "workload/native_impl.h"
 #include "workload/pattern.h"
@@ -254,9 +255,9 @@ TEST(BenchReport, CombinesRanksLikeNcclTests) {
   r.rows = {row};
   r.complete = true;
   EXPECT_FALSE(r.ok());  // 2 wrong
-  EXPECT_NE(workload::table_row(r, row).find("1000000"), std::string::npos);
-  EXPECT_NE(workload::table_footer(r).find("FAILED"), std::string::npos);
-  auto j = workload::to_json(r);
+  EXPECT_NE(report::bench_row(r, row).find("1000000"), std::string::npos);
+  EXPECT_NE(report::bench_footer(r).find("FAILED"), std::string::npos);
+  auto j = report::bench_json(r);
   EXPECT_EQ(j["rows"][0]["iterations"].size(), 2u);
   EXPECT_EQ(j["wrong"], 2);
 }

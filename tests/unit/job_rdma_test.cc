@@ -7,8 +7,9 @@
 #include "launch/bench_run.h"
 #include "launch/place.h"
 #include "plan/plan.h"
+#include "report/bench.h"
 #include "scenario/loader.h"
-#include "workload/bench_report.h"
+#include "workload/bench_result.h"
 #include "workload/job.h"
 
 namespace tb {
@@ -222,7 +223,7 @@ TEST(BenchReport, StatesTheTransportAndTheLabsRdma) {
   r.rdma_fallback = {"rank 3 (dc/s1/g1): no rxe device in ns3, so its 2 rail pair(s) use TCP"};
   r.lab_rdma = "rxe";
   r.lab_rdma_why = "Soft-RoCE on every GPU rail NIC";
-  const auto h = workload::table_header(r);
+  const auto h = report::bench_header(r);
   EXPECT_NE(h.find("#  transport rdma: 3 of 4 rail pair(s) over RDMA verbs SEND/RECV (2 QP(s)/"
                    "peer, ib_timeout 14, retry 7)"),
             std::string::npos)
@@ -230,7 +231,7 @@ TEST(BenchReport, StatesTheTransportAndTheLabsRdma) {
   EXPECT_NE(h.find("devices by rank: 0=rxe0 1=rxe1 2=rxe2 3=-"), std::string::npos) << h;
   EXPECT_NE(h.find("lab rdma: rxe (Soft-RoCE on every GPU rail NIC)"), std::string::npos) << h;
   EXPECT_NE(h.find("#  tcp fallback: rank 3"), std::string::npos) << h;
-  const auto j = workload::to_json(r);
+  const auto j = report::bench_json(r);
   EXPECT_EQ(j["transport"]["kind"], "rdma");
   EXPECT_EQ(j["transport"]["qps"], 2);
   EXPECT_EQ(j["transport"]["rdma_devices"][2], "rxe2");

@@ -5,10 +5,11 @@
 #include <cmath>
 
 #include "plan/plan.h"
+#include "report/verify.h"
 #include "scenario/loader.h"
 #include "verify/classes.h"
 #include "verify/measure.h"
-#include "verify/report.h"
+#include "verify/result.h"
 #include "verify/tolerance.h"
 
 namespace tb::verify {
@@ -340,11 +341,11 @@ TEST(VerifyReport, FailsWhenAnyClassFailsAndSaysWhy) {
   c.checks = evaluate(c.link.emulated, c.outcome.m);
   rep.classes.push_back(c);
   EXPECT_FALSE(rep.passed());
-  const auto text = render_text(rep);
+  const auto text = report::verify_text(rep);
   EXPECT_NE(text.find("shaping backend (as status reports it): none: unshaped"), std::string::npos);
   EXPECT_NE(text.find("FAIL"), std::string::npos);
   EXPECT_NE(text.find("not checked"), std::string::npos);
-  const auto j = render_json(rep);
+  const auto j = report::verify_json(rep);
   EXPECT_EQ(j["result"], "fail");
   EXPECT_EQ(j["classes"][0]["checks"][0]["verdict"], "fail");
   EXPECT_EQ(j["summary"]["checks_failed"], 1);

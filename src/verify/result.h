@@ -1,7 +1,7 @@
-// What `verify` prints: per link class, the link and address measured, how (probe counts,
-// sizes, durations, buffers), and configured vs expected vs achieved with the error, the
-// accepted range and the verdict of each check; a table for people and its JSON twin.
-// Pure functions of the results; thread-safe.
+// What `verify` found: per link class, the link and address measured, how (the request: probe
+// counts, sizes, durations, buffers), what was measured, and the checks with their verdicts;
+// and whether the whole run passed. report/verify.h renders it as a table and its
+// JSON twin. Plain values: no locking; share a const one between threads freely.
 #pragma once
 
 #include <string>
@@ -38,8 +38,5 @@ struct VerifyReport {
   bool interrupted = false;
   bool passed() const;
 };
-
-std::string render_text(const VerifyReport& r);
-nlohmann::json render_json(const VerifyReport& r);
 
 }  // namespace tb::verify

@@ -1,32 +1,30 @@
-#include "verify/report.h"
+#include "report/verify.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
 
-namespace tb::verify {
+#include "report/format.h"
+
+namespace tb::report {
+using verify::Check;
+using verify::ClassResult;
+using verify::MeasureRequest;
+using verify::Settings;
+using verify::Verdict;
+using verify::VerifyReport;
+
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 std::string rate_text(double bps) {
-  if (bps >= 1e9) return fmt("%.2fGbit", bps / 1e9);
-  if (bps >= 1e6) return fmt("%.2fMbit", bps / 1e6);
-  return fmt("%.1fkbit", bps / 1e3);
+  if (bps >= 1e9) return fmt::format("{:.2f}Gbit", bps / 1e9);
+  if (bps >= 1e6) return fmt::format("{:.2f}Mbit", bps / 1e6);
+  return fmt::format("{:.1f}kbit", bps / 1e3);
 }
 
 std::string bytes_text(double b) {
-  if (b >= 1 << 30) return fmt("%.2f GiB", b / (1 << 30));
-  if (b >= 1 << 20) return fmt("%.1f MiB", b / (1 << 20));
-  return fmt("%.0f KiB", b / 1024);
-}
-
-std::string pad(std::string s, size_t w) {
-  if (s.size() < w) s.append(w - s.size(), ' ');
-  return s + " ";
+  if (b >= 1 << 30) return fmt::format("{:.2f} GiB", b / (1 << 30));
+  if (b >= 1 << 20) return fmt::format("{:.1f} MiB", b / (1 << 20));
+  return fmt::format("{:.0f} KiB", b / 1024);
 }
 
 const char* unit_of(const Check& c) {
@@ -47,22 +45,21 @@ Cells cells(const Check& c) {
     x.configured = c.configured > 0 ? rate_text(c.configured) : "unlimited";
     x.expected = c.configured > 0 ? rate_text(c.expected) : "-";
     x.achieved = have ? rate_text(a) : "-";
-    if (have && c.expected > 0) x.error = fmt("%+.1f%%", (a / c.expected - 1) * 100);
+    if (have && c.expected > 0) x.error = fmt::format("{:+.1f}%", (a / c.expected - 1) * 100);
     if (c.configured > 0) x.range = rate_text(c.low) + ".." + rate_text(c.high);
   } else if (c.name == "loss") {
-    x.configured = fmt("%g%%", c.configured);
-    x.expected = fmt("%.1f lost", c.expected);
-    x.achieved = have ? fmt("%.0f lost", a) : "-";
-    x.range = fmt("%.0f", c.low) + ".." + fmt("%.0f", c.high);
+    x.configured = fmt::format("{:g}%", c.configured);
+    x.expected = fmt::format("{:.1f} lost", c.expected);
+    x.achieved = have ? fmt::format("{:.0f} lost", a) : "-";
+    x.range = fmt::format("{:.0f}..{:.0f}", c.low, c.high);
   } else {
-    x.configured = fmt("%.3fms", c.configured);
-    x.expected = fmt("%.3fms", c.expected);
-    x.achieved = have ? fmt("%.3fms", a) : "-";
-    if (have && c.name == "delay") x.error = fmt("%+.3fms", a - c.expected);
+    x.configured = fmt::format("{:.3f}ms", c.configured);
+    x.expected = fmt::format("{:.3f}ms", c.expected);
+    x.achieved = have ? fmt::format("{:.3f}ms", a) : "-";
+    if (have && c.name == "delay") x.error = fmt::format("{:+.3f}ms", a - c.expected);
     if (have && c.name == "jitter" && c.expected > 0)
-      x.error = fmt("%+.0f%%", (a / c.expected - 1) * 100);
-    if (c.configured > 0)
-      x.range = fmt("%.3f", std::max(0.0, c.low)) + ".." + fmt("%.3fms", c.high);
+      x.error = fmt::format("{:+.0f}%", (a / c.expected - 1) * 100);
+    if (c.configured > 0) x.range = fmt::format("{:.3f}..{:.3f}ms", std::max(0.0, c.low), c.high);
   }
   if (c.verdict == Verdict::kNotChecked) x.range = "-";
   if (x.error.empty()) x.error = "-";
@@ -76,17 +73,17 @@ std::string measured_line(const ClassResult& c) {
   if (m.rtt)
     s += "rtt " + std::to_string(m.rtt->received) + "/" + std::to_string(m.rtt->sent) +
          " answered (" + std::to_string(q.probes) + " x 32 B every " +
-         std::to_string(q.interval_us) + " us, " + fmt("%.2f s", m.rtt->seconds) + "), mean " +
-         fmt("%.3f ms", m.rtt->summary.mean / 1000) + ", p99 " +
-         fmt("%.3f ms", m.rtt->summary.p99 / 1000) + "; ";
+         std::to_string(q.interval_us) + " us, " + fmt::format("{:.2f} s", m.rtt->seconds) +
+         "), mean " + fmt::format("{:.3f} ms", m.rtt->summary.mean / 1000) + ", p99 " +
+         fmt::format("{:.3f} ms", m.rtt->summary.p99 / 1000) + "; ";
   if (m.base)
-    s += "base over lo: median " + fmt("%.3f ms", m.base->summary.p50 / 1000) + ", IQR " +
-         fmt("%.3f ms", (m.base->summary.p75 - m.base->summary.p25) / 1000) + "; ";
+    s += "base over lo: median " + fmt::format("{:.3f} ms", m.base->summary.p50 / 1000) + ", IQR " +
+         fmt::format("{:.3f} ms", (m.base->summary.p75 - m.base->summary.p25) / 1000) + "; ";
   if (m.goodput)
     s += "goodput " + bytes_text(static_cast<double>(m.goodput->receiver.measured_bytes)) + " in " +
-         fmt("%.2f s", static_cast<double>(m.goodput->receiver.measured_ns) / 1e9) +
+         fmt::format("{:.2f} s", static_cast<double>(m.goodput->receiver.measured_ns) / 1e9) +
          " at the receiver after " + std::to_string(q.warmup_ms) + " ms warm-up (sent for " +
-         fmt("%.1f s", q.goodput_seconds) + "), buffer " +
+         fmt::format("{:.1f} s", q.goodput_seconds) + "), buffer " +
          bytes_text(static_cast<double>(q.buffer)) + ", MSS " + std::to_string(m.goodput->mss) +
          ", " + std::to_string(m.goodput->retransmits) + " retransmits";
   return s + "\n";
@@ -97,7 +94,7 @@ nlohmann::json rtt_json(const probe::RttResult& r, const MeasureRequest& q, cons
           {"probes", q.probes},
           {"interval_us", q.interval_us},
           {"payload_bytes", 32},
-          {"wire_bytes", kProbeWireBytes},
+          {"wire_bytes", verify::kProbeWireBytes},
           {"wait_ms", q.wait_ms},
           {"sent", r.sent},
           {"received", r.received},
@@ -117,7 +114,7 @@ std::string method_text(const Settings& s) {
          "      jitter  one-way stdev = sqrt((var RTT - (IQR/1.349 of base)^2) / 2)\n"
          "      loss    unanswered probes vs the 99% binomial interval of p_rtt = 1-(1-p)^2\n"
          "      goodput one TCP stream A -> B for " +
-         fmt("%.1f", s.goodput_seconds) + " s, the first " + std::to_string(s.warmup_ms) +
+         fmt::format("{:.1f}", s.goodput_seconds) + " s, the first " + std::to_string(s.warmup_ms) +
          " ms excluded, counted by the receiver; SO_SNDBUF/SO_RCVBUF = 2 x BDP (>= 256 KiB); "
          "ideal = rate x (MTU-52)/(MTU+14) (payload MTU - 20 IP - 20 TCP - 12 timestamps, frame "
          "MTU + 14 Ethernet)\n"
@@ -127,21 +124,7 @@ std::string method_text(const Settings& s) {
 
 }  // namespace
 
-bool ClassResult::failed() const {
-  if (!outcome.errors.empty()) return true;
-  for (const auto& c : checks)
-    if (c.verdict == Verdict::kFail) return true;
-  return false;
-}
-
-bool VerifyReport::passed() const {
-  if (interrupted || classes.empty()) return false;
-  for (const auto& c : classes)
-    if (c.failed()) return false;
-  return true;
-}
-
-std::string render_text(const VerifyReport& r) {
+std::string verify_text(const VerifyReport& r) {
   std::string s = "verify lab " + r.lab + "  scenario " + r.scenario + "\n";
   s += "shaping backend (as status reports it): " + r.shaping + "\n";
   if (r.backends.is_object() && r.backends.contains("stages"))
@@ -162,16 +145,16 @@ std::string render_text(const VerifyReport& r) {
     s += measured_line(c);
     for (const auto& e : c.outcome.errors) s += "      ERROR: " + e + "\n";
     for (const auto& note : c.outcome.notes) s += "      note: " + note + "\n";
-    s += "  " + pad("CHECK", 7) + pad("CONFIGURED", 11) + pad("EXPECTED", 11) +
-         pad("ACHIEVED", 11) + pad("ERROR", 9) + pad("ACCEPTED", 22) + "RESULT\n";
+    s += "  " + cell("CHECK", 7) + cell("CONFIGURED", 11) + cell("EXPECTED", 11) +
+         cell("ACHIEVED", 11) + cell("ERROR", 9) + cell("ACCEPTED", 22) + "RESULT\n";
     for (const auto& k : c.checks) {
       const auto x = cells(k);
       std::string verdict = k.verdict == Verdict::kPass   ? "pass"
                             : k.verdict == Verdict::kFail ? "FAIL"
                                                           : "not checked";
       if (!k.reason.empty()) verdict += ": " + k.reason;
-      s += "  " + pad(k.name, 7) + pad(x.configured, 11) + pad(x.expected, 11) +
-           pad(x.achieved, 11) + pad(x.error, 9) + pad(x.range, 22) + verdict + "\n";
+      s += "  " + cell(k.name, 7) + cell(x.configured, 11) + cell(x.expected, 11) +
+           cell(x.achieved, 11) + cell(x.error, 9) + cell(x.range, 22) + verdict + "\n";
       passed += k.verdict == Verdict::kPass;
       failed += k.verdict == Verdict::kFail;
       skipped += k.verdict == Verdict::kNotChecked;
@@ -189,7 +172,7 @@ std::string render_text(const VerifyReport& r) {
   return s;
 }
 
-nlohmann::json render_json(const VerifyReport& r) {
+nlohmann::json verify_json(const VerifyReport& r) {
   nlohmann::json classes = nlohmann::json::array();
   int passed = 0, failed = 0, skipped = 0, bad = 0;
   for (const auto& c : r.classes) {
@@ -274,4 +257,4 @@ nlohmann::json render_json(const VerifyReport& r) {
       {"result", r.passed() ? "pass" : "fail"}};
 }
 
-}  // namespace tb::verify
+}  // namespace tb::report

@@ -1,15 +1,13 @@
-// A bench run's results across ranks, and how they are shown: the nccl-tests table (one row
-// per size: size, count, type, redop, root, time, algbw, busbw, #wrong; plus busbw in Gbit/s
-// to compare with link rates), its footer, and the JSON twin with every row and per-iteration
-// timestamps. Time per size is the mean over ranks of each rank's elapsed / iters (nccl-tests'
-// default -a 1); #wrong is summed over ranks. Pure formatting; thread-safe.
+// A bench run's results across ranks: one row per size with the figures nccl-tests reports
+// (time, algbw, busbw, #wrong) and per-iteration timestamps, and the run around them (ranks,
+// transport, errors). Time per size is the mean over ranks of each rank's elapsed / iters
+// (nccl-tests' default -a 1); #wrong is summed over ranks. The orchestrator builds it
+// (launch/bench_run.h); report/bench.h shows it. Plain values and pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "workload/bench.h"
 
@@ -47,16 +45,5 @@ struct BenchResult {
   double avg_busbw() const;
   bool ok() const { return complete && errors.empty() && wrong() == 0; }
 };
-
-std::string table_header(const BenchResult& r);
-std::string table_row(const BenchResult& r, const BenchRow& row);
-std::string table_footer(const BenchResult& r);
-nlohmann::json to_json(const BenchResult& r);
-
-// How the numbers were measured, for the header, the footer and the JSON.
-std::string measured_note(const BenchResult& r);
-// The transport and the lab's RDMA status in one line: "rdma: 4 of 4 rail pairs over RDMA verbs
-// (2 QPs/peer, ib_timeout 14, retry 7), the rest TCP; lab rdma: rxe (...)".
-std::string transport_note(const BenchResult& r);
 
 }  // namespace tb::workload

@@ -1,4 +1,6 @@
-#include "cli/render.h"
+#include "report/status.h"
+
+#include <fmt/chrono.h>
 
 #include <ctime>
 #include <fstream>
@@ -6,21 +8,16 @@
 #include <set>
 
 #include "lab/daemons.h"
+#include "report/format.h"
 #include "runner/supervisor.h"
-#include "scenario/names.h"
 
-namespace tb::cli {
+namespace tb::report {
 namespace {
 
 std::string figures(Rate r, Duration d, double loss) {
   std::string s = format_rate(r) + " " + format_duration(d);
   if (loss > 0) s += " " + std::to_string(loss).substr(0, 4) + "%";
   return s;
-}
-
-std::string pad(std::string s, size_t w) {
-  if (s.size() < w) s.append(w - s.size(), ' ');
-  return s + " ";
 }
 
 const apply::IfaceInfo* find_iface(const LiveState* live, const std::string& netns,
@@ -160,28 +157,29 @@ std::string summary_text(const plan::Topology& t) {
 }
 
 std::string status_text(const lab::LabState& st, const LiveState* live) {
-  char when[64];
-  std::time_t t = st.created_unix;
-  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+  const std::time_t created = st.created_unix;
+  std::tm local{};
+  localtime_r(&created, &local);
+  const std::string when = fmt::format("{:%Y-%m-%d %H:%M:%S}", local);
   std::string s = "lab " + st.lab + "  " + st.phase + " since " + when + "  scenario " +
                   st.scenario + "\n" + summary_text(st.topo) + "\n" + backends_text(st);
   if (!live) s += "live state: not read (needs root); showing the recorded topology\n";
-  s += "\nNODES\n" + pad("NODE", 14) + pad("KIND", 14) + pad("NETNS", 22) + "ADDRESSES\n";
+  s += "\nNODES\n" + cell("NODE", 14) + cell("KIND", 14) + cell("NETNS", 22) + "ADDRESSES\n";
   for (const auto& n : st.topo.nodes) {
     std::string addrs;
     for (const auto& [role, a] : n.addrs) addrs += role + " " + a.to_string() + "  ";
-    s += pad(n.name, 14) + pad(to_string(n.kind), 14) + pad(n.netns, 22) + addrs + "\n";
+    s += cell(n.name, 14) + cell(to_string(n.kind), 14) + cell(n.netns, 22) + addrs + "\n";
   }
   s += "\nLINKS (real = the scenario's figures; emulated = real / scale, configured)\n" +
-       pad("TIER", 11) + pad("A", 18) + pad("B", 18) + pad("PROFILE", 16) + pad("REAL", 18) +
-       pad("EMULATED", 18) + "STATE\n";
+       cell("TIER", 11) + cell("A", 18) + cell("B", 18) + cell("PROFILE", 16) + cell("REAL", 18) +
+       cell("EMULATED", 18) + "STATE\n";
   std::set<std::string> notes;
   for (const auto& l : st.topo.links) {
-    s += pad(to_string(l.tier), 11) + pad(l.a.node + ":" + l.a.ifname, 18) +
-         pad(l.b.node + ":" + l.b.ifname, 18) +
-         pad(l.profile + (l.role.empty() ? "" : "/" + l.role), 16) +
-         pad(figures(l.real.rate, l.real.delay, l.real.loss_pct), 18) +
-         pad(figures(l.emulated.rate, l.emulated.delay, l.emulated.loss_pct), 18) +
+    s += cell(to_string(l.tier), 11) + cell(l.a.node + ":" + l.a.ifname, 18) +
+         cell(l.b.node + ":" + l.b.ifname, 18) +
+         cell(l.profile + (l.role.empty() ? "" : "/" + l.role), 16) +
+         cell(figures(l.real.rate, l.real.delay, l.real.loss_pct), 18) +
+         cell(figures(l.emulated.rate, l.emulated.delay, l.emulated.loss_pct), 18) +
          link_state(st.topo, l, live) + "\n";
     for (const auto& n : l.emulated.notes) notes.insert(l.profile + ": " + n);
   }
@@ -232,40 +230,24 @@ nlohmann::json status_json(const lab::LabState& st, const LiveState* live) {
           {"links", links}};
 }
 
-std::string graph_dot(const std::string& lab, const plan::Topology& t) {
-  std::string s = "graph \"" + lab + "\" {\n  layout=dot; rankdir=TB; node [fontsize=10];\n";
-  std::map<std::string, std::vector<const plan::Node*>> by_region;
-  for (const auto& n : t.nodes) by_region[n.region].push_back(&n);
-  for (const auto& [region, nodes] : by_region) {
-    s += "  subgraph \"cluster_" + region + "\" {\n    label=\"" + region + "\";\n";
-    for (const auto* n : nodes) {
-      const char* shape = n->kind == plan::NodeKind::kGpu      ? "box"
-                          : n->kind == plan::NodeKind::kServer ? "box3d"
-                                                               : "ellipse";
-      s += "    \"" + n->name + "\" [shape=" + shape + "];\n";
-    }
-    s += "  }\n";
-  }
-  for (const auto& l : t.links)
-    s += "  \"" + l.a.node + "\" -- \"" + l.b.node + "\" [label=\"" + to_string(l.tier) + " " +
-         format_rate(l.emulated.rate) + "\"];\n";
-  return s + "}\n";
-}
-
-std::string graph_mermaid(const std::string& lab, const plan::Topology& t) {
-  auto id = [](const std::string& n) { return scenario::host_name(n); };
-  std::string s = "%% lab " + lab + "\ngraph TB\n";
-  std::map<std::string, std::vector<const plan::Node*>> by_region;
-  for (const auto& n : t.nodes) by_region[n.region].push_back(&n);
-  for (const auto& [region, nodes] : by_region) {
-    s += "  subgraph " + region + "\n";
-    for (const auto* n : nodes) s += "    " + id(n->name) + "[\"" + n->name + "\"]\n";
-    s += "  end\n";
-  }
-  for (const auto& l : t.links)
-    s += "  " + id(l.a.node) + " ---|" + to_string(l.tier) + " " + format_rate(l.emulated.rate) +
-         "| " + id(l.b.node) + "\n";
+std::string labs_text(const std::vector<lab::LabState>& labs) {
+  if (labs.empty()) return "no labs are up\n";
+  std::string s;
+  for (const auto& st : labs)
+    s += fmt::format("{} {} {:4} nodes {:4} links  {}\n", pad(st.lab, 10), pad(st.phase, 9),
+                     st.topo.nodes.size(), st.topo.links.size(), st.scenario);
   return s;
 }
 
-}  // namespace tb::cli
+nlohmann::json labs_json(const std::vector<lab::LabState>& labs) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& st : labs)
+    j.push_back({{"lab", st.lab},
+                 {"phase", st.phase},
+                 {"scenario", st.scenario},
+                 {"nodes", st.topo.nodes.size()},
+                 {"links", st.topo.links.size()}});
+  return {{"labs", j}};
+}
+
+}  // namespace tb::report

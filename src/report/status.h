@@ -1,0 +1,39 @@
+// What `status`, `up` and `plan` print about a lab: the one-line topology summary, the
+// backends in words (with the health of the delay stages and daemons, read from the lab's
+// supervisor and stage stats files), the status tables of one lab and the list of labs, each
+// with its JSON twin. Pure functions of the topology, the recorded state and the live view,
+// except backends_*, which read the supervisor's files; thread-safe.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apply/kernel.h"
+#include "lab/state.h"
+#include "plan/topology.h"
+
+namespace tb::report {
+
+// Live interface facts per namespace, as apply::Kernel::interfaces() reported them.
+using LiveState = std::map<std::string, std::vector<apply::IfaceInfo>>;
+
+// What the backends are, in words, for every report ("topology: ...; shaping: ..."), with
+// the health of the lab's delay stages when it has any.
+nlohmann::json backends_json(const lab::LabState& st);
+std::string backends_text(const lab::LabState& st);
+
+// "43 nodes (20 gpu, 6 server, ...), 84 links".
+std::string summary_text(const plan::Topology& t);
+
+// One lab: header, backends, NODES and LINKS tables (live link state when `live` is given).
+std::string status_text(const lab::LabState& s, const LiveState* live);
+nlohmann::json status_json(const lab::LabState& s, const LiveState* live);
+
+// Every lab that is up, one line each ("no labs are up" when none), and {"labs": [...]}.
+std::string labs_text(const std::vector<lab::LabState>& labs);
+nlohmann::json labs_json(const std::vector<lab::LabState>& labs);
+
+}  // namespace tb::report
