@@ -3,12 +3,15 @@
 // (root, netns, veth, bridge) are there, 2 otherwise.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "capability/capabilities.h"
 #include "cli/commands.h"
+#include "cli/exit_code.h"
 
 namespace tb::cli {
 namespace {
@@ -48,8 +51,6 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-}  // namespace
-
 int cmd_doctor(bool json) {
   auto r = capability::make_report(capability::kernel_release(), capability::check_all());
   if (json)
@@ -67,6 +68,15 @@ int cmd_doctor(bool json) {
                             join(r.missing_essentials) + " (see DETAIL above)",
                         0, kExitBadInput});
   return kExitOk;
+}
+
+}  // namespace
+
+void add_doctor(CLI::App& app, int& rc) {
+  auto json = std::make_shared<bool>(false);
+  auto* doctor = app.add_subcommand("doctor", "probe what this kernel offers and what falls back");
+  doctor->add_flag("--json", *json);
+  doctor->callback([json, &rc] { rc = cmd_doctor(*json); });
 }
 
 }  // namespace tb::cli

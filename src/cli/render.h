@@ -7,14 +7,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apply/kernel.h"
+#include "lab/live.h"
 #include "lab/state.h"
 #include "plan/topology.h"
 
 namespace tb::cli {
 
-// Live interface facts per namespace, as apply::Kernel::interfaces() reported them.
-using LiveState = std::map<std::string, std::vector<apply::IfaceInfo>>;
+// Live interface facts per namespace, as lab::read_live_interfaces() reported them.
+using LiveState = lab::LiveInterfaces;
 
 // What the backends are, in words, for every report ("topology: ...; shaping: ..."), with
 // the health of the lab's delay stages when it has any.
