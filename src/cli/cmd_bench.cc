@@ -5,13 +5,17 @@
 // Exit 0 when every size ran on every rank with #wrong = 0; 1 on a wrong value or a failed
 // rank; 2 for bad input (unknown lab, flags, selectors, not root, --transport rdma where no
 // rail pair has RDMA).
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/exit_code.h"
 #include "cli/stop_signals.h"
+#include "cli/transport_flags.h"
 #include "core/process.h"
 #include "core/units.h"
 #include "lab/state.h"
@@ -22,7 +26,19 @@ namespace tb::cli {
 using tb::launch::BenchOptions;
 using tb::launch::prepare_job;
 using tb::launch::run_job;
+namespace {
 
+struct BenchFlags {
+  std::string coll;
+  std::string min_bytes = "8K", max_bytes = "64M";
+  double step_factor = 2;
+  int iters = 20, warmup = 5, check = 1, root = 0;
+  std::string algo, type = "float", op = "sum", ranks = "all", impl = "native", json_path;
+  double timeout_s = 30;
+  workload::TransportOptions transport;  // --transport, its tunables, --channels
+};
+
+// nccl-tests on a live lab: one tb-rank per GPU; exit 1 on a wrong value or a failed rank.
 int cmd_bench(const std::string& lab, const BenchFlags& f) {
   using namespace workload;
   BenchOptions o;
@@ -108,6 +124,45 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
     if (!out) return report(Error{"--json: cannot write " + f.json_path, 0, kExitBadInput});
   }
   return res->ok() ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app, int& rc) {
+  auto lab = std::make_shared<std::string>();
+  auto flags = std::make_shared<BenchFlags>();
+  BenchFlags& bf = *flags;
+  auto* bench = app.add_subcommand(
+      "bench", "nccl-tests-style collective benchmark between the lab's GPUs (root)");
+  bench->add_option("LAB", *lab)->required();
+  bench
+      ->add_option("COLLECTIVE", bf.coll,
+                   "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv")
+      ->required();
+  bench->add_option("-b,--minbytes", bf.min_bytes, "smallest size (K/M/G = 1024^n)")
+      ->capture_default_str();
+  bench->add_option("-e,--maxbytes", bf.max_bytes, "largest size")->capture_default_str();
+  bench->add_option("-f,--stepfactor", bf.step_factor, "multiply the size by this each step")
+      ->capture_default_str();
+  bench->add_option("-n,--iters", bf.iters, "timed iterations per size")->capture_default_str();
+  bench->add_option("-w,--warmup_iters", bf.warmup, "untimed warm-up iterations per size")
+      ->capture_default_str();
+  bench->add_option("-c,--check", bf.check, "separate untimed correctness runs per size")
+      ->capture_default_str();
+  bench->add_option("--algo", bf.algo, "ring|tree|hd|hier (default: the implementation's)");
+  bench->add_option("--ranks", bf.ranks, "GPUs: all, a region, a server or a GPU; ','-joined")
+      ->capture_default_str();
+  bench->add_option("--channels", bf.transport.channels, "TCP connections per peer (native)")
+      ->capture_default_str();
+  bench->add_option("--impl", bf.impl, "native|gloo")->capture_default_str();
+  add_transport_flags(bench, bf.transport);
+  bench->add_option("-d,--datatype", bf.type, "float|int32|double|int64")->capture_default_str();
+  bench->add_option("-o,--op", bf.op, "sum|min|max")->capture_default_str();
+  bench->add_option("-r,--root", bf.root, "root rank (broadcast, reduce)")->capture_default_str();
+  bench->add_option("--timeout", bf.timeout_s, "seconds without progress before a rank fails")
+      ->capture_default_str();
+  bench->add_option("--json", bf.json_path, "also write the JSON twin here");
+  bench->callback([lab, flags, &rc] { rc = cmd_bench(*lab, *flags); });
 }
 
 }  // namespace tb::cli

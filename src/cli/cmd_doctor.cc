@@ -3,11 +3,14 @@
 // (root, netns, veth, bridge) are there, 2 otherwise.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "capability/capabilities.h"
 #include "cli/commands.h"
+#include "cli/exit_code.h"
 #include "report/doctor.h"
 
 namespace tb::cli {
@@ -18,8 +21,6 @@ std::string join(const std::vector<std::string>& v) {
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return s;
 }
-
-}  // namespace
 
 int cmd_doctor(bool json) {
   auto r = capability::make_report(capability::kernel_release(), capability::check_all());
@@ -38,6 +39,15 @@ int cmd_doctor(bool json) {
                             join(r.missing_essentials) + " (see DETAIL above)",
                         0, kExitBadInput});
   return kExitOk;
+}
+
+}  // namespace
+
+void add_doctor(CLI::App& app, int& rc) {
+  auto json = std::make_shared<bool>(false);
+  auto* doctor = app.add_subcommand("doctor", "probe what this kernel offers and what falls back");
+  doctor->add_flag("--json", *json);
+  doctor->callback([json, &rc] { rc = cmd_doctor(*json); });
 }
 
 }  // namespace tb::cli

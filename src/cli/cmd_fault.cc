@@ -2,20 +2,29 @@
 // timeline does in `run`. Blocks while the fault lasts (--for, or a flap's cycles), printing
 // each step, then reverts it; Ctrl-C reverts at once. Every step is an event in the lab's
 // events.jsonl. Exit 0 when every step applied, 1 when one failed, 2 for bad input.
+#include <CLI/CLI.hpp>
 #include <cstdio>
+#include <memory>
+#include <optional>
 
-#include "apply/netlink_kernel.h"
 #include "cli/commands.h"
+#include "cli/exit_code.h"
 #include "cli/stop_signals.h"
-#include "core/events.h"
 #include "core/units.h"
-#include "fault/timeline.h"
+#include "fault/by_hand.h"
 #include "lab/state.h"
 #include "scenario/fault_kind.h"
 #include "scenario/names.h"
 
 namespace tb::cli {
 namespace {
+
+struct FaultFlags {
+  std::string kind;  // link-down link-up flap loss blackhole latency partition crash kill
+  std::vector<std::string> args;  // A B | R1 R2 | NODE
+  std::string for_text, period_text, delay_text, loss_text, link;
+  int count = 0;
+};
 
 // The kind the verb's KIND names: a scenario kind name, or its verb name ("crash", "kill").
 std::optional<scenario::FaultKind> verb_kind(const std::string& text) {
@@ -35,8 +44,7 @@ std::string verb_kind_names() {
   return out;
 }
 
-}  // namespace
-
+// Inject one fault by hand; blocks while it lasts, then reverts it.
 int cmd_fault(const std::string& lab, const FaultFlags& ff) {
   using scenario::FaultKind;
   const auto kind = verb_kind(ff.kind);
@@ -106,24 +114,41 @@ int cmd_fault(const std::string& lab, const FaultFlags& ff) {
   if (!lock) return report(lock.error());
 
   StopSignals signals;
-  apply::NetlinkKernel kernel;
-  fault::Injector injector(*st, kernel);
-  const std::vector<fault::Resolved> faults{*resolved};
-  const auto steps = fault::schedule(faults);
-  const int64_t t0 = monotonic_ns();
-  bool ok = true;
-  auto status = fault::run_timeline(
-      injector, faults, steps, t0, signals.flag(), [&](const fault::Step& s, const Status& r) {
-        std::printf("%8.3f s  %s %s%s%s\n", static_cast<double>(monotonic_ns() - t0) / 1e9,
-                    s.inject ? "inject" : "revert", resolved->label.c_str(),
+  auto status = fault::inject_by_hand(
+      *st, *resolved, signals.flag(), [&](const fault::Step& s, const Status& r, double seconds) {
+        std::printf("%8.3f s  %s %s%s%s\n", seconds, s.inject ? "inject" : "revert",
+                    resolved->label.c_str(),
                     s.cycle >= 0 ? (" (cycle " + std::to_string(s.cycle + 1) + ")").c_str() : "",
                     r ? "" : (": FAILED " + r.error().message).c_str());
         std::fflush(stdout);
-        ok = ok && r.has_value();
       });
   if (stop_requested()) std::printf("interrupted: reverted what was in force\n");
   if (!status) return report(status.error());
-  return ok ? kExitOk : kExitFailed;
+  return status->all_applied ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+void add_fault(CLI::App& app, int& rc) {
+  auto lab = std::make_shared<std::string>();
+  auto flags = std::make_shared<FaultFlags>();
+  FaultFlags& ff = *flags;
+  auto* fault = app.add_subcommand(
+      "fault", "inject a fault into a live lab; blocks while it lasts, then reverts it (root)");
+  fault->add_option("LAB", *lab)->required();
+  fault
+      ->add_option("KIND", ff.kind,
+                   "link-down|link-up|flap|loss|blackhole|latency A B; partition R1 R2; "
+                   "crash|kill NODE")
+      ->required();
+  fault->add_option("ARGS", ff.args, "link ends, regions or a node");
+  fault->add_option("--for", ff.for_text, "how long before it is reverted (0: it stays)");
+  fault->add_option("--period", ff.period_text, "flap: one down+up cycle, e.g. 500ms");
+  fault->add_option("--count", ff.count, "flap: cycles");
+  fault->add_option("--loss", ff.loss_text, "loss: e.g. 5%");
+  fault->add_option("--delay", ff.delay_text, "latency: added one-way delay, e.g. 50ms");
+  fault->add_option("--link", ff.link, "the WAN link's name when several join two routers");
+  fault->callback([lab, flags, &rc] { rc = cmd_fault(*lab, *flags); });
 }
 
 }  // namespace tb::cli

@@ -1,155 +1,126 @@
-// Verbs that change or inspect a live lab: up, down, clean, status, exec.
-#include <unistd.h>
-
+// Verbs that change or inspect a live lab: up, down, clean, status, exec. Each calls its use
+// case in lab/ (up.h, down.h, status.h, exec.h) and prints the result.
+#include <CLI/CLI.hpp>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <regex>
+#include <memory>
+#include <nlohmann/json.hpp>
 
-#include "apply/netlink_kernel.h"
 #include "cli/commands.h"
-#include "cli/load.h"
-#include "lab/daemons.h"
-#include "lab/lab.h"
-#include "lab/link_change.h"
+#include "cli/exit_code.h"
+#include "cli/lab_text.h"
+#include "lab/down.h"
+#include "lab/exec.h"
+#include "lab/status.h"
 #include "lab/up.h"
 #include "report/status.h"
-#include "runner/exec.h"
-#include "scenario/names.h"
 
 namespace tb::cli {
 namespace {
 
-// "LAB|SCENARIO": a path to an existing file names the scenario's lab.
-Result<std::string> resolve_lab(const std::string& target) {
-  if (std::filesystem::is_regular_file(target)) {
-    auto s = scenario::load(target);
-    if (!s) return std::unexpected(s.error());
-    return s->lab;
-  }
-  return target;
-}
+struct StatusFlags {
+  std::string lab;  // "": every lab, one line each
+  bool json = false;
+};
 
-}  // namespace
-
-std::optional<int> require_root(const std::string& verb) {
-  if (auto r = lab::require_root(verb); !r) return report(r.error());
-  return std::nullopt;
-}
-
-void print_up(const lab::UpReport& r) {
-  const plan::Plan& p = r.plan;
-  std::printf("lab %s is up: %s built in %.2f s\n", p.lab.c_str(),
-              report::summary_text(p.topo).c_str(),
-              r.seconds);
-  std::printf("shaping: %s (%s)%s\n", p.shaping.empty() ? "none" : p.shaping.c_str(),
-              p.shaping_how.c_str(),
-              p.stages().empty()
-                  ? ""
-                  : (", " + std::to_string(p.stages().size()) + " delay stages running").c_str());
-  std::printf("rdma: %s (%s)\n", r.state.rdma == "rxe" ? "Soft-RoCE on the rail" : "none, TCP",
-              r.state.rdma_why.c_str());
-  std::vector<std::string> gpus;
-  for (const auto& n : p.topo.nodes)
-    if (n.kind == plan::NodeKind::kGpu) gpus.push_back(n.name);
-  if (gpus.size() >= 2)
-    std::printf("try:  testbedctl status %s\n      testbedctl exec %s %s -- ping -c1 %s\n",
-                p.lab.c_str(), p.lab.c_str(), gpus.front().c_str(),
-                scenario::host_name(gpus.back()).c_str());
-  std::printf("      testbedctl down %s\n", p.lab.c_str());
-}
-
-int cmd_up(const std::string& path, const std::string& name, const std::string& shaping_flag,
-           const std::string& rdma_flag) {
-  auto r = lab::bring_up({path, {name, shaping_flag, rdma_flag}});
+int cmd_up(const lab::UpOptions& o) {
+  auto r = lab::bring_up(o);
   if (!r) return report(r.error());
   print_up(*r);
   return kExitOk;
 }
 
-int cmd_down(const std::string& target) {
-  auto lab = resolve_lab(target);
-  if (!lab) return report(lab.error());
-  if (auto rc = require_root("down")) return *rc;
-  const bool known = lab::load_state(*lab).has_value();
-  apply::NetlinkKernel kernel;
-  if (auto r = lab::down(*lab, kernel); !r) return report(r.error());
-  std::printf(known ? "lab %s is down\n" : "lab %s was not up; nothing left of it\n", lab->c_str());
-  return kExitOk;
-}
-
-int cmd_clean(const std::string& lab, bool all) {
-  if (lab.empty() == !all)
-    return report(Error{"clean needs either a lab name or --all", 0, kExitBadInput});
-  if (auto rc = require_root("clean")) return *rc;
-  apply::NetlinkKernel kernel;
-  std::optional<lab::LabLock> lock;
-  if (!lab.empty()) {
-    auto l = lab::LabLock::acquire(lab);
-    if (!l) return report(l.error());
-    lock.emplace(std::move(*l));
-  }
-  auto r = lab::clean(all ? "" : lab, kernel);
+int cmd_down(const lab::DownOptions& o) {
+  auto r = lab::take_down(o);
   if (!r) return report(r.error());
-  std::printf("removed %d namespace%s%s\n", *r, *r == 1 ? "" : "s",
-              all ? " of all labs" : (" of lab " + lab).c_str());
+  print_down(*r);
   return kExitOk;
 }
 
-int cmd_status(const std::string& lab, bool json) {
-  if (lab.empty()) {
-    std::vector<lab::LabState> labs;
-    for (const auto& l : lab::list_labs())
-      if (auto st = lab::load_state(l)) labs.push_back(std::move(*st));
-    if (json)
-      std::cout << report::labs_json(labs).dump(1) << "\n";
-    else
-      std::cout << report::labs_text(labs);
-    return kExitOk;
-  }
-  auto st = lab::load_state(lab);
-  if (!st) return report(Error{st.error().message, 0, kExitBadInput});
-  // Links `link set` (or a fault) changed show the figures in force now.
-  const auto overrides = lab::load_link_overrides(lab);
-  for (auto& l : st->topo.links)
-    if (auto it = overrides.find(lab::link_key(l)); it != overrides.end()) {
-      auto notes = l.emulated.notes;
-      l.emulated = it->second;
-      l.emulated.notes = notes;
-    }
-  report::LiveState live;
-  const bool have_live = ::geteuid() == 0;
-  if (have_live) {
-    apply::NetlinkKernel kernel;
-    for (const auto& n : st->topo.nodes) {
-      auto ifs = kernel.interfaces(n.netns);
-      if (ifs) live[n.netns] = std::move(*ifs);
-    }
-  }
+int cmd_clean(const lab::CleanOptions& o) {
+  auto r = lab::clean_up(o);
+  if (!r) return report(r.error());
+  const int n = r->namespaces;
+  std::printf("removed %d namespace%s%s\n", n, n == 1 ? "" : "s",
+              o.all ? " of all labs" : (" of lab " + o.lab).c_str());
+  return kExitOk;
+}
+
+int print_lab_list(bool json) {
+  const auto labs = lab::summarize_labs();
   if (json)
-    std::cout << report::status_json(*st, have_live ? &live : nullptr).dump(1) << "\n";
+    std::cout << report::labs_json(labs).dump(1) << "\n";
   else
-    std::cout << report::status_text(*st, have_live ? &live : nullptr);
+    std::cout << report::labs_text(labs);
   return kExitOk;
 }
 
-int cmd_exec(const std::string& lab, const std::string& node,
-             const std::vector<std::string>& argv) {
-  auto st = lab::load_state(lab);
-  if (!st) return report(Error{st.error().message, 0, kExitBadInput});
-  const plan::Node* n = st->topo.node(scenario::canonical_node(node));
-  if (!n) {
-    std::string some;
-    for (size_t i = 0; i < st->topo.nodes.size() && i < 4; ++i)
-      some += (i ? ", " : "") + st->topo.nodes[i].name;
-    return report(Error{"lab " + lab + " has no node \"" + node + "\" (nodes are named like " +
-                            some + "; see `testbedctl status " + lab + "`)",
-                        0, kExitBadInput});
-  }
-  if (auto rc = require_root("exec")) return *rc;
-  auto r = runner::exec_in_netns(n->netns, argv);
+int cmd_status(const StatusFlags& f) {
+  if (f.lab.empty()) return print_lab_list(f.json);
+  auto s = lab::read_status(f.lab);
+  if (!s) return report(s.error());
+  const report::LiveState* live = s->live ? &*s->live : nullptr;
+  if (f.json)
+    std::cout << report::status_json(s->state, live).dump(1) << "\n";
+  else
+    std::cout << report::status_text(s->state, live);
+  return kExitOk;
+}
+
+int cmd_exec(const lab::ExecOptions& o) {
+  auto r = lab::exec_on_node(o);
   if (!r) return report(r.error());
   return *r;
+}
+
+}  // namespace
+
+void add_up(CLI::App& app, int& rc) {
+  auto o = std::make_shared<lab::UpOptions>();
+  auto* up = app.add_subcommand("up", "build the lab a scenario describes (root)");
+  up->add_option("SCENARIO", o->scenario_path)->required();
+  up->add_option("--name", o->plan.lab, "lab name instead of the scenario's [lab] name");
+  up->add_option("--shaping", o->plan.shaping,
+                 "auto (probe this kernel) | none | netem | tbf | htb (default auto)");
+  up->add_option("--rdma", o->plan.rdma,
+                 "auto (Soft-RoCE on every GPU rail NIC when a probe transfer between two "
+                 "namespaces works) | none (default auto)")
+      ->check(CLI::IsMember({"auto", "none"}));
+  up->callback([o, &rc] { rc = cmd_up(*o); });
+}
+
+void add_down(CLI::App& app, int& rc) {
+  auto o = std::make_shared<lab::DownOptions>();
+  auto* down = app.add_subcommand("down", "remove everything a lab made; idempotent (root)");
+  down->add_option("TARGET", o->target, "lab name or scenario file")->required();
+  down->callback([o, &rc] { rc = cmd_down(*o); });
+}
+
+void add_clean(CLI::App& app, int& rc) {
+  auto o = std::make_shared<lab::CleanOptions>();
+  auto* clean =
+      app.add_subcommand("clean", "remove leftovers by owner marker when state is lost (root)");
+  clean->add_option("LAB", o->lab);
+  clean->add_flag("--all", o->all, "every lab's leftovers");
+  clean->callback([o, &rc] { rc = cmd_clean(*o); });
+}
+
+void add_status(CLI::App& app, int& rc) {
+  auto f = std::make_shared<StatusFlags>();
+  auto* status =
+      app.add_subcommand("status", "servers, GPUs, interfaces, addresses, links, backends");
+  status->add_option("LAB", f->lab);
+  status->add_flag("--json", f->json);
+  status->callback([f, &rc] { rc = cmd_status(*f); });
+}
+
+void add_exec(CLI::App& app, int& rc) {
+  auto o = std::make_shared<lab::ExecOptions>();
+  auto* exec = app.add_subcommand("exec", "run a command inside a node's namespace (root)");
+  exec->add_option("LAB", o->lab)->required();
+  exec->add_option("NODE", o->node, "e.g. hz/s0/g3 or hz-s0-g3")->required();
+  exec->add_option("CMD", o->argv, "command and arguments, after --")->required();
+  exec->callback([o, &rc] { rc = cmd_exec(*o); });
 }
 
 }  // namespace tb::cli

@@ -1,56 +1,91 @@
 // `testbedctl link LAB set|reset|down|up A B`: change a live link in place. Rates and qdisc
 // figures are replaced in the kernel (no delete and re-add), a delay stage's queue is changed by
-// rewriting its config and SIGHUP, a loss rule is swapped; every change is an event.
-#include <signal.h>
-
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
+// rewriting its config and SIGHUP, a loss rule is swapped; every change is an event
+// (fault/live_link.h).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
 
 #include <fmt/format.h>
 
-#include "apply/netlink_kernel.h"
 #include "cli/commands.h"
-#include "fault/link_ops.h"
-#include "lab/link_change.h"
-#include "lab/state.h"
-#include "plan/emulate.h"
+#include "cli/exit_code.h"
+#include "core/units.h"
+#include "fault/live_link.h"
 
 namespace tb::cli {
 namespace {
+
+struct LinkFlags {
+  std::string lab, action, end_a, end_b;
+  std::string rate_s, delay_s, jitter_s, loss_s;
+};
 
 std::string format_percent(double p) {
   return fmt::format("{:g}%", p);
 }
 
+fault::LinkAction parse_action(const std::string& a) {
+  if (a == "reset") return fault::LinkAction::kReset;
+  if (a == "down") return fault::LinkAction::kDown;
+  if (a == "up") return fault::LinkAction::kUp;
+  return fault::LinkAction::kSet;  // CLI11 admits only set, reset, down and up
+}
+
+int cmd_link(const LinkFlags& f) {
+  fault::LinkChangeOptions o{f.lab, parse_action(f.action), f.end_a, f.end_b, {}};
+  auto bad = [](const Error& e, const char* flag) {
+    std::fprintf(stderr, "testbedctl: link --%s: %s\n", flag, e.message.c_str());
+    return kExitBadInput;
+  };
+  if (!f.rate_s.empty()) {
+    auto r = parse_rate(f.rate_s);
+    if (!r) return bad(r.error(), "rate");
+    o.change.rate = *r;
+  }
+  if (!f.delay_s.empty()) {
+    auto d = parse_duration(f.delay_s);
+    if (!d) return bad(d.error(), "delay");
+    o.change.delay = *d;
+  }
+  if (!f.jitter_s.empty()) {
+    auto d = parse_duration(f.jitter_s);
+    if (!d) return bad(d.error(), "jitter");
+    o.change.jitter = *d;
+  }
+  if (!f.loss_s.empty()) {
+    auto l = parse_percent(f.loss_s);
+    if (!l) return bad(l.error(), "loss");
+    o.change.loss_pct = *l;
+  }
+  auto r = fault::change_live_link(o);
+  if (!r) return report(r.error());
+  std::string said = f.action;
+  if (const auto& n = r->figures)
+    said = "rate " + format_rate(n->rate) + ", delay " + format_duration(n->delay) + ", jitter " +
+           format_duration(n->jitter) + ", loss " + format_percent(n->loss_pct);
+  std::printf("%s: %s\n", r->key.c_str(), said.c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
-int cmd_link(const std::string& lab, const std::string& action, const std::string& a,
-             const std::string& b, const lab::FigureChange& change) {
-  auto st = lab::load_state(lab);
-  if (!st) return report(Error{st.error().message, 0, kExitBadInput});
-  auto idx = lab::find_link(st->topo, a, b);
-  if (!idx) return report(idx.error());
-  if (action == "set" && change.empty())
-    return report(Error{"link set needs at least one of --rate, --delay, --jitter, --loss", 0,
-                        kExitBadInput});
-  if (auto rc = require_root("link")) return *rc;
-  auto lock = lab::LabLock::acquire(lab);
-  if (!lock) return report(lock.error());
-  const std::string key = lab::link_key(st->topo.links[*idx]);
-  apply::NetlinkKernel kernel;
-  std::string said = action;
-  if (action == "down" || action == "up") {
-    if (auto r = fault::set_link_state(*st, kernel, *idx, action == "up"); !r)
-      return report(r.error());
-  } else {
-    auto next = fault::change_link(*st, kernel, *idx, action == "reset", change);
-    if (!next) return report(next.error());
-    said = "rate " + format_rate(next->rate) + ", delay " + format_duration(next->delay) +
-           ", jitter " + format_duration(next->jitter) + ", loss " + format_percent(next->loss_pct);
-  }
-  std::printf("%s: %s\n", key.c_str(), said.c_str());
-  return kExitOk;
+void add_link(CLI::App& app, int& rc) {
+  auto f = std::make_shared<LinkFlags>();
+  auto* link =
+      app.add_subcommand("link", "change a live link in place: set, reset, down, up (root)");
+  link->add_option("LAB", f->lab)->required();
+  link->add_option("ACTION", f->action, "set | reset | down | up")
+      ->required()
+      ->check(CLI::IsMember({"set", "reset", "down", "up"}));
+  link->add_option("A", f->end_a, "node, or node:interface")->required();
+  link->add_option("B", f->end_b, "node, or node:interface")->required();
+  link->add_option("--rate", f->rate_s, "emulated rate, e.g. 200mbit (0 = unlimited)");
+  link->add_option("--delay", f->delay_s, "one-way delay, e.g. 30ms");
+  link->add_option("--jitter", f->jitter_s, "delay standard deviation, e.g. 1ms");
+  link->add_option("--loss", f->loss_s, "random loss, e.g. 0.5%");
+  link->callback([f, &rc] { rc = cmd_link(*f); });
 }
 
 }  // namespace tb::cli

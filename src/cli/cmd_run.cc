@@ -1,21 +1,37 @@
-// run: a scenario end to end (run/experiment.h). Brings the lab up when it is not, runs the
+// run: a scenario end to end (experiment/experiment.h). Brings the lab up when it is not, runs the
 // workload with the fault timeline, prints the recovery breakdown and the [expect] verdicts,
 // and with --down takes the lab down after. Exit 0 when every expectation held and nothing
 // failed, 1 otherwise, 2 for bad input.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "cli/commands.h"
+#include "cli/exit_code.h"
+#include "cli/lab_text.h"
 #include "cli/stop_signals.h"
+#include "cli/transport_flags.h"
 #include "core/process.h"
 #include "core/units.h"
 #include "experiment/experiment.h"
+#include "lab/down.h"
 #include "lab/state.h"
 #include "lab/up.h"
 #include "report/run.h"
 #include "scenario/loader.h"
 
 namespace tb::cli {
+namespace {
+
+struct RunFlags {
+  std::string name, workload, size = "1M", shaping = "auto";
+  double timeout_s = 30;
+  bool down = false, resilient = false;
+  workload::TransportOptions transport;  // the workload's (its channels: the [[workload]]'s)
+};
+
+// A scenario end to end: workload + fault timeline + recovery analysis + [expect].
 int cmd_run(const std::string& target, const RunFlags& f) {
   // A scenario file, or the name of a lab that is up (its scenario is in its state).
   std::string path = target, lab = f.name;
@@ -67,9 +83,37 @@ int cmd_run(const std::string& target, const RunFlags& f) {
     std::fputs(report::run_text(*res).c_str(), stdout);
     rc = res->ok() ? kExitOk : kExitFailed;
   }
-  if (f.down)
-    if (int d = cmd_down(s->lab); d != kExitOk && rc == kExitOk) rc = d;
+  if (f.down) {
+    auto d = lab::take_down({s->lab});
+    if (d) {
+      print_down(*d);
+    } else {
+      const int e = report(d.error());
+      if (rc == kExitOk) rc = e;
+    }
+  }
   return rc;
+}
+
+}  // namespace
+
+void add_run(CLI::App& app, int& rc) {
+  auto target = std::make_shared<std::string>();
+  auto flags = std::make_shared<RunFlags>();
+  RunFlags& rf = *flags;
+  auto* run = app.add_subcommand(
+      "run", "a scenario end to end: workload, fault timeline, recovery, [expect] (root)");
+  run->add_option("SCENARIO_OR_LAB", *target)->required();
+  run->add_option("--name", rf.name, "lab name when bringing a scenario up");
+  run->add_option("--workload", rf.workload, "a [[workload]] name, or none (default: the first)");
+  run->add_option("--size", rf.size, "the steady workload's message size")->capture_default_str();
+  run->add_option("--timeout", rf.timeout_s, "ranks' idle timeout, seconds")->capture_default_str();
+  run->add_option("--shaping", rf.shaping, "when it brings the lab up")->capture_default_str();
+  add_transport_flags(run, rf.transport);
+  run->add_flag("--down", rf.down, "take the lab down afterwards");
+  run->add_flag("--resilient", rf.resilient,
+                "restart the workload's ranks after a failure instead of ending it");
+  run->callback([target, flags, &rc] { rc = cmd_run(*target, *flags); });
 }
 
 }  // namespace tb::cli

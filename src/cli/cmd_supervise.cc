@@ -3,12 +3,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/exit_code.h"
 #include "lab/state.h"
 #include "plan/plan.h"
 #include "runner/supervisor.h"
@@ -31,8 +34,6 @@ Result<std::vector<runner::ChildSpec>> read_specs(const std::string& dir) {
   if (j.is_discarded()) return fail("no readable spec in " + dir);
   return runner::specs_from_json(j);
 }
-
-}  // namespace
 
 int cmd_supervise(const std::string& lab) {
   const std::string dir = lab::lab_dir(lab);
@@ -57,6 +58,16 @@ int cmd_supervise(const std::string& lab) {
   });
   if (!r) return report(r.error());
   return kExitOk;
+}
+
+}  // namespace
+
+void add_supervise(CLI::App& app, int& rc) {
+  auto lab = std::make_shared<std::string>();
+  auto* supervise = app.add_subcommand("supervise", "");  // internal: started by up
+  supervise->add_option("LAB", *lab)->required();
+  supervise->group("");
+  supervise->callback([lab, &rc] { rc = cmd_supervise(*lab); });
 }
 
 }  // namespace tb::cli

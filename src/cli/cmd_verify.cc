@@ -5,20 +5,30 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
-#include "apply/netlink_kernel.h"
 #include "cli/commands.h"
+#include "cli/exit_code.h"
 #include "cli/stop_signals.h"
+#include "lab/live.h"
 #include "lab/state.h"
 #include "plan/plan.h"
 #include "report/status.h"
 #include "report/verify.h"
 
 namespace tb::cli {
+namespace {
+
+struct VerifyFlags {
+  std::string lab;
+  std::vector<std::string> link_ends;
+  bool json = false, quick = false;
+};
 
 int cmd_verify(const std::string& lab, const std::vector<std::string>& link, bool json,
                bool quick) {
@@ -54,7 +64,6 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   rep.settings = verify::settings(quick);
   rep.single_link = !link.empty();
   const std::string work = lab::lab_dir(lab) + "/verify-" + std::to_string(::getpid());
-  apply::NetlinkKernel kernel;
   for (size_t n = 0; n < classes.size(); ++n) {
     if (stop_requested()) {
       rep.interrupted = true;
@@ -65,7 +74,7 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
     std::fprintf(stderr, "verify %s: [%zu/%zu] %s  %s:%s -> %s:%s\n", lab.c_str(), n + 1,
                  classes.size(), c.cls.name().c_str(), l.a.node.c_str(), l.a.ifname.c_str(),
                  l.b.node.c_str(), l.b.ifname.c_str());
-    auto ifaces = kernel.interfaces(st->topo.node(l.b.node)->netns);
+    auto ifaces = lab::interfaces_in(st->topo.node(l.b.node)->netns);
     auto target = ifaces ? verify::probe_target(st->topo, l, *ifaces)
                          : Result<verify::ProbeTarget>(std::unexpected(ifaces.error()));
     if (!target) {
@@ -89,6 +98,21 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   else
     std::cout << report::verify_text(rep);
   return rep.passed() ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+void add_verify(CLI::App& app, int& rc) {
+  auto f = std::make_shared<VerifyFlags>();
+  auto* verify = app.add_subcommand(
+      "verify", "measure each link class against the scenario; exit 1 out of tolerance (root)");
+  verify->add_option("LAB", f->lab)->required();
+  verify->add_option("--link", f->link_ends, "only the link between A and B: NODE[:IF] NODE[:IF]")
+      ->expected(2);
+  verify->add_flag("--json", f->json);
+  verify->add_flag("--quick", f->quick,
+                   "200 probes and a 2 s transfer per class, not 1000 and 5 s");
+  verify->callback([f, &rc] { rc = cmd_verify(f->lab, f->link_ends, f->json, f->quick); });
 }
 
 }  // namespace tb::cli

@@ -230,23 +230,23 @@ nlohmann::json status_json(const lab::LabState& st, const LiveState* live) {
           {"links", links}};
 }
 
-std::string labs_text(const std::vector<lab::LabState>& labs) {
+std::string labs_text(const std::vector<lab::LabSummary>& labs) {
   if (labs.empty()) return "no labs are up\n";
   std::string s;
   for (const auto& st : labs)
     s += fmt::format("{} {} {:4} nodes {:4} links  {}\n", pad(st.lab, 10), pad(st.phase, 9),
-                     st.topo.nodes.size(), st.topo.links.size(), st.scenario);
+                     st.nodes, st.links, st.scenario);
   return s;
 }
 
-nlohmann::json labs_json(const std::vector<lab::LabState>& labs) {
+nlohmann::json labs_json(const std::vector<lab::LabSummary>& labs) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& st : labs)
     j.push_back({{"lab", st.lab},
                  {"phase", st.phase},
                  {"scenario", st.scenario},
-                 {"nodes", st.topo.nodes.size()},
-                 {"links", st.topo.links.size()}});
+                 {"nodes", st.nodes},
+                 {"links", st.links}});
   return {{"labs", j}};
 }
 

@@ -11,14 +11,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apply/kernel.h"
+#include "lab/live.h"
 #include "lab/state.h"
+#include "lab/status.h"
 #include "plan/topology.h"
 
 namespace tb::report {
 
-// Live interface facts per namespace, as apply::Kernel::interfaces() reported them.
-using LiveState = std::map<std::string, std::vector<apply::IfaceInfo>>;
+// Live interface facts per namespace (lab/live.h).
+using LiveState = lab::LiveInterfaces;
 
 // What the backends are, in words, for every report ("topology: ...; shaping: ..."), with
 // the health of the lab's delay stages when it has any.
@@ -33,7 +34,7 @@ std::string status_text(const lab::LabState& s, const LiveState* live);
 nlohmann::json status_json(const lab::LabState& s, const LiveState* live);
 
 // Every lab that is up, one line each ("no labs are up" when none), and {"labs": [...]}.
-std::string labs_text(const std::vector<lab::LabState>& labs);
-nlohmann::json labs_json(const std::vector<lab::LabState>& labs);
+std::string labs_text(const std::vector<lab::LabSummary>& labs);
+nlohmann::json labs_json(const std::vector<lab::LabSummary>& labs);
 
 }  // namespace tb::report

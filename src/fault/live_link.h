@@ -1,0 +1,34 @@
+// The `link` use case: change one link of a live lab in place — set its figures (merged into
+// the ones in force), reset them to the scenario's, or take its carrier down or up
+// (link_ops.h does the work; every change is an event). It lives in fault/ beside link_ops.h
+// because fault/ depends on lab/, not the other way round.
+// Order of refusals (all exit code 2): lab not up, no such link, `set` without a figure, not
+// root, lab busy (its lock is held for the change). Not thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+#include "lab/link_change.h"
+#include "plan/topology.h"
+
+namespace tb::fault {
+
+enum class LinkAction { kSet, kReset, kDown, kUp };
+
+struct LinkChangeOptions {
+  std::string lab;
+  LinkAction action = LinkAction::kSet;
+  std::string a, b;          // the link's ends: node, or node:interface
+  lab::FigureChange change;  // kSet: at least one figure
+};
+
+struct LinkChangeReport {
+  std::string key;                               // "hz/tr:ec <-> bj/tr:ec"
+  std::optional<plan::EmulatedFigures> figures;  // kSet, kReset: the figures now in force
+};
+
+Result<LinkChangeReport> change_live_link(const LinkChangeOptions& o);
+
+}  // namespace tb::fault

@@ -1,0 +1,35 @@
+// The `down` and `clean` use cases: removing what a lab made. `down` replays the lab's journal
+// and sweeps its owner marker (lab.h down); `clean` sweeps markers alone, for when state is lost.
+// Both need root (exit code 2 otherwise) and succeed when there is nothing left to remove.
+// Not thread-safe (signal handlers are process-wide).
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+
+namespace tb::lab {
+
+struct DownOptions {
+  std::string target;  // a lab name, or a scenario file naming its lab
+};
+
+struct DownReport {
+  std::string lab;
+  bool was_up = false;  // false: it had no state; only leftovers (if any) were removed
+};
+
+Result<DownReport> take_down(const DownOptions& o);
+
+struct CleanOptions {
+  std::string lab;   // this lab's leftovers (under its lock) ...
+  bool all = false;  // ... or every lab's; exactly one of the two (exit code 2 otherwise)
+};
+
+struct CleanReport {
+  int namespaces = 0;  // how many were removed
+};
+
+Result<CleanReport> clean_up(const CleanOptions& o);
+
+}  // namespace tb::lab

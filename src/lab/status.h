@@ -1,0 +1,34 @@
+// The `status` use case: what a lab is now. For one lab, its saved state with the link figures
+// in force (the scenario's, or what `link set` or a fault last made them) and, when we run as
+// root, every node's interfaces read from the kernel. Without a lab name, one line per lab
+// that has state. Reads only; takes no lock. Not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "lab/live.h"
+#include "lab/state.h"
+
+namespace tb::lab {
+
+struct LabStatus {
+  LabState state;                      // links carry the figures in force now
+  std::optional<LiveInterfaces> live;  // empty unless we run as root
+};
+
+// Exit code 2 when the lab is not up.
+Result<LabStatus> read_status(const std::string& lab);
+
+struct LabSummary {
+  std::string lab, phase, scenario;
+  size_t nodes = 0, links = 0;
+};
+
+// Every lab with readable state, in list_labs() order.
+std::vector<LabSummary> summarize_labs();
+
+}  // namespace tb::lab
