@@ -10,8 +10,10 @@
 // and the transport closes its connections so that peers blocked on this rank fail too
 // instead of waiting out their timeouts. Every wait is bounded by the communicator's timeout.
 //
-// Implementations: InprocComm (threads in one process, for unit tests) and TcpComm (one
-// process per rank over the lab's links). One thread uses a Comm at a time.
+// Implementations, one folder each: InprocComm (inproc/: threads in one process, for unit
+// tests), TcpComm (tcp/: one process per rank over the lab's links) and RdmaComm (rdma/: RC
+// queue pairs over the lab's Soft-RoCE devices for the rail pairs, TCP for the rest). One
+// thread uses a Comm at a time.
 #pragma once
 
 #include <cstddef>

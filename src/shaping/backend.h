@@ -31,7 +31,7 @@ namespace tb::shaping {
 struct Backend {
   std::string_view kind;                    // "netem", "tbf", "htb"
   std::string_view emulates;                // what it does in the kernel, for reports
-  std::span<const std::string_view> needs;  // capability names (apply/capabilities.cc)
+  std::span<const std::string_view> needs;  // capability names (capability/capabilities.cc)
   QdiscPlan (*build)(const LinkShape&);     // called with a validated shape
 };
 

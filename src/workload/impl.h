@@ -1,5 +1,5 @@
 // A collective implementation one rank runs the benchmark through: ours (native, over
-// collective::Comm) or Gloo's (the cross-check). The bench loop (workload/bench_rank.h) only
+// collective::Comm) or Gloo's (the cross-check). The bench loop (workload/bench.h) only
 // sees this interface, so both run the same sweep, the same checks and the same timing.
 // An Impl belongs to one rank process (or one thread in tests); not thread-safe.
 #pragma once

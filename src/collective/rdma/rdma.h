@@ -8,7 +8,7 @@
 // through librdmacm: a listener on each of this rank's RDMA source addresses (its port in the
 // FileStore under "<prefix>rdmaport.<rank>"), connections to lower ranks, acceptances from
 // higher ones, the private data naming rank and QP. The data path is two-sided SEND/RECV
-// through registered bounce buffers (collective/rdma_stream.h): per QP `depth` receive buffers
+// through registered bounce buffers (collective/rdma/stream.h): per QP `depth` receive buffers
 // of `chunk` bytes stay posted and `depth` send buffers cycle; a sender whose peer has nothing
 // posted is held back by the receiver-not-ready retry (rnr_retry 7 = forever), which is the
 // flow control. Waiting is on completion channels and the rdma_cm event channel under poll(),
@@ -71,7 +71,7 @@ class RdmaComm final : public Comm {
 
   const RdmaDescription& description() const { return description_; }
 
-  struct State;  // the verbs objects (collective/rdma_state.h)
+  struct State;  // the verbs objects (collective/rdma/state.h)
 
  protected:
   Status do_exchange(std::span<const Xfer> xfers) override;

@@ -1,4 +1,4 @@
-// RdmaComm's verbs objects, shared by its set-up (rdma_setup.cc) and data path (rdma.cc); not
+// RdmaComm's verbs objects, shared by its set-up (setup.cc) and data path (rdma.cc); not
 // part of the public header so users of rdma.h need no verbs headers.
 //
 // Every object is owned by a small RAII wrapper, and declaration order is the teardown order
@@ -163,7 +163,7 @@ struct RdmaComm::State {
   }
 };
 
-// The RDMA half of RdmaComm::connect (rdma_setup.cc): the listeners (their ports published),
+// The RDMA half of RdmaComm::connect (setup.cc): the listeners (their ports published),
 // the connections and acceptances within s.o.timeout, then `after` (the TCP part's set-up).
 // Requests are answered as they come: one left queued for seconds is timed out by the CM.
 Status rdma_setup(RdmaComm::State& s, const FileStore& store, const std::function<Status()>& after);
