@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -79,12 +81,22 @@ class Delayd {
 
 struct PingResult {
   int sent = 0, received = 0;
-  double avg_ms = -1;
+  std::vector<double> rtts_ms;  // one per reply, in order
+  // NaN without replies, so that no bound on them can pass when nothing came back.
+  double min_ms() const {
+    return rtts_ms.empty() ? std::nan("") : *std::min_element(rtts_ms.begin(), rtts_ms.end());
+  }
+  double median_ms() const {
+    if (rtts_ms.empty()) return std::nan("");
+    auto v = rtts_ms;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  }
 };
 
 PingResult ping_many(const std::string& netns, int count, const char* interval) {
   // -c without -w: with a deadline ping would send until `count` replies came back.
-  std::string out = capture("timeout 60 ip netns exec " + netns + " ping -q -n -c " +
+  std::string out = capture("timeout 60 ip netns exec " + netns + " ping -n -c " +
                             std::to_string(count) + " -i " + interval + " -W 1 198.18.0.1 2>&1");
   PingResult r;
   std::smatch m;
@@ -92,7 +104,10 @@ PingResult ping_many(const std::string& netns, int count, const char* interval) 
     r.sent = std::stoi(m[1]);
     r.received = std::stoi(m[2]);
   }
-  if (std::regex_search(out, m, std::regex(R"(= [\d.]+/([\d.]+)/)"))) r.avg_ms = std::stod(m[1]);
+  const std::regex rtt(R"(time=([\d.]+) ms)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), rtt); it != std::sregex_iterator();
+       ++it)
+    r.rtts_ms.push_back(std::stod((*it)[1]));
   return r;
 }
 
@@ -157,8 +172,13 @@ TEST_F(DelayStageTest, DelaysReconfiguresAndCounts) {
   start();
   PingResult p = ping_many(a_, 50, "0.01");
   EXPECT_EQ(p.received, 50) << log();
-  EXPECT_GE(p.avg_ms, 10.0);
-  EXPECT_LE(p.avg_ms, 11.5);
+  // No reply may come back before the delay: the stage never releases early (a property, not a
+  // timing). The typical reply comes within 1.5 ms after it: the stage's timer accuracy is
+  // 0.15-0.25 ms and a veth hop a few us (research/limits.md 2, 4a). Judged on the median: a
+  // loaded 2-core CI host delays a few pings by whole scheduler slices (a mean of 12.5 ms was
+  // seen for 10 ms), which says nothing about the stage; its own lateness is checked below.
+  EXPECT_GE(p.min_ms(), 10.0);
+  EXPECT_LE(p.median_ms(), 11.5);
 
   // A config that does not parse is refused whole and reported; the stage keeps running.
   write_config(std::to_string(kQueue) + ":delay_us=banana\n");
@@ -177,8 +197,8 @@ TEST_F(DelayStageTest, DelaysReconfiguresAndCounts) {
   EXPECT_EQ(j["reload_error"], "");
   p = ping_many(a_, 50, "0.01");
   EXPECT_EQ(p.received, 50);
-  EXPECT_GE(p.avg_ms, 20.0);
-  EXPECT_LE(p.avg_ms, 21.5);
+  EXPECT_GE(p.min_ms(), 20.0);  // as above
+  EXPECT_LE(p.median_ms(), 21.5);
 
   // Counters: every echo request (84 bytes as IP: 56 data + 8 ICMP + 20 IP) passed the queue.
   // (A file written within the last delay can still show the final packets held.)
