@@ -131,27 +131,28 @@ step "verify on the real netem backend (images/labvm/netem.toml)"
 testbedctl up images/labvm/netem.toml --rdma none | grep -E '^(lab|shaping)'
 ip netns exec tb-vmnetem-dc-s0-g0 tc qdisc show dev rail | grep -q netem &&
   pass "the rail carries a netem qdisc" || bad "no netem qdisc on the rail"
-# verify's tolerances (delay 3% + 0.2 ms) are for a real kernel; in a TCG guest the emulated
-# timers add about 10% to every netem delay (measured: 20 ms -> 22.5, 40 ms -> 44.1) and jitter
-# follows the emulator. verify's one-way figure is (mean RTT - median base RTT over lo) / 2, and
-# in the guest that base swings between 2 and 9 ms (IQR up to 9.7 ms) from one class to the next
-# a few seconds apart: a 10 ms netem delay once read 8.5 ms because its base read 9.2 ms. So the
-# VM judges what it can judge there: verify's own verdicts on rate and loss; that netem delivers
-# nothing early (mean RTT >= 2 x 97% of the delay, less 0.2 ms: no base subtracted); and that the
-# delay is not inflated (one-way <= +30% + 1 ms: a delay applied twice still fails, and the
-# worst class seen under TCG, 20 ms -> 22.7 ms, passes). Jitter is shown, not judged.
+# verify's tolerances (delay 3% + 0.2 ms) are for a real kernel. In a TCG guest every probe costs
+# emulated CPU and timers fire late, by an amount that follows the host's load: the same lab read
+# its 10 ms netem delay as 8.5 ms in one run and 13.7 ms (2 ms as 4.0, 20 ms as 25.8) in the next,
+# and verify's base over lo, which (mean RTT - base)/2 subtracts, swung between 2 and 9 ms from
+# one class to the next. None of that is netem. So the VM judges what a guest can show: verify's
+# own verdicts on rate and loss; that netem delivers nothing early (mean RTT >= 2 x (97% of the
+# delay - 0.2 ms), a property, no base subtracted); and, for delays of 10 ms and more, that the
+# delay is not applied twice (mean RTT < 4 x 97% of it; the guest's overhead seen so far is at most
+# 11 ms of RTT). Jitter is shown, not judged.
 testbedctl verify vmnetem --quick | tee /tmp/verify.txt
 judged=$(awk '
   $1 == "rate" || $1 == "loss" { n++; if ($0 ~ /FAIL:/) { bad++; print "  " $0 } }
-  $1 == "delay" && $2 ~ /ms$/ { c = $2 + 0; a = $4 + 0; row = $0 }
+  $1 == "delay" && $2 ~ /ms$/ { c = $2 + 0; row = $0 }
   $1 == "delay:" && $4 == "(mean" && c >= 1 {
     rtt = $6 + 0; n++
-    if (rtt < 2 * (c * 0.97 - 0.2) || a > c * 1.3 + 1.0) { bad++; print "  " row " | " $0 }
+    if (rtt < 2 * (c * 0.97 - 0.2) || (c >= 10 && rtt >= 4 * c * 0.97)) {
+      bad++; print "  " row " | " $0 }
     c = 0 }
   END { printf "%d %d\n", n, bad }' /tmp/verify.txt | tail -1)
 read -r n nbad <<<"$judged"
 [ "${n:-0}" -ge 8 ] && [ "${nbad:-1}" = 0 ] &&
-  pass "verify on netem: $n rate/loss/delay checks hold (no delay early, none inflated past +30% under TCG)" ||
+  pass "verify on netem: $n rate/loss/delay checks hold (no delay early, none applied twice)" ||
   bad "verify on netem: ${nbad:-?} of ${n:-0} rate/loss/delay checks out of bounds"
 testbedctl down vmnetem
 

@@ -3,8 +3,8 @@
 // Thread-safety: one call at a time per process (signal handlers are process-wide).
 #pragma once
 
-#include <functional>
 #include <string>
+#include <vector>
 
 #include "apply/kernel.h"
 #include "lab/state.h"
