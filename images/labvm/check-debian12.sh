@@ -14,12 +14,12 @@ bad() {
 echo "check: kernel $(uname -r)"
 doc=$(testbedctl doctor 2>&1)
 echo "$doc" | grep -E '^(netem|rdma_netlink|rdma_rxe) '
-echo "$doc" | grep -qE '^rdma_netlink +yes' && pass "doctor: RDMA netlink answers" || bad "doctor: no RDMA netlink"
-echo "$doc" | grep -qE '^rdma_rxe +no +rxe devices were made in two namespaces, but' &&
+grep -qE '^rdma_netlink +yes' <<<"$doc" && pass "doctor: RDMA netlink answers" || bad "doctor: no RDMA netlink"
+grep -qE '^rdma_rxe +no +rxe devices were made in two namespaces, but' <<<"$doc" &&
   pass "doctor: rxe made but RoCE between namespaces fails, and says so" || bad "doctor's rxe verdict is not the 6.1 one"
 out=$(testbedctl up scenarios/mini.toml 2>&1)
 echo "$out" | grep -E '^(lab|rdma)'
-echo "$out" | grep -q '^rdma: none, TCP (doctor.s rdma_rxe probe: rxe devices were made' &&
+grep -q '^rdma: none, TCP (doctor.s rdma_rxe probe: rxe devices were made' <<<"$out" &&
   pass "up: no rxe, and why" || bad "up does not say why the rail has no RDMA"
 [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ] && pass "no RDMA devices left by the probe or up" ||
   bad "RDMA devices exist: $(ls /sys/class/infiniband)"

@@ -7,6 +7,8 @@
 # a rank killed mid-run fails the others over RDMA within their timeout; verify passes on the
 # real netem backend; down removes the devices. Prints CHECK PASS / CHECK FAIL and exits 0 / 1.
 set -uo pipefail
+# Checks read captured output with here-strings, never `cmd | grep -q`: grep -q exits at its first
+# match, the writer can then die of SIGPIPE, and pipefail turns that into a failed check.
 cd /opt/testbedctl
 fails=0
 pass() { echo "check: ok   - $*"; }
@@ -20,8 +22,8 @@ step() { echo; echo "check: [$((SECONDS - t0)) s] $*"; }
 step "doctor"
 doc=$(testbedctl doctor 2>&1)
 echo "$doc" | grep -E '^(netem|rdma_netlink|rdma_rxe) '
-echo "$doc" | grep -qE '^netem +yes' && pass "doctor: netem" || bad "doctor does not report netem"
-echo "$doc" | grep -qE '^rdma_rxe +yes +a 64-byte RC send crossed' && pass "doctor: rxe transfer between namespaces" ||
+grep -qE '^netem +yes' <<<"$doc" && pass "doctor: netem" || bad "doctor does not report netem"
+grep -qE '^rdma_rxe +yes +a 64-byte RC send crossed' <<<"$doc" && pass "doctor: rxe transfer between namespaces" ||
   bad "doctor does not report a working rxe"
 
 step "up mini"
@@ -29,8 +31,8 @@ out=$(testbedctl up scenarios/mini.toml 2>&1)
 rc=$?
 echo "$out"
 [ $rc = 0 ] || { bad "up mini exit $rc"; echo "CHECK FAIL"; exit 1; }
-echo "$out" | grep -q '^shaping: netem' && pass "up: netem backend" || bad "up did not pick netem"
-echo "$out" | grep -q '^rdma: Soft-RoCE on the rail' && pass "up: rxe on the rail" || bad "up made no rxe devices"
+grep -q '^shaping: netem' <<<"$out" && pass "up: netem backend" || bad "up did not pick netem"
+grep -q '^rdma: Soft-RoCE on the rail' <<<"$out" && pass "up: rxe on the rail" || bad "up made no rxe devices"
 n=0
 for d in /sys/class/infiniband/tb-mini-*; do
   [ -e "$d" ] || continue
@@ -41,7 +43,7 @@ for d in /sys/class/infiniband/tb-mini-*; do
 done
 [ $n = 4 ] && pass "4 rxe devices, active_mtu 4096" || bad "$n rxe devices, not 4"
 st=$(testbedctl status mini --json)
-echo "$st" | grep -q '"gid_index"' && pass "status lists the devices with their GID" || bad "status --json has no rxe devices"
+grep -q '"gid_index"' <<<"$st" && pass "status lists the devices with their GID" || bad "status --json has no rxe devices"
 testbedctl status mini | sed -n '3,5p'
 
 step "bench over rdma and tcp (TCG: functional ratios, not performance)"
@@ -129,8 +131,9 @@ left=$(ls /sys/class/infiniband 2>/dev/null | grep -c '^tb-mini-')
 # carry and delays verify checks.
 step "verify on the real netem backend (images/labvm/netem.toml)"
 testbedctl up images/labvm/netem.toml --rdma none | grep -E '^(lab|shaping)'
-ip netns exec tb-vmnetem-dc-s0-g0 tc qdisc show dev rail | grep -q netem &&
-  pass "the rail carries a netem qdisc" || bad "no netem qdisc on the rail"
+qd=$(ip netns exec tb-vmnetem-dc-s0-g0 tc qdisc show dev rail 2>&1)
+grep -q netem <<<"$qd" && pass "the rail carries a netem qdisc" ||
+  bad "no netem qdisc on the rail (tc qdisc show dev rail: ${qd:-nothing})"
 # verify's tolerances (delay 3% + 0.2 ms) are for a real kernel. In a TCG guest every probe costs
 # emulated CPU and timers fire late, by an amount that follows the host's load: the same lab read
 # its 10 ms netem delay as 8.5 ms in one run and 13.7 ms (2 ms as 4.0, 20 ms as 25.8) in the next,
