@@ -185,7 +185,12 @@ void read_wans(Table& top, LoadState& st) {
       }
     }
     bool ends_ok = false;
-    if (auto between = t.strings("between", true, true)) {
+    if (const toml::value* b = t.find("between"); b && b->is_string()) {
+      t.error("between",
+              "must be an array of two region names, e.g. [\"hz\", \"bj\"] (got a "
+              "string, " +
+                  quote(b->as_string().str) + ")");
+    } else if (auto between = t.strings("between", true, true)) {
       if (between->size() != 2) {
         t.error("between", "must name exactly two regions, e.g. [\"hz\", \"bj\"] (got " +
                                std::to_string(between->size()) + ")");

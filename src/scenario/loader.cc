@@ -4,6 +4,7 @@
 #include "scenario/loader.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <toml.hpp>
 
 #include "core/ipv4.h"
+#include "scenario/bounds.h"
 #include "scenario/names.h"
 #include "scenario/reader.h"
 
@@ -55,6 +57,44 @@ std::string summarize_syntax_error(const std::string& what, int line, int& col) 
   return summary;
 }
 
+constexpr size_t kMaxSnippetChars = 400;
+
+// Whether the integer written as `token` (TOML syntax: sign, 0x/0o/0b, '_') fits in 64 bits.
+// toml11 reads it with operator>>, which clamps a decimal that does not fit to INT64_MAX/MIN.
+bool fits_int64(std::string_view token) {
+  std::string digits;
+  for (char c : token)
+    if (c != '_' && c != '+') digits += c;
+  int base = 10;
+  std::string_view d = digits;
+  if (d.size() > 2 && d[0] == '0' && (d[1] == 'x' || d[1] == 'o' || d[1] == 'b')) {
+    base = d[1] == 'x' ? 16 : d[1] == 'o' ? 8 : 2;
+    d.remove_prefix(2);
+  }
+  int64_t n = 0;
+  return std::from_chars(d.data(), d.data() + d.size(), n, base).ec !=
+         std::errc::result_out_of_range;
+}
+
+// Reports every integer anywhere in `v` whose written form does not fit in 64 bits. `key` is
+// the dotted path of `v` ("lab.servers"). Recursion is bounded by exceeds_bounds.
+void check_integers(const toml::value& v, const std::string& key, Diags& d) {
+  if (v.is_integer()) {
+    const auto l = v.location();
+    const std::string& line = l.line_str();
+    const size_t from = l.column() > 0 ? l.column() - 1 : 0;
+    const std::string token = from < line.size() ? line.substr(from, l.region()) : "";
+    if (!token.empty() && !fits_int64(token))
+      d.add(detail::loc_of(v), key + ": " + detail::quote(token) +
+                                   " does not fit in a 64-bit integer (-9223372036854775808 to "
+                                   "9223372036854775807)");
+  } else if (v.is_array()) {
+    for (const auto& e : v.as_array()) check_integers(e, key, d);
+  } else if (v.is_table()) {
+    for (const auto& [k, e] : v.as_table()) check_integers(e, key.empty() ? k : key + "." + k, d);
+  }
+}
+
 Result<toml::value> parse_toml(const std::string& text, const std::string& name) {
   std::istringstream in(text);
   try {
@@ -66,6 +106,8 @@ Result<toml::value> parse_toml(const std::string& text, const std::string& name)
     std::string snippet = e.what();
     auto nl = snippet.find('\n');
     snippet = nl == std::string::npos ? "" : snippet.substr(nl);
+    // The snippet quotes the whole offending line: leave it out when the line is long.
+    if (snippet.size() > kMaxSnippetChars) snippet.clear();
     return bad_input(name + ":" + std::to_string(line) + ":" + std::to_string(col) +
                      ": malformed TOML: " + summary + snippet);
   } catch (const toml::exception& e) {
@@ -96,7 +138,11 @@ void read_lab(Table& top, LoadState& st) {
   if (auto a = t.str("address_space")) {
     auto p = parse_prefix(*a);
     if (!p) {
-      t.error("address_space", p.error().message);
+      t.error("address_space", detail::cite(p.error().message, *a));
+    } else if (a->find('/') == std::string::npos) {  // parse_prefix reads it as a /32
+      t.error("address_space", detail::quote(*a) +
+                                   " has no prefix length; write ADDRESS/LEN with LEN at most "
+                                   "24, e.g. \"198.18.0.0/15\"");
     } else if (p->len > 24) {
       t.error("address_space", "prefix length must be at most 24 (got /" + std::to_string(p->len) +
                                    "); a lab needs at least a /24");
@@ -185,12 +231,16 @@ void read_failover(Table& top, LoadState& st) {
 }  // namespace
 
 Result<Scenario> load_text(const std::string& text, const std::string& name) {
+  if (auto over = detail::exceeds_bounds(text, name)) return bad_input(*over);
   auto root = parse_toml(text, name);
   if (!root) return std::unexpected(root.error());
 
+  Diags d(name);
+  check_integers(*root, "", d);
+  if (!d.empty()) return bad_input(d.text());  // the rest would see clamped values
+
   Scenario s;
   s.file = name;
-  Diags d(name);
   LoadState st{s, d, {}, {}, {}};
   Table top(
       *root, "", "the top level",

@@ -68,7 +68,28 @@ std::string type_name(const toml::value& v) {
 }
 
 std::string quote(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
+  // Characters, not bytes: a UTF-8 continuation byte (10xxxxxx) does not start one.
+  auto starts_char = [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; };
+  size_t chars = 0, cut = s.size();
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!starts_char(s[i])) continue;
+    if (chars == kMaxQuoted) cut = i;
+    ++chars;
+  }
+  if (chars <= kMaxQuoted) return "\"" + std::string(s) + "\"";
+  return "\"" + std::string(s.substr(0, cut)) + "\u2026\" (" + std::to_string(chars) +
+         " characters)";
+}
+
+std::string cite(std::string message, std::string_view value) {
+  const std::string full = "\"" + std::string(value) + "\"";
+  for (size_t pos = message.find(full); pos != std::string::npos;
+       pos = message.find(full, pos + 1)) {
+    const std::string q = quote(value);
+    message.replace(pos, full.size(), q);
+    pos += q.size() - 1;
+  }
+  return message;
 }
 
 std::string join(const std::vector<std::string>& items, std::string_view sep) {
@@ -120,6 +141,7 @@ std::string suggest(std::string_view word, const std::vector<std::string>& candi
 }
 
 void Diags::add(Loc at, std::string message) {
+  if (at.line <= 0) at = Loc{1, 1};  // no place known: the top of the file, so every line has one
   items_.push_back({at, std::move(message)});
 }
 
@@ -131,9 +153,8 @@ std::string Diags::text() const {
   std::string out;
   for (const auto& i : sorted) {
     if (!out.empty()) out += '\n';
-    out += file_;
-    if (i.at.line > 0) out += ":" + std::to_string(i.at.line) + ":" + std::to_string(i.at.col);
-    out += ": " + i.message;
+    out +=
+        file_ + ":" + std::to_string(i.at.line) + ":" + std::to_string(i.at.col) + ": " + i.message;
   }
   return out;
 }
@@ -267,7 +288,7 @@ std::optional<T> unit_value(Table& t, std::string_view key, bool required, Parse
   }
   auto r = parse(x->as_string().str);
   if (!r) {
-    t.error(key, r.error().message);
+    t.error(key, cite(r.error().message, x->as_string().str));
     return std::nullopt;
   }
   return *r;
@@ -361,8 +382,10 @@ std::optional<std::string> name_problem(const std::string& name, size_t max_len,
                 std::isdigit(static_cast<unsigned char>(c)) || (hyphens && c == '-'));
   if (!ok) return quote(name) + " is not a valid " + std::string(what) + "; " + rule;
   if (max_len && name.size() > max_len)
-    return quote(name) + " is too long (" + std::to_string(name.size()) + " characters); at most " +
-           std::to_string(max_len) + (why_len.empty() ? "" : ", " + std::string(why_len));
+    return quote(name) + " is too long" +
+           (name.size() > kMaxQuoted ? "" : " (" + std::to_string(name.size()) + " characters)") +
+           "; at most " + std::to_string(max_len) +
+           (why_len.empty() ? "" : ", " + std::string(why_len));
   return std::nullopt;
 }
 

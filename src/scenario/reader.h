@@ -26,8 +26,13 @@ namespace tb::scenario::detail {
 Loc loc_of(const toml::value& v);
 // "an integer", "a string", ... for messages.
 std::string type_name(const toml::value& v);
-// "\"x\"".
+// "\"x\""; a value longer than kMaxQuoted characters is cut there and its length added:
+// "\"xxx…\" (2097152 characters)".
+inline constexpr size_t kMaxQuoted = 60;
 std::string quote(std::string_view s);
+// `message` (from a parser that quotes `value` in full) with "\"value\"" replaced by
+// quote(value).
+std::string cite(std::string message, std::string_view value);
 // "a, b, c".
 std::string join(const std::vector<std::string>& items, std::string_view sep = ", ");
 
