@@ -1,11 +1,15 @@
 #include "lab/down.h"
 
+#include <cerrno>
 #include <filesystem>
-#include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "apply/netlink_kernel.h"
 #include "lab/lab.h"
 #include "lab/up.h"
+#include "plan/plan.h"
 #include "scenario/loader.h"
 
 namespace tb::lab {
@@ -19,6 +23,60 @@ Result<std::string> resolve_lab(const std::string& target) {
     return s->lab;
   }
   return target;
+}
+
+// The labs that have state or namespaces: namespaces are named tb-<lab>-<node>, and a lab name
+// has no '-' (scenario/model.h), so the name says whose lock guards it (what is deleted is still
+// chosen by owner marker).
+std::set<std::string> known_labs(apply::Kernel& kernel) {
+  std::set<std::string> labs;
+  for (const auto& l : list_labs()) labs.insert(l);
+  if (auto owned = kernel.owned_netns(plan::owner_marker("")))
+    for (const auto& ns : *owned)
+      if (ns.starts_with("tb-") && ns.find('-', 3) != std::string::npos)
+        labs.insert(ns.substr(3, ns.find('-', 3) - 3));
+  return labs;
+}
+
+// clean --all: lab by lab, each under its lock, so that a lab another testbedctl is building or
+// changing is left alone (its lock is held) and named in the error once the others are clean.
+// With no lab busy, a last sweep takes whatever still carries any lab's marker.
+Result<CleanReport> clean_all(apply::Kernel& kernel) {
+  CleanReport r;
+  std::vector<std::string> busy;
+  std::string errors;
+  auto note = [&](const std::string& e) { errors += (errors.empty() ? "" : "; ") + e; };
+  for (const auto& lab : known_labs(kernel)) {
+    auto lock = LabLock::acquire(lab);
+    if (!lock) {
+      if (lock.error().sys_errno == EWOULDBLOCK)
+        busy.push_back(lab);
+      else
+        note(lock.error().message);
+      continue;
+    }
+    if (auto n = clean(lab, kernel))
+      r.namespaces += *n;
+    else
+      note(n.error().message);
+  }
+  if (busy.empty()) {
+    if (auto n = clean("", kernel))
+      r.namespaces += *n;
+    else
+      note(n.error().message);
+  }
+  if (!errors.empty()) return fail(errors);
+  if (!busy.empty()) {
+    std::string names;
+    for (const auto& b : busy) names += (names.empty() ? "" : ", ") + b;
+    return std::unexpected(
+        Error{"removed " + std::to_string(r.namespaces) + " namespaces; left lab(s) " + names +
+                  " alone: another testbedctl holds their lock (an up or a change in progress); "
+                  "run clean --all again once it is done",
+              EWOULDBLOCK, kExitFailed});
+  }
+  return r;
 }
 
 }  // namespace
@@ -37,13 +95,10 @@ Result<CleanReport> clean_up(const CleanOptions& o) {
   if (o.lab.empty() == !o.all) return bad_input("clean needs either a lab name or --all");
   TB_TRY(require_root("clean"));
   apply::NetlinkKernel kernel;
-  std::optional<LabLock> lock;
-  if (!o.lab.empty()) {
-    auto l = LabLock::acquire(o.lab);
-    if (!l) return std::unexpected(l.error());
-    lock.emplace(std::move(*l));
-  }
-  auto n = clean(o.all ? "" : o.lab, kernel);
+  if (o.all) return clean_all(kernel);
+  auto lock = LabLock::acquire(o.lab);
+  if (!lock) return std::unexpected(lock.error());
+  auto n = clean(o.lab, kernel);
   if (!n) return std::unexpected(n.error());
   return CleanReport{*n};
 }

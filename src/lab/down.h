@@ -1,5 +1,7 @@
 // The `down` and `clean` use cases: removing what a lab made. `down` replays the lab's journal
 // and sweeps its owner marker (lab.h down); `clean` sweeps markers alone, for when state is lost.
+// `clean --all` cleans lab by lab, each under its lock: a lab whose lock another testbedctl holds
+// (an `up` in progress) is left alone and named in the error (exit code 1) after the rest.
 // Both need root (exit code 2 otherwise) and succeed when there is nothing left to remove.
 // Not thread-safe (signal handlers are process-wide).
 #pragma once

@@ -110,7 +110,8 @@ Result<LabLock> LabLock::acquire(const std::string& lab) {
   if (!fd) return sys_fail("open " + path);
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK)
-      return fail("lab \"" + lab + "\" is being changed by another testbedctl (lock " + path + ")");
+      return fail("lab \"" + lab + "\" is being changed by another testbedctl (lock " + path + ")",
+                  EWOULDBLOCK);
     return sys_fail("lock " + path);
   }
   return LabLock(std::move(fd));

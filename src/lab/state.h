@@ -43,6 +43,7 @@ Status save_state(const LabState& s);
 Status remove_state(const std::string& lab);
 
 // An exclusive, non-blocking lock on the lab (flock on <dir>/lock); released on destruction.
+// Held by another process: the error's sys_errno is EWOULDBLOCK.
 class LabLock {
  public:
   static Result<LabLock> acquire(const std::string& lab);

@@ -10,6 +10,7 @@
 
 #include "core/ipv4.h"
 #include "e2e_util.h"
+#include "lab/state.h"
 
 namespace tb::e2e {
 namespace {
@@ -199,6 +200,40 @@ pid_t start_up_and_wait(const std::string& path, const std::string& lab, size_t 
   return pid;
 }
 
+// `clean --all` removes every lab's namespaces: on a host with labs this test did not make it
+// would take them too, so it runs only where there are none (CI's machines).
+bool other_labs_present() {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/run/netns", ec))
+    if (e.path().filename().string().starts_with("tb-")) return true;
+  return false;
+}
+
+TEST(Lab, CleanAllTakesEachLabsLockAndLeavesABusyLabAlone) {
+  TB_REQUIRE_ROOT();
+  if (other_labs_present())
+    GTEST_SKIP() << "labs this test did not make are up; clean --all would remove them";
+  LabGuard a(unique_lab("ca")), b(unique_lab("cb"));
+  ASSERT_EQ(testbedctl("up " + scenario("mini.toml") + " --name " + a.lab()).rc, 0);
+  ASSERT_EQ(testbedctl("up " + scenario("hz-bj.toml") + " --name " + b.lab()).rc, 0);
+  const size_t a_netns = marked_netns(a.lab()).size();
+  {
+    // What an `up` still building, or a `link set`, holds while it works on the lab.
+    auto lock = lab::LabLock::acquire(a.lab());
+    ASSERT_TRUE(lock) << lock.error().message;
+    CmdResult r = testbedctl("clean --all");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("left lab(s) " + a.lab() + " alone"), std::string::npos) << r.out;
+    EXPECT_EQ(marked_netns(a.lab()).size(), a_netns) << "clean --all touched a locked lab";
+    EXPECT_TRUE(marked_netns(b.lab()).empty()) << "clean --all left an unlocked lab";
+  }
+  EXPECT_EQ(status_json(a.lab())["phase"], "up");
+  CmdResult r = testbedctl("clean --all");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(marked_netns(a.lab()).empty());
+  EXPECT_FALSE(std::filesystem::exists("/run/testbedctl/" + a.lab()));
+}
+
 TEST(Lab, KillDashNineDuringUpThenCleanLeavesNothing) {
   TB_REQUIRE_ROOT();
   LabGuard g(unique_lab("ek"));
@@ -216,6 +251,31 @@ TEST(Lab, KillDashNineDuringUpThenCleanLeavesNothing) {
     EXPECT_FALSE(e.path().filename().string().starts_with("tb-" + g.lab() + "-")) << e.path();
   EXPECT_FALSE(std::filesystem::exists("/run/testbedctl/" + g.lab()));
   std::filesystem::remove_all(dir);
+}
+
+TEST(Lab, UpRacingCleanAllEndsWholeOrGoneNeverHalfBuilt) {
+  TB_REQUIRE_ROOT();
+  if (other_labs_present())
+    GTEST_SKIP() << "labs this test did not make are up; clean --all would remove them";
+  LabGuard g(unique_lab("er"));
+  const size_t want = 43;  // hz-bj's namespaces
+  pid_t pid = start_up_and_wait(scenario("hz-bj.toml"), g.lab(), 5);
+  CmdResult clean = testbedctl("clean --all");
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  // The up holds its lab's lock from before its first namespace to its end, so clean --all
+  // leaves the lab alone and says so; should the up have finished first, clean takes it whole.
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "clean --all broke an up in progress: " << clean.out;
+  const size_t left = marked_netns(g.lab()).size();
+  if (clean.rc == 1) {
+    EXPECT_NE(clean.out.find("left lab(s) " + g.lab() + " alone"), std::string::npos) << clean.out;
+    EXPECT_EQ(left, want);
+    EXPECT_EQ(status_json(g.lab())["phase"], "up");
+  } else {
+    EXPECT_EQ(clean.rc, 0) << clean.out;
+    EXPECT_EQ(left, 0u);
+  }
 }
 
 TEST(Lab, SigtermDuringUpRollsBack) {
