@@ -139,7 +139,10 @@ TEST_F(VerifyNetnsTest, AFailedGoodputRunLeavesNoTrafficBehind) {
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   const uint64_t before = tx_packets(a_, "va");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  EXPECT_LE(tx_packets(a_, "va") - before, 2u);
+  // Without the reset the leftover buffer sends about 84 packets in this half second (measured
+  // when the fix landed); an idle veth still sends the odd neighbour-upkeep packet (ARP, IPv6
+  // ND: 3 were seen once in CI-like load). 10 keeps the two apart; the socket is the property.
+  EXPECT_LE(tx_packets(a_, "va") - before, 10u);
   EXPECT_EQ(capture("ip netns exec " + a_ + " ss -Htn"), "");
 }
 
