@@ -147,7 +147,7 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
 }
 
 void stop_daemons(const std::string& lab) {
-  terminate(owned_processes(plan::owner_marker(lab)), kDaemonGraceMs);
+  terminate(owned_processes(plan::owner_marker(lab), lab.empty()), kDaemonGraceMs);
 }
 
 Status LabKernel::submit(const plan::Op& op) {

@@ -31,7 +31,7 @@ std::string delayd_path();
 Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& daemons);
 
 // Stops the lab's supervisor and every process carrying the lab's owner marker (SIGTERM, then
-// SIGKILL after a grace period). Nothing running: nothing to do.
+// SIGKILL after a grace period); every lab's when `lab` is empty. Nothing running: nothing to do.
 void stop_daemons(const std::string& lab);
 
 class LabKernel : public apply::Kernel {

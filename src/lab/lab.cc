@@ -12,7 +12,6 @@
 #include "apply/applier.h"
 #include "apply/marker.h"
 #include "apply/rxe.h"
-#include "core/process.h"
 #include "lab/daemons.h"
 
 namespace tb::lab {
@@ -26,7 +25,6 @@ using apply::teardown;
 
 namespace {
 
-constexpr int kProcessGraceMs = 3000;
 std::atomic<bool> g_interrupted{false};
 void on_signal(int) {
   g_interrupted = true;
@@ -177,7 +175,7 @@ Result<int> clean(const std::string& lab, apply::Kernel& kernel) {
   auto before = kernel.owned_netns(select);
   if (!before) return std::unexpected(before.error());
   // Processes first (the supervisor and what it runs): they hold namespaces alive.
-  terminate(owned_processes(plan::owner_marker(lab), lab.empty()), kProcessGraceMs);
+  stop_daemons(lab);
   // The journal first: it also names what no marker can (a namespace file made but never
   // mounted, a hosts file not yet written when a crash came).
   for (const auto& l : list_labs()) {

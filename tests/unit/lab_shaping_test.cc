@@ -1,5 +1,5 @@
-// lab_shaping: which link directions get a qdisc, which a delay stage queue, and where the
-// stage's rule sits (ingress, or egress when the receiving port is a bridge port).
+// plan/shaping.h add_shaping: which link directions get a qdisc, which a delay stage queue, and
+// where the stage's rule sits (ingress, or egress when the receiving port is a bridge port).
 #include <gtest/gtest.h>
 
 #include <fstream>
