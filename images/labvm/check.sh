@@ -104,7 +104,10 @@ tail -5 /tmp/kill.txt
 
 # The RdmaComm unit tests that need a device (they skip on a host without one): one rxe device
 # on a veth in this namespace; the ranks are threads that reach each other through its address.
-if [ -x ./unit_tests ]; then
+# scripts/labvm check always copies unit_tests in; its absence is a failed check, never a skip.
+if [ ! -x ./unit_tests ]; then
+  bad "RdmaVerbs unit tests: no ./unit_tests in the guest (scripts/labvm check copies it from the build)"
+else
   step "unit tests over a real rxe device (RdmaVerbs.*)"
   ip link add tbuva type veth peer name tbuvb
   ip addr add 198.18.250.1/24 dev tbuva

@@ -3,13 +3,17 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace tb::e2e {
 
@@ -82,6 +86,65 @@ inline nlohmann::json status_json(const std::string& lab) {
   if (r.rc != 0) return {};
   return nlohmann::json::parse(r.out, nullptr, false);
 }
+
+// A testbedctl running in the background as this test's own child: its pid is kept, and the
+// destructor interrupts it (SIGINT, as Ctrl-C would), waits up to 10 s, then SIGKILLs and
+// reaps it, so none outlives the test however the test ends. Output goes to `out`.
+class Background {
+ public:
+  Background(const std::string& args, const std::string& out = "/dev/null",
+             const std::string& env = "") {
+    std::vector<std::string> words{TB_TESTBEDCTL};
+    std::istringstream in(args);
+    for (std::string w; in >> w;) words.push_back(w);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      if (!env.empty()) ::putenv(const_cast<char*>(env.c_str()));
+      if (!::freopen(out.c_str(), "w", stdout)) ::_exit(126);
+      ::dup2(::fileno(stdout), 2);
+      std::vector<char*> argv;
+      for (auto& w : words) argv.push_back(w.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+  ~Background() {
+    if (pid_ <= 0 || done_) return;
+    ::kill(pid_, SIGINT);
+    if (wait(10) < 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  // The exit code (128 + signal when killed), or -1 while it still runs after `seconds`: a
+  // bound on a hang, not a timing claim.
+  int wait(int seconds = 30) {
+    for (int i = 0; i < seconds * 20 && !done_; ++i) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        done_ = true;
+        rc_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        break;
+      }
+      ::usleep(50'000);
+    }
+    return done_ ? rc_ : -1;
+  }
+  // Ctrl-C, as a user at the terminal would; returns the exit code.
+  int interrupt(int seconds = 30) {
+    if (!done_) ::kill(pid_, SIGINT);
+    return wait(seconds);
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool done_ = false;
+  int rc_ = -1;
+};
 
 }  // namespace tb::e2e
 

@@ -243,6 +243,11 @@ TEST(Lab, KillDashNineDuringUpThenCleanLeavesNothing) {
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
+  // The kill landed while up was still working (it did not exit on its own first), with part of
+  // the lab built: the leftovers clean must find.
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      << "up ended before the kill; use a larger lab";
+  EXPECT_GE(marked_netns(g.lab()).size(), 30u);
   CmdResult clean = testbedctl("clean " + g.lab());
   EXPECT_EQ(clean.rc, 0) << clean.out;
   EXPECT_TRUE(marked_netns(g.lab()).empty());
@@ -278,6 +283,30 @@ TEST(Lab, UpRacingCleanAllEndsWholeOrGoneNeverHalfBuilt) {
   }
 }
 
+// Two ups of different labs at once: each takes only its own lab's lock, so both build whole,
+// side by side, and each down takes only its own.
+TEST(Lab, TwoUpsOfDifferentLabsAtOnceBothComeUpWhole) {
+  TB_REQUIRE_ROOT();
+  LabGuard a(unique_lab("ua")), b(unique_lab("ub"));
+  pid_t pa = start_up_and_wait(scenario("hz-bj.toml"), a.lab(), 1);
+  pid_t pb = start_up_and_wait(scenario("mini.toml"), b.lab(), 0);
+  int sa = 0, sb = 0;
+  ::waitpid(pa, &sa, 0);
+  ::waitpid(pb, &sb, 0);
+  ASSERT_TRUE(WIFEXITED(sa) && WIFEXITED(sb));
+  EXPECT_EQ(WEXITSTATUS(sa), 0);
+  EXPECT_EQ(WEXITSTATUS(sb), 0);
+  EXPECT_EQ(marked_netns(a.lab()).size(), 43u);  // hz-bj's namespaces
+  EXPECT_EQ(marked_netns(b.lab()).size(), 9u);   // mini's: 4 GPUs, 2 servers, ToR, VPC, router
+  EXPECT_EQ(status_json(a.lab())["phase"], "up");
+  EXPECT_EQ(status_json(b.lab())["phase"], "up");
+  EXPECT_EQ(testbedctl("down " + b.lab()).rc, 0);
+  EXPECT_TRUE(marked_netns(b.lab()).empty());
+  EXPECT_EQ(marked_netns(a.lab()).size(), 43u) << "down of one lab touched the other";
+  EXPECT_EQ(testbedctl("down " + a.lab()).rc, 0);
+  EXPECT_TRUE(marked_netns(a.lab()).empty());
+}
+
 TEST(Lab, SigtermDuringUpRollsBack) {
   TB_REQUIRE_ROOT();
   LabGuard g(unique_lab("et"));
@@ -309,7 +338,9 @@ TEST(Lab, NotRootIsExitTwo) {
     CmdResult r =
         sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + copy.string() + " " + verb);
     EXPECT_EQ(r.rc, 2) << verb << ": " << r.out;
-    if (!verb.starts_with("exec")) EXPECT_NE(r.out.find("root"), std::string::npos) << r.out;
+    if (!verb.starts_with("exec")) {
+      EXPECT_NE(r.out.find("root"), std::string::npos) << r.out;
+    }
   }
   std::filesystem::remove(copy);
   std::filesystem::remove(scen);

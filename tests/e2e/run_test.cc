@@ -78,6 +78,25 @@ for = "800ms"
   std::unique_ptr<LabGuard> guard_;
 };
 
+// How long fault `f` was in force by its own timestamps (fault_inject's and fault_revert's
+// effective_ns, in the summary): what a measured outage is judged against, so the judgement
+// does not depend on how late a loaded machine ran the schedule.
+double window_ms(const nlohmann::json& f) {
+  return (f["revert_ns"].get<int64_t>() - f["inject_ns"].get<int64_t>()) / 1e6;
+}
+// An outage seen by the probes matches the fault's window: it cannot look shorter than the
+// window by more than two probe intervals (5 ms each: experiment.h probe_interval_us), and it
+// ends with the first probe through after the revert: the revert's other direction (an nft
+// rule, ~20 ms to commit: fault.cc), a WAN round trip (~60 ms on hz-bj), and the prober's wait
+// for a CPU on a loaded machine; 250 ms covers all of them with room, and is far below the
+// window itself, so an outage that ignored the fault could not pass.
+void expect_outage_matches_window(const nlohmann::json& f) {
+  ASSERT_FALSE(f["outage_ms"].is_null()) << f.dump(1);
+  const double outage = f["outage_ms"].get<double>(), window = window_ms(f);
+  EXPECT_GE(outage, window - 10) << f.dump(1);
+  EXPECT_LE(outage, window + 250) << f.dump(1);
+}
+
 TEST_F(Run, MeasuresRecoveryAndHoldsItsExpectations) {
   auto r = run(scenario_with("max_stall_ms = 10000\nmax_recovery_ms = 5000"));
   EXPECT_EQ(r.rc, 0) << r.out;
@@ -89,15 +108,19 @@ TEST_F(Run, MeasuresRecoveryAndHoldsItsExpectations) {
   EXPECT_EQ(s["workload_wrong"], 0);
   const auto& faults = s["recovery"]["faults"];
   ASSERT_EQ(faults.size(), 2u);
-  // The blackhole: nothing reacts, the probed path is dark for about its 800 ms.
+  // The blackhole: nothing reacts, the probed path is dark for as long as the fault held.
   EXPECT_TRUE(faults[0]["detection_ms"].is_null());
-  EXPECT_NEAR(faults[0]["outage_ms"].get<double>(), 800, 150);
-  // The ring crosses that rail and nothing reroutes it: the stall lasts until the repair.
-  EXPECT_GT(faults[0]["stall_ms"].get<double>(), 700) << faults[0].dump(1);
-  // The link-down: both ends see carrier go at once.
+  expect_outage_matches_window(faults[0]);
+  // The ring crosses that rail and nothing reroutes it: the stall lasts until the repair (no
+  // iteration completes inside the window, so the stall is at least the window less one
+  // iteration's tail, which on mini is under 100 ms).
+  EXPECT_GT(faults[0]["stall_ms"].get<double>(), window_ms(faults[0]) - 100) << faults[0].dump(1);
+  // The link-down: both ends see carrier go at once. The kernel's carrier notification reaches
+  // the lab's monitor in microseconds; 100 ms is the monitor's wait for a CPU with every core
+  // busy (CFS latency, tens of ms) with room. How fast it really is: scripts/bench-recovery.
   ASSERT_FALSE(faults[1]["detection_ms"].is_null());
-  EXPECT_LT(faults[1]["detection_ms"].get<double>(), 50);
-  EXPECT_NEAR(faults[1]["outage_ms"].get<double>(), 800, 150);
+  EXPECT_LT(faults[1]["detection_ms"].get<double>(), 100);
+  expect_outage_matches_window(faults[1]);
   auto ev = events();
   for (std::string want : {"run_start", "fault_inject", "fault_revert", "blackhole_on",
                            "carrier_down", "carrier_up", "probe_outage", "iteration"})
@@ -131,7 +154,8 @@ TEST_F(Run, ResilientWorkloadRestartsAfterARankIsKilledAndTheStallIsMeasured) {
   EXPECT_EQ(s["workload_restarts"], 1);
   const auto& f = s["recovery"]["faults"][0];
   EXPECT_GT(f["stall_ms"].get<double>(), 0) << f.dump(1);
-  EXPECT_LT(f["stall_ms"].get<double>(), 5000) << f.dump(1);  // restarted, not timed out
+  // Restarted, not timed out: a stall that waited out --timeout 5 would be at least 5000 ms.
+  EXPECT_LT(f["stall_ms"].get<double>(), 5000) << f.dump(1);
   auto ev = events();
   EXPECT_NE(std::find(ev.begin(), ev.end(), "workload_restart"), ev.end());
   // Without --resilient the same kill ends the workload, and the run says which rank.
@@ -194,7 +218,9 @@ TEST_F(Run, TheFailoverAgentReroutesAGrayWanFailureWithinItsDetectionWindow) {
   auto s = summary();
   ASSERT_FALSE(s.is_null()) << r.out;
   const auto& f = s["recovery"]["faults"][0];
-  // 3 missed hellos at 10 ms: detection within the window (plus scheduling slack).
+  // 3 missed hellos at 10 ms: detection within that 30 ms window plus the agent's wait for a CPU
+  // on a loaded machine (tens of ms); 100 ms is both with room. The outage bound is the
+  // scenario's own max_recovery_ms (500), which the run's [expect] also checks.
   ASSERT_FALSE(f["detection_ms"].is_null()) << f.dump(1);
   EXPECT_LT(f["detection_ms"].get<double>(), 100) << f.dump(1);
   EXPECT_LT(f["outage_ms"].get<double>(), 500) << f.dump(1);
@@ -222,7 +248,10 @@ TEST_F(Run, BfdAndBgpRerouteAGrayWanFailureWithinTheDetectionWindow) {
   ASSERT_FALSE(s.is_null()) << r.out;
   const auto& f = s["recovery"]["faults"][0];
   // BFD 3 x 50 ms = 150 ms after the last hello heard (which can still be 25 ms on the WAN),
-  // then BGP withdraws and zebra installs the VPN route.
+  // then BGP withdraws and zebra installs the VPN route. The lower bound is the BFD window less
+  // one hello interval (a hello can be due just after the fault); the upper one adds BGP's and
+  // zebra's route change and their wait for a CPU on a loaded machine (research/collectives.md:
+  // FRR/BFD timings); outage: the scenario's max_recovery_ms-sized 1 s.
   ASSERT_FALSE(f["detection_ms"].is_null()) << f.dump(1);
   EXPECT_GE(f["detection_ms"].get<double>(), 100) << f.dump(1);
   EXPECT_LE(f["detection_ms"].get<double>(), 450) << f.dump(1);
@@ -242,7 +271,8 @@ TEST_F(Run, WithoutFailoverAGrayWanFailureLastsUntilRepaired) {
   ASSERT_FALSE(s.is_null()) << r.out;
   const auto& f = s["recovery"]["faults"][0];
   EXPECT_TRUE(f["detection_ms"].is_null()) << f.dump(1);
-  EXPECT_NEAR(f["outage_ms"].get<double>(), 2000, 300) << f.dump(1);
+  expect_outage_matches_window(f);
+  EXPECT_GE(window_ms(f), 2000) << "the fault's for = \"2s\" held less";
 }
 
 }  // namespace

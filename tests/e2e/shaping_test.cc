@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "core/process.h"
@@ -17,7 +18,12 @@ double ping_avg_ms(const std::string& lab, const std::string& from, const std::s
   // the receiving namespace's own ingress, so plain ping would not see that delay.
   CmdResult r = testbedctl("exec " + lab + " " + from + " -- ping -U -c 5 -i 0.2 -q " + to);
   auto at = r.out.find("= ");
-  if (r.rc != 0 || at == std::string::npos) return -1;
+  if (r.rc != 0 || at == std::string::npos) {
+    // No reply at all: NaN fails every comparison a caller makes (below X and above Y alike),
+    // so a link that carries nothing can never pass for a fast or a delayed one.
+    ADD_FAILURE() << "ping " << from << " -> " << to << " got no reply: " << r.out;
+    return std::numeric_limits<double>::quiet_NaN();
+  }
   auto slash = r.out.find('/', at);
   return std::stod(r.out.substr(slash + 1));  // min/AVG/max/mdev
 }

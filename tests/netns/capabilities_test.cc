@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -85,7 +86,21 @@ TEST_F(CapabilitiesNetns, TheDevKernelsKnownFacts) {
   EXPECT_EQ(b.transport, "tcp");
 }
 
-// Every kernel-object probe agrees with the kernel's build config: =y available, unset absent.
+// The module a capability lives in when its symbol is =m (the kernel's Makefiles: net/sched/
+// sch_*.o, drivers/net/*.o, drivers/infiniband/...).
+std::string module_of(const std::string& cap) {
+  static const std::map<std::string, std::string> module = {
+      {"ingress", "sch_ingress"}, {"clsact", "sch_ingress"},
+      {"htb", "sch_htb"},         {"tbf", "sch_tbf"},
+      {"netem", "sch_netem"},     {"fq_codel", "sch_fq_codel"},
+      {"prio", "sch_prio"},       {"rdma_netlink", "ib_core"},
+      {"rdma_rxe", "rdma_rxe"},   {"multipath", "(built in only)"}};
+  auto it = module.find(cap);
+  return it == module.end() ? cap : it->second;
+}
+
+// Every kernel-object probe agrees with the kernel's build config: =y available, unset absent,
+// =m available exactly when the probe left the module loaded.
 TEST_F(CapabilitiesNetns, MatchesKernelConfig) {
   std::string config = run("zcat /proc/config.gz 2>/dev/null");
   if (config.empty()) GTEST_SKIP() << "no /proc/config.gz to compare with";
@@ -110,7 +125,15 @@ TEST_F(CapabilitiesNetns, MatchesKernelConfig) {
   for (const auto& [name, sym] : symbol) {
     bool y = config.find("\nCONFIG_" + sym + "=y\n") != std::string::npos;
     bool m = config.find("\nCONFIG_" + sym + "=m\n") != std::string::npos;
-    if (m) continue;  // a module may or may not load; the probe is the judge
+    if (m) {
+      // A module: the probe asked the kernel for the object, which loads the module on demand
+      // (request_module), so after check_all() "available" must agree with "loaded".
+      const bool loaded = std::filesystem::exists("/sys/module/" + module_of(name));
+      EXPECT_EQ(caps[name].available, loaded)
+          << name << " (CONFIG_" << sym << "=m, module " << module_of(name)
+          << (loaded ? " loaded" : " not loaded") << "): " << caps[name].detail;
+      continue;
+    }
     EXPECT_EQ(caps[name].available, y) << name << " vs CONFIG_" << sym << ": " << caps[name].detail;
   }
 }

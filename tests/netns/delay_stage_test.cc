@@ -215,6 +215,8 @@ TEST_F(DelayStageTest, DelaysReconfiguresAndCounts) {
   EXPECT_EQ(q["bytes"], packets * 84);
   EXPECT_EQ(q["held"], 0);
   EXPECT_GE(q["held_max"], 1);
+  // The stage's own lateness (its timestamps, not ping's): its timer accuracy is 0.15-0.25 ms
+  // (research/limits.md 2); 2 ms is a scheduler slice on a loaded machine with room.
   EXPECT_LT(q["late_mean_us"].get<double>(), 2000.0);
   EXPECT_EQ(q["drops_full"], 0);
   EXPECT_EQ(q["kernel_dropped"], 0);  // the queue is listed in /proc while bound

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 #include <thread>
 
@@ -123,8 +124,16 @@ TEST_F(ShapingTest, HtbChangesInPlaceThenALayoutChangeGraftsANewTree) {
 TEST_F(ShapingTest, NetemBackendAppliesWhereTheKernelHasNetemAndSaysSoWhereNot) {
   make_pair("nem");
   shaping::LinkShape s{Rate{100e6}, Duration{2 * kMs}, Duration{500'000}, 0.5, 1500};
+  // Whether this kernel has netem is asked of iproute2 (an oracle apart from the code under
+  // test): a netem qdisc that `tc` can add and delete on b's end.
+  const bool kernel_has_netem =
+      std::system(("tc -n " + b_ +
+                   " qdisc add dev e0 root netem delay 1ms >/dev/null 2>&1 && tc -n " + b_ +
+                   " qdisc del dev e0 root >/dev/null 2>&1")
+                      .c_str()) == 0;
   const std::string err = apply({SetShape{a_, "e0", s, "netem"}});
-  if (err.empty()) {
+  EXPECT_EQ(err.empty(), kernel_has_netem) << err;
+  if (kernel_has_netem) {
     const std::string tc = qdiscs();
     EXPECT_NE(tc.find("qdisc netem 2: root"), std::string::npos) << tc;
     EXPECT_NE(tc.find("qdisc tbf 20: parent 2:1"), std::string::npos) << tc;
@@ -187,6 +196,9 @@ TEST_F(ShapingTest, GoodputFollowsTheTbfRate) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(([\d.]+) Mbits/sec\s+receiver)"))) << out;
   const double mbit = std::stod(m[1]);
+  // iperf3's 3 s receiver figure, another tool than ours: TBF holds 20 Mbit within 1-3%
+  // (research/limits.md 3), but a 3 s TCP run includes its ramp and the burst; +-30% only
+  // separates "shaped at 20 Mbit" from unshaped (Gbit) or mis-scaled (2 or 200 Mbit).
   EXPECT_GT(mbit, 20 * 0.7) << out;
   EXPECT_LT(mbit, 20 * 1.3) << out;
 }

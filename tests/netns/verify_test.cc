@@ -62,7 +62,9 @@ class VerifyNetnsTest : public tb::testing::NetnsTest {
                                {TB_PROBE, "serve", "--port", std::to_string(port), "--seconds",
                                 "30", "--dev", dev, "--buffer", "1048576"},
                                owner_, work_ + "/serve-" + netns + ".log");
-    EXPECT_TRUE(s.has_value());
+    // A helper that returns a value cannot ASSERT; throwing fails the test (gtest catches it)
+    // and TearDown still removes the namespaces, where dereferencing an error would crash.
+    if (!s) throw std::runtime_error("probe serve did not start: " + s.error().message);
     EXPECT_TRUE(s->wait_for_line("\"ready\"", 3000, stop_).has_value()) << s->log();
     return std::move(*s);
   }
@@ -71,7 +73,7 @@ class VerifyNetnsTest : public tb::testing::NetnsTest {
     std::vector<std::string> argv{TB_PROBE};
     argv.insert(argv.end(), args.begin(), args.end());
     auto c = ProbeChild::start(a_, argv, owner_, work_ + "/client.log");
-    EXPECT_TRUE(c.has_value());
+    if (!c) throw std::runtime_error("probe client did not start: " + c.error().message);
     auto rc = c->wait(30'000, stop_);
     EXPECT_TRUE(rc.has_value());
     EXPECT_EQ(rc.value_or(-1), 0) << c->log();
@@ -110,6 +112,9 @@ TEST_F(VerifyNetnsTest, TbfShapedVethGoodputRttAndCounts) {
     EXPECT_TRUE(gp["confirmed"].get<bool>()) << gp.dump();
     EXPECT_EQ(gp["mss"], 1448);
     const double ideal = 100e6 * tcp_payload_ratio(1500);
+    // HTB at 100 Mbit holds its rate within 1-3% (research/limits.md 3); 10% leaves room for
+    // TCP's ramp inside the 3 s and a loaded machine, and is far from what an unshaped veth
+    // (several Gbit) or a halved rate would give.
     EXPECT_NEAR(gp["goodput_bps"].get<double>(), ideal, 0.10 * ideal) << gp.dump();
     EXPECT_GT(gp["receiver"]["measured_seconds"].get<double>(), 2.0);
   }
