@@ -1,11 +1,16 @@
 #include "core/error.h"
 
+#include <cerrno>
 #include <cstring>
 
 namespace tb {
 
 std::unexpected<Error> sys_fail(const std::string& what, int e) {
-  return std::unexpected(Error{what + ": " + std::strerror(e), e, kExitFailed});
+  // A read-only or full file system is the host's environment, not a failed check: exit 2,
+  // like every other "this machine cannot" (no root, a missing program).
+  const bool environment = e == EROFS || e == ENOSPC || e == EDQUOT;
+  return std::unexpected(
+      Error{what + ": " + std::strerror(e), e, environment ? kExitBadInput : kExitFailed});
 }
 
 void check_failed(const char* expr, const char* file, int line) {

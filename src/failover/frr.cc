@@ -45,12 +45,17 @@ std::string frr_bgpd_conf(const plan::Router& r) {
   return s;
 }
 
-Result<std::vector<runner::ChildSpec>> frr_children(const std::string& lab_dir,
-                                                    const plan::Router& r) {
+Status frr_installed() {
   for (const char* d : {"zebra", "bgpd", "bfdd"})
     if (::access((std::string(kFrrDir) + "/" + d).c_str(), X_OK) != 0)
       return bad_input("[failover] mode = \"bfd\" needs FRR's " + std::string(d) + " in " +
                        kFrrDir + " (Debian package frr; scripts/setup installs it)");
+  return {};
+}
+
+Result<std::vector<runner::ChildSpec>> frr_children(const std::string& lab_dir,
+                                                    const plan::Router& r) {
+  TB_TRY(frr_installed());
   const std::string dir = lab_dir + "/frr/" + r.netns;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

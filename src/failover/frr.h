@@ -19,6 +19,9 @@ inline constexpr const char* kFrrDir = "/usr/lib/frr";
 std::string frr_bgpd_conf(const plan::Router& r);
 std::string frr_bfdd_conf(const plan::Router& r);
 
+// zebra, bgpd and bfdd are executable in kFrrDir; else an exit-2 error naming the first missing.
+Status frr_installed();
+
 // Writes the configs under <lab_dir>/frr/<netns>/ and returns the three children (zebra first).
 // Exit-2 error when frr is not installed.
 Result<std::vector<runner::ChildSpec>> frr_children(const std::string& lab_dir,

@@ -27,24 +27,19 @@ std::string stage_stats_path(const std::string& lab, const std::string& netns) {
   return lab::lab_dir(lab) + "/stages/" + netns + ".stats.json";
 }
 
-std::string delayd_path() {
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    auto beside = self.parent_path() / "tb-delayd";
-    if (::access(beside.c_str(), X_OK) == 0) return beside;
-  }
-  return "/usr/local/bin/tb-delayd";
+Result<std::string> delayd_path() {
+  return find_companion("tb-delayd", "TESTBEDCTL_DELAYD");
 }
 
 namespace {
 
 constexpr int kDaemonGraceMs = 3000;  // SIGTERM, then SIGKILL (runner/supervisor.h)
 
-runner::ChildSpec stage_child(const std::string& lab, const plan::Stage& st) {
+runner::ChildSpec stage_child(const std::string& lab, const plan::Stage& st,
+                              const std::string& delayd) {
   return {"stage " + st.node,
           st.netns,
-          {delayd_path(), "--config", stage_config_path(lab, st.netns), "--stats",
+          {delayd, "--config", stage_config_path(lab, st.netns), "--stats",
            stage_stats_path(lab, st.netns)}};
 }
 
@@ -80,6 +75,23 @@ Status write_stage_config(const std::string& lab, const plan::Stage& st) {
   return {};
 }
 
+Status check_daemon_programs(const std::vector<plan::Daemon>& daemons) {
+  bool stage = false, probe = false, routers = false;
+  for (const auto& d : daemons) {
+    stage = stage || std::holds_alternative<plan::Stage>(d);
+    routers = routers || std::holds_alternative<plan::Router>(d);
+    probe = probe || std::holds_alternative<plan::Agent>(d) ||
+            std::holds_alternative<plan::FabricAgent>(d);
+  }
+  if (stage) TB_TRY(delayd_path());
+  if (probe) {
+    auto found = find_companion("tb-probe", "TESTBEDCTL_PROBE");
+    if (!found) return std::unexpected(found.error());
+  }
+  if (routers) TB_TRY(failover::frr_installed());
+  return {};
+}
+
 Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& daemons) {
   if (daemons.empty()) return {};
   const std::string dir = lab_dir(lab);
@@ -101,19 +113,18 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
         {name, netns, {*tb_probe, mode, "--config", conf, "--events", dir + "/events.jsonl"}});
     return {};
   };
-  bool delayd_checked = false, routers = false;
+  std::optional<std::string> delayd;
+  bool routers = false;
   std::vector<plan::Router> bgp;
   for (const auto& d : daemons) {
     if (const auto* st = std::get_if<plan::Stage>(&d)) {
-      if (!delayd_checked) {
-        const std::string delayd = delayd_path();
-        if (::access(delayd.c_str(), X_OK) != 0)
-          return sys_fail("the delay stage " + delayd +
-                          " is not installed (cmake --install puts it beside testbedctl)");
-        delayd_checked = true;
+      if (!delayd) {
+        auto found = delayd_path();
+        if (!found) return std::unexpected(found.error());
+        delayd = *found;
       }
       TB_TRY(write_stage_config(lab, *st));
-      specs.push_back(stage_child(lab, *st));
+      specs.push_back(stage_child(lab, *st, *delayd));
     } else if (const auto* a = std::get_if<plan::Agent>(&d)) {
       failover::AgentConfig c{a->node, a->port, a->interval_ns, a->misses, {}};
       for (const auto& p : a->paths) {
@@ -189,7 +200,9 @@ Status refresh_stage(const std::string& lab, const plan::Stage& st) {
     auto specs =
         j.is_discarded() ? Result<std::vector<runner::ChildSpec>>{} : runner::specs_from_json(j);
     if (!specs) return std::unexpected(specs.error());
-    specs->push_back(stage_child(lab, st));
+    auto delayd = delayd_path();
+    if (!delayd) return std::unexpected(delayd.error());
+    specs->push_back(stage_child(lab, st, *delayd));
     int sup = 0;
     std::ifstream(dir + "/supervisor.pid") >> sup;
     if (sup > 0 && ::kill(sup, 0) == 0) {

@@ -23,8 +23,14 @@ namespace tb::lab {
 std::string stage_config_path(const std::string& lab, const std::string& netns);
 std::string stage_stats_path(const std::string& lab, const std::string& netns);
 
-// The tb-delayd next to this executable, else the one on PATH.
-std::string delayd_path();
+// The tb-delayd next to this executable, else at $TESTBEDCTL_DELAYD, else on PATH (as every
+// companion program is found: core/process.h find_companion); exit 2 when there is none.
+Result<std::string> delayd_path();
+
+// Every program the daemons need is installed (tb-delayd, tb-probe, FRR's zebra/bgpd/bfdd), so
+// `up` can refuse before it builds anything: exit 2 naming the first one missing and where it
+// was looked for. No daemons: nothing to check.
+Status check_daemon_programs(const std::vector<plan::Daemon>& daemons);
 
 // Writes every daemon's config and starts the supervisor; succeeds once all of them run (with
 // routers, once BGP has every route). None: nothing to do.

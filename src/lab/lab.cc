@@ -124,6 +124,8 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path,
     return bad_input("lab \"" + lab + "\" has " + std::to_string(left->size()) +
                      " namespaces left over from an earlier run (e.g. " + left->front() +
                      "); run `testbedctl clean " + lab + "` first");
+  // A missing program is found before anything is built, not at the end of the build.
+  TB_TRY(check_daemon_programs(plan.all_daemons()));
   auto lock = LabLock::acquire(lab);
   if (!lock) return std::unexpected(lock.error());
 
@@ -131,7 +133,10 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path,
                  ::getpid(), plan.topo,     plan.shaping, plan.stages()};
   state.rdma = plan.rdma;
   state.rdma_why = plan.rdma_why;
-  TB_TRY(save_state(state));
+  if (auto saved = save_state(state); !saved) {
+    (void)remove_state(lab);  // the lab directory it may have made (a full disk, say)
+    return std::unexpected(saved.error());
+  }
   auto journal = Journal::create(journal_path(lab));
   if (!journal) {
     (void)remove_state(lab);

@@ -42,6 +42,12 @@ struct Plan {
   std::vector<Agent> agents() const { return daemons<Agent>(); }
   std::vector<Router> routers() const { return daemons<Router>(); }
   std::vector<FabricAgent> fabric() const { return daemons<FabricAgent>(); }
+  std::vector<Daemon> all_daemons() const {
+    std::vector<Daemon> out;
+    for (const auto& op : ops)
+      if (const auto* d = std::get_if<StartDaemon>(&op)) out.push_back(d->daemon);
+    return out;
+  }
 
  private:
   template <class T>
