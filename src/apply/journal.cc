@@ -5,12 +5,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/safe_file.h"
+
 namespace tb::apply {
 
 Result<Journal> Journal::create(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd) return sys_fail("create journal " + path);
-  return Journal(std::move(fd), path);
+  auto fd = open_file(path, O_WRONLY | O_CREAT | O_TRUNC);
+  if (!fd) return std::unexpected(with_context(fd.error(), "create journal"));
+  return Journal(std::move(*fd), path);
 }
 
 Result<std::vector<plan::Op>> Journal::read(const std::string& path) {
@@ -36,15 +38,7 @@ void Journal::append(const plan::Op& op) {
 }
 
 Status Journal::flush() {
-  size_t off = 0;
-  while (off < pending_.size()) {
-    ssize_t n = ::write(fd_.get(), pending_.data() + off, pending_.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return sys_fail("write journal " + path_);
-    }
-    off += static_cast<size_t>(n);
-  }
+  TB_TRY(write_all(fd_.get(), pending_, "journal " + path_));
   pending_.clear();
   return {};
 }

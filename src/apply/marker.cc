@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/safe_file.h"
 #include "core/unique_fd.h"
 
 namespace tb::apply {
@@ -14,28 +15,24 @@ namespace {
 // listens, so a name the hosts file lacks fails at once instead of sending DNS into the lab.
 constexpr const char* kResolvConf = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
 
-Status write_new_file(const std::string& path, const std::string& content) {
-  // O_EXCL: a file that is already there is not ours to overwrite.
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd && errno == EEXIST)
+Status write_new_file(const SafeDir& dir, const std::string& name, const std::string& content) {
+  const std::string path = dir.path() + "/" + name;
+  // O_EXCL: a file that is already there (a symlink included) is not ours to overwrite.
+  auto fd = dir.open(name, O_WRONLY | O_CREAT | O_EXCL);
+  if (!fd && fd.error().sys_errno == EEXIST)
     return sys_fail("write " + path +
-                    " (it exists and this lab did not make it; if an earlier "
-                    "run left it, `testbedctl clean` removes it when it carries our marker)");
-  if (!fd) return sys_fail("write " + path);
-  size_t off = 0;
-  while (off < content.size()) {
-    ssize_t n = ::write(fd.get(), content.data() + off, content.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sys_fail("write " + path);
-    off += static_cast<size_t>(n);
-  }
-  return {};
+                        " (it exists and this lab did not make it; if an earlier "
+                        "run left it, `testbedctl clean` removes it when it carries our marker)",
+                    EEXIST);
+  if (!fd) return std::unexpected(fd.error());
+  return write_all(fd->get(), content, path);
 }
 
 // Removes `path` when its first line is `marker_line`; anything else is left alone.
 Status remove_if_marked(const std::string& path, std::string_view marker_line) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return errno == ENOENT ? Status{} : sys_fail("remove " + path);
+  // O_NOFOLLOW: a symlink is not ours (we write regular files), so it is left alone.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return errno == ENOENT || errno == ELOOP ? Status{} : sys_fail("remove " + path);
   // One byte past the marker: the newline that must end the first line (or end of file).
   std::string head(marker_line.size() + 1, '\0');
   ssize_t n = ::read(fd.get(), head.data(), head.size());
@@ -50,12 +47,14 @@ Status remove_if_marked(const std::string& path, std::string_view marker_line) {
 
 Status write_hosts_file(const std::string& etc_netns, const std::string& netns,
                         const std::string& content) {
-  const std::string dir = etc_netns + "/" + netns;
-  if (mkdir(etc_netns.c_str(), 0755) < 0 && errno != EEXIST) return sys_fail("create " + etc_netns);
-  if (mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) return sys_fail("create " + dir);
-  TB_TRY(write_new_file(dir + "/hosts", content));
-  return write_new_file(dir + "/resolv.conf",
-                        std::string(first_line(content)) + "\n" + kResolvConf);
+  if (netns.empty() || netns.find('/') != std::string::npos || netns == "." || netns == "..")
+    return bad_input("write hosts file: \"" + netns + "\" is not a namespace name");
+  auto root = SafeDir::open_root(etc_netns);
+  if (!root) return std::unexpected(root.error());
+  auto dir = root->sub(netns);
+  if (!dir) return std::unexpected(dir.error());
+  TB_TRY(write_new_file(*dir, "hosts", content));
+  return write_new_file(*dir, "resolv.conf", std::string(first_line(content)) + "\n" + kResolvConf);
 }
 
 Status remove_hosts_file_if_ours(const std::string& etc_netns, const std::string& netns,

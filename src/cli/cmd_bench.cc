@@ -115,13 +115,14 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
       signals.flag());
   if (!res) return report(res.error());
   const auto res_json = report::bench_json(*res);
-  std::ofstream(res->results_dir + "/bench.json") << res_json.dump(1) << "\n";
+  if (auto w = write_file(res->results_dir + "/bench.json", res_json.dump(1) + "\n"); !w)
+    std::fprintf(stderr, "bench %s: %s\n", lab.c_str(), w.error().message.c_str());
   if (res->describe.empty()) std::cout << report::bench_header(*res);
   std::cout << report::bench_footer(*res) << std::flush;
   if (!f.json_path.empty()) {
-    std::ofstream out(f.json_path);
-    out << res_json.dump(1) << "\n";
-    if (!out) return report(Error{"--json: cannot write " + f.json_path, 0, kExitBadInput});
+    // The user's path: its directory as named, the file itself never a symlink (core/safe_file.h).
+    if (auto w = write_file(f.json_path, res_json.dump(1) + "\n"); !w)
+      return report(Error{"--json: " + w.error().message, w.error().sys_errno, kExitBadInput});
   }
   return res->ok() ? kExitOk : kExitFailed;
 }

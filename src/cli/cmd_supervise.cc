@@ -5,7 +5,6 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -49,8 +48,11 @@ int cmd_supervise(const std::string& lab) {
   sigemptyset(&hup.sa_mask);
   sigaction(SIGHUP, &hup, nullptr);
   // Its pid, for `link set` to send SIGHUP after adding a child to the spec.
-  std::ofstream(dir + "/supervisor.pid") << ::getpid() << "\n";
-  std::filesystem::create_directories(dir + "/logs");
+  auto lab_files = lab::open_lab_dir(lab);
+  if (!lab_files) return report(lab_files.error());
+  if (auto w = lab_files->write("supervisor.pid", std::to_string(::getpid()) + "\n"); !w)
+    return report(w.error());
+  if (auto logs = lab_files->sub("logs"); !logs) return report(logs.error());
   runner::SupervisorPaths paths{dir + "/supervisor.json", dir + "/events.jsonl", dir + "/logs"};
   auto r = runner::supervise(*specs, plan::owner_marker(lab), paths, g_stop, &g_reload, [&] {
     auto again = read_specs(dir);

@@ -7,19 +7,14 @@
 #include <sstream>
 #include <thread>
 
-#include "core/unique_fd.h"
+#include "core/safe_file.h"
 
 namespace tb::collective {
 
 Status FileStore::set(const std::string& key, const std::string& value) const {
-  const std::string path = dir_ + "/" + key;
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd) return sys_fail("store: create " + tmp);
-  if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size()))
-    return sys_fail("store: write " + tmp);
-  fd.reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return sys_fail("store: rename to " + path);
+  // A temporary file and rename (core/safe_file.h): a reader sees the whole value or none.
+  if (auto w = write_file(dir_ + "/" + key, value); !w)
+    return std::unexpected(with_context(w.error(), "store"));
   return {};
 }
 

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <ctime>
 
-#include "core/unique_fd.h"
+#include "core/safe_file.h"
 
 namespace tb {
 
@@ -22,9 +22,9 @@ Status append_event(const std::string& path, nlohmann::json event) {
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
   const std::string line = event.dump() + "\n";
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (!fd) return sys_fail("open event log " + path);
-  if (::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+  auto fd = open_file(path, O_WRONLY | O_CREAT | O_APPEND);
+  if (!fd) return std::unexpected(with_context(fd.error(), "event log"));
+  if (::write(fd->get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
     return sys_fail("append to event log " + path);
   return {};
 }

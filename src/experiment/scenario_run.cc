@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -20,7 +19,6 @@
 #include "workload/job.h"
 
 namespace tb::experiment {
-namespace fs = std::filesystem;
 namespace {
 
 std::vector<std::string> read_lines(const std::string& path) {
@@ -85,9 +83,10 @@ const scenario::Workload* pick_workload(const scenario::Scenario& s, const RunOp
 Status ScenarioRun::prepare() {
   id_ = run_id();
   res_.results_dir = launch::results_root() + "/" + st_.lab + "/" + id_;
-  std::error_code ec;
-  fs::create_directories(res_.results_dir + "/logs", ec);
-  if (ec) return fail("create " + res_.results_dir + ": " + ec.message());
+  auto dir = launch::open_results_dir(res_.results_dir);
+  if (!dir) return std::unexpected(with_context(dir.error(), "create results directory"));
+  if (auto logs = dir->sub("logs"); !logs)
+    return std::unexpected(with_context(logs.error(), "create results directory"));
   for (const auto& f : s_.faults) faults_.push_back(*fault::resolve(st_, f));  // check_run'd
   steps_ = fault::schedule(faults_);
   const int64_t last_step = steps_.empty() ? 0 : steps_.back().at_ns;
@@ -168,8 +167,10 @@ void ScenarioRun::collect() {
                    [](const nlohmann::json& a, const nlohmann::json& b) {
                      return a.value("t_mono_ns", int64_t{0}) < b.value("t_mono_ns", int64_t{0});
                    });
-  std::ofstream out(res_.results_dir + "/events.jsonl");
-  for (const auto& e : events_) out << e.dump() << "\n";
+  std::string text;
+  for (const auto& e : events_) text += e.dump() + "\n";
+  if (auto w = write_file(res_.results_dir + "/events.jsonl", text); !w)
+    res_.errors.push_back(w.error().message);
 }
 
 // The lab's events from a second before t0 to the end: control-plane reactions, and each
@@ -311,7 +312,8 @@ RunResult ScenarioRun::summarise() {
            " us on each faulted path; stall from the workload's iteration completions "
            "(first start / last end over ranks); link shaping: " +
            (st_.shaping.empty() ? "none" : st_.shaping)}};
-  std::ofstream(res_.results_dir + "/summary.json") << res_.summary.dump(1) << "\n";
+  if (auto w = write_file(res_.results_dir + "/summary.json", res_.summary.dump(1) + "\n"); !w)
+    res_.errors.push_back(w.error().message);
   return std::move(res_);
 }
 

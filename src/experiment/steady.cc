@@ -137,7 +137,9 @@ void SteadyWorkload::stop(int timeout_ms, std::vector<std::string>* errors) {
     stopping_ = true;
   }
   if (watcher_.joinable()) watcher_.join();
-  std::ofstream(workload::stop_path(job_)) << max_iteration() + 3 << "\n";
+  if (auto w = write_file(workload::stop_path(job_), std::to_string(max_iteration() + 3) + "\n");
+      !w && errors)
+    errors->push_back(w.error().message);
   if (group_) {
     const int64_t deadline = monotonic_ns() + int64_t{timeout_ms} * 1'000'000 + 5'000'000'000;
     while (!group_->all_exited() && monotonic_ns() < deadline) {

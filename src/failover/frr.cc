@@ -1,14 +1,13 @@
 #include "failover/frr.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "core/unique_fd.h"
@@ -50,17 +49,19 @@ Status frr_installed() {
     if (::access((std::string(kFrrDir) + "/" + d).c_str(), X_OK) != 0)
       return bad_input("[failover] mode = \"bfd\" needs FRR's " + std::string(d) + " in " +
                        kFrrDir + " (Debian package frr; scripts/setup installs it)");
+  if (!::getgrnam("frr"))
+    return bad_input(
+        "[failover] mode = \"bfd\" runs FRR's daemons as group frr, which this "
+        "host lacks (Debian package frr makes it; scripts/setup installs it)");
   return {};
 }
 
-Result<std::vector<runner::ChildSpec>> frr_children(const std::string& lab_dir,
-                                                    const plan::Router& r) {
+Result<std::vector<runner::ChildSpec>> frr_children(const SafeDir& lab_dir, const plan::Router& r) {
   TB_TRY(frr_installed());
-  const std::string dir = lab_dir + "/frr/" + r.netns;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return fail("create " + dir + ": " + ec.message());
-  ::chmod(dir.c_str(), 0777);  // the daemons run as user frr and put sockets and pids here
+  const group* frr = ::getgrnam("frr");
+  auto frr_dir = lab_dir.sub("frr/" + r.netns);
+  if (!frr_dir) return std::unexpected(frr_dir.error());
+  const std::string dir = frr_dir->path();
   const std::vector<std::pair<std::string, std::string>> confs = {
       {"zebra", "hostname " + r.node + "\n"},
       {"bfdd", frr_bfdd_conf(r)},
@@ -70,9 +71,8 @@ Result<std::vector<runner::ChildSpec>> frr_children(const std::string& lab_dir,
   // a BFD session bgpd asks for before bfdd is connected is dropped, and not asked for again.
   int delay_ms = 0;
   for (const auto& [d, text] : confs) {
+    TB_TRY(frr_dir->write(d + ".conf", text));
     const std::string conf = dir + "/" + d + ".conf";
-    std::ofstream(conf) << text;
-    ::chmod(conf.c_str(), 0644);
     out.push_back({d + " " + r.node,
                    r.netns,
                    {std::string(kFrrDir) + "/" + d, "-f", conf, "-i", dir + "/" + d + ".pid", "-z",
@@ -81,6 +81,8 @@ Result<std::vector<runner::ChildSpec>> frr_children(const std::string& lab_dir,
                    delay_ms});
     delay_ms += 1000;
   }
+  // The daemons run as user frr and put sockets and pids here: group frr may write, no one else.
+  TB_TRY(frr_dir->set_owner(::geteuid(), frr->gr_gid, 0770));
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/safe_file.h"
 #include "plan/plan.h"
 #include "runner/supervisor.h"
 
@@ -19,13 +20,14 @@ inline constexpr const char* kFrrDir = "/usr/lib/frr";
 std::string frr_bgpd_conf(const plan::Router& r);
 std::string frr_bfdd_conf(const plan::Router& r);
 
-// zebra, bgpd and bfdd are executable in kFrrDir; else an exit-2 error naming the first missing.
+// zebra, bgpd and bfdd are executable in kFrrDir and group frr exists; else an exit-2 error
+// naming what is missing.
 Status frr_installed();
 
-// Writes the configs under <lab_dir>/frr/<netns>/ and returns the three children (zebra first).
-// Exit-2 error when frr is not installed.
-Result<std::vector<runner::ChildSpec>> frr_children(const std::string& lab_dir,
-                                                    const plan::Router& r);
+// Writes the configs under <lab_dir>/frr/<netns>/ (0644) and returns the three children (zebra
+// first). That directory is root:frr 0770: the daemons, as user frr, put their sockets and pid
+// files there; no other user can write it. Exit-2 error when frr is not installed.
+Result<std::vector<runner::ChildSpec>> frr_children(const SafeDir& lab_dir, const plan::Router& r);
 
 // Waits until every router has a route to every network its neighbors announce (BGP up),
 // bounded by `timeout_ms`.

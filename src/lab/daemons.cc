@@ -63,16 +63,11 @@ bool serves_all(const std::string& lab, const plan::Stage& st) {
 Status write_stage_config(const std::string& lab, const plan::Stage& st) {
   std::vector<stage::QueueSpec> queues;
   for (const auto& q : st.queues) queues.push_back({q.queue, q.delay, q.jitter, q.maxlen});
-  const std::string conf = stage_config_path(lab, st.netns);
-  {
-    std::ofstream out(conf + ".tmp", std::ios::trunc);
-    out << stage::to_config(queues);
-    if (!out) return fail("write " + conf + ".tmp");
-  }
-  std::error_code ec;
-  std::filesystem::rename(conf + ".tmp", conf, ec);
-  if (ec) return fail("rename " + conf + ".tmp: " + ec.message());
-  return {};
+  auto dir = open_lab_dir(lab);
+  if (!dir) return std::unexpected(dir.error());
+  auto stages = dir->sub("stages");
+  if (!stages) return std::unexpected(stages.error());
+  return stages->write(st.netns + ".conf", stage::to_config(queues));
 }
 
 Status check_daemon_programs(const std::vector<plan::Daemon>& daemons) {
@@ -94,21 +89,23 @@ Status check_daemon_programs(const std::vector<plan::Daemon>& daemons) {
 
 Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& daemons) {
   if (daemons.empty()) return {};
-  const std::string dir = lab_dir(lab);
-  std::error_code ec;
-  std::filesystem::create_directories(dir + "/stages", ec);
-  if (ec) return fail("create " + dir + "/stages: " + ec.message());
+  auto lab_files = open_lab_dir(lab);
+  if (!lab_files) return std::unexpected(lab_files.error());
+  auto stages = lab_files->sub("stages");
+  if (!stages) return std::unexpected(stages.error());
+  const std::string dir = lab_files->path();
   std::vector<runner::ChildSpec> specs;
   std::optional<std::string> tb_probe;
   // A tb-probe daemon: its JSON config under stages/, the lab's events.jsonl.
   auto probe_child = [&](const std::string& name, const std::string& netns, const char* mode,
-                         const std::string& conf, const nlohmann::json& config) -> Status {
+                         const std::string& conf_name, const nlohmann::json& config) -> Status {
     if (!tb_probe) {
       auto found = find_companion("tb-probe", "TESTBEDCTL_PROBE");
       if (!found) return std::unexpected(found.error());
       tb_probe = *found;
     }
-    std::ofstream(conf) << config.dump(1) << "\n";
+    TB_TRY(stages->write(conf_name, config.dump(1) + "\n"));
+    const std::string conf = stages->path() + "/" + conf_name;
     specs.push_back(
         {name, netns, {*tb_probe, mode, "--config", conf, "--events", dir + "/events.jsonl"}});
     return {};
@@ -132,8 +129,8 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
         for (const auto& dst : p.dsts) ap.dsts.push_back(dst.to_string());
         c.paths.push_back(ap);
       }
-      TB_TRY(probe_child("agent " + a->node, a->netns, "agent",
-                         dir + "/stages/agent-" + a->netns + ".json", failover::to_json(c)));
+      TB_TRY(probe_child("agent " + a->node, a->netns, "agent", "agent-" + a->netns + ".json",
+                         failover::to_json(c)));
     } else if (const auto* f = std::get_if<plan::FabricAgent>(&d)) {
       failover::FabricConfig c{f->region, f->spine_nodes, f->spine_netns, {}, {}};
       for (const auto& t : f->tors) c.tors.push_back({t.node, t.netns, t.spine_port, t.addr});
@@ -142,10 +139,10 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
         for (const auto& p : g.ports) gpu.ports.push_back({p.tor, p.port});
         c.gpus.push_back(std::move(gpu));
       }
-      TB_TRY(probe_child("fabric " + f->region, f->netns, "fabric",
-                         dir + "/stages/fabric-" + f->region + ".json", failover::to_json(c)));
+      TB_TRY(probe_child("fabric " + f->region, f->netns, "fabric", "fabric-" + f->region + ".json",
+                         failover::to_json(c)));
     } else if (const auto* r = std::get_if<plan::Router>(&d)) {
-      auto kids = failover::frr_children(dir, *r);
+      auto kids = failover::frr_children(*lab_files, *r);
       if (!kids) return std::unexpected(kids.error());
       specs.insert(specs.end(), kids->begin(), kids->end());
       bgp.push_back(*r);
@@ -184,9 +181,9 @@ Status LabKernel::undo(const plan::Op& op) {
 }
 
 Status refresh_stage(const std::string& lab, const plan::Stage& st) {
-  const std::string dir = lab::lab_dir(lab);
-  std::error_code ec;
-  std::filesystem::create_directories(dir + "/stages", ec);
+  auto lab_files = open_lab_dir(lab);
+  if (!lab_files) return std::unexpected(lab_files.error());
+  const std::string dir = lab_files->path();
   TB_TRY(write_stage_config(lab, st));
   std::ifstream status_in(dir + "/supervisor.json");
   int pid = 0;
@@ -206,11 +203,8 @@ Status refresh_stage(const std::string& lab, const plan::Stage& st) {
     int sup = 0;
     std::ifstream(dir + "/supervisor.pid") >> sup;
     if (sup > 0 && ::kill(sup, 0) == 0) {
-      {
-        std::ofstream out(dir + "/supervisor-spec.json.tmp", std::ios::trunc);
-        out << runner::specs_to_json(*specs).dump(1) << "\n";
-      }
-      std::filesystem::rename(dir + "/supervisor-spec.json.tmp", dir + "/supervisor-spec.json");
+      TB_TRY(
+          lab_files->write("supervisor-spec.json", runner::specs_to_json(*specs).dump(1) + "\n"));
       if (::kill(sup, SIGHUP) != 0) return sys_fail("reload the lab supervisor");
     } else {
       TB_TRY(runner::start_supervisor(lab, dir, plan::owner_marker(lab), *specs));

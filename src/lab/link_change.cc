@@ -1,6 +1,5 @@
 #include "lab/link_change.h"
 
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -86,16 +85,9 @@ Status save_link_overrides(const std::string& lab,
               {"jitter_ns", f.jitter.ns},
               {"loss_pct", f.loss_pct},
               {"mtu", f.mtu}};
-  const std::string path = lab_dir(lab) + "/links.json", tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(1) << "\n";
-    if (!out) return fail("write " + tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return fail("rename " + tmp + ": " + ec.message());
-  return {};
+  auto dir = open_lab_dir(lab);
+  if (!dir) return std::unexpected(dir.error());
+  return dir->write("links.json", j.dump(1) + "\n");
 }
 
 }  // namespace tb::lab

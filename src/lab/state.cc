@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/safe_file.h"
+
 namespace tb::lab {
 using apply::RxeDevice;
 
@@ -22,6 +24,14 @@ std::string lab_dir(const std::string& lab) {
 }
 std::string journal_path(const std::string& lab) {
   return lab_dir(lab) + "/journal.jsonl";
+}
+
+Result<SafeDir> open_lab_dir(const std::string& lab) {
+  if (lab.empty() || lab.find('/') != std::string::npos)
+    return bad_input("\"" + lab + "\" is not a lab name");
+  auto root = SafeDir::open_root(run_root());
+  if (!root) return std::unexpected(root.error());
+  return root->sub(lab);
 }
 
 std::vector<std::string> list_labs() {
@@ -62,9 +72,8 @@ Result<LabState> load_state(const std::string& lab) {
 }
 
 Status save_state(const LabState& s) {
-  std::error_code ec;
-  fs::create_directories(lab_dir(s.lab), ec);
-  if (ec) return fail("create " + lab_dir(s.lab) + ": " + ec.message());
+  auto dir = open_lab_dir(s.lab);
+  if (!dir) return std::unexpected(dir.error());
   nlohmann::json j = {{"lab", s.lab},        {"scenario", s.scenario},
                       {"phase", s.phase},    {"created_unix", s.created_unix},
                       {"pid", s.pid},        {"topology", plan::to_json(s.topo)},
@@ -83,15 +92,7 @@ Status save_state(const LabState& s) {
                    {"gid_index", d.gid_index},
                    {"gid", d.gid}});
   j["rxe"] = rxe;
-  const std::string path = lab_dir(s.lab) + "/state.json", tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(1) << "\n";
-    if (!out) return fail("write " + tmp);
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) return fail("rename " + tmp + ": " + ec.message());
-  return {};
+  return dir->write("state.json", j.dump(1) + "\n");
 }
 
 Status remove_state(const std::string& lab) {
@@ -102,12 +103,12 @@ Status remove_state(const std::string& lab) {
 }
 
 Result<LabLock> LabLock::acquire(const std::string& lab) {
-  std::error_code ec;
-  fs::create_directories(lab_dir(lab), ec);
-  if (ec) return fail("create " + lab_dir(lab) + ": " + ec.message());
-  const std::string path = lab_dir(lab) + "/lock";
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (!fd) return sys_fail("open " + path);
+  auto dir = open_lab_dir(lab);
+  if (!dir) return std::unexpected(dir.error());
+  const std::string path = dir->path() + "/lock";
+  auto opened = dir->open("lock", O_RDWR | O_CREAT);
+  if (!opened) return std::unexpected(opened.error());
+  UniqueFd fd = std::move(*opened);
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK)
       return fail("lab \"" + lab + "\" is being changed by another testbedctl (lock " + path + ")",

@@ -11,6 +11,7 @@
 
 #include "apply/rxe.h"
 #include "core/error.h"
+#include "core/safe_file.h"
 #include "core/unique_fd.h"
 #include "plan/plan.h"
 
@@ -35,6 +36,9 @@ struct LabState {
 std::string run_root();
 std::string lab_dir(const std::string& lab);
 std::string journal_path(const std::string& lab);
+// The lab's directory, made where missing (core/safe_file.h: the run root walked as a root,
+// the lab's directory below it never a symlink); every file of the lab is written through it.
+Result<SafeDir> open_lab_dir(const std::string& lab);
 
 // Labs with a state directory.
 std::vector<std::string> list_labs();

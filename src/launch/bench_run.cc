@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -28,7 +27,6 @@ using workload::BenchRow;
 using workload::BenchSpec;
 using workload::Job;
 
-namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -72,6 +70,14 @@ struct RowFeed {
 std::string results_root() {
   const char* env = std::getenv("TESTBEDCTL_RESULTS_DIR");
   return env && *env ? env : "/var/lib/testbedctl/results";
+}
+
+Result<SafeDir> open_results_dir(const std::string& dir) {
+  const std::string root = results_root();
+  auto top = SafeDir::open_root(root);
+  if (!top) return std::unexpected(top.error());
+  if (!dir.starts_with(root + "/")) return SafeDir::open_root(dir);  // not ours to split
+  return top->sub(dir.substr(root.size() + 1));
 }
 
 Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
@@ -147,16 +153,14 @@ Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
 }
 
 Result<launch::RankGroup> start_ranks(const Job& job, const std::string& tb_rank) {
-  std::error_code ec;
-  fs::create_directories(job.store_dir, ec);
-  if (ec) return fail("create results directory " + job.store_dir + ": " + ec.message());
-  fs::create_directories(job.results_dir + "/logs", ec);
+  auto dir = open_results_dir(job.results_dir);
+  if (!dir) return std::unexpected(with_context(dir.error(), "create results directory"));
+  if (auto logs = dir->sub("logs"); !logs)
+    return std::unexpected(with_context(logs.error(), "create results directory"));
+  if (auto store = open_results_dir(job.store_dir); !store)
+    return std::unexpected(with_context(store.error(), "create rendezvous store"));
+  TB_TRY(dir->write("job.json", to_json(job).dump(1) + "\n"));
   const std::string job_path = job.results_dir + "/job.json";
-  {
-    std::ofstream out(job_path);
-    out << to_json(job).dump(1) << "\n";
-    if (!out) return fail("write " + job_path);
-  }
   std::vector<launch::RankProc> procs;
   for (size_t r = 0; r < job.ranks.size(); ++r)
     procs.push_back({job.ranks[r].netns,

@@ -30,6 +30,10 @@ struct BenchOptions {
 };
 
 std::string results_root();
+// `dir`, a results directory below results_root() (<root>/<lab>/<run id>[/workload]), made
+// where missing: the root walked as a root, every directory below it never a symlink, owned by
+// root or this user and writable by no one else (core/safe_file.h).
+Result<SafeDir> open_results_dir(const std::string& dir);
 
 // Checks the options (the transport's ranges, what Gloo cannot do, RDMA tunables on a tcp run)
 // and them against the lab (ranks, root, algorithm where knowable, RDMA on the rail for

@@ -12,17 +12,20 @@
 #include <algorithm>
 #include <mutex>
 
+#include "core/safe_file.h"
+
 namespace tb::netlink {
 namespace {
 
 // Makes /run/netns a shared mount point, once per process, exactly as iproute2 ip/ipnetns.c
 // netns_add does: mkdir, take an flock on it (concurrent setups could stack mounts endlessly,
 // Debian bug 949235), then "mount --make-shared", bind-mounting the directory on itself first
-// if it is not a mount point yet (EINVAL).
+// if it is not a mount point yet (EINVAL). The directory is made, or checked, as a root of
+// core/safe_file.h: not a symlink another user planted, writable by root only.
 Status prepare_run_dir_once() {
   std::string dir(kNetnsRunDir);
-  if (mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) return sys_fail("create " + dir);
-  UniqueFd lock(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (auto d = SafeDir::open_root(dir); !d) return std::unexpected(d.error());
+  UniqueFd lock(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!lock) return sys_fail("open " + dir);
   if (flock(lock.get(), LOCK_EX) < 0) return sys_fail("lock " + dir);
   bool made_mount = false;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/events.h"
+#include "core/safe_file.h"
 #include "core/unique_fd.h"
 
 namespace tb::runner {
@@ -36,12 +37,8 @@ struct Child {
 void write_status(const std::string& path, const std::vector<Child>& children) {
   std::vector<ChildState> states;
   for (const auto& c : children) states.push_back(c.state);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << states_to_json(states).dump(1) << "\n";
-  }
-  std::filesystem::rename(tmp, path);
+  if (auto w = write_file(path, states_to_json(states).dump(1) + "\n"); !w)
+    std::fprintf(stderr, "supervisor: %s\n", w.error().message.c_str());
 }
 
 std::string log_name(const std::string& name) {
@@ -116,15 +113,15 @@ Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::stri
   if (argv.empty()) return fail("spawn in " + netns + ": empty command");
   UniqueFd ns(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns) return sys_fail("spawn in " + netns + ": open namespace");
-  UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (!log) return sys_fail("spawn in " + netns + ": open log " + log_path);
+  auto log = open_file(log_path, O_WRONLY | O_CREAT | O_APPEND);
+  if (!log) return std::unexpected(with_context(log.error(), "spawn in " + netns));
   const std::string env = std::string(kOwnerEnv) + "=" + owner;
   pid_t pid = ::fork();
   if (pid < 0) return sys_fail("spawn in " + netns + ": fork");
   if (pid == 0) {
     ::setpgid(0, 0);  // its own group: a terminal's Ctrl-C does not reach it
     if (::setns(ns.get(), CLONE_NEWNET) != 0) ::_exit(126);
-    owned_child_io(log.get(), env);
+    owned_child_io(log->get(), env);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -213,15 +210,10 @@ Status start_supervisor(const std::string& lab, const std::string& lab_dir,
                         int wait_ms) {
   const std::string spec_path = lab_dir + "/supervisor-spec.json";
   const std::string status_path = lab_dir + "/supervisor.json";
-  {
-    std::ofstream out(spec_path, std::ios::trunc);
-    out << specs_to_json(specs).dump(1) << "\n";
-    if (!out) return fail("write " + spec_path);
-  }
+  TB_TRY(write_file(spec_path, specs_to_json(specs).dump(1) + "\n"));
   std::filesystem::remove(status_path);
-  UniqueFd log(::open((lab_dir + "/supervisor.log").c_str(),
-                      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (!log) return sys_fail("open " + lab_dir + "/supervisor.log");
+  auto log = open_file(lab_dir + "/supervisor.log", O_WRONLY | O_CREAT | O_APPEND);
+  if (!log) return std::unexpected(log.error());
   const std::string env = std::string(kOwnerEnv) + "=" + owner;
   pid_t pid = ::fork();
   if (pid < 0) return sys_fail("start supervisor: fork");
@@ -229,7 +221,7 @@ Status start_supervisor(const std::string& lab, const std::string& lab_dir,
     // Double fork: the daemon is reparented to init and outlives `up`.
     if (::fork() != 0) ::_exit(0);
     ::setsid();
-    owned_child_io(log.get(), env);
+    owned_child_io(log->get(), env);
     ::execl("/proc/self/exe", "testbedctl", "supervise", lab.c_str(), nullptr);
     ::_exit(127);
   }

@@ -15,6 +15,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/safe_file.h"
+
 namespace tb::stage {
 namespace {
 
@@ -168,7 +170,8 @@ void DelayStage::write_stats() {
   process_.uptime_s = static_cast<double>(mono_ns() - start_ns_) / 1e9;
   process_cpu(process_);
   auto text = stats_json(lines_, read_proc_nfqueue(), process_).dump(2) + "\n";
-  auto s = write_file_atomically(options_.stats_path, text);
+  // core/safe_file.h: a temporary file and rename, so a reader sees the old or the new file.
+  auto s = write_file(options_.stats_path, text);
   std::string error = s ? "" : s.error().message;
   if (!error.empty() && error != stats_error_) log("stats: " + error);  // once per new cause
   stats_error_ = error;

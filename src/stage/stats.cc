@@ -1,7 +1,6 @@
 // Delay-stage statistics (stats.h).
 #include "stage/stats.h"
 
-#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -92,31 +91,6 @@ nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
       {"reload_error", process.reload_error},
       {"queues", queues},
   };
-}
-
-Status write_file_atomically(const std::string& path, std::string_view text) {
-  std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return sys_fail("create " + tmp);
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return sys_fail("write " + tmp, e);
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return sys_fail("rename " + tmp + " to " + path, e);
-  }
-  return {};
 }
 
 }  // namespace tb::stage

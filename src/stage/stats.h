@@ -11,7 +11,7 @@
 // because no listener was bound); kernel_user_dropped: it could not hand them to us (receive
 // buffer overrun). Both are -1 when the /proc file has no line for the queue.
 //
-// Pure functions except read_proc_nfqueue, process_cpu and write_file_atomically; thread-safe.
+// Pure functions except read_proc_nfqueue, and process_cpu; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -55,9 +55,5 @@ void process_cpu(ProcessStats& out);
 nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
                           const std::map<uint16_t, KernelQueueStats>& kernel,
                           const ProcessStats& process);
-
-// Writes `text` to `path` through a temporary file in the same directory and rename(), so a
-// reader sees the old or the new file, never half of one.
-Status write_file_atomically(const std::string& path, std::string_view text);
 
 }  // namespace tb::stage

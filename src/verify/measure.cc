@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/process.h"
+#include "core/safe_file.h"
 #include "netlink/netns.h"
 #include "plan/emulate.h"
 #include "runner/supervisor.h"
@@ -119,10 +120,9 @@ MeasureRequest plan_request(const plan::Link& l, const ProbeTarget& t, const Set
 
 MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& stop) {
   MeasureOutcome out;
-  std::error_code ec;
-  fs::create_directories(r.work_dir, ec);
-  if (ec) {
-    out.errors.push_back("create " + r.work_dir + ": " + ec.message());
+  // Below the lab's directory, which no one else can write (core/safe_file.h).
+  if (auto dir = SafeDir::open_root(r.work_dir); !dir) {
+    out.errors.push_back(dir.error().message);
     return out;
   }
   std::vector<TcpBufferRaise> raised;

@@ -1,11 +1,13 @@
 #include "workload/rank_main.h"
 
+#include <fcntl.h>
+
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "collective/rdma/rdma.h"
 #include "collective/tcp/tcp.h"
+#include "core/safe_file.h"
 #include "workload/gloo_impl.h"
 #include "workload/job.h"
 #include "workload/native_impl.h"
@@ -81,11 +83,20 @@ int rank_main(const std::string& job_path, int rank) {
     std::fprintf(stderr, "tb-rank: --rank %d is not in 0..%zu\n", rank, job->ranks.size() - 1);
     return kExitBadInput;
   }
-  std::ofstream rows(rank_rows_path(job->results_dir, rank), std::ios::app);
+  // Appended one line per write(2), so the orchestrator reading it sees whole lines; opened
+  // without following a symlink (core/safe_file.h).
+  auto rows = open_file(rank_rows_path(job->results_dir, rank), O_WRONLY | O_CREAT | O_APPEND);
+  if (!rows) {
+    std::fprintf(stderr, "tb-rank %d: %s\n", rank, rows.error().message.c_str());
+    return rows.error().exit_code;
+  }
+  auto put = [&](const nlohmann::json& j) {
+    (void)write_all(rows->get(), j.dump() + "\n", rank_rows_path(job->results_dir, rank));
+  };
   auto report_error = [&](const Error& e) {
     std::fprintf(stderr, "tb-rank %d (%s): %s\n", rank,
                  job->ranks[static_cast<size_t>(rank)].node.c_str(), e.message.c_str());
-    rows << nlohmann::json{{"error", e.message}}.dump() << std::endl;
+    put(nlohmann::json{{"error", e.message}});
     return e.exit_code == kExitBadInput ? kExitBadInput : kExitFailed;
   };
   std::vector<std::string> devices;
@@ -99,25 +110,24 @@ int rank_main(const std::string& job_path, int rank) {
       {"ready", true}, {"algo", (*impl)->algo_label(label)}, {"describe", (*impl)->describe()}};
   if (job->impl == ImplKind::kNative && job->transport.kind == Transport::kRdma)
     ready["rdma_devices"] = devices;
-  rows << ready.dump() << std::endl;
+  put(ready);
   if (job->steady) {
     uint64_t wrong = 0;
     auto st = run_steady(
         **impl, job->bench, stop_path(*job), job->start_iter,
         [&](int64_t i, int64_t s, int64_t e) {
           // Flushed each time: the orchestrator picks the stop iteration from these.
-          rows << nlohmann::json{{"iter", i}, {"s", s}, {"e", e}}.dump() << std::endl;
+          put(nlohmann::json{{"iter", i}, {"s", s}, {"e", e}});
         },
         &wrong);
-    rows << nlohmann::json{{"wrong", wrong}}.dump() << std::endl;
+    put(nlohmann::json{{"wrong", wrong}});
     if (!st) return report_error(st.error());
-    rows << nlohmann::json{{"done", true}}.dump() << std::endl;
+    put(nlohmann::json{{"done", true}});
     return kExitOk;
   }
-  auto st = run_bench(**impl, job->bench,
-                      [&](const RankRow& r) { rows << to_json(r).dump() << std::endl; });
+  auto st = run_bench(**impl, job->bench, [&](const RankRow& r) { put(to_json(r)); });
   if (!st) return report_error(st.error());
-  rows << nlohmann::json{{"done", true}}.dump() << std::endl;
+  put(nlohmann::json{{"done", true}});
   return kExitOk;
 }
 
