@@ -7,13 +7,16 @@
 // rail pair has RDMA).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/exit_code.h"
+#include "cli/flag_checks.h"
 #include "cli/stop_signals.h"
 #include "cli/transport_flags.h"
 #include "core/process.h"
@@ -82,6 +85,15 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
   o.impl = *impl;
   o.timeout_ms = static_cast<int>(f.timeout_s * 1000);
   o.transport = f.transport;
+  // Every flag's own error before the lab is looked up.
+  if (auto r = launch::check_options(o); !r) return report(r.error());
+  if (!f.json_path.empty()) {
+    const auto dir = std::filesystem::path(f.json_path).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+      return report(Error{"--json: " + dir.string() +
+                              " is not a directory (the JSON twin goes to " + f.json_path + ")",
+                          0, kExitBadInput});
+  }
 
   auto st = lab::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
@@ -141,27 +153,39 @@ void add_bench(CLI::App& app, int& rc) {
                    "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv")
       ->required();
   bench->add_option("-b,--minbytes", bf.min_bytes, "smallest size (K/M/G = 1024^n)")
-      ->capture_default_str();
-  bench->add_option("-e,--maxbytes", bf.max_bytes, "largest size")->capture_default_str();
+      ->capture_default_str()
+      ->check(size_text());
+  bench->add_option("-e,--maxbytes", bf.max_bytes, "largest size")
+      ->capture_default_str()
+      ->check(size_text());
   bench->add_option("-f,--stepfactor", bf.step_factor, "multiply the size by this each step")
-      ->capture_default_str();
-  bench->add_option("-n,--iters", bf.iters, "timed iterations per size")->capture_default_str();
+      ->capture_default_str()
+      ->check(real_in(workload::kStepFactorRange));
+  bench->add_option("-n,--iters", bf.iters, "timed iterations per size")
+      ->capture_default_str()
+      ->check(whole_in(workload::kItersRange));
   bench->add_option("-w,--warmup_iters", bf.warmup, "untimed warm-up iterations per size")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_in(workload::kWarmupRange));
   bench->add_option("-c,--check", bf.check, "separate untimed correctness runs per size")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_in(workload::kCheckRange));
   bench->add_option("--algo", bf.algo, "ring|tree|hd|hier (default: the implementation's)");
   bench->add_option("--ranks", bf.ranks, "GPUs: all, a region, a server or a GPU; ','-joined")
       ->capture_default_str();
   bench->add_option("--channels", bf.transport.channels, "TCP connections per peer (native)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_in(collective::kChannelsRange));
   bench->add_option("--impl", bf.impl, "native|gloo")->capture_default_str();
   add_transport_flags(bench, bf.transport);
   bench->add_option("-d,--datatype", bf.type, "float|int32|double|int64")->capture_default_str();
   bench->add_option("-o,--op", bf.op, "sum|min|max")->capture_default_str();
-  bench->add_option("-r,--root", bf.root, "root rank (broadcast, reduce)")->capture_default_str();
+  bench->add_option("-r,--root", bf.root, "root rank (broadcast, reduce)")
+      ->capture_default_str()
+      ->check(whole_in({0, std::numeric_limits<int>::max()}));
   bench->add_option("--timeout", bf.timeout_s, "seconds without progress before a rank fails")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(real_in(workload::kRankTimeoutSeconds));
   bench->add_option("--json", bf.json_path, "also write the JSON twin here");
   bench->callback([lab, flags, &rc] { rc = cmd_bench(*lab, *flags); });
 }

@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/exit_code.h"
+#include "cli/flag_checks.h"
 #include "cli/stop_signals.h"
 #include "core/units.h"
 #include "fault/by_hand.h"
@@ -33,13 +36,15 @@ std::optional<scenario::FaultKind> verb_kind(const std::string& text) {
   return std::nullopt;
 }
 
-// "link-down, link-up, ..., crash or kill"
-std::string verb_kind_names() {
-  const auto kinds = scenario::fault_kinds();
+// "link-down, link-up, ..., crash or kill"; with a target, only the kinds acting on it.
+std::string verb_kind_names(std::optional<scenario::FaultTarget> target = std::nullopt) {
+  std::vector<std::string_view> names;
+  for (const auto& k : scenario::fault_kinds())
+    if (!target || k.target == *target) names.push_back(k.verb_name);
   std::string out;
-  for (size_t i = 0; i < kinds.size(); ++i) {
-    if (i > 0) out += i + 1 == kinds.size() ? " or " : ", ";
-    out += kinds[i].verb_name;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
   }
   return out;
 }
@@ -83,20 +88,46 @@ int cmd_fault(const std::string& lab, const FaultFlags& ff) {
       f.node = args[0];
       break;
   }
+  // A flag for another kind is refused, as the loader refuses the key in a [[fault]].
+  auto only_for = [&](bool given, const char* flag, bool applies,
+                      const std::string& kinds) -> std::optional<int> {
+    if (!given || applies) return std::nullopt;
+    return report(Error{std::string(flag) + ": only for " + kinds + " (not " + ff.kind + ")", 0,
+                        kExitBadInput});
+  };
+  const bool link_kind = scenario::is_link_kind(f.kind);
+  if (auto rc = only_for(!ff.link.empty(), "--link", link_kind,
+                         "link faults, " + verb_kind_names(scenario::FaultTarget::kLink)))
+    return *rc;
+  if (auto rc = only_for(!ff.period_text.empty(), "--period", f.kind == FaultKind::kFlap, "flap"))
+    return *rc;
+  if (auto rc = only_for(ff.count != 0, "--count", f.kind == FaultKind::kFlap, "flap")) return *rc;
+  if (auto rc = only_for(!ff.loss_text.empty(), "--loss", f.kind == FaultKind::kLoss, "loss"))
+    return *rc;
+  if (auto rc =
+          only_for(!ff.delay_text.empty(), "--delay", f.kind == FaultKind::kLatency, "latency"))
+    return *rc;
   if (auto rc = duration(ff.for_text, "--for", &f.duration)) return *rc;
   if (auto rc = duration(ff.period_text, "--period", &f.period)) return *rc;
   if (auto rc = duration(ff.delay_text, "--delay", &f.delay)) return *rc;
   f.count = ff.count;
-  if (f.kind == FaultKind::kFlap && (f.period.ns <= 0 || f.count < 1))
-    return report(Error{"flap needs --period > 0 and --count >= 1", 0, kExitBadInput});
+  if (f.kind == FaultKind::kFlap && f.period.ns <= 0)
+    return report(
+        Error{"flap needs --period greater than 0, e.g. --period 500ms", 0, kExitBadInput});
+  if (f.kind == FaultKind::kFlap && !scenario::kFlapCountRange.contains(f.count))
+    return report(
+        Error{"flap needs --count " + scenario::kFlapCountRange.text() + ", e.g. --count 6", 0,
+              kExitBadInput});
   if (f.kind == FaultKind::kLoss) {
+    if (ff.loss_text.empty())
+      return report(Error{"loss needs --loss 0..100%, e.g. --loss 5%", 0, kExitBadInput});
     auto l = parse_percent(ff.loss_text);
-    if (ff.loss_text.empty() || !l)
-      return report(Error{"loss needs --loss, e.g. --loss 5%", 0, kExitBadInput});
+    if (!l) return report(Error{"--loss: " + l.error().message, 0, kExitBadInput});
     f.loss_pct = *l;
   }
   if (f.kind == FaultKind::kLatency && f.delay.ns <= 0)
-    return report(Error{"latency needs --delay, e.g. --delay 50ms", 0, kExitBadInput});
+    return report(
+        Error{"latency needs --delay greater than 0, e.g. --delay 50ms", 0, kExitBadInput});
   auto st = lab::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
   if (st->phase != "up")
@@ -142,11 +173,15 @@ void add_fault(CLI::App& app, int& rc) {
                    "crash|kill NODE")
       ->required();
   fault->add_option("ARGS", ff.args, "link ends, regions or a node");
-  fault->add_option("--for", ff.for_text, "how long before it is reverted (0: it stays)");
-  fault->add_option("--period", ff.period_text, "flap: one down+up cycle, e.g. 500ms");
-  fault->add_option("--count", ff.count, "flap: cycles");
-  fault->add_option("--loss", ff.loss_text, "loss: e.g. 5%");
-  fault->add_option("--delay", ff.delay_text, "latency: added one-way delay, e.g. 50ms");
+  fault->add_option("--for", ff.for_text, "how long before it is reverted (0: it stays)")
+      ->check(duration_text());
+  fault->add_option("--period", ff.period_text, "flap: one down+up cycle, e.g. 500ms")
+      ->check(duration_text());
+  fault->add_option("--count", ff.count, "flap: cycles")
+      ->check(whole_in(scenario::kFlapCountRange));
+  fault->add_option("--loss", ff.loss_text, "loss: e.g. 5%")->check(percent_text());
+  fault->add_option("--delay", ff.delay_text, "latency: added one-way delay, e.g. 50ms")
+      ->check(duration_text());
   fault->add_option("--link", ff.link, "the WAN link's name when several join two routers");
   fault->callback([lab, flags, &rc] { rc = cmd_fault(*lab, *flags); });
 }

@@ -8,11 +8,13 @@
 
 #include "cli/commands.h"
 #include "cli/exit_code.h"
+#include "cli/flag_checks.h"
 #include "cli/lab_text.h"
 #include "lab/down.h"
 #include "lab/exec.h"
 #include "lab/status.h"
 #include "lab/up.h"
+#include "plan/host.h"
 #include "report/status.h"
 
 namespace tb::cli {
@@ -79,13 +81,15 @@ void add_up(CLI::App& app, int& rc) {
   auto o = std::make_shared<lab::UpOptions>();
   auto* up = app.add_subcommand("up", "build the lab a scenario describes (root)");
   up->add_option("SCENARIO", o->scenario_path)->required();
-  up->add_option("--name", o->plan.lab, "lab name instead of the scenario's [lab] name");
+  up->add_option("--name", o->plan.lab, "lab name instead of the scenario's [lab] name")
+      ->check(checked_by(plan::check_lab_name, "1-8 of a-z0-9, a letter first"));
   up->add_option("--shaping", o->plan.shaping,
-                 "auto (probe this kernel) | none | netem | tbf | htb (default auto)");
+                 "auto (probe this kernel) | none | netem | tbf | htb (default auto)")
+      ->check(checked_by(plan::check_shaping, "auto|none|netem|tbf|htb"));
   up->add_option("--rdma", o->plan.rdma,
                  "auto (Soft-RoCE on every GPU rail NIC when a probe transfer between two "
                  "namespaces works) | none (default auto)")
-      ->check(CLI::IsMember({"auto", "none"}));
+      ->check(checked_by(plan::check_rdma, "auto|none"));
   up->callback([o, &rc] { rc = cmd_up(*o); });
 }
 
@@ -100,8 +104,8 @@ void add_clean(CLI::App& app, int& rc) {
   auto o = std::make_shared<lab::CleanOptions>();
   auto* clean =
       app.add_subcommand("clean", "remove leftovers by owner marker when state is lost (root)");
-  clean->add_option("LAB", o->lab);
-  clean->add_flag("--all", o->all, "every lab's leftovers");
+  auto* lab = clean->add_option("LAB", o->lab);
+  clean->add_flag("--all", o->all, "every lab's leftovers")->excludes(lab);
   clean->callback([o, &rc] { rc = cmd_clean(*o); });
 }
 

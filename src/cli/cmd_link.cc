@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_code.h"
+#include "cli/flag_checks.h"
 #include "core/units.h"
 #include "fault/live_link.h"
 
@@ -81,10 +82,12 @@ void add_link(CLI::App& app, int& rc) {
       ->check(CLI::IsMember({"set", "reset", "down", "up"}));
   link->add_option("A", f->end_a, "node, or node:interface")->required();
   link->add_option("B", f->end_b, "node, or node:interface")->required();
-  link->add_option("--rate", f->rate_s, "emulated rate, e.g. 200mbit (0 = unlimited)");
-  link->add_option("--delay", f->delay_s, "one-way delay, e.g. 30ms");
-  link->add_option("--jitter", f->jitter_s, "delay standard deviation, e.g. 1ms");
-  link->add_option("--loss", f->loss_s, "random loss, e.g. 0.5%");
+  link->add_option("--rate", f->rate_s, "set: emulated rate, e.g. 200mbit (0 = unlimited)")
+      ->check(rate_text());
+  link->add_option("--delay", f->delay_s, "set: one-way delay, e.g. 30ms")->check(duration_text());
+  link->add_option("--jitter", f->jitter_s, "set: delay standard deviation, e.g. 1ms")
+      ->check(duration_text());
+  link->add_option("--loss", f->loss_s, "set: random loss, e.g. 0.5%")->check(percent_text());
   link->callback([f, &rc] { rc = cmd_link(*f); });
 }
 

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_code.h"
+#include "cli/flag_checks.h"
 #include "cli/lab_text.h"
 #include "cli/stop_signals.h"
 #include "cli/transport_flags.h"
@@ -18,8 +19,10 @@
 #include "lab/down.h"
 #include "lab/state.h"
 #include "lab/up.h"
+#include "plan/host.h"
 #include "report/run.h"
 #include "scenario/loader.h"
+#include "workload/job.h"
 
 namespace tb::cli {
 namespace {
@@ -33,6 +36,17 @@ struct RunFlags {
 
 // A scenario end to end: workload + fault timeline + recovery analysis + [expect].
 int cmd_run(const std::string& target, const RunFlags& f) {
+  experiment::RunOptions o;
+  o.workload = f.workload;
+  auto size = parse_size(f.size);
+  if (!size) return report(Error{"--size: " + size.error().message, 0, kExitBadInput});
+  o.size_bytes = *size;
+  o.timeout_ms = static_cast<int>(f.timeout_s * 1000);
+  o.resilient = f.resilient;
+  o.transport = f.transport;
+  // Every flag's own error before the scenario or the lab is read.
+  if (auto r = experiment::check_options(o); !r) return report(r.error());
+
   // A scenario file, or the name of a lab that is up (its scenario is in its state).
   std::string path = target, lab = f.name;
   if (!std::filesystem::exists(target)) {
@@ -46,14 +60,6 @@ int cmd_run(const std::string& target, const RunFlags& f) {
   auto s = scenario::load(path);
   if (!s) return report(s.error());
   if (!lab.empty()) s->lab = lab;
-  experiment::RunOptions o;
-  o.workload = f.workload;
-  auto size = parse_size(f.size);
-  if (!size) return report(Error{"--size: " + size.error().message, 0, kExitBadInput});
-  o.size_bytes = *size;
-  o.timeout_ms = static_cast<int>(f.timeout_s * 1000);
-  o.resilient = f.resilient;
-  o.transport = f.transport;
   if (auto rc = require_root("run")) return *rc;
   auto tb_rank = find_companion("tb-rank", "TESTBEDCTL_RANK");
   if (!tb_rank) return report(tb_rank.error());
@@ -104,11 +110,18 @@ void add_run(CLI::App& app, int& rc) {
   auto* run = app.add_subcommand(
       "run", "a scenario end to end: workload, fault timeline, recovery, [expect] (root)");
   run->add_option("SCENARIO_OR_LAB", *target)->required();
-  run->add_option("--name", rf.name, "lab name when bringing a scenario up");
+  run->add_option("--name", rf.name, "lab name when bringing a scenario up")
+      ->check(checked_by(plan::check_lab_name, "1-8 of a-z0-9, a letter first"));
   run->add_option("--workload", rf.workload, "a [[workload]] name, or none (default: the first)");
-  run->add_option("--size", rf.size, "the steady workload's message size")->capture_default_str();
-  run->add_option("--timeout", rf.timeout_s, "ranks' idle timeout, seconds")->capture_default_str();
-  run->add_option("--shaping", rf.shaping, "when it brings the lab up")->capture_default_str();
+  run->add_option("--size", rf.size, "the steady workload's message size (at least 4)")
+      ->capture_default_str()
+      ->check(size_text());
+  run->add_option("--timeout", rf.timeout_s, "ranks' idle timeout, seconds")
+      ->capture_default_str()
+      ->check(real_in(workload::kRankTimeoutSeconds));
+  run->add_option("--shaping", rf.shaping, "when it brings the lab up: auto|none|netem|tbf|htb")
+      ->capture_default_str()
+      ->check(checked_by(plan::check_shaping, "auto|none|netem|tbf|htb"));
   add_transport_flags(run, rf.transport);
   run->add_flag("--down", rf.down, "take the lab down afterwards");
   run->add_flag("--resilient", rf.resilient,

@@ -10,8 +10,10 @@
 #include "capability/capabilities.h"
 #include "cli/commands.h"
 #include "cli/exit_code.h"
+#include "cli/flag_checks.h"
 #include "lab/state.h"
 #include "lab/up.h"
+#include "plan/host.h"
 #include "plan/plan.h"
 #include "report/graph.h"
 #include "report/status.h"
@@ -106,7 +108,8 @@ void add_plan(CLI::App& app, int& rc) {
       app.add_subcommand("plan", "dry run: print the kernel objects `up` would make (no root)");
   plan->add_option("SCENARIO", f->scenario)->required();
   plan->add_option("--format", f->format, "text | json")->check(CLI::IsMember({"text", "json"}));
-  plan->add_option("--shaping", f->shaping, "auto | none | netem | tbf | htb (default auto)");
+  plan->add_option("--shaping", f->shaping, "auto | none | netem | tbf | htb (default auto)")
+      ->check(checked_by(plan::check_shaping, "auto|none|netem|tbf|htb"));
   plan->callback([f, &rc] { rc = cmd_plan(*f); });
 }
 

@@ -2,6 +2,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -27,6 +29,35 @@ int main(int argc, char** argv) {
        {add_validate, add_plan, add_graph, add_up, add_down, add_clean, add_status, add_exec,
         add_link, add_supervise, add_doctor, add_verify, add_bench, add_fault, add_run})
     add(app, rc);
+
+  // Parse errors (unknown flags, bad values, missing arguments): "testbedctl: <what>", for an
+  // unknown flag the flags the verb does take, then where the valid values are listed.
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    std::string msg = "testbedctl: " + std::string(e.what()) + "\n";
+    const CLI::App* sub = a->get_subcommands().empty() ? nullptr : a->get_subcommands().front();
+    const std::string verb = sub ? sub->get_name() : "";
+    if (!sub && !a->remaining().empty()) {  // "testbedctl frobnicate", "testbedctl --bogus"
+      std::string verbs;
+      for (const CLI::App* v : a->get_subcommands([](const CLI::App* v) {
+             return !v->get_group().empty();  // supervise is internal
+           }))
+        verbs += (verbs.empty() ? "" : ", ") + v->get_name();
+      msg = "testbedctl: \"" + a->remaining().front() + "\" is not a verb; use one of " + verbs +
+            " (global flags: -v/--verbose, --version)\n";
+    }
+    if (sub && dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      std::string flags;
+      for (const CLI::Option* o : sub->get_options()) {
+        if (!o->nonpositional() || o->get_name() == "--help") continue;
+        std::string names = o->get_name(false, true);  // "-n,--iters" -> "-n/--iters"
+        std::ranges::replace(names, ',', '/');
+        flags += (flags.empty() ? "" : ", ") + names;
+      }
+      msg += "testbedctl: " + verb + " takes " + (flags.empty() ? "no flags" : flags) + "\n";
+    }
+    return msg + "Run `testbedctl " + (verb.empty() ? "" : verb + " ") +
+           "--help` for every flag and its valid values.\n";
+  });
 
   try {
     app.parse(argc, argv);

@@ -1,11 +1,13 @@
 // bench's and run's transport flags, one definition for both verbs. --transport is checked here
-// against its name table (exit 2); the ranges where the job is made. Not thread-safe (CLI11
-// set-up).
+// against its name table, the tunables against their ranges (collective/rdma/rdma.h), both while
+// the command line is parsed (exit 2). Not thread-safe (CLI11 set-up).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "cli/flag_checks.h"
+#include "collective/rdma/rdma.h"
 #include "workload/transport.h"
 
 namespace tb::cli {
@@ -20,14 +22,17 @@ inline void add_transport_flags(CLI::App* app, workload::TransportOptions& t) {
          },
          "tcp, or rdma (rail pairs over RDMA verbs on the lab's rxe devices)")
       ->default_str(workload::to_string(t.kind));
-  app->add_option("--qps", t.qps, "--transport rdma: queue pairs per peer (1..16)")
-      ->capture_default_str();
+  app->add_option("--qps", t.qps, "--transport rdma: queue pairs per peer")
+      ->capture_default_str()
+      ->check(whole_in(collective::kQpsRange));
   app->add_option("--ib-timeout", t.ib_timeout,
-                  "--transport rdma: ACK timeout exponent, 4.096 us * 2^T (1..31)")
-      ->capture_default_str();
+                  "--transport rdma: ACK timeout exponent, 4.096 us * 2^T")
+      ->capture_default_str()
+      ->check(whole_in(collective::kIbTimeoutRange));
   app->add_option("--ib-retry-cnt", t.ib_retry_cnt,
-                  "--transport rdma: retries before a peer counts as gone (0..7)")
-      ->capture_default_str();
+                  "--transport rdma: retries before a peer counts as gone")
+      ->capture_default_str()
+      ->check(whole_in(collective::kIbRetryCntRange));
 }
 
 }  // namespace tb::cli

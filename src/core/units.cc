@@ -6,6 +6,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <limits>
 
 namespace tb {
 namespace {
@@ -167,6 +168,37 @@ Result<double> parse_percent(std::string_view text) {
   if (!why.empty() || !split_number(text, v, suf) || !(suf.empty() || suf == "%"))
     return bad_input("\"" + std::string(text) + "\" is not a percentage" + why + "; use " +
                      std::string(kPercentForms));
+  return v;
+}
+
+std::string IntRange::text() const {
+  if (hi == std::numeric_limits<int>::max()) return std::to_string(lo) + " or more";
+  return std::to_string(lo) + ".." + std::to_string(hi);
+}
+
+std::string RealRange::text() const {
+  return fmt::format("{:g}..{:g}", lo, hi);
+}
+
+Result<int> parse_whole(std::string_view text, IntRange r) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ptr != end || (ec != std::errc() && ec != std::errc::result_out_of_range))
+    return bad_input("\"" + std::string(text) + "\" is not a whole number; use " + r.text());
+  if (ec != std::errc() || !r.contains(v))
+    return bad_input("\"" + std::string(text) + "\" is out of range; use " + r.text());
+  return static_cast<int>(v);
+}
+
+Result<double> parse_real(std::string_view text, RealRange r) {
+  double v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ptr != end || (ec != std::errc() && ec != std::errc::result_out_of_range) || std::isnan(v))
+    return bad_input("\"" + std::string(text) + "\" is not a number; use " + r.text());
+  if (ec != std::errc() || !r.contains(v))
+    return bad_input("\"" + std::string(text) + "\" is out of range; use " + r.text());
   return v;
 }
 

@@ -1,5 +1,6 @@
 // Units: parsing and printing rates, durations, byte sizes and percentages as users write them
-// in scenarios and on the command line ("400gbit", "900GB/s", "25ms", "8K", "0.5%").
+// in scenarios and on the command line ("400gbit", "900GB/s", "25ms", "8K", "0.5%"), and plain
+// numbers inside a range (a flag's "20" for 1..100000, "30" seconds for 0.1..86400).
 //
 // Parsing errors list the accepted forms; the caller adds where the text came from.
 // Pure functions; thread-safe.
@@ -35,6 +36,25 @@ Result<Duration> parse_duration(std::string_view text);
 Result<uint64_t> parse_size(std::string_view text);
 // "0.5%" -> 0.5. A bare number is also a percentage.
 Result<double> parse_percent(std::string_view text);
+
+// An inclusive range of whole numbers a flag or a key may take; text() is "1..100000", or
+// "0 or more" when hi is the largest int.
+struct IntRange {
+  int lo = 0, hi = 0;
+  bool contains(int64_t v) const { return v >= lo && v <= hi; }
+  std::string text() const;
+};
+// An inclusive range of finite numbers; text() is "0.1..86400".
+struct RealRange {
+  double lo = 0, hi = 0;
+  bool contains(double v) const { return v >= lo && v <= hi; }  // false for NaN
+  std::string text() const;
+};
+// "20" inside `r`. Errors: "\"abc\" is not a whole number; use 1..100000", "\"0\" is out of
+// range; use 1..100000" (also for numbers too large for any int).
+Result<int> parse_whole(std::string_view text, IntRange r);
+// "30", "0.5", "1e3" inside `r`; "nan" is not a number, "inf" is out of range.
+Result<double> parse_real(std::string_view text, RealRange r);
 
 // Shortest readable forms: "400Gbit", "2.5Mbit", "900GB/s" is printed as "7.2Tbit".
 std::string format_rate(Rate r);

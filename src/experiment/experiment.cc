@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "core/units.h"
 #include "experiment/scenario_run.h"
 #include "fault/fault.h"
 #include "launch/place.h"
@@ -18,7 +19,15 @@ bool RunResult::ok() const {
   return true;
 }
 
+Status check_options(const RunOptions& o) {
+  if (o.size_bytes < 4)
+    return bad_input("--size: must be at least 4 bytes (got " + format_size(o.size_bytes) + ")");
+  TB_TRY(workload::check_rank_timeout_ms(o.timeout_ms));
+  return workload::validate(o.transport);
+}
+
 Status check_run(const scenario::Scenario& s, const lab::LabState& st, const RunOptions& o) {
+  TB_TRY(check_options(o));
   for (const auto& f : s.faults) {
     auto r = fault::resolve(st, f);
     if (!r)
@@ -29,7 +38,6 @@ Status check_run(const scenario::Scenario& s, const lab::LabState& st, const Run
   if (!o.workload.empty() && o.workload != "none" && !pick_workload(s, o))
     return bad_input("--workload " + o.workload + ": no collective [[workload]] of that name in " +
                      s.file);
-  TB_TRY(workload::validate(o.transport));
   if (const auto* w = pick_workload(s, o)) {
     auto gpus = launch::select_ranks(st.topo, w->ranks);
     if (!gpus) return std::unexpected(gpus.error());
@@ -45,7 +53,6 @@ Status check_run(const scenario::Scenario& s, const lab::LabState& st, const Run
                          "); run `testbedctl doctor` to see why, or use --transport tcp");
     }
   }
-  if (o.size_bytes < 4) return bad_input("--size: at least 4 bytes");
   return {};
 }
 

@@ -52,8 +52,12 @@ struct RunResult {
   bool ok() const;
 };
 
-// Checks the scenario's faults and workload against the lab (exit-2 errors) without starting
-// anything.
+// The options alone, before any scenario or lab is read: --size at least 4 bytes, the
+// timeout's and the transport's ranges (exit-2 errors naming the flag).
+Status check_options(const RunOptions& o);
+
+// Checks the options (check_options), the scenario's faults and workload against the lab
+// (exit-2 errors) without starting anything.
 Status check_run(const scenario::Scenario& s, const lab::LabState& st, const RunOptions& o);
 
 // The run, step by step (experiment/scenario_run.h): check_run; the results directory, the

@@ -2,7 +2,8 @@
 // the ones in force), reset them to the scenario's, or take its carrier down or up
 // (link_ops.h does the work; every change is an event). It lives in fault/ beside link_ops.h
 // because fault/ depends on lab/, not the other way round.
-// Order of refusals (all exit code 2): lab not up, no such link, `set` without a figure, not
+// Order of refusals (all exit code 2): the options alone (check_change: `set` without a figure,
+// a figure on reset/down/up, a rate the kernel cannot take), lab not up, no such link, not
 // root, lab busy (its lock is held for the change). Not thread-safe.
 #pragma once
 
@@ -29,6 +30,8 @@ struct LinkChangeReport {
   std::optional<plan::EmulatedFigures> figures;  // kSet, kReset: the figures now in force
 };
 
+// The options alone, before any lab is read (change_live_link calls it first).
+Status check_change(const LinkChangeOptions& o);
 Result<LinkChangeReport> change_live_link(const LinkChangeOptions& o);
 
 }  // namespace tb::fault

@@ -80,12 +80,14 @@ Result<SafeDir> open_results_dir(const std::string& dir) {
   return top->sub(dir.substr(root.size() + 1));
 }
 
-Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
+Status check_options(const BenchOptions& o) {
   using workload::ImplKind;
   using workload::Transport;
   TB_TRY(validate(o.spec));
   TB_TRY(workload::validate(o.transport));
-  if (o.timeout_ms < 100) return bad_input("--timeout: must be at least 0.1 s");
+  TB_TRY(workload::check_rank_timeout_ms(o.timeout_ms));
+  if (o.spec.root < 0)
+    return bad_input("-r/--root: " + std::to_string(o.spec.root) + " is not a rank (0 or more)");
   if (o.impl == ImplKind::kGloo && o.transport.channels != 1)
     return bad_input(
         "--channels: Gloo 5b14351's tcp transport has one connection per pair; "
@@ -95,10 +97,13 @@ Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
         "--transport rdma: Gloo's ibverbs transport in Debian's snapshot sets hop limit 1 (IP "
         "TTL 1 on rxe), so it only works over bridged paths; the lab's rail is routed through "
         "the ToR: use --impl native");
-  if (o.transport.kind == Transport::kTcp && o.transport.rdma_tuned())
-    return bad_input(
-        "--qps, --ib-timeout and --ib-retry-cnt tune --transport rdma; this run is "
-        "--transport tcp");
+  return {};
+}
+
+Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
+  using workload::ImplKind;
+  using workload::Transport;
+  TB_TRY(check_options(o));
   auto gpus = select_ranks(lab.topo, o.ranks);
   if (!gpus) return std::unexpected(gpus.error());
   Job job;

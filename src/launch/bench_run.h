@@ -35,8 +35,13 @@ std::string results_root();
 // root or this user and writable by no one else (core/safe_file.h).
 Result<SafeDir> open_results_dir(const std::string& dir);
 
-// Checks the options (the transport's ranges, what Gloo cannot do, RDMA tunables on a tcp run)
-// and them against the lab (ranks, root, algorithm where knowable, RDMA on the rail for
+// The options alone, before any lab is looked up: the bench spec's and the transport's ranges,
+// the timeout, a negative -r/--root, what Gloo cannot do, RDMA tunables on a tcp run -> exit 2
+// errors naming the flag.
+Status check_options(const BenchOptions& o);
+
+// Checks the options (check_options) and them against the lab (ranks, root, algorithm where
+// knowable, RDMA on the rail for
 // --transport rdma) -> exit 2 errors. Pure: reads nothing but `lab`.
 Result<workload::Job> prepare_job(const lab::LabState& lab, const BenchOptions& o);
 

@@ -14,24 +14,39 @@ HostCaps assumed_host(std::string how) {
   return h;
 }
 
+Status check_lab_name(std::string_view lab) {
+  static const std::regex kLabName("[a-z][a-z0-9]{0,7}");
+  if (std::regex_match(lab.begin(), lab.end(), kLabName)) return {};
+  return bad_input("\"" + std::string(lab) +
+                   "\" is not a lab name: 1-8 lowercase letters or digits, starting with a letter");
+}
+
+Status check_shaping(std::string_view shaping) {
+  if (shaping == "auto" || shaping == "none" || shaping::find_backend(shaping)) return {};
+  return bad_input("\"" + std::string(shaping) +
+                   "\" is not a shaping backend; use auto, none or one of " +
+                   shaping::backend_kinds());
+}
+
+Status check_rdma(std::string_view rdma) {
+  if (rdma == "auto" || rdma == "none") return {};
+  return bad_input("\"" + std::string(rdma) + "\" is not auto or none");
+}
+
 Status validate(const PlanOptions& o) {
-  if (!o.lab.empty() && !std::regex_match(o.lab, std::regex("[a-z][a-z0-9]{0,7}")))
-    return bad_input("--name \"" + o.lab +
-                     "\": a lab name is 1-8 lowercase letters or digits, starting with a letter");
-  if (o.shaping != "auto" && o.shaping != "none" && !shaping::find_backend(o.shaping))
-    return bad_input("--shaping " + o.shaping + ": use auto, none or one of " +
-                     shaping::backend_kinds());
-  if (o.rdma != "auto" && o.rdma != "none")
-    return bad_input("--rdma " + o.rdma + ": use auto or none");
-  return {};
+  auto flag = [](const char* name, Status s) -> Status {
+    if (s) return s;
+    return bad_input(std::string(name) + ": " + s.error().message);
+  };
+  if (!o.lab.empty()) TB_TRY(flag("--name", check_lab_name(o.lab)));
+  TB_TRY(flag("--shaping", check_shaping(o.shaping)));
+  return flag("--rdma", check_rdma(o.rdma));
 }
 
 Result<ShapingChoice> choose_shaping(const std::string& requested, const HostCaps& host) {
   if (requested == "none") return ShapingChoice{"none", "asked"};
   if (requested != "auto") {
-    if (!shaping::find_backend(requested))
-      return bad_input("--shaping " + requested + ": use auto, none or one of " +
-                       shaping::backend_kinds());
+    if (auto c = check_shaping(requested); !c) return bad_input("--shaping: " + c.error().message);
     return ShapingChoice{requested, "asked"};
   }
   std::vector<std::string> available;

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/units.h"
+
 namespace tb::scenario {
 
 enum class FaultKind {
@@ -36,6 +38,9 @@ struct FaultKindInfo {
                                // or rank-kill by the node they are given)
   FaultTarget target;
 };
+
+// A flap's cycles: `count` in a [[fault]], the fault verb's --count.
+inline constexpr IntRange kFlapCountRange{1, 1000000};
 
 // Every kind, in the order error messages list them.
 std::span<const FaultKindInfo> fault_kinds();

@@ -82,7 +82,8 @@ void read_link_fault(Table& t, Fault& f, const LoadState& st) {
       else
         t.error("period", "must be greater than 0");
     }
-    if (auto c = t.integer("count", true, 1, 1000000)) f.count = static_cast<int>(*c);
+    if (auto c = t.integer("count", true, kFlapCountRange.lo, kFlapCountRange.hi))
+      f.count = static_cast<int>(*c);
   } else {
     t.not_for({"period", "count"}, "only for kind = \"flap\"");
   }

@@ -2,6 +2,8 @@
 
 #include <time.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -67,11 +69,15 @@ Status validate(const BenchSpec& s) {
   if (s.min_bytes == 0 || s.max_bytes < s.min_bytes)
     return bad_input("-b/--minbytes and -e/--maxbytes: need 0 < min <= max (got " +
                      std::to_string(s.min_bytes) + " and " + std::to_string(s.max_bytes) + ")");
-  if (s.min_bytes != s.max_bytes && !(s.step_factor > 1))
-    return bad_input("-f/--stepfactor: must be > 1 (got " + std::to_string(s.step_factor) + ")");
-  if (s.iters < 1 || s.iters > 100000) return bad_input("-n/--iters: must be 1..100000");
-  if (s.warmup < 0 || s.warmup > 100000) return bad_input("-w/--warmup_iters: must be 0..100000");
-  if (s.check < 0 || s.check > 1000) return bad_input("-c/--check: must be 0..1000");
+  if (!kStepFactorRange.contains(s.step_factor) ||
+      (s.min_bytes != s.max_bytes && !(s.step_factor > 1)))
+    return bad_input("-f/--stepfactor: must be > 1 and at most " +
+                     fmt::format("{:g}", kStepFactorRange.hi) + " (got " +
+                     fmt::format("{:g}", s.step_factor) + ")");
+  if (!kItersRange.contains(s.iters)) return bad_input("-n/--iters: must be " + kItersRange.text());
+  if (!kWarmupRange.contains(s.warmup))
+    return bad_input("-w/--warmup_iters: must be " + kWarmupRange.text());
+  if (!kCheckRange.contains(s.check)) return bad_input("-c/--check: must be " + kCheckRange.text());
   if (s.op == collective::RedOp::kProd)
     return bad_input(
         "--op prod: products of many ranks cannot be checked exactly; use sum, "

@@ -15,6 +15,7 @@
 
 #include "collective/types.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "workload/impl.h"
 
 namespace tb::workload {
@@ -29,6 +30,12 @@ struct BenchSpec {
   double step_factor = 2;
   int iters = 20, warmup = 5, check = 1;
 };
+
+// What the flags may say (nccl-tests' -n, -w, -c, -f; -f must also be > 1 when -b < -e).
+inline constexpr IntRange kItersRange{1, 100000};
+inline constexpr IntRange kWarmupRange{0, 100000};
+inline constexpr IntRange kCheckRange{0, 1000};
+inline constexpr RealRange kStepFactorRange{1, 1024};
 
 nlohmann::json to_json(const BenchSpec& s);
 Result<BenchSpec> bench_spec_from_json(const nlohmann::json& j);

@@ -33,6 +33,14 @@ struct RankPlace {
   std::string gloo_addr;
 };
 
+// The ranks' idle timeout as bench and run take it (--timeout, seconds; the job holds ms).
+inline constexpr RealRange kRankTimeoutSeconds{0.1, 86400};
+// "--timeout: must be 0.1..86400 seconds" unless `ms` is inside kRankTimeoutSeconds.
+inline Status check_rank_timeout_ms(int ms) {
+  if (kRankTimeoutSeconds.contains(ms / 1000.0)) return {};
+  return bad_input("--timeout: must be " + kRankTimeoutSeconds.text() + " seconds");
+}
+
 struct Job {
   std::string lab, run_id;
   std::string results_dir;  // logs, per-rank rows (rank<R>.jsonl), bench.json

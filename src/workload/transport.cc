@@ -79,8 +79,14 @@ bool TransportOptions::rdma_tuned() const {
 }
 
 Status validate(const TransportOptions& t) {
-  if (t.channels < 1 || t.channels > 64) return bad_input("--channels: must be 1..64");
-  return collective::validate_rdma_tuning(t.qps, t.ib_timeout, t.ib_retry_cnt);
+  if (!collective::kChannelsRange.contains(t.channels))
+    return bad_input("--channels: must be " + collective::kChannelsRange.text());
+  TB_TRY(collective::validate_rdma_tuning(t.qps, t.ib_timeout, t.ib_retry_cnt));
+  if (t.kind == Transport::kTcp && t.rdma_tuned())
+    return bad_input(
+        "--qps, --ib-timeout and --ib-retry-cnt tune --transport rdma; this run is "
+        "--transport tcp");
+  return {};
 }
 
 }  // namespace tb::workload

@@ -42,7 +42,7 @@ struct TransportOptions {
 };
 
 // The ranges, each message naming its flag: --channels 1..64, --qps 1..16,
-// --ib-timeout 1..31, --ib-retry-cnt 0..7 (exit 2).
+// --ib-timeout 1..31, --ib-retry-cnt 0..7; and no RDMA tunable on --transport tcp (exit 2).
 Status validate(const TransportOptions& t);
 
 }  // namespace tb::workload

@@ -86,7 +86,9 @@ TEST(Verbs, PlanJsonListsTheDaemonsAndShapingUpWouldStart) {
   EXPECT_EQ(none.out.find("\nshape  "), std::string::npos);
   CmdResult bad = testbedctl("plan " + scenario("hz-bj.toml") + " --shaping cake");
   EXPECT_EQ(bad.rc, 2) << bad.out;
-  EXPECT_NE(bad.out.find("--shaping cake: use auto, none or one of"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("--shaping: \"cake\" is not a shaping backend; use auto, none or one of"),
+            std::string::npos)
+      << bad.out;
 }
 
 TEST(Verbs, GraphDrawsEveryNodeAsDotAndAsMermaid) {

@@ -46,15 +46,15 @@ std::string fmt_ms(double ms) {
 }  // namespace
 
 Status validate_rdma_tuning(int qps, int ib_timeout, int ib_retry_cnt) {
-  if (qps < 1 || qps > 16)
-    return bad_input("--qps: " + std::to_string(qps) + " is not 1..16 (queue pairs per peer)");
-  // The QP attribute `timeout` is 5 bits; 0 means infinite, which would hide a dead peer.
-  if (ib_timeout < 1 || ib_timeout > 31)
-    return bad_input("--ib-timeout: " + std::to_string(ib_timeout) +
-                     " is not 1..31 (the ACK timeout is 4.096 us * 2^T)");
-  // `retry_cnt` is 3 bits.
-  if (ib_retry_cnt < 0 || ib_retry_cnt > 7)
-    return bad_input("--ib-retry-cnt: " + std::to_string(ib_retry_cnt) + " is not 0..7");
+  if (!kQpsRange.contains(qps))
+    return bad_input("--qps: " + std::to_string(qps) + " is not " + kQpsRange.text() +
+                     " (queue pairs per peer)");
+  if (!kIbTimeoutRange.contains(ib_timeout))
+    return bad_input("--ib-timeout: " + std::to_string(ib_timeout) + " is not " +
+                     kIbTimeoutRange.text() + " (the ACK timeout is 4.096 us * 2^T)");
+  if (!kIbRetryCntRange.contains(ib_retry_cnt))
+    return bad_input("--ib-retry-cnt: " + std::to_string(ib_retry_cnt) + " is not " +
+                     kIbRetryCntRange.text());
   return {};
 }
 
@@ -66,7 +66,8 @@ Status validate(const RdmaOptions& o) {
   if (static_cast<int>(o.peers.size()) != o.size || static_cast<int>(o.rdma.size()) != o.size)
     return bad_input("rdma: peers and rdma flags must have one entry per rank (" +
                      std::to_string(o.size) + ")");
-  if (o.channels < 1 || o.channels > 64) return bad_input("--channels: must be 1..64");
+  if (!kChannelsRange.contains(o.channels))
+    return bad_input("--channels: must be " + kChannelsRange.text());
   if (o.timeout.count() < 1) return bad_input("--timeout: must be positive");
   for (int j = 0; j < o.size; ++j) {
     const auto& p = o.peers[static_cast<size_t>(j)];

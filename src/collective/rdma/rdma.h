@@ -28,6 +28,7 @@
 #include "collective/comm.h"
 #include "collective/store.h"
 #include "collective/tcp/tcp.h"
+#include "core/units.h"
 
 namespace tb::collective {
 
@@ -43,7 +44,12 @@ struct RdmaOptions {
   int ib_retry_cnt = 7;    // transport retries before IBV_WC_RETRY_EXC_ERR (NCCL_IB_RETRY_CNT)
 };
 
-// The tunables' ranges; the message names the flag (--qps 1..16, --ib-timeout 1..31,
+// The tunables' ranges. The ACK timeout is the QP attribute `timeout` (5 bits; 0 means
+// infinite, which would hide a dead peer), the retries `retry_cnt` (3 bits).
+inline constexpr IntRange kQpsRange{1, 16};
+inline constexpr IntRange kIbTimeoutRange{1, 31};
+inline constexpr IntRange kIbRetryCntRange{0, 7};
+// The ranges above; the message names the flag (--qps 1..16, --ib-timeout 1..31,
 // --ib-retry-cnt 0..7). Exit code 2.
 Status validate_rdma_tuning(int qps, int ib_timeout, int ib_retry_cnt);
 // validate_rdma_tuning plus the options' shape (rank, peers, rdma sized by `size`).

@@ -24,6 +24,7 @@
 #include "collective/comm.h"
 #include "collective/store.h"
 #include "core/unique_fd.h"
+#include "core/units.h"
 
 namespace tb::collective {
 
@@ -32,6 +33,9 @@ struct TcpPeer {
   std::string src;   // this rank's address on that tier (bound before connecting)
   std::string tier;  // "nvl", "rail", "wan" (reports)
 };
+
+// TCP connections per peer (--channels; NCCL's channels) a job may ask for.
+inline constexpr IntRange kChannelsRange{1, 64};
 
 struct TcpOptions {
   int rank = 0, size = 1, channels = 1;
