@@ -4,6 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <string>
+
 #include "core/unique_fd.h"
 
 namespace tb::apply {
@@ -14,22 +17,44 @@ namespace {
 // listens, so a name the hosts file lacks fails at once instead of sending DNS into the lab.
 constexpr const char* kResolvConf = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
 
-Status write_new_file(const std::string& path, const std::string& content) {
-  // O_EXCL: a file that is already there is not ours to overwrite.
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd && errno == EEXIST)
-    return sys_fail("write " + path +
-                    " (it exists and this lab did not make it; if an earlier "
-                    "run left it, `testbedctl clean` removes it when it carries our marker)");
-  if (!fd) return sys_fail("write " + path);
+Status write_all(int fd, const std::string& path, const std::string& content) {
   size_t off = 0;
   while (off < content.size()) {
-    ssize_t n = ::write(fd.get(), content.data() + off, content.size() - off);
+    ssize_t n = ::write(fd, content.data() + off, content.size() - off);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return sys_fail("write " + path);
     off += static_cast<size_t>(n);
   }
   return {};
+}
+
+Status exists_error(const std::string& path) {
+  return sys_fail("write " + path +
+                  " (it exists and this lab did not make it; if an earlier "
+                  "run left it, `testbedctl clean` removes it when it carries our marker)");
+}
+
+// Creates `path` with `content`, whole or not at all: the text goes into an unnamed file in the
+// same directory (O_TMPFILE), which is linked to its name only once complete. A kill -9 or a
+// failed write part-way leaves no file, where creating the name first would leave an empty or
+// cut file without our marker, which no `down` or `clean` would remove. linkat does not
+// overwrite: a file already there is not ours (EEXIST). Where the filesystem has no O_TMPFILE,
+// the file is created by name (O_EXCL) and written.
+Status write_new_file(const std::string& path, const std::string& content) {
+  const std::string dir = path.substr(0, path.rfind('/'));
+  UniqueFd tmp(::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644));
+  if (tmp) {
+    TB_TRY(write_all(tmp.get(), path, content));
+    const std::string self = "/proc/self/fd/" + std::to_string(tmp.get());
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0) return {};
+    return errno == EEXIST ? exists_error(path) : sys_fail("write " + path + ": link");
+  }
+  if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return sys_fail("write " + path);
+  // O_EXCL: a file that is already there is not ours to overwrite.
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd && errno == EEXIST) return exists_error(path);
+  if (!fd) return sys_fail("write " + path);
+  return write_all(fd.get(), path, content);
 }
 
 // Removes `path` when its first line is `marker_line`; anything else is left alone.
