@@ -4,6 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <string>
+
 #include "core/safe_file.h"
 #include "core/unique_fd.h"
 
@@ -15,15 +18,33 @@ namespace {
 // listens, so a name the hosts file lacks fails at once instead of sending DNS into the lab.
 constexpr const char* kResolvConf = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
 
+Status exists_error(const std::string& path) {
+  return sys_fail("write " + path +
+                      " (it exists and this lab did not make it; if an earlier "
+                      "run left it, `testbedctl clean` removes it when it carries our marker)",
+                  EEXIST);
+}
+
+// Creates <dir>/<name> with `content`, whole or not at all: the text goes into an unnamed file
+// in the same directory (O_TMPFILE), which is linked to its name only once complete. A kill -9
+// or a failed write part-way leaves no file, where creating the name first would leave an empty
+// or cut file without our marker, which no `down` or `clean` would remove. linkat neither
+// overwrites nor follows a symlink planted at the name: a file already there is not ours
+// (EEXIST). Where the filesystem has no O_TMPFILE, the file is created by name (O_EXCL).
 Status write_new_file(const SafeDir& dir, const std::string& name, const std::string& content) {
   const std::string path = dir.path() + "/" + name;
+  UniqueFd tmp(::openat(dir.fd(), ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644));
+  if (tmp) {
+    if (::fchmod(tmp.get(), 0644) != 0) return sys_fail("chmod " + path);
+    TB_TRY(write_all(tmp.get(), content, path));
+    const std::string self = "/proc/self/fd/" + std::to_string(tmp.get());
+    if (::linkat(AT_FDCWD, self.c_str(), dir.fd(), name.c_str(), AT_SYMLINK_FOLLOW) == 0) return {};
+    return errno == EEXIST ? exists_error(path) : sys_fail("write " + path + ": link");
+  }
+  if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return sys_fail("write " + path);
   // O_EXCL: a file that is already there (a symlink included) is not ours to overwrite.
   auto fd = dir.open(name, O_WRONLY | O_CREAT | O_EXCL);
-  if (!fd && fd.error().sys_errno == EEXIST)
-    return sys_fail("write " + path +
-                        " (it exists and this lab did not make it; if an earlier "
-                        "run left it, `testbedctl clean` removes it when it carries our marker)",
-                    EEXIST);
+  if (!fd && fd.error().sys_errno == EEXIST) return exists_error(path);
   if (!fd) return std::unexpected(fd.error());
   return write_all(fd->get(), content, path);
 }

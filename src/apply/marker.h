@@ -29,7 +29,9 @@ inline std::string_view first_line(std::string_view text) {
 // Writes <etc_netns>/<netns>/hosts and resolv.conf (creating both directories as needed), the
 // files `ip netns exec` and `testbedctl exec` bind-mount over /etc. resolv.conf names only
 // loopback, so lookups of names not in the hosts file fail at once inside the lab. Refuses to
-// overwrite a file that is already there.
+// overwrite a file that is already there. Each file appears whole, marker line first, or not at
+// all (where the filesystem has O_TMPFILE), so a kill -9 part-way leaves nothing that
+// remove_hosts_file_if_ours would not take.
 Status write_hosts_file(const std::string& etc_netns, const std::string& netns,
                         const std::string& content);
 // Removes <etc_netns>/<netns>/hosts and resolv.conf, each only when its first line is

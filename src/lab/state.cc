@@ -1,7 +1,6 @@
 #include "lab/state.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -109,8 +108,15 @@ Result<LabLock> LabLock::acquire(const std::string& lab) {
   auto opened = dir->open("lock", O_RDWR | O_CREAT);
   if (!opened) return std::unexpected(opened.error());
   UniqueFd fd = std::move(*opened);
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK)
+  // A POSIX record lock, not flock(2): it belongs to this process, not to the open file, so a
+  // child forked while it is held (a tool before its exec) does not keep it when this process
+  // is killed. It is released when any descriptor of the file closes in this process: nothing
+  // else here opens the lock file.
+  struct flock whole {};
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;  // l_start = l_len = 0: the whole file
+  if (::fcntl(fd.get(), F_SETLK, &whole) != 0) {
+    if (errno == EACCES || errno == EAGAIN)
       return fail("lab \"" + lab + "\" is being changed by another testbedctl (lock " + path + ")",
                   EWOULDBLOCK);
     return sys_fail("lock " + path);

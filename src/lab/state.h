@@ -46,8 +46,10 @@ Result<LabState> load_state(const std::string& lab);
 Status save_state(const LabState& s);
 Status remove_state(const std::string& lab);
 
-// An exclusive, non-blocking lock on the lab (flock on <dir>/lock); released on destruction.
-// Held by another process: the error's sys_errno is EWOULDBLOCK.
+// An exclusive, non-blocking lock on the lab (a POSIX record lock on <dir>/lock); released on
+// destruction or when the process ends, however it ends. Children do not inherit it. Held by
+// another process: the error's sys_errno is EWOULDBLOCK. One per lab per process (a second
+// acquire in the same process would succeed, and destroying either would release both).
 class LabLock {
  public:
   static Result<LabLock> acquire(const std::string& lab);
