@@ -1,5 +1,5 @@
 // Verbs and keys that change a live lab and had no test: `link set --rate/--jitter/--loss`,
-// Ctrl-C reverting a `fault ... --for`, `bench -d double|int64`,
+// `fault link-up`, Ctrl-C reverting a `fault ... --for`, `bench -d double|int64`,
 // `resilient = true` from a scenario file, and [failover] `misses` / `bfd_multiplier` in the
 // running daemons. Each reads the change back where it lives (tc, the delay stage's own stats,
 // the nft loss rule's effect, the daemons' configs and state), so a change not made fails.
@@ -91,6 +91,36 @@ TEST(LiveLink, SetRateJitterAndLossChangeTheLiveLinkAndGoBack) {
   r = testbedctl("link " + lab + " set" + link + " --jitter fast");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("link --jitter"), std::string::npos) << r.out;
+}
+
+bool carrier_up(const std::string& netns, const std::string& ifname) {
+  return sh("ip -n " + netns + " -o link show " + ifname).out.find("state UP") != std::string::npos;
+}
+
+TEST(LiveLink, FaultLinkUpBringsBackALinkThatFaultOrLinkTookDown) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("fu"));
+  ASSERT_EQ(testbedctl("up " + scenario("mini.toml") + " --name " + g.lab()).rc, 0);
+  const std::string lab = g.lab(), link = " dc/s1/g1 dc/tor0";
+  const std::string gpu = ns(lab, "dc-s1-g1");
+  // link-down without --for stays down after the verb returns...
+  CmdResult r = testbedctl("fault " + lab + " link-down" + link);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_FALSE(carrier_up(gpu, "rail")) << "link-down without --for did not stay";
+  EXPECT_TRUE(unreachable(lab, "dc/s0/g0", "dc-s1-g1.rail"));
+  // ...until link-up, which also puts back the routes the kernel dropped.
+  r = testbedctl("fault " + lab + " link-up" + link);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(carrier_up(gpu, "rail"));
+  EXPECT_TRUE(reaches(lab, "dc/s0/g0", "dc-s1-g1.rail"));
+  EXPECT_TRUE(reaches(lab, "dc/s1/g1", "dc-s0-g0.rail"));
+  // The same after `link down`.
+  ASSERT_EQ(testbedctl("link " + lab + " down" + link).rc, 0);
+  EXPECT_TRUE(unreachable(lab, "dc/s0/g0", "dc-s1-g1.rail"));
+  r = testbedctl("fault " + lab + " link-up" + link);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(reaches(lab, "dc/s0/g0", "dc-s1-g1.rail"));
+  EXPECT_EQ(lab_events(lab, "link_up").size(), 2u);
 }
 
 TEST(LiveLink, CtrlCRevertsAFaultAtOnceAndExits) {
