@@ -179,6 +179,7 @@ plan::HostCaps host_for_plan(bool with_rxe) {
   if (::geteuid() != 0) return plan::assumed_host();
   plan::HostCaps h;
   h.how = "probed";
+  h.probed = true;
   for (const CheckSpec& spec : kRegistry) {
     const std::string_view name = spec.name;
     bool* slot = name == "netem"     ? &h.netem

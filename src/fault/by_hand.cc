@@ -14,11 +14,14 @@ Result<ByHandReport> inject_by_hand(lab::LabState& st, const Resolved& fault,
   const auto steps = schedule(faults);
   const int64_t t0 = monotonic_ns();
   ByHandReport rep;
-  auto status =
-      run_timeline(injector, faults, steps, t0, stop, [&](const Step& s, const Status& r) {
+  // A fault without --for stays once the verb returns (until a link-up, or `link reset`).
+  auto status = run_timeline(
+      injector, faults, steps, t0, stop,
+      [&](const Step& s, const Status& r) {
         on_step(s, r, static_cast<double>(monotonic_ns() - t0) / 1e9);
         rep.all_applied = rep.all_applied && r.has_value();
-      });
+      },
+      AtEnd::kKeepLasting);
   if (!status) return std::unexpected(status.error());
   return rep;
 }

@@ -1,5 +1,6 @@
 // The `fault` verb's kernel side: one resolved fault injected into a live lab and reverted on
-// its schedule (timeline.h), or at once when `stop` is set. Every step is an event and is
+// its schedule (timeline.h), or at once when `stop` is set; one without a duration stays in
+// force after the call (AtEnd::kKeepLasting). Every step is an event and is
 // reported to `on_step` with its time in seconds from the start. The caller has checked root
 // and holds the lab lock. Not thread-safe.
 #pragma once

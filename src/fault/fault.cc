@@ -200,4 +200,8 @@ void Injector::revert_all(const std::vector<Resolved>& faults) {
     (void)apply(faults[*it], Step{0, *it, false, -1});
 }
 
+void Injector::keep_lasting(const std::vector<Resolved>& faults) {
+  std::erase_if(active_, [&](size_t id) { return faults[id].spec.duration.ns == 0; });
+}
+
 }  // namespace tb::fault

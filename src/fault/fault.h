@@ -53,6 +53,8 @@ class Injector {
   Status apply(const Resolved& f, const Step& s);
   // Reverts whatever is still in force (on interrupt or at the end of a run), in reverse.
   void revert_all(const std::vector<Resolved>& faults);
+  // Leaves the faults without a duration (for = 0) in force: revert_all no longer reverts them.
+  void keep_lasting(const std::vector<Resolved>& faults);
 
  private:
   Status inject(const Resolved& f, size_t id);

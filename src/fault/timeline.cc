@@ -10,7 +10,7 @@ namespace tb::fault {
 
 Status run_timeline(Injector& injector, const std::vector<Resolved>& faults,
                     const std::vector<Step>& steps, int64_t t0_ns, const std::atomic<bool>& stop,
-                    const std::function<void(const Step&, const Status&)>& on_step) {
+                    const std::function<void(const Step&, const Status&)>& on_step, AtEnd at_end) {
   Status first;
   for (const auto& s : steps) {
     // Sleep in short slices so a stop is noticed within 20 ms.
@@ -24,6 +24,7 @@ Status run_timeline(Injector& injector, const std::vector<Resolved>& faults,
     if (on_step) on_step(s, st);
     if (!st && first) first = st;
   }
+  if (at_end == AtEnd::kKeepLasting && !stop.load()) injector.keep_lasting(faults);
   injector.revert_all(faults);
   return first;
 }

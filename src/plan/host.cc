@@ -1,5 +1,6 @@
 #include "plan/host.h"
 
+#include <algorithm>
 #include <regex>
 #include <vector>
 
@@ -43,16 +44,41 @@ Status validate(const PlanOptions& o) {
   return flag("--rdma", check_rdma(o.rdma));
 }
 
-Result<ShapingChoice> choose_shaping(const std::string& requested, const HostCaps& host) {
-  if (requested == "none") return ShapingChoice{"none", "asked"};
-  if (requested != "auto") {
-    if (auto c = check_shaping(requested); !c) return bad_input("--shaping: " + c.error().message);
-    return ShapingChoice{requested, "asked"};
-  }
+namespace {
+
+// The shaping capabilities the host has, by their capability names (Backend::needs).
+std::vector<std::string> shaping_caps(const HostCaps& host) {
   std::vector<std::string> available;
   if (host.netem) available.emplace_back("netem");
   if (host.tbf) available.emplace_back("tbf");
   if (host.htb) available.emplace_back("htb");
+  return available;
+}
+
+// What `b` needs that `available` lacks: "" when nothing.
+std::string missing_need(const shaping::Backend& b, const std::vector<std::string>& available) {
+  for (std::string_view need : b.needs)
+    if (std::ranges::find(available, need) == available.end()) return std::string(need);
+  return "";
+}
+
+}  // namespace
+
+Result<ShapingChoice> choose_shaping(const std::string& requested, const HostCaps& host) {
+  if (requested == "none") return ShapingChoice{"none", "asked"};
+  const std::vector<std::string> available = shaping_caps(host);
+  if (requested != "auto") {
+    if (auto c = check_shaping(requested); !c) return bad_input("--shaping: " + c.error().message);
+    const shaping::Backend* asked = shaping::find_backend(requested);
+    if (const std::string need = missing_need(*asked, available); host.probed && !need.empty()) {
+      std::string usable = "auto, none";
+      for (const auto& b : shaping::backend_registry())
+        if (missing_need(b, available).empty()) usable += ", " + std::string(b.kind);
+      return bad_input("--shaping " + requested + ": this kernel has no working " + need +
+                       " (see `testbedctl doctor`); use " + usable);
+    }
+    return ShapingChoice{requested, "asked"};
+  }
   const shaping::Backend* b = shaping::pick_backend(available);
   if (!b)
     return bad_input(

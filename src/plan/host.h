@@ -20,6 +20,9 @@ struct HostCaps {
   bool rxe = false;      // Soft-RoCE carries RC traffic between namespaces
   // How these were found: "probed", or "assumed (not root: nothing probed)".
   std::string how;
+  // True when the shaping fields above come from real checks on this kernel (host_for_plan as
+  // root): a backend asked for by name must then be one of them.
+  bool probed = false;
   // rxe: the check's words ("doctor's rdma_rxe probe: ..."), kept in the lab's state.
   std::string rxe_detail;
   bool rxe_checked = false;  // false: not checked (--rdma none, or nothing probed)
@@ -49,8 +52,11 @@ struct ShapingChoice {
   std::string how;      // "probed", "asked", "assumed (not root: nothing probed)"
 };
 
-// The backend `requested` means on `host`: "none" and a named backend are taken as asked;
-// "auto" is the first backend of the registry's preference the host has.
+// The backend `requested` means on `host`: "none" is taken as asked, and so is a named backend
+// the host has (any named backend when the host was not probed); a named backend a probed host
+// lacks is refused (exit code 2, naming the missing capability and the usable backends), so
+// `up` builds nothing it would have to roll back. "auto" is the first backend of the registry's
+// preference the host has.
 Result<ShapingChoice> choose_shaping(const std::string& requested, const HostCaps& host);
 
 }  // namespace tb::plan

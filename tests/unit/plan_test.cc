@@ -268,5 +268,25 @@ TEST(Plan, ShapingFollowsTheHostAndRefusesStagesWithoutNfqueue) {
   EXPECT_EQ(renamed->lab, "other");
 }
 
+TEST(Plan, ABackendAskedForByNameMustBeOnAProbedHost) {
+  HostCaps host = assumed_host("test");  // tbf and htb, no netem
+  // Not probed (a dry run for another host): taken as asked.
+  auto asked = choose_shaping("netem", host);
+  ASSERT_TRUE(asked) << asked.error().message;
+  EXPECT_EQ(asked->backend, "netem");
+  // Probed: refused before anything is built, naming what is missing and what would do.
+  host.probed = true;
+  auto refused = choose_shaping("netem", host);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().exit_code, kExitBadInput);
+  EXPECT_EQ(refused.error().message,
+            "--shaping netem: this kernel has no working netem (see `testbedctl doctor`); use "
+            "auto, none, tbf, htb");
+  EXPECT_EQ(choose_shaping("htb", host)->backend, "htb");
+  EXPECT_EQ(choose_shaping("none", host)->backend, "none");
+  host.netem = true;
+  EXPECT_EQ(choose_shaping("netem", host)->backend, "netem");
+}
+
 }  // namespace
 }  // namespace tb::plan
