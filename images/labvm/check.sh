@@ -292,7 +292,7 @@ if [ $rc = 0 ]; then
   # ToR on the other device and is rejected ("invalid service ID"), and a set-up that follows
   # the route instead (tried) connects but then loses its ACKs: they return through the ToR that
   # still reaches the peer's *other* port, whose device has no such QP.
-  dev0=$(grep -o 'RDMA devices by rank: 0=[^ ]*' /tmp/dual-both.txt | sed 's/.*0=//')
+  dev0=$(grep -o 'RDMA devices by rank: 0=[^ ]*' /tmp/dual-both.txt | head -1 | sed 's/.*0=//')
   used=${dev0%%,*} used=${used##*-}
   case $used in raila) other=railb tor=dc/tor0b ;; *) used=railb other=raila tor=dc/tor0a ;; esac
   testbedctl link vmdual down dc/s0/g0 $tor
