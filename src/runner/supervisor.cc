@@ -226,6 +226,11 @@ Status start_supervisor(const std::string& lab, const std::string& lab_dir,
     ::_exit(127);
   }
   ::waitpid(pid, nullptr, 0);
+  // Each child gets wait_ms from its own first start: FRR's bgpd starts 2 s after zebra, which
+  // left it 1 s under a flat 3 s (in the lab VM's emulated CPU it missed that).
+  int latest = 0;
+  for (const auto& c : specs) latest = std::max(latest, c.delay_ms);
+  wait_ms += latest;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   std::string last = "no status yet";
   while (std::chrono::steady_clock::now() < deadline) {

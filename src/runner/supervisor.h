@@ -68,7 +68,8 @@ Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
                  const std::function<std::vector<ChildSpec>()>& more = {});
 
 // Starts `testbedctl supervise LAB` as a daemon (new session, its own log), with the owner
-// marker in its environment, and waits up to `wait_ms` for every child in `specs` to run.
+// marker in its environment, and waits for every child in `specs` to run: up to `wait_ms` past
+// the latest child's start delay (ChildSpec::delay_ms).
 Status start_supervisor(const std::string& lab, const std::string& lab_dir,
                         const std::string& owner, const std::vector<ChildSpec>& specs,
                         int wait_ms = 3000);

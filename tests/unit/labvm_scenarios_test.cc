@@ -1,0 +1,76 @@
+// The lab VM's scenarios (images/labvm/*.toml) planned for the guest's kind of host (netem and
+// Soft-RoCE): what images/labvm/check.sh relies on is in the plan, so a scenario that stopped
+// loading or changed shape fails here, on any host, before a VM is booted.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "plan/plan.h"
+#include "scenario/loader.h"
+
+namespace tb::plan {
+namespace {
+
+Plan plan_vm(const std::string& file) {
+  auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/images/labvm/" + file);
+  EXPECT_TRUE(s) << s.error().message;
+  if (!s) return {};
+  HostCaps guest{true, true, true, true, true, "lab VM", "lab VM has rxe", true};
+  auto p = compile(*s, guest, PlanOptions{});
+  EXPECT_TRUE(p) << p.error().message;
+  return p ? *p : Plan{};
+}
+
+template <class T>
+std::vector<T> ops_of(const Plan& p) {
+  std::vector<T> out;
+  for (const auto& op : p.ops)
+    if (const auto* t = std::get_if<T>(&op)) out.push_back(*t);
+  return out;
+}
+
+TEST(LabVmScenarios, NetemRailCarriesTwentyMsOnNetem) {
+  const Plan p = plan_vm("netem.toml");
+  EXPECT_EQ(p.shaping, "netem");
+  bool found = false;
+  for (const auto& s : ops_of<SetShape>(p))
+    if (s.netns == "tb-vmnetem-dc-s0-g0" && s.ifname == "rail") {
+      found = true;
+      EXPECT_EQ(s.shape.delay.ns, 20'000'000);  // check.sh's link reset / fault revert target
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST(LabVmScenarios, DualTorGivesEveryGpuPortItsOwnRxeDevice) {
+  const Plan p = plan_vm("dualtor.toml");
+  EXPECT_EQ(p.rdma, "rxe");
+  std::map<std::string, std::set<std::string>> ports;  // GPU -> interfaces with a device
+  for (const auto& r : ops_of<CreateRxe>(p)) {
+    ports[r.node].insert(r.ifname);
+    EXPECT_EQ(r.name, r.netns + "-" + r.ifname);  // check.sh looks for these names
+  }
+  ASSERT_EQ(ports.size(), 4u);
+  for (const auto& [gpu, ifs] : ports)
+    EXPECT_EQ(ifs, (std::set<std::string>{"raila", "railb"})) << gpu;
+  // One spine, so a ToR that lost a GPU's port reaches it through the other ToR.
+  EXPECT_EQ(p.fabric().size(), 1u);
+}
+
+TEST(LabVmScenarios, BfdRunsFrrOnBothRoutersOverBothWanLinks) {
+  const Plan p = plan_vm("bfd.toml");
+  EXPECT_EQ(p.failover, "bfd");
+  const auto routers = p.routers();
+  ASSERT_EQ(routers.size(), 2u);
+  for (const auto& r : routers) {
+    EXPECT_EQ(r.bfd_interval_ms, 300);
+    EXPECT_EQ(r.bfd_multiplier, 3);
+    ASSERT_EQ(r.neighbors.size(), 2u) << r.node;
+    std::map<std::string, int> pref;
+    for (const auto& n : r.neighbors) pref[n.wan] = n.local_pref;
+    EXPECT_GT(pref.at("pri"), pref.at("bak")) << r.node;  // check.sh expects pri before failover
+  }
+}
+
+}  // namespace
+}  // namespace tb::plan
