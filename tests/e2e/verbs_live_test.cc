@@ -274,7 +274,7 @@ TEST(LiveVerbs, VerifyOneLinkAndItsJsonSayTheSame) {
   CmdResult text = sh("(" + tbctl() + " " + args + " 2>/dev/null)");
   EXPECT_EQ(text.out.find("[2/"), std::string::npos) << text.out;
   // What the text shows is in the JSON: the class, the addresses, each check by name.
-  for (const std::string want :
+  for (const std::string& want :
        {"[1/1] " + c["class"].get<std::string>() + "  (" + std::to_string(c["members"].get<int>()),
         std::string("the one asked for"), "dc/s0/g0:rail " + c["target"]["from"].get<std::string>(),
         "dc/tor0:s0g0 " + c["target"]["addr"].get<std::string>(),

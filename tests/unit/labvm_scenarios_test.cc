@@ -16,7 +16,15 @@ Plan plan_vm(const std::string& file) {
   auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/images/labvm/" + file);
   EXPECT_TRUE(s) << s.error().message;
   if (!s) return {};
-  HostCaps guest{true, true, true, true, true, "lab VM", "lab VM has rxe", true};
+  HostCaps guest{.netem = true,
+                 .tbf = true,
+                 .htb = true,
+                 .nfqueue = true,
+                 .rxe = true,
+                 .how = "lab VM",
+                 .probed = true,
+                 .rxe_detail = "lab VM has rxe",
+                 .rxe_checked = true};
   auto p = compile(*s, guest, PlanOptions{});
   EXPECT_TRUE(p) << p.error().message;
   return p ? *p : Plan{};
