@@ -147,7 +147,7 @@ void add_bench(CLI::App& app, int& rc) {
   BenchFlags& bf = *flags;
   auto* bench = app.add_subcommand(
       "bench", "nccl-tests-style collective benchmark between the lab's GPUs (root)");
-  bench->add_option("LAB", *lab)->required();
+  bench->add_option("LAB", *lab)->required()->check(lab_name());
   bench
       ->add_option("COLLECTIVE", bf.coll,
                    "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv")

@@ -166,7 +166,7 @@ void add_fault(CLI::App& app, int& rc) {
   FaultFlags& ff = *flags;
   auto* fault = app.add_subcommand(
       "fault", "inject a fault into a live lab; blocks while it lasts, then reverts it (root)");
-  fault->add_option("LAB", *lab)->required();
+  fault->add_option("LAB", *lab)->required()->check(lab_name());
   fault
       ->add_option("KIND", ff.kind,
                    "link-down|link-up|flap|loss|blackhole|latency A B; partition R1 R2; "

@@ -82,7 +82,7 @@ void add_up(CLI::App& app, int& rc) {
   auto* up = app.add_subcommand("up", "build the lab a scenario describes (root)");
   up->add_option("SCENARIO", o->scenario_path)->required();
   up->add_option("--name", o->plan.lab, "lab name instead of the scenario's [lab] name")
-      ->check(checked_by(plan::check_lab_name, "1-8 of a-z0-9, a letter first"));
+      ->check(lab_name());
   up->add_option("--shaping", o->plan.shaping,
                  "auto (probe this kernel) | none | netem | tbf | htb (default auto)")
       ->check(checked_by(plan::check_shaping, "auto|none|netem|tbf|htb"));
@@ -96,7 +96,9 @@ void add_up(CLI::App& app, int& rc) {
 void add_down(CLI::App& app, int& rc) {
   auto o = std::make_shared<lab::DownOptions>();
   auto* down = app.add_subcommand("down", "remove everything a lab made; idempotent (root)");
-  down->add_option("TARGET", o->target, "lab name or scenario file")->required();
+  down->add_option("TARGET", o->target, "lab name or scenario file")
+      ->required()
+      ->check(scenario_file_or_lab_name());
   down->callback([o, &rc] { rc = cmd_down(*o); });
 }
 
@@ -104,7 +106,7 @@ void add_clean(CLI::App& app, int& rc) {
   auto o = std::make_shared<lab::CleanOptions>();
   auto* clean =
       app.add_subcommand("clean", "remove leftovers by owner marker when state is lost (root)");
-  auto* lab = clean->add_option("LAB", o->lab);
+  auto* lab = clean->add_option("LAB", o->lab)->check(lab_name());
   clean->add_flag("--all", o->all, "every lab's leftovers")->excludes(lab);
   clean->callback([o, &rc] { rc = cmd_clean(*o); });
 }
@@ -113,7 +115,7 @@ void add_status(CLI::App& app, int& rc) {
   auto f = std::make_shared<StatusFlags>();
   auto* status =
       app.add_subcommand("status", "servers, GPUs, interfaces, addresses, links, backends");
-  status->add_option("LAB", f->lab);
+  status->add_option("LAB", f->lab)->check(lab_name());
   status->add_flag("--json", f->json);
   status->callback([f, &rc] { rc = cmd_status(*f); });
 }
@@ -121,7 +123,7 @@ void add_status(CLI::App& app, int& rc) {
 void add_exec(CLI::App& app, int& rc) {
   auto o = std::make_shared<lab::ExecOptions>();
   auto* exec = app.add_subcommand("exec", "run a command inside a node's namespace (root)");
-  exec->add_option("LAB", o->lab)->required();
+  exec->add_option("LAB", o->lab)->required()->check(lab_name());
   exec->add_option("NODE", o->node, "e.g. hz/s0/g3 or hz-s0-g3")->required();
   exec->add_option("CMD", o->argv, "command and arguments, after --")->required();
   exec->callback([o, &rc] { rc = cmd_exec(*o); });

@@ -76,7 +76,7 @@ void add_link(CLI::App& app, int& rc) {
   auto f = std::make_shared<LinkFlags>();
   auto* link =
       app.add_subcommand("link", "change a live link in place: set, reset, down, up (root)");
-  link->add_option("LAB", f->lab)->required();
+  link->add_option("LAB", f->lab)->required()->check(lab_name());
   link->add_option("ACTION", f->action, "set | reset | down | up")
       ->required()
       ->check(CLI::IsMember({"set", "reset", "down", "up"}));

@@ -110,8 +110,7 @@ void add_run(CLI::App& app, int& rc) {
   auto* run = app.add_subcommand(
       "run", "a scenario end to end: workload, fault timeline, recovery, [expect] (root)");
   run->add_option("SCENARIO_OR_LAB", *target)->required();
-  run->add_option("--name", rf.name, "lab name when bringing a scenario up")
-      ->check(checked_by(plan::check_lab_name, "1-8 of a-z0-9, a letter first"));
+  run->add_option("--name", rf.name, "lab name when bringing a scenario up")->check(lab_name());
   run->add_option("--workload", rf.workload, "a [[workload]] name, or none (default: the first)");
   run->add_option("--size", rf.size, "the steady workload's message size (at least 4)")
       ->capture_default_str()

@@ -116,7 +116,9 @@ void add_plan(CLI::App& app, int& rc) {
 void add_graph(CLI::App& app, int& rc) {
   auto f = std::make_shared<GraphFlags>();
   auto* graph = app.add_subcommand("graph", "draw a scenario's or a live lab's topology");
-  graph->add_option("TARGET", f->target, "scenario file or lab name")->required();
+  graph->add_option("TARGET", f->target, "scenario file or lab name")
+      ->required()
+      ->check(scenario_file_or_lab_name());
   graph->add_option("--format", f->format, "dot | mermaid")
       ->check(CLI::IsMember({"dot", "mermaid"}))
       ->default_val("dot");

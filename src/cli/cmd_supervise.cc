@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_code.h"
+#include "cli/flag_checks.h"
 #include "lab/state.h"
 #include "plan/plan.h"
 #include "runner/supervisor.h"
@@ -67,7 +68,7 @@ int cmd_supervise(const std::string& lab) {
 void add_supervise(CLI::App& app, int& rc) {
   auto lab = std::make_shared<std::string>();
   auto* supervise = app.add_subcommand("supervise", "");  // internal: started by up
-  supervise->add_option("LAB", *lab)->required();
+  supervise->add_option("LAB", *lab)->required()->check(lab_name());
   supervise->group("");
   supervise->callback([lab, &rc] { rc = cmd_supervise(*lab); });
 }

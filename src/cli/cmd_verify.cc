@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_code.h"
+#include "cli/flag_checks.h"
 #include "cli/stop_signals.h"
 #include "lab/live.h"
 #include "lab/state.h"
@@ -106,7 +107,7 @@ void add_verify(CLI::App& app, int& rc) {
   auto f = std::make_shared<VerifyFlags>();
   auto* verify = app.add_subcommand(
       "verify", "measure each link class against the scenario; exit 1 out of tolerance (root)");
-  verify->add_option("LAB", f->lab)->required();
+  verify->add_option("LAB", f->lab)->required()->check(lab_name());
   verify->add_option("--link", f->link_ends, "only the link between A and B: NODE[:IF] NODE[:IF]")
       ->expected(2);
   verify->add_flag("--json", f->json);

@@ -94,6 +94,26 @@ TEST_F(Flags, UpDownCleanStatusExec) {
       });
 }
 
+// A LAB argument becomes part of paths under /run and of namespace names: anything but a lab
+// name is refused while parsing, before any path is made from it.
+TEST_F(Flags, LabArgumentsAreLabNames) {
+  const std::string not_lab = "is not a lab name: 1-8 lowercase letters or digits";
+  const std::string neither = "is neither a scenario file nor a lab name";
+  expect_bad_input(lab_, {
+                             {"down ../" + lab_, neither},
+                             {"down /nonexistent/x.toml", neither},
+                             {"graph /nonexistent/x.toml", neither},
+                             {"clean ../" + lab_, not_lab},
+                             {"status Bad_Name", not_lab},
+                             {"exec a/b dc/s0/g0 true", not_lab},
+                             {"verify " + lab_ + "/..", not_lab},
+                             {"link ../x down a b", not_lab},
+                             {"bench toolongname", not_lab},
+                             {"fault . link-down dc/s0/g0", not_lab},
+                             {"supervise ''", not_lab},
+                         });
+}
+
 TEST_F(Flags, Link) {
   const std::string set = "link " + lab_ + " set dc/s0/g0 dc/tor0";
   expect_bad_input(

@@ -14,6 +14,54 @@
 namespace tb::lab {
 namespace {
 
+// A forked process that runs `body` (which reports through `report`, then waits), killed with
+// SIGKILL and reaped when the test ends on any path, a failed ASSERT included.
+class Forked {
+ public:
+  template <class Body>
+  explicit Forked(Body body) {
+    if (::pipe(pipe_) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      body(pipe_[1]);
+      ::pause();
+      _exit(0);
+    }
+  }
+  ~Forked() {
+    kill();
+    ::close(pipe_[0]);
+    ::close(pipe_[1]);
+  }
+  Forked(const Forked&) = delete;
+  Forked& operator=(const Forked&) = delete;
+
+  bool started() const { return pid_ > 0; }
+  // Reads what the child reported; false when it did not report all of it.
+  template <class T>
+  bool read(T& out) {
+    return ::read(pipe_[0], &out, sizeof out) == static_cast<ssize_t>(sizeof out);
+  }
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  int pipe_[2] = {-1, -1};
+  pid_t pid_ = -1;
+};
+
+// A process (not a waitpid child of the test) by pid, killed when the test ends.
+struct KillOnExit {
+  pid_t pid = -1;
+  ~KillOnExit() {
+    if (pid > 0) ::kill(pid, SIGKILL);
+  }
+};
+
 class LabLockTest : public testing::Test {
  protected:
   void SetUp() override { ::setenv("TESTBEDCTL_RUN_DIR", dir_.path().c_str(), 1); }
@@ -22,36 +70,25 @@ class LabLockTest : public testing::Test {
 };
 
 TEST_F(LabLockTest, ASecondProcessIsRefusedWhileTheFirstHoldsIt) {
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  pid_t holder = ::fork();
-  ASSERT_GE(holder, 0);
-  if (holder == 0) {
+  Forked holder([](int report) {
     auto lock = LabLock::acquire("t");
     char c = lock ? 'y' : 'n';
-    (void)!::write(ready[1], &c, 1);
-    ::pause();
-    _exit(0);
-  }
+    (void)!::write(report, &c, 1);
+    ::pause();  // keeps `lock` alive
+  });
+  ASSERT_TRUE(holder.started());
   char c = 0;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_TRUE(holder.read(c));
   EXPECT_EQ(c, 'y');
   auto busy = LabLock::acquire("t");
   ASSERT_FALSE(busy);
   EXPECT_EQ(busy.error().sys_errno, EWOULDBLOCK);
-  ::kill(holder, SIGKILL);
-  ::waitpid(holder, nullptr, 0);
+  holder.kill();
   EXPECT_TRUE(LabLock::acquire("t")) << "the holder is dead; its lock must be free";
-  ::close(ready[0]);
-  ::close(ready[1]);
 }
 
 TEST_F(LabLockTest, AChildOfAKilledHolderDoesNotKeepIt) {
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  pid_t holder = ::fork();
-  ASSERT_GE(holder, 0);
-  if (holder == 0) {
+  Forked holder([](int report) {
     auto lock = LabLock::acquire("t");
     // A child forked while the lock is held, still alive when the holder dies (a tool that has
     // not reached exec yet, or a process that never execs).
@@ -60,19 +97,15 @@ TEST_F(LabLockTest, AChildOfAKilledHolderDoesNotKeepIt) {
       ::pause();
       _exit(0);
     }
-    (void)!::write(ready[1], &child, sizeof child);
-    ::pause();
-    _exit(0);
-  }
-  pid_t child = 0;
-  ASSERT_EQ(::read(ready[0], &child, sizeof child), static_cast<ssize_t>(sizeof child));
-  ::kill(holder, SIGKILL);
-  ::waitpid(holder, nullptr, 0);
+    (void)!::write(report, &child, sizeof child);
+    ::pause();  // keeps `lock` alive
+  });
+  ASSERT_TRUE(holder.started());
+  KillOnExit child;
+  ASSERT_TRUE(holder.read(child.pid));
+  holder.kill();
   auto lock = LabLock::acquire("t");
-  ::kill(child, SIGKILL);
   EXPECT_TRUE(lock) << "the lock outlived its holder in a child: " << lock.error().message;
-  ::close(ready[0]);
-  ::close(ready[1]);
 }
 
 }  // namespace
