@@ -151,13 +151,21 @@ grep -q netem <<<"$qd" && pass "the rail carries a netem qdisc" ||
 # its 10 ms netem delay as 8.5 ms in one run and 13.7 ms (2 ms as 4.0, 20 ms as 25.8) in the next,
 # and verify's base over lo, which (mean RTT - base)/2 subtracts, swung between 2 and 9 ms from
 # one class to the next. None of that is netem. So the VM judges what a guest can show: verify's
-# own verdicts on rate and loss; that netem delivers nothing early (mean RTT >= 2 x (97% of the
+# own verdicts on loss; on rate, that netem never lets more through than configured (goodput
+# above verify's band fails) and that traffic flows (at least half the ideal goodput: the guest's
+# emulated CPU, which a busy host slows, once delivered 15.6% less than a 20 Mbit link's ideal);
+# that netem delivers nothing early (mean RTT >= 2 x (97% of the
 # delay - 0.2 ms), a property, no base subtracted); and, for delays of 10 ms and more, that the
 # delay is not applied twice (mean RTT < 4 x 97% of it; the guest's overhead seen so far is at most
 # 11 ms of RTT). Jitter is shown, not judged.
 testbedctl verify vmnetem --quick | tee /tmp/verify.txt
 judged=$(awk '
-  $1 == "rate" || $1 == "loss" { n++; if ($0 ~ /FAIL:/) { bad++; print "  " $0 } }
+  $1 == "loss" { n++; if ($0 ~ /FAIL:/) { bad++; print "  " $0 } }
+  $1 == "rate" { n++
+    if ($0 ~ /FAIL:/) {
+      g = $0; sub(/.*goodput /, "", g); g += 0
+      if ($0 !~ /goodput [-+][0-9.]+% from the ideal/ || g > 0 || g < -50) { bad++; print "  " $0 }
+      else print "  (slow, not judged: the guest CPU) " $0 } }
   $1 == "delay" && $2 ~ /ms$/ { c = $2 + 0; row = $0 }
   $1 == "delay:" && $4 == "(mean" && c >= 1 {
     rtt = $6 + 0; n++
