@@ -50,6 +50,7 @@ DelayStage::DelayStage(StageOptions options, NfqSocket socket)
   start_ns_ = mono_ns();
   seed_ = static_cast<uint64_t>(start_ns_) ^ (static_cast<uint64_t>(::getpid()) << 32);
   process_.pid = ::getpid();
+  process_.scheduling = options_.scheduling;
 }
 
 Result<DelayStage> DelayStage::open(StageOptions options) {

@@ -38,6 +38,8 @@ struct StageOptions {
   Duration duration{};  // 0 = until a signal
   bool fail_open = false;
   int rcvbuf_bytes = 64 << 20;  // as the prototype: bursts of 64 KB super-packets
+  // How the process is scheduled, as the stats file reports it (set by tb-delayd's main).
+  std::string scheduling = "SCHED_OTHER";
 };
 
 class DelayStage {

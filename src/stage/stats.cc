@@ -89,6 +89,7 @@ nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
       {"cpu_us_per_packet", packets ? cpu_s * 1e6 / static_cast<double>(packets) : 0.0},
       {"reloads", process.reloads},
       {"reload_error", process.reload_error},
+      {"scheduling", process.scheduling},
       {"queues", queues},
   };
 }

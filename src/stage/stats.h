@@ -48,6 +48,7 @@ struct ProcessStats {
   double cpu_sys_s = 0;
   uint64_t reloads = 0;      // SIGHUP re-reads that were applied
   std::string reload_error;  // why the last one was refused ("" when it was not)
+  std::string scheduling;    // e.g. "SCHED_FIFO 10", or SCHED_OTHER and why (StageOptions)
 };
 // getrusage(RUSAGE_SELF) user and system time.
 void process_cpu(ProcessStats& out);

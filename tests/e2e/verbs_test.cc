@@ -102,7 +102,7 @@ TEST(Verbs, GraphDrawsEveryNodeAsDotAndAsMermaid) {
     EXPECT_NE(dot.out.find(node), std::string::npos) << node << " missing from dot";
     EXPECT_NE(mm.out.find(node), std::string::npos) << node << " missing from mermaid";
   }
-  CmdResult neither = testbedctl("graph nosuchlab");
+  CmdResult neither = testbedctl("graph nosuch");
   EXPECT_EQ(neither.rc, 2) << neither.out;
   EXPECT_NE(neither.out.find("neither a scenario file nor a lab that is up"), std::string::npos);
 }
@@ -140,7 +140,7 @@ TEST(Verbs, StatusWithNoLabUpSaysSoInTextAndJson) {
   auto j = nlohmann::json::parse(json.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << json.out;
   EXPECT_EQ(j, nlohmann::json({{"labs", nlohmann::json::array()}}));
-  CmdResult one = sh(env + tbctl() + " status nosuchlab");
+  CmdResult one = sh(env + tbctl() + " status nosuch");
   EXPECT_EQ(one.rc, 2) << one.out;
 }
 
