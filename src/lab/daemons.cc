@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/process.h"
+#include "core/realtime.h"
 #include "failover/agent.h"
 #include "failover/fabric.h"
 #include "failover/frr.h"
@@ -34,17 +35,13 @@ Result<std::string> delayd_path() {
 namespace {
 
 constexpr int kDaemonGraceMs = 3000;  // SIGTERM, then SIGKILL (runner/supervisor.h)
-// A delay stage runs SCHED_FIFO where the host allows it (tb-delayd --realtime), so a busy host
-// does not make its delays late. A low priority: above every ordinary process, below the
-// kernel's own real-time threads (migration, watchdog at 99) and anything an operator set higher.
-constexpr int kStageRealtimePriority = 10;
 
 runner::ChildSpec stage_child(const std::string& lab, const plan::Stage& st,
                               const std::string& delayd) {
   return {"stage " + st.node,
           st.netns,
           {delayd, "--config", stage_config_path(lab, st.netns), "--stats",
-           stage_stats_path(lab, st.netns), "--realtime", std::to_string(kStageRealtimePriority)}};
+           stage_stats_path(lab, st.netns), "--realtime", std::to_string(kRealtimePriority)}};
 }
 
 // Whether the stats file of the stage in `netns` lists every queue of `st` (it is rewritten

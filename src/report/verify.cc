@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/realtime.h"
 #include "report/format.h"
 
 namespace tb::report {
@@ -118,6 +119,10 @@ std::string method_text(const Settings& s) {
          " ms excluded, counted by the receiver; SO_SNDBUF/SO_RCVBUF = 2 x BDP (>= 256 KiB); "
          "ideal = rate x (MTU-52)/(MTU+14) (payload MTU - 20 IP - 20 TCP - 12 timestamps, frame "
          "MTU + 14 Ethernet)\n"
+         "      sched   probes (and the lab's delay stages) run SCHED_FIFO " +
+         std::to_string(kRealtimePriority) +
+         " where the host allows it, so a busy host's waits are not read as the link's; a "
+         "refusal is in each probe's log and the stages' stats\n"
          "tolerances: delay >= 1ms: 3% + 0.2ms | rate 10Mbit..2Gbit: 5% of ideal goodput | "
          "jitter >= 0.5ms: 25% | loss: 99% binomial interval\n";
 }

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/process.h"
+#include "core/realtime.h"
 #include "core/safe_file.h"
 #include "netlink/netns.h"
 #include "plan/emulate.h"
@@ -27,6 +28,10 @@ namespace {
 constexpr int kReadyTimeoutMs = 3000;
 constexpr int kStopGraceMs = 1000;
 constexpr double kMaxProbeShare = 0.05;  // probes use at most 5% of the link's rate
+
+// Every probe runs SCHED_FIFO where the host allows it, so a busy host's scheduling waits are
+// not read as the link's delay or as lost goodput (core/realtime.h).
+const std::string kRealtime = std::to_string(kRealtimePriority);
 
 void sleep_ms(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
@@ -75,7 +80,8 @@ Result<nlohmann::json> run_client(const MeasureRequest& r, const std::string& wh
 
 std::vector<std::string> rtt_argv(const MeasureRequest& r, const std::string& to, uint16_t port,
                                   const std::string& dev) {
-  return {r.tb_probe,      "rtt",
+  return {r.tb_probe,      "--realtime",
+          kRealtime,       "rtt",
           "--to",          to,
           "--port",        std::to_string(port),
           "--dev",         dev,
@@ -136,15 +142,16 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
     raised.push_back(std::move(*g));
   }
   const std::string secs = std::to_string(r.serve_seconds);
-  auto server =
-      ProbeChild::start(r.target.b_netns,
-                        {r.tb_probe, "serve", "--port", std::to_string(r.port), "--seconds", secs,
-                         "--dev", r.target.server_dev, "--buffer", std::to_string(r.buffer)},
-                        r.owner, r.work_dir + "/serve-b.log");
-  auto base_server = ProbeChild::start(r.target.a_netns,
-                                       {r.tb_probe, "serve", "--port", std::to_string(r.port + 1),
-                                        "--seconds", secs, "--dev", "lo", "--addr", "127.0.0.1"},
-                                       r.owner, r.work_dir + "/serve-a-lo.log");
+  auto server = ProbeChild::start(
+      r.target.b_netns,
+      {r.tb_probe, "--realtime", kRealtime, "serve", "--port", std::to_string(r.port), "--seconds",
+       secs, "--dev", r.target.server_dev, "--buffer", std::to_string(r.buffer)},
+      r.owner, r.work_dir + "/serve-b.log");
+  auto base_server = ProbeChild::start(
+      r.target.a_netns,
+      {r.tb_probe, "--realtime", kRealtime, "serve", "--port", std::to_string(r.port + 1),
+       "--seconds", secs, "--dev", "lo", "--addr", "127.0.0.1"},
+      r.owner, r.work_dir + "/serve-a-lo.log");
   for (auto* s : {&server, &base_server}) {
     if (!*s) {
       out.errors.push_back(s->error().message);
@@ -181,12 +188,13 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
   if (stop) return out;
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.3f", r.goodput_seconds);
-  auto gp = run_client(
-      r, "goodput",
-      {r.tb_probe, "goodput", "--to", r.target.addr.to_string(), "--port", std::to_string(r.port),
-       "--dev", r.target.a_dev, "--seconds", seconds, "--warmup-ms", std::to_string(r.warmup_ms),
-       "--buffer", std::to_string(r.buffer), "--drain-ms", std::to_string(r.drain_ms)},
-      static_cast<int>(r.goodput_seconds * 1000) + r.drain_ms + 8000, stop);
+  auto gp =
+      run_client(r, "goodput",
+                 {r.tb_probe, "--realtime", kRealtime, "goodput", "--to", r.target.addr.to_string(),
+                  "--port", std::to_string(r.port), "--dev", r.target.a_dev, "--seconds", seconds,
+                  "--warmup-ms", std::to_string(r.warmup_ms), "--buffer", std::to_string(r.buffer),
+                  "--drain-ms", std::to_string(r.drain_ms)},
+                 static_cast<int>(r.goodput_seconds * 1000) + r.drain_ms + 8000, stop);
   if (gp) {
     if (auto v = probe::goodput_from_json(*gp))
       out.m.goodput = *v;

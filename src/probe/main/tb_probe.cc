@@ -1,5 +1,7 @@
 // tb-probe: the measuring end of `testbedctl verify`, run inside lab namespaces.
 //
+//   tb-probe [--realtime PRIO] MODE ...: run SCHED_FIFO PRIO where the host allows it (verify
+//   does, for serve, rtt and goodput: core/realtime.h); refused, it says so on stderr and runs on.
 //   tb-probe serve   --port P --seconds N [--dev IF] [--addr A] [--buffer BYTES]
 //   tb-probe rtt     --to ADDR --port P [--dev IF] --count N --interval-us I [--wait-ms W]
 //                    [--samples]
@@ -18,6 +20,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "core/realtime.h"
 #include "failover/agent.h"
 #include "failover/fabric.h"
 #include "probe/goodput.h"
@@ -46,6 +49,10 @@ void print(const nlohmann::json& j) {
 int main(int argc, char** argv) {
   CLI::App app{"tb-probe: RTT, loss and goodput across one link of a lab"};
   app.require_subcommand(1);
+  int realtime = 0;
+  app.add_option("--realtime", realtime,
+                 "SCHED_FIFO with this priority (1-99) where the host allows it (before MODE)")
+      ->check(CLI::Range(1, 99));
   tb::probe::ServeOptions so;
   tb::probe::RttOptions ro;
   tb::probe::GoodputOptions go;
@@ -94,6 +101,12 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : tb::kExitBadInput;
   }
   std::signal(SIGPIPE, SIG_IGN);
+  if (realtime > 0) {
+    const tb::Scheduling sched = tb::try_realtime(realtime);
+    if (!sched.realtime)
+      std::fprintf(stderr, "tb-probe: %s; timings will include a busy host's waits\n",
+                   sched.text.c_str());
+  }
 
   if (*serve) {
     struct sigaction sa {};

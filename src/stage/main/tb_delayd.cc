@@ -16,8 +16,7 @@
 // --realtime PRIO is --sched-fifo where the host allows it: refused (no CAP_SYS_NICE, or a
 // cgroup with no real-time budget, as in many containers), the stage runs SCHED_OTHER and says
 // so on stderr and in its stats file ("scheduling"). A lab's stages run with --realtime
-// (lab/daemons.cc): without it a CPU hog on every core made a 30 ms stage read +1.5 ms and a
-// 25 Mbit VPC link 6% short of its goodput (the stage woke late and the link idled).
+// (lab/daemons.cc; why: core/realtime.h).
 // Exit codes: 0 clean stop, 1 failure, 2 bad command line or config.
 #include <sched.h>
 #include <sys/prctl.h>
@@ -27,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/realtime.h"
 #include "core/unique_fd.h"
 #include "stage/stage.h"
 
@@ -86,20 +86,17 @@ int main(int argc, char** argv) {
   // Wake-ups at the deadline, not up to 50 us after it (the default timer slack).
   ::prctl(PR_SET_TIMERSLACK, 1UL);
   if (const int prio = fifo_priority > 0 ? fifo_priority : realtime_priority; prio > 0) {
-    sched_param param{};
-    param.sched_priority = prio;
-    const std::string fifo = "SCHED_FIFO " + std::to_string(prio);
-    if (::sched_setscheduler(0, SCHED_FIFO, &param) == 0) {
-      options.scheduling = fifo;
-    } else if (fifo_priority > 0) {
-      auto e = tb::sys_fail("set " + fifo).error();
+    const tb::Scheduling sched = tb::try_realtime(prio);
+    options.scheduling = sched.text;
+    if (!sched.realtime && fifo_priority > 0) {
+      errno = sched.sys_errno;
+      auto e = tb::sys_fail("set SCHED_FIFO " + std::to_string(prio)).error();
       e.exit_code = tb::kExitBadInput;
       return fail_with(e);
-    } else {
-      options.scheduling = "SCHED_OTHER (" + fifo + " refused: " + std::strerror(errno) + ")";
-      std::fprintf(stderr, "tb-delayd: %s; delays will be late on a busy host\n",
-                   options.scheduling.c_str());
     }
+    if (!sched.realtime)
+      std::fprintf(stderr, "tb-delayd: %s; delays will be late on a busy host\n",
+                   sched.text.c_str());
   }
   sigset_t mask;
   sigemptyset(&mask);
