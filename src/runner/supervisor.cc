@@ -1,6 +1,7 @@
 #include "runner/supervisor.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -116,18 +117,36 @@ Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::stri
   auto log = open_file(log_path, O_WRONLY | O_CREAT | O_APPEND);
   if (!log) return std::unexpected(with_context(log.error(), "spawn in " + netns));
   const std::string env = std::string(kOwnerEnv) + "=" + owner;
+  // Closed by a successful exec (O_CLOEXEC), written to before a failed child exits: the parent
+  // returns once the child runs its program, whose environment carries the owner marker. Between
+  // fork and exec /proc/PID/environ is still ours, so a child reported running before its exec
+  // could not be found by its marker (a race seen under load by the supervisor test).
+  int exec_pipe[2];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) return sys_fail("spawn in " + netns + ": pipe");
+  UniqueFd exec_r(exec_pipe[0]), exec_w(exec_pipe[1]);
   pid_t pid = ::fork();
   if (pid < 0) return sys_fail("spawn in " + netns + ": fork");
   if (pid == 0) {
+    const char failed = 1;
     ::setpgid(0, 0);  // its own group: a terminal's Ctrl-C does not reach it
-    if (::setns(ns.get(), CLONE_NEWNET) != 0) ::_exit(126);
+    if (::setns(ns.get(), CLONE_NEWNET) != 0) {
+      (void)!::write(exec_w.get(), &failed, 1);
+      ::_exit(126);
+    }
     owned_child_io(log->get(), env);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     ::execv(args[0], args.data());
     std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
+    (void)!::write(exec_w.get(), &failed, 1);
     ::_exit(127);
+  }
+  exec_w.reset();
+  // Bounded: exec takes milliseconds; 5 s covers a machine with every core busy many times over.
+  // A child that fails before exec exits at once and is reaped as a death, as before.
+  pollfd p{exec_r.get(), POLLIN, 0};
+  while (::poll(&p, 1, 5000) < 0 && errno == EINTR) {
   }
   return pid;
 }
