@@ -80,10 +80,9 @@ bool fits_int64(std::string_view token) {
 // the dotted path of `v` ("lab.servers"). Recursion is bounded by exceeds_bounds.
 void check_integers(const toml::value& v, const std::string& key, Diags& d) {
   if (v.is_integer()) {
-    const auto l = v.location();
-    const std::string& line = l.line_str();
-    const size_t from = l.column() > 0 ? l.column() - 1 : 0;
-    const std::string token = from < line.size() ? line.substr(from, l.region()) : "";
+    // Once per integer in the file: place_of, not toml11's location() (reader.h).
+    const auto p = detail::place_of(v);
+    const std::string_view token = p ? p->token : std::string_view();
     if (!token.empty() && !fits_int64(token))
       d.add(detail::loc_of(v), key + ": " + detail::quote(token) +
                                    " does not fit in a 64-bit integer (-9223372036854775808 to "
@@ -228,6 +227,25 @@ void read_failover(Table& top, LoadState& st) {
   t.finish();
 }
 
+// At most kMaxNamespaces in the lab; reported once, at the region that goes over.
+void check_namespaces(LoadState& st) {
+  using detail::kMaxNamespaces;
+  using detail::region_namespaces;
+  int64_t total = 0;
+  const Region* over = nullptr;
+  for (const auto& r : st.s.regions) {
+    total += region_namespaces(r);
+    if (!over && total > kMaxNamespaces) over = &r;
+  }
+  if (!over) return;
+  st.d.add(over->loc, "region " + detail::quote(over->name) + ": the lab would have " +
+                          std::to_string(total) +
+                          " network namespaces (one per GPU, server, ToR, spine, VPC switch and "
+                          "transit router; " +
+                          std::to_string(region_namespaces(*over)) + " in this region); at most " +
+                          std::to_string(kMaxNamespaces) + " in one lab");
+}
+
 }  // namespace
 
 Result<Scenario> load_text(const std::string& text, const std::string& name) {
@@ -249,6 +267,7 @@ Result<Scenario> load_text(const std::string& text, const std::string& name) {
   read_scale(top, st);
   detail::read_profiles(top, st);
   detail::read_regions(top, st);
+  check_namespaces(st);
   detail::read_wans(top, st);
   detail::resolve_profiles(st);
   detail::read_workloads(top, st);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "core/units.h"
 
@@ -14,17 +15,29 @@ bool is_key_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
 }
 
-// Where `key` itself was written: searched for on the line its value (or table header) is on.
+// Where `key` itself was written: searched for on the line its value (or table header) is on,
+// nearest before the value (a key precedes its value), else first after it. Searching only that
+// far keeps many unknown keys on one long line linear, not quadratic.
 Loc key_loc(std::string_view key, const toml::value& v) {
-  const auto l = v.location();
-  const std::string& line = l.line_str();
-  for (size_t pos = line.find(key); pos != std::string::npos; pos = line.find(key, pos + 1)) {
+  const auto p = place_of(v);
+  if (!p) return loc_of(v);
+  const std::string_view line = p->line;
+  auto whole_word = [&](size_t pos) {
     const size_t end = pos + key.size();
-    if ((pos == 0 || !is_key_char(line[pos - 1])) &&
-        (end == line.size() || !is_key_char(line[end])))
-      return Loc{static_cast<int>(l.line()), static_cast<int>(pos + 1)};
+    return (pos == 0 || !is_key_char(line[pos - 1])) &&
+           (end == line.size() || !is_key_char(line[end]));
+  };
+  auto at = [&](size_t pos) { return Loc{p->at.line, static_cast<int>(pos + 1)}; };
+  const size_t value_at = static_cast<size_t>(p->at.col - 1);
+  if (!key.empty() && value_at >= key.size()) {
+    for (size_t pos = line.rfind(key, value_at - key.size()); pos != std::string_view::npos;
+         pos = pos == 0 ? std::string_view::npos : line.rfind(key, pos - 1))
+      if (whole_word(pos)) return at(pos);
   }
-  return loc_of(v);
+  for (size_t pos = line.find(key, value_at); pos != std::string_view::npos;
+       pos = line.find(key, pos + 1))
+    if (whole_word(pos)) return at(pos);
+  return p->at;
 }
 
 std::string number_text(double v) {
@@ -41,7 +54,33 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
+std::optional<Place> place_of(const toml::value& v) {
+  const auto* r = dynamic_cast<const toml::detail::region*>(toml::detail::get_region(v));
+  if (!r || !r->is_ok()) return std::nullopt;
+  const auto& src = r->source();
+  // The line starts of the last file asked about, per thread. A weak_ptr holds the control
+  // block, so a later file can never be taken for this one.
+  thread_local std::weak_ptr<const std::vector<char>> indexed;
+  thread_local std::vector<size_t> starts;
+  if (indexed.expired() || indexed.owner_before(src) || src.owner_before(indexed)) {
+    starts.assign(1, 0);
+    for (size_t i = 0; i < src->size(); ++i)
+      if ((*src)[i] == '\n') starts.push_back(i + 1);
+    indexed = src;
+  }
+  const std::string_view text(src->data(), src->size());
+  const auto first = static_cast<size_t>(r->first() - r->begin());
+  const auto last = static_cast<size_t>(r->last() - r->begin());
+  const size_t line = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), first) -
+                                          starts.begin());  // 1-based: starts[0] = 0 <= first
+  const size_t from = starts[line - 1];
+  const size_t to = line < starts.size() ? starts[line] - 1 : text.size();
+  return Place{Loc{static_cast<int>(line), static_cast<int>(first - from + 1)},
+               text.substr(from, to - from), text.substr(first, last - first)};
+}
+
 Loc loc_of(const toml::value& v) {
+  if (auto p = place_of(v)) return p->at;
   const auto l = v.location();
   return Loc{static_cast<int>(l.line()), static_cast<int>(l.column())};
 }
@@ -125,6 +164,10 @@ std::optional<std::string> closest(std::string_view word,
   std::optional<std::string> best;
   int best_d = limit + 1;
   for (const auto& c : candidates) {
+    // The distance is at least the difference in length: skip the quadratic table when that
+    // alone rules a candidate out (a 1 MiB unknown key against short valid ones).
+    const size_t diff = w.size() > c.size() ? w.size() - c.size() : c.size() - w.size();
+    if (diff > static_cast<size_t>(limit)) continue;
     const int d = edit_distance(w, lower(c));
     if (d < best_d && d < static_cast<int>(std::max(w.size(), c.size()))) {
       best_d = d;

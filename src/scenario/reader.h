@@ -22,7 +22,18 @@
 
 namespace tb::scenario::detail {
 
-// Where a TOML value was written.
+// Where a TOML value was written, the whole line it starts on, and its own text (views into the
+// parsed source, valid while the value is). toml11's own location() counts the newlines from the
+// top of the file and copies the line on every call: once per value, that made loading a file
+// of many small values quadratic (found by tests/fuzz). This looks the place up in an index of
+// line starts made once per file (per thread). nullopt for a value not read from text.
+struct Place {
+  Loc at;
+  std::string_view line;
+  std::string_view token;
+};
+std::optional<Place> place_of(const toml::value& v);
+// Where a TOML value was written (place_of, else toml11's location()).
 Loc loc_of(const toml::value& v);
 // "an integer", "a string", ... for messages.
 std::string type_name(const toml::value& v);
