@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
@@ -78,6 +79,27 @@ def orphans(tracked=()):
                 pass
             continue
         alive.append((pid, cmdline(pid)))
+    return alive
+
+
+ORPHAN_GRACE_S = 5.0
+
+
+def lasting_orphans(tracked=()):
+    """orphans() that are still alive after up to ORPHAN_GRACE_S: a child the killed verb forked
+    gets SIGKILL with it (PR_SET_PDEATHSIG, capability/capability_child.cc) but can take a moment
+    to exit when it is inside the kernel making or dropping a network namespace (unshare's wait
+    for the namespace lock is not killable while `clean` deletes namespaces). One that is gone
+    within the grace period made nothing that lasts; one that is still there is a leftover."""
+    t0 = time.monotonic()
+    first = alive = orphans(tracked)
+    while alive and time.monotonic() < t0 + ORPHAN_GRACE_S:
+        time.sleep(0.05)
+        alive = orphans(tracked)
+    gone = [f"{pid} {c[:60]}" for pid, c in first if pid not in {p for p, _ in alive}]
+    if gone:
+        print(f"      orphan(s) of the killed verb exited {time.monotonic() - t0:.2f} s after "
+              f"the check began: {'; '.join(gone)}", flush=True)
     return alive
 
 
@@ -190,7 +212,7 @@ def leftovers(lab, rdma_before=frozenset(), tracked=()):
         if c and st and st[0] != "Z" and (lab_dir in c or c.endswith(f"supervise {lab}")):
             seen.add(pid)
             left.append(f"process {pid} naming the lab: {c[:120]}")
-    for pid, c in orphans(tracked):
+    for pid, c in lasting_orphans(tracked):
         if pid not in seen:
             left.append(f"orphan {pid} of a killed testbedctl: {c[:120]}")
     for dev in sorted(rdma_devices()):
