@@ -3,22 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "scenario/loader.h"
+#include "scenario_text.h"
 
 namespace tb::scenario {
 namespace {
 
-// Lines 1-10: a valid lab with one region "hz" (2 servers x 2 GPUs). Tests append from line 11.
-constexpr const char* kHead = R"([lab]
-name = "t"
-
-[[region]]
-name = "hz"
-servers = 2
-gpus_per_server = 2
-scale_up = "nvlink"
-rail = "hpn"
-frontend = "vpc"
-)";
+using testing_text::kHead;
+using testing_text::load_error;
 
 // Lines 11-19: a second region "bj" (1 x 1); tests append from line 20.
 constexpr const char* kBj = R"([[region]]
@@ -31,17 +22,6 @@ frontend = "vpc"
 spines = 1
 dual_tor = false
 )";
-
-std::string load_error(const std::string& text) {
-  auto s = load_text(text, "x.toml");
-  EXPECT_FALSE(s.has_value()) << "loaded without error";
-  if (s) return "";
-  EXPECT_EQ(s.error().exit_code, kExitBadInput);
-  return s.error().message;
-}
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 TEST(ScenarioErrors, HeadIsValid) {
   auto s = load_text(std::string(kHead) + kBj, "x.toml");

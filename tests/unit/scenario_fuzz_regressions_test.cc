@@ -10,33 +10,13 @@
 #include "plan/plan.h"
 #include "scenario/bounds.h"
 #include "scenario/loader.h"
+#include "scenario_text.h"
 
 namespace tb::scenario {
 namespace {
 
-std::string load_error(const std::string& text) {
-  auto s = load_text(text, "x.toml");
-  EXPECT_FALSE(s.has_value()) << "loaded without error";
-  if (s) return "";
-  EXPECT_EQ(s.error().exit_code, kExitBadInput);
-  return s.error().message;
-}
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
-
-// Lines 1-10: a valid one-region lab (2 servers x 2 GPUs); tests append from line 11.
-constexpr const char* kHead = R"([lab]
-name = "t"
-
-[[region]]
-name = "hz"
-servers = 2
-gpus_per_server = 2
-scale_up = "nvlink"
-rail = "hpn"
-frontend = "vpc"
-)";
+using testing_text::kHead;
+using testing_text::load_error;
 
 // toml11 3.7.1 checks a literal string's UTF-8 after lexing it and, on a bad byte, resets a
 // location over the token's copy to an iterator into the whole file: std::count then runs off

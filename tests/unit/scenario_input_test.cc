@@ -11,9 +11,12 @@
 #include "scenario/bounds.h"
 #include "scenario/loader.h"
 #include "scenario/reader.h"
+#include "scenario_text.h"
 
 namespace tb::scenario {
 namespace {
+
+using testing_text::load_error;
 
 // Lines 1-19: a valid lab with regions "hz" and "bj"; tests append from line 20.
 constexpr const char* kTwoRegions = R"([lab]
@@ -36,17 +39,6 @@ rail = "hpn"
 frontend = "vpc"
 spines = 1
 )";
-
-std::string load_error(const std::string& text) {
-  auto s = load_text(text, "x.toml");
-  EXPECT_FALSE(s.has_value()) << "loaded without error";
-  if (s) return "";
-  EXPECT_EQ(s.error().exit_code, kExitBadInput);
-  return s.error().message;
-}
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 std::string nested(int levels) {
   return "[lab]\nname = " + std::string(levels, '[') + std::string(levels, ']') + "\n";
