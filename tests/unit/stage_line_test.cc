@@ -1,6 +1,7 @@
 // stage/: the delay line's arithmetic, nfnetlink_queue message bytes, the stats document and the
 // parsing of iptables/nft output — everything of the delay stage that needs no root.
 #include <arpa/inet.h>
+#include <endian.h>
 #include <gtest/gtest.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -152,8 +153,9 @@ TEST(NfqMessage, VerdictsChainInOneBuffer) {
 }
 
 TEST(NfqMessage, ParsesPacketsAndAcks) {
-  // A packet notice as the kernel writes it: PACKET_HDR {id 9, proto, hook} and CAP_LEN 65226.
-  alignas(4) unsigned char buf[128] = {};
+  // A packet notice as the kernel writes it: PACKET_HDR {id 9, proto, hook}, CAP_LEN 65226 and
+  // TIMESTAMP {sec, usec} (both big-endian 64-bit).
+  alignas(8) unsigned char buf[192] = {};
   auto* h = reinterpret_cast<nlmsghdr*>(buf);
   h->nlmsg_type = (NFNL_SUBSYS_QUEUE << 8) | 0;
   auto* gen = reinterpret_cast<nfgenmsg*>(NLMSG_DATA(h));
@@ -170,6 +172,8 @@ TEST(NfqMessage, ParsesPacketsAndAcks) {
   put(1, ph, 7);  // NFQA_PACKET_HDR
   uint32_t cap = htonl(65226);
   put(13, &cap, 4);  // NFQA_CAP_LEN
+  uint64_t ts[2] = {htobe64(1'796'000'000), htobe64(123'456)};
+  put(4, ts, 16);  // NFQA_TIMESTAMP
   h->nlmsg_len = static_cast<uint32_t>(off);
   // Followed by an ACK (NLMSG_ERROR, error 0) and an EBUSY refusal.
   auto ack = [&](uint32_t seq, int err) {
@@ -189,6 +193,7 @@ TEST(NfqMessage, ParsesPacketsAndAcks) {
   EXPECT_EQ(ev[0].packet.queue, 12);
   EXPECT_EQ(ev[0].packet.id, 9u);
   EXPECT_EQ(ev[0].packet.len, 65226u);
+  EXPECT_EQ(ev[0].packet.stamp_ns, 1'796'000'000'123'456'000);
   EXPECT_EQ(ev[1].kind, NlEvent::Kind::kAck);
   EXPECT_EQ(ev[1].seq, 5u);
   EXPECT_EQ(ev[1].error, 0);
