@@ -215,8 +215,10 @@ TEST(LiveChange, ZeroLeavesTheStageARefusalFailsAndResetRevivesABrokenStage) {
 
   // Broken: dc/tr's stage killed each time it is back until the supervisor gives it up.
   auto stage_tr = [&] {
-    for (const auto& s : status_json(lab)["backends"]["stages"])
-      if (s["name"] == "stage dc/tr") return s;
+    const json st = status_json(lab);  // held: a range-for over a temporary's member dangles
+    if (st.is_object() && st["backends"].contains("stages"))
+      for (const auto& s : st["backends"]["stages"])
+        if (s["name"] == "stage dc/tr") return s;
     return json();
   };
   int killed = 0;
