@@ -142,7 +142,9 @@ std::string backends_text(const lab::LabState& st) {
       s += ", " + std::to_string(static_cast<int>(cpu_us / static_cast<double>(packets))) +
            " us CPU per packet (getrusage of the stages)";
     if (j["stages_down"].get<int>() > 0)
-      s += " — BROKEN: links through a stopped stage drop every packet (fail-closed)";
+      s += " — BROKEN: links through a stopped stage drop every packet (fail-closed); `testbedctl "
+           "link " +
+           st.lab + " reset A B` (or set) on one of them starts it again";
     s += "\n";
     // Each stage's scheduling and calibrated overhead (the range over its queues).
     for (const auto& c : j["stages"]) {

@@ -85,20 +85,25 @@ Result<DelayStage> DelayStage::open(StageOptions options) {
           "): packets count from when the stage reads them");
     stage.probe_timer();
   }
-  auto wanted = stage.wanted_queues();
-  if (!wanted) return std::unexpected(wanted.error());
-  TB_TRY(stage.apply(*wanted));
+  auto wanted = stage.wanted_queues(&stage.process_.generation);
+  Status s = wanted ? stage.apply(*wanted) : Status(std::unexpected(wanted.error()));
+  if (!s) {  // the stats say why, for the generation that was asked for; then we exit
+    stage.process_.reload_error = s.error().message;
+    stage.write_stats();
+    return std::unexpected(s.error());
+  }
   stage.write_stats();
   return stage;
 }
 
-Result<std::vector<QueueSpec>> DelayStage::wanted_queues() const {
+Result<std::vector<QueueSpec>> DelayStage::wanted_queues(uint64_t* generation) const {
   std::vector<QueueSpec> wanted = options_.queues;
   if (options_.config_path.empty()) return wanted;
   std::ifstream in(options_.config_path);
   if (!in) return sys_fail("read config " + options_.config_path);
   std::stringstream text;
   text << in.rdbuf();
+  if (generation) *generation = config_generation(text.str());
   auto file = parse_queue_config(text.str());
   if (!file) return std::unexpected(with_context(file.error(), options_.config_path));
   for (const auto& spec : *file) {
@@ -159,18 +164,20 @@ Status DelayStage::apply(const std::vector<QueueSpec>& wanted) {
 }
 
 void DelayStage::reload() {
-  auto wanted = wanted_queues();
+  auto wanted = wanted_queues(&process_.generation);
   Status s = wanted ? apply(*wanted) : Status(std::unexpected(wanted.error()));
   if (!s) {
     process_.reload_error = s.error().message;
-    log("reload failed (in part or whole): " + s.error().message);
-    return;
+    log("reload of generation " + std::to_string(process_.generation) +
+        " failed (in part or whole): " + s.error().message);
+  } else {
+    process_.reload_error.clear();
+    ++process_.reloads;
+    std::string summary;
+    for (const auto& [num, line] : lines_) summary += " " + to_arg(line.spec());
+    log("reloaded generation " + std::to_string(process_.generation) + ":" + summary);
   }
-  process_.reload_error.clear();
-  ++process_.reloads;
-  std::string summary;
-  for (const auto& [num, line] : lines_) summary += " " + to_arg(line.spec());
-  log("reloaded:" + summary);
+  write_stats();  // the writer of the config waits for this generation's result
 }
 
 void DelayStage::on_event(const NlEvent& event) {

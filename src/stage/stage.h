@@ -11,7 +11,10 @@
 // changed (later packets get the new delay) or removed (their packets accepted first); write the
 // file atomically (rename over it) before signalling. A config that does not parse is refused
 // whole (the queues stay as they were); one that partly fails to apply keeps what succeeded;
-// either way the stats file's "reload_error" says why.
+// either way the stats file's "reload_error" says why. Confirmed changes: the config's
+// "# generation N" line (queue_spec.h) is published as the stats file's "generation", with
+// "reload_error" the result of that read, and the stats file is rewritten at once after each
+// reload, so a writer waits for its own N and reads whether it was taken (lab/daemons.h).
 //
 // Timing (calibration.h): each packet's deadline counts from the kernel's receive stamp, less the
 // release cost, so the stage's own wake-up and verdict no longer add to the delay; the loop
@@ -69,7 +72,9 @@ class DelayStage {
  private:
   explicit DelayStage(StageOptions options, NfqSocket socket);
 
-  Result<std::vector<QueueSpec>> wanted_queues() const;
+  // The queues of the command line and the config file; `generation` gets the config's
+  // "# generation N" (0 without one), also when the queues do not parse.
+  Result<std::vector<QueueSpec>> wanted_queues(uint64_t* generation = nullptr) const;
   // Brings the served queues to `wanted`; keeps going past a failed queue, returns the first
   // error.
   Status apply(const std::vector<QueueSpec>& wanted);

@@ -4,7 +4,7 @@
 //
 // Stats file (one object):
 //   {"pid", "uptime_s", "cpu_user_s", "cpu_sys_s", "packets", "bytes", "cpu_us_per_packet",
-//    "reloads", "reload_error", "scheduling", "calibrated",
+//    "reloads", "generation", "reload_error", "scheduling", "calibrated",
 //    "timer": {"advance_us", "oversleep_p90_us", "spin_s", "spins", "spin_budget_spent"},
 //    "queues": [{"num", "delay_us", "jitter_us", "maxlen",
 //    "packets", "bytes", "held", "held_max", "late_mean_us", "late_max_us", "drops_full",
@@ -18,7 +18,8 @@
 // spin_budget_spent the 100 ms periods in which the 5% budget ran out.
 // kernel_dropped: the kernel refused packets because the queue held maxlen (or, fail-closed,
 // because no listener was bound); kernel_user_dropped: it could not hand them to us (receive
-// buffer overrun). Both are -1 when the /proc file has no line for the queue.
+// buffer overrun). Both are -1 when the /proc file has no line for the queue. "generation" and
+// "reload_error" go together: the config generation last read and what became of it.
 //
 // Pure functions except read_proc_nfqueue, and process_cpu; thread-safe.
 #pragma once
@@ -57,7 +58,7 @@ struct ProcessStats {
   double cpu_user_s = 0;
   double cpu_sys_s = 0;
   uint64_t reloads = 0;      // SIGHUP re-reads that were applied
-  std::string reload_error;  // why the last one was refused ("" when it was not)
+  std::string reload_error;  // why that read was refused, in part or whole ("" when it was not)
   std::string scheduling;    // e.g. "SCHED_FIFO 10", or SCHED_OTHER and why (StageOptions)
   bool calibrated = false;
   struct Timer {

@@ -232,10 +232,10 @@ TEST(StageStats, ProcFileAndDocument) {
 }
 
 TEST(NetfilterRules, Texts) {
-  EXPECT_EQ(loss_per_10000(20), 2000u);
-  EXPECT_EQ(loss_per_10000(0.015), 2u);  // nearest 0.01 % step
-  EXPECT_EQ(loss_per_10000(150), 10000u);
-  EXPECT_EQ(loss_per_10000(-1), 0u);
+  EXPECT_EQ(loss_ppm(20), 200000u);
+  EXPECT_EQ(loss_ppm(0.015), 150u);
+  EXPECT_EQ(loss_ppm(150), 1000000u);
+  EXPECT_EQ(loss_ppm(-1), 0u);
   auto args = queue_rule_args({"vb", 10}, "testbedctl lab=x ", true);
   std::string joined;
   for (const auto& a : args) joined += a + "|";
@@ -243,12 +243,12 @@ TEST(NetfilterRules, Texts) {
             "-w|5|-t|mangle|-A|PREROUTING|-i|vb|-m|comment|--comment|testbedctl lab=x |-j|"
             "NFQUEUE|--queue-num|10|");
   EXPECT_EQ(joined.find("bypass"), std::string::npos);  // fail-closed
-  EXPECT_EQ(loss_rule_script({"vb", 2000}, "m1"),
+  EXPECT_EQ(loss_rule_script({"vb", 200000}, "m1"),
             "add table inet tb_loss; add chain inet tb_loss prerouting { type filter hook "
             "prerouting priority raw; policy accept; }; add rule inet tb_loss prerouting iif "
-            "\"vb\" numgen random mod 10000 < 2000 counter drop comment \"m1\"");
-  EXPECT_EQ(loss_rule_script({"vb", 10000}, "m1")
-                .substr(loss_rule_script({"vb", 10000}, "m1").find("add rule")),
+            "\"vb\" numgen random mod 1000000 < 200000 counter drop comment \"m1\"");
+  EXPECT_EQ(loss_rule_script({"vb", 1000000}, "m1")
+                .substr(loss_rule_script({"vb", 1000000}, "m1").find("add rule")),
             "add rule inet tb_loss prerouting iif \"vb\" counter drop comment \"m1\"");
   EXPECT_TRUE(check_marker("testbedctl lab=x "));
   EXPECT_FALSE(check_marker(""));
@@ -280,7 +280,7 @@ TEST(NetfilterRules, FindsMarkedRules) {
   ASSERT_EQ(nft->size(), 1u);
   EXPECT_EQ((*nft)[0].handle, 2u);
   EXPECT_EQ((*nft)[0].ifname, "va");
-  EXPECT_EQ((*nft)[0].per_10000, 2000u);
+  EXPECT_EQ((*nft)[0].ppm, 200000u);  // 2000 of 10000, as rules were written before
   EXPECT_FALSE(parse_nft_rules("Error: nope", "tb"));
 }
 
