@@ -60,6 +60,8 @@ struct ProcessStats {
   uint64_t reloads = 0;      // SIGHUP re-reads that were applied
   std::string reload_error;  // why that read was refused, in part or whole ("" when it was not)
   std::string scheduling;    // e.g. "SCHED_FIFO 10", or SCHED_OTHER and why (StageOptions)
+  uint64_t generation = 0;   // "# generation N" of the config last read (queue_spec.h), which
+                             // reload_error is the result of
   bool calibrated = false;
   struct Timer {
     double advance_us = 0;
