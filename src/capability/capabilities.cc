@@ -63,7 +63,7 @@ constexpr auto kRegistry = std::to_array<CheckSpec>({
      "no delay emulation without netem; links keep rate and loss",
      "exec iptables -A FORWARD -j NFQUEUE --queue-num 7, then bind queue 7 over "
      "NETLINK_NETFILTER"},
-    {"nft_numgen", check_nft_numgen, "random loss with nft numgen (unbiased, 0.01% steps)",
+    {"nft_numgen", check_nft_numgen, "random loss with nft numgen (unbiased, 0.0001% steps)",
      "iptables -m statistic --mode random loss",
      "exec nft: forward-chain rule numgen random mod 100 < 5 drop"},
     {"rdma_netlink", check_rdma_netlink, "RDMA devices through RDMA netlink",

@@ -53,12 +53,34 @@ runner::ChildSpec stage_child(const std::string& lab, const plan::Stage& st,
           true};
 }
 
-// The generation of the stage config in `netns` now on disk (0: none, or no file).
-uint64_t config_generation_on_disk(const std::string& lab, const std::string& netns) {
+// The stage config in `netns` now on disk ("" when there is none).
+std::string config_on_disk(const std::string& lab, const std::string& netns) {
   std::ifstream in(stage_config_path(lab, netns));
   std::stringstream text;
   text << in.rdbuf();
-  return stage::config_generation(text.str());
+  return text.str();
+}
+
+// The pid of the stage of `node` when it runs or starts (0 otherwise), from the supervisor's
+// status file. Starting too: SIGHUP stays blocked across its exec, so a signal waits for it.
+int stage_pid(const std::string& dir, const std::string& node) {
+  std::ifstream in(dir + "/supervisor.json");
+  for (const auto& c : runner::states_from_json(nlohmann::json::parse(in, nullptr, false)))
+    if (c.name == "stage " + node && (c.running || c.starting)) return c.pid;
+  return 0;
+}
+
+// Waits (bounded) for the stage's answer for `generation` in its stats file.
+std::optional<ReloadAnswer> await_answer(const std::string& lab, const std::string& netns,
+                                         uint64_t generation) {
+  const std::string stats_path = stage_stats_path(lab, netns);
+  for (int i = 0; i < kReloadWaitMs / 10; ++i) {
+    std::ifstream in(stats_path);
+    auto answer = read_reload_answer(nlohmann::json::parse(in, nullptr, false), generation);
+    if (answer.answered) return answer;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -196,14 +218,10 @@ Status refresh_stage(const std::string& lab, const plan::Stage& st) {
   if (!lab_files) return std::unexpected(lab_files.error());
   const std::string dir = lab_files->path();
   // This change's number: the stage answers for it in its stats file (stage/stage.h).
-  const uint64_t generation = config_generation_on_disk(lab, st.netns) + 1;
+  const std::string before = config_on_disk(lab, st.netns);
+  const uint64_t generation = stage::config_generation(before) + 1;
   TB_TRY(write_stage_config(lab, st, generation));
-  std::ifstream status_in(dir + "/supervisor.json");
-  int pid = 0;
-  for (const auto& c : runner::states_from_json(nlohmann::json::parse(status_in, nullptr, false)))
-    // Starting too: SIGHUP stays blocked across its exec, so the signal waits for it.
-    if (c.name == "stage " + st.node && (c.running || c.starting)) pid = c.pid;
-  if (pid > 0) {
+  if (const int pid = stage_pid(dir, st.node); pid > 0) {
     if (::kill(pid, SIGHUP) != 0) return sys_fail("reload the delay stage of " + st.node);
   } else {
     // Not running: a stage new to the lab joins the supervisor's spec; one given up on (broken)
@@ -231,18 +249,25 @@ Status refresh_stage(const std::string& lab, const plan::Stage& st) {
     }
   }
   // Confirmed: the stage's own answer for this generation, not the look of its stats file.
-  const std::string stats_path = stage_stats_path(lab, st.netns);
-  for (int i = 0; i < kReloadWaitMs / 10; ++i) {
-    std::ifstream in(stats_path);
-    const auto answer = read_reload_answer(nlohmann::json::parse(in, nullptr, false), generation);
-    if (answer.answered) {
-      if (answer.error.empty()) return {};
-      return fail("the delay stage of " + st.node + " refused the change: " + answer.error);
+  const auto answer = await_answer(lab, st.netns, generation);
+  if (!answer)
+    return fail("the delay stage of " + st.node + " did not confirm the change within " +
+                std::to_string(kReloadWaitMs / 1000) + " s (see " + dir + "/logs)");
+  if (answer->error.empty()) return {};
+  // Refused: the config goes back to what it was (the lab's state keeps the old figures too),
+  // so a later restart of the stage does not trip over the refused queues and leave every link
+  // through it dead (fail-closed).
+  std::string restored = "; its previous config could not be read back";
+  if (auto old = stage::parse_queue_config(before)) {
+    auto stages = lab_files->sub("stages");
+    if (stages && stages->write(st.netns + ".conf", stage::to_config(*old, generation + 1))) {
+      if (const int pid = stage_pid(dir, st.node); pid > 0) ::kill(pid, SIGHUP);
+      const auto again = await_answer(lab, st.netns, generation + 1);
+      restored = again && again->error.empty() ? "; the stage's previous queues are back"
+                                               : "; the previous config is written back";
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return fail("the delay stage of " + st.node + " did not confirm the change within " +
-              std::to_string(kReloadWaitMs / 1000) + " s (see " + dir + "/logs)");
+  return fail("the delay stage of " + st.node + " refused the change: " + answer->error + restored);
 }
 
 }  // namespace tb::lab

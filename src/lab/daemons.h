@@ -85,7 +85,9 @@ ReloadAnswer read_reload_answer(const nlohmann::json& stats, uint64_t generation
 // stage is told to reload; one not running (new to the lab, between restarts, or given up on as
 // broken) is started by a reload of the supervisor, which adds it to the spec or revives it
 // (the supervisor itself is started when the lab had none). Returns once the stage has answered
-// for this generation: its refusal is an error carrying its reason; no answer within 5 s too.
+// for this generation: its refusal is an error carrying its reason (and the config is written
+// back as it was, as the next generation, so a restart does not trip over the refused queues);
+// no answer within 5 s is an error too.
 Status refresh_stage(const std::string& lab, const plan::Stage& stage);
 
 }  // namespace tb::lab

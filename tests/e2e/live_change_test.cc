@@ -205,7 +205,9 @@ TEST(LiveChange, ZeroLeavesTheStageARefusalFailsAndResetRevivesABrokenStage) {
   EXPECT_NE(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("refused the change"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("another process serves this queue"), std::string::npos) << r.out;
-  squatters.clear();  // stopped and reaped
+  EXPECT_NE(r.out.find("the stage's previous queues are back"), std::string::npos) << r.out;
+  EXPECT_EQ(nfqueue_rules(lab), rules0);  // never steered to a queue nobody of ours serves
+  squatters.clear();                      // stopped and reaped
   // Once the queue numbers are free the same change is taken (a stage that failed to start is
   // started again by the reload).
   r = testbedctl("link " + lab + " set" + link + " --delay 1ms");

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "core/process.h"
@@ -202,6 +203,38 @@ TEST_F(SupervisorTest, ReloadRevivesABrokenChild) {
     return now.size() == 1 && now[0].running && !now[0].broken;
   })) << events();
   EXPECT_NE(events().find("\"revived\""), std::string::npos) << events();
+}
+
+// A child that ran 10 s (kHealthyNs) before dying is restarted after the first backoff, not the
+// one its earlier quick deaths had grown: 5 quick deaths (backoffs 50..800 ms) would make the
+// next wait 1.6 s without the reset. ~12 s.
+TEST_F(SupervisorTest, BackoffStartsOverAfterAHealthyRun) {
+  const std::string count = (dir_ / "count").string();
+  const std::string script = "n=$(cat " + count + " 2>/dev/null || echo 0); echo $((n+1)) > " +
+                             count + "; [ $n -lt 5 ] && exit 1; [ $n -eq 5 ] && sleep 10.2 && " +
+                             "exit 1; exec sleep 30";
+  start({{"healthy", netns_, {"/bin/sh", "-c", script}}});
+  ASSERT_TRUE(wait_for(
+      [&] {
+        auto s = states();
+        return s.size() == 1 && s[0].restarts == 6 && s[0].running;
+      },
+      20000))
+      << events();
+  // The gap between the sixth death and the restart after it.
+  std::vector<nlohmann::json> ev;
+  std::istringstream in(events());
+  for (std::string line; std::getline(in, line);) ev.push_back(nlohmann::json::parse(line));
+  int deaths = 0;
+  int64_t died_ns = 0, restarted_ns = 0;
+  for (const auto& e : ev) {
+    if (e["event"] == "died" && ++deaths == 6) died_ns = e["t_mono_ns"];
+    if (e["event"] == "restarted" && died_ns && !restarted_ns) restarted_ns = e["t_mono_ns"];
+  }
+  ASSERT_GT(died_ns, 0) << events();
+  ASSERT_GT(restarted_ns, died_ns) << events();
+  EXPECT_LT(restarted_ns - died_ns, 800'000'000) << events();  // 50 ms, plus a loaded host
+  EXPECT_FALSE(states()[0].broken);
 }
 
 }  // namespace
