@@ -1,17 +1,24 @@
 // The userspace delay stage against the real kernel (root; skips otherwise): tb-delayd delays
 // one direction of a veth pair by 10 ms, changes to 20 ms on SIGHUP without a restart, fails
-// closed when killed, counts what it held; nft numgen loss drops about what it should; rules
-// are found and removed by owner marker. Namespaces are tb-t<pid>-<tag>, addresses 198.18.0.0/31,
-// every wait is bounded, and the daemon is killed by pid whatever happens.
+// closed when killed, counts what it held; it meets issue #13's accuracy targets at 100 µs,
+// 250 µs, 1 ms and 10 ms (calibrated timing, stage/calibration.h); nft numgen loss drops about
+// what it should; rules are found and removed by owner marker. Namespaces are tb-t<pid>-<tag>,
+// addresses 198.18.0.0/31, every wait is bounded, and the daemon is killed by pid whatever happens.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -20,7 +27,9 @@
 #include <sstream>
 #include <thread>
 
+#include "core/unique_fd.h"
 #include "netns_fixture.h"
+#include "stage/calibration.h"
 #include "stage/netfilter_rules.h"
 #include "stage/queue_spec.h"
 
@@ -111,6 +120,91 @@ PingResult ping_many(const std::string& netns, int count, const char* interval) 
   return r;
 }
 
+// ICMP echo round trips from netns `from` to `to`, stop-and-wait: `count` probes, each sent
+// `gap` after the previous reply (or its 1 s timeout). The send time is CLOCK_REALTIME just
+// before sendto, the receive time the kernel's stamp on the reply (SO_TIMESTAMPNS), and the echo
+// is the kernel's: no process's wake-up is in the figure, unlike ping's printout (whose
+// resolution is also 10 µs at 1 ms and 100 µs at 10 ms) or a UDP echo's. Runs in a thread of
+// its own, moved into `from` and SCHED_FIFO where allowed, so a CPU hog cannot slip between
+// the clock and the send. Answered probes only, in µs.
+std::vector<double> icmp_rtts_us(const std::string& from, const std::string& to, int count,
+                                 std::chrono::microseconds gap) {
+  std::vector<double> out;
+  std::thread t([&] {
+    auto target = netlink::open_named_netns(from);
+    if (!target || setns(target->get(), CLONE_NEWNET) != 0) return;  // this thread only
+    sched_param sp{};
+    sp.sched_priority = 10;
+    pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);  // best effort
+    UniqueFd fd(socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP));
+    int one = 1;
+    if (!fd || setsockopt(fd.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) != 0) return;
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    inet_pton(AF_INET, to.c_str(), &dst.sin_addr);
+    const uint16_t ident = static_cast<uint16_t>(getpid());
+    for (int seq = 0; seq < count; ++seq) {
+      unsigned char pkt[64] = {8,
+                               0,
+                               0,
+                               0,
+                               static_cast<unsigned char>(ident >> 8),
+                               static_cast<unsigned char>(ident),
+                               static_cast<unsigned char>(seq >> 8),
+                               static_cast<unsigned char>(seq)};
+      uint32_t sum = 0;
+      for (size_t i = 0; i < sizeof pkt; i += 2) sum += (pkt[i] << 8) | pkt[i + 1];
+      while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+      pkt[2] = static_cast<unsigned char>(~sum >> 8);
+      pkt[3] = static_cast<unsigned char>(~sum);
+      timespec t0{};
+      clock_gettime(CLOCK_REALTIME, &t0);
+      if (sendto(fd.get(), pkt, sizeof pkt, 0, reinterpret_cast<sockaddr*>(&dst), sizeof dst) < 0)
+        continue;
+      auto end = std::chrono::steady_clock::now() + 1s;
+      for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            end - std::chrono::steady_clock::now());
+        pollfd p{fd.get(), POLLIN, 0};
+        if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count()) + 1) <= 0) break;
+        unsigned char buf[512];
+        alignas(cmsghdr) char control[256];
+        iovec iov{buf, sizeof buf};
+        msghdr m{};
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        m.msg_control = control;
+        m.msg_controllen = sizeof control;
+        ssize_t n = recvmsg(fd.get(), &m, 0);
+        if (n < 28) continue;
+        size_t ihl = (buf[0] & 15) * 4;  // a raw socket sees the IP header
+        if (static_cast<size_t>(n) < ihl + 8 || buf[ihl] != 0 ||
+            ((buf[ihl + 4] << 8) | buf[ihl + 5]) != ident ||
+            ((buf[ihl + 6] << 8) | buf[ihl + 7]) != (seq & 0xffff))
+          continue;  // not our echo reply
+        for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+          if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            timespec rx{};
+            std::memcpy(&rx, CMSG_DATA(c), sizeof rx);
+            out.push_back(static_cast<double>((rx.tv_sec - t0.tv_sec) * 1'000'000'000LL +
+                                              (rx.tv_nsec - t0.tv_nsec)) /
+                          1e3);
+          }
+        break;
+      }
+      std::this_thread::sleep_for(gap);
+    }
+  });
+  t.join();
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 class DelayStageTest : public NetnsTest {
  protected:
   void SetUp() override {
@@ -169,7 +263,9 @@ class DelayStageTest : public NetnsTest {
 TEST_F(DelayStageTest, DelaysReconfiguresAndCounts) {
   ASSERT_TRUE(stage::add_queue_rule(b_, {"e0", kQueue}, mk_ + "link=a-b"));
   write_config("# a->b\n" + std::to_string(kQueue) + ":delay_us=10000\n");
-  start();
+  // As a lab runs its stages (lab/daemons.cc): at SCHED_OTHER a CPU hog on every core made this
+  // stage 2.4 ms late on average (late_mean_us) and pings 2-3.6 ms slow.
+  start({"--realtime", "10"});
   PingResult p = ping_many(a_, 50, "0.01");
   EXPECT_EQ(p.received, 50) << log();
   // No reply may come back before the delay: the stage never releases early (a property, not a
@@ -230,6 +326,69 @@ TEST_F(DelayStageTest, DelaysReconfiguresAndCounts) {
   // SIGTERM: a clean exit.
   delayd_->signal(SIGTERM);
   EXPECT_EQ(delayd_->wait_exit(5s), 0) << log();
+}
+
+// Issue #13's targets, one-way error of the median: 100 µs..1 ms within 10% + 20 µs, >= 1 ms
+// within 1% + 50 µs (1 ms takes the tighter, 60 µs). The stage delays a->b only, so the
+// one-way delay is the round trip less the unshaped round trip (the base, measured the same way
+// before the rule goes in and after it comes out, pooled). Runs as a lab's stages do
+// (--realtime 10). Must hold with a CPU hog on every core (scripts/flake-check --hog).
+// Measured here (2 vCPU VM, a busy-loop hog on each core, 4 runs): -4.5..+10 µs at 0.1-1 ms,
+// +13..+19 µs at 10 ms. The stage before calibration (tb-delayd --uncalibrated,
+// bench-delay-stage --compare, other builds loading the host): +88, +90, +105 and +150 µs.
+TEST_F(DelayStageTest, MeetsTheAccuracyTargetsFrom100usTo10ms) {
+  constexpr int kProbes = 300;
+  constexpr auto kGap = 1000us;
+  const std::string link = mk_ + "link=a-b";
+  std::vector<double> base = icmp_rtts_us(a_, "198.18.0.1", kProbes, kGap);
+  ASSERT_GE(base.size(), size_t{kProbes} * 9 / 10) << "unshaped echo lost";
+  ASSERT_TRUE(stage::add_queue_rule(b_, {"e0", kQueue}, link));
+  struct Row {
+    int64_t delay_us;
+    double tolerance_us;
+    double median_us = 0, min_us = 0;
+  };
+  std::vector<Row> rows{{100, 0.10 * 100 + 20},
+                        {250, 0.10 * 250 + 20},
+                        {1000, 0.01 * 1000 + 50},
+                        {10000, 0.01 * 10000 + 50}};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    write_config(std::to_string(kQueue) + ":delay_us=" + std::to_string(rows[i].delay_us) + "\n");
+    if (i == 0) {
+      start({"--realtime", "10"});
+    } else {
+      delayd_->signal(SIGHUP);
+      ASSERT_FALSE(wait_stats([&](const nlohmann::json& j) { return j["reloads"] == i; }).is_null())
+          << log();
+    }
+    auto rtts = icmp_rtts_us(a_, "198.18.0.1", kProbes, kGap);
+    ASSERT_GE(rtts.size(), size_t{kProbes} * 9 / 10) << log();
+    rows[i].median_us = median(rtts);
+    rows[i].min_us = *std::min_element(rtts.begin(), rtts.end());
+  }
+  // Every packet carried the kernel's stamp, and the stage says what it takes out.
+  auto j = wait_stats([](const nlohmann::json& j) { return j["queues"][0]["held"] == 0; });
+  ASSERT_FALSE(j.is_null()) << log();
+  EXPECT_EQ(j["calibrated"], true);
+  EXPECT_EQ(j["queues"][0]["stamped"], j["queues"][0]["packets"]);
+  EXPECT_GT(j["queues"][0]["overhead_us"].get<double>(), 0.0);
+  delayd_.reset();
+  ASSERT_TRUE(stage::remove_queue_rule(b_, {"e0", kQueue}, link));
+  auto after = icmp_rtts_us(a_, "198.18.0.1", kProbes, kGap);
+  base.insert(base.end(), after.begin(), after.end());
+  const double base_us = median(base);
+  for (const auto& r : rows) {
+    const double d = static_cast<double>(r.delay_us);
+    const double error = r.median_us - base_us - d;
+    std::printf(
+        "delay %6lld us: median RTT %8.1f us, base %5.1f us, one-way error %+6.1f us "
+        "(bound +-%.0f), min RTT %8.1f us\n",
+        static_cast<long long>(r.delay_us), r.median_us, base_us, error, r.tolerance_us, r.min_us);
+    EXPECT_LE(std::abs(error), r.tolerance_us) << "delay " << r.delay_us << " us";
+    // Never earlier than the design allows: the release cost is taken out of the delay, the
+    // rest of the round trip only adds.
+    EXPECT_GE(r.min_us, d - stage::kReleaseCostNs / 1e3) << "delay " << r.delay_us << " us";
+  }
 }
 
 TEST_F(DelayStageTest, KilledStageFailsClosedUntilRestarted) {
