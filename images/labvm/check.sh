@@ -178,6 +178,40 @@ read -r n nbad <<<"$judged"
   pass "verify on netem: $n rate/loss/delay checks hold (no delay early, none applied twice)" ||
   bad "verify on netem: ${nbad:-?} of ${n:-0} rate/loss/delay checks out of bounds"
 
+# Jitter never reorders (docs/scenario.md, shaping/backend_netem.cc): the rail is 20 ms +- 2 ms
+# each way, netem on both ends with a rate of its own. 100 pings sent at once to the ToR come
+# back in the order they were sent (with netem's own order, by drawn delay, most of them would
+# overtake one another), and their delay is the running maximum of the draws: a higher median and
+# a narrower spread than 100 pings 50 ms apart, which see the 40 ms RTT and its sigma of
+# 2 x sqrt(2) = 2.8 ms. The order and the higher median are judged; the spreads are shown (TCG
+# timing is noise, above, and a preempted ping spreads its own burst).
+step "jitter keeps packets in order on netem"
+tor=$(ip -n tb-vmnetem-dc-tor0 -4 -o addr show dev s0g0 | awk '{sub(/\/.*/, "", $4); print $4}')
+# "replies out_of_order median sigma" of a ping run's output (sigma from the interquartile range).
+ping_stats() {
+  local ooo
+  ooo=$(awk '/icmp_seq=/ { s = $0; sub(/.*icmp_seq=/, "", s); s += 0
+                           if (s < top) n++; if (s > top) top = s }
+             END { print n + 0 }' "$1")
+  awk '/icmp_seq=/ { t = $0; sub(/.*time=/, "", t); print t + 0 }' "$1" | sort -n |
+    awk -v ooo="$ooo" '{ v[NR] = $1 }
+      END { if (NR == 0) { print 0, ooo, 0, 0; exit }
+            q1 = v[int(NR / 4) + 1]; q2 = v[int(NR / 2) + 1]; q3 = v[int(3 * NR / 4) + 1]
+            printf "%d %d %.2f %.2f\n", NR, ooo, q2, (q3 - q1) / 1.349 }'
+}
+ip netns exec tb-vmnetem-dc-s0-g0 ping -n -c 100 -i 0.05 -W 2 "$tor" >/tmp/sparse.txt 2>&1
+ip netns exec tb-vmnetem-dc-s0-g0 ping -n -c 100 -l 100 -W 2 "$tor" >/tmp/burst.txt 2>&1
+read -r sn so smed ssig <<<"$(ping_stats /tmp/sparse.txt)"
+read -r bn bo bmed bsig <<<"$(ping_stats /tmp/burst.txt)"
+echo "check: 50 ms apart: $sn replies, median RTT $smed ms, sigma $ssig ms, $so out of order"
+echo "check: all at once: $bn replies, median RTT $bmed ms, sigma $bsig ms, $bo out of order"
+[ "$sn" -ge 95 ] && [ "$bn" -ge 95 ] && [ "$so" = 0 ] && [ "$bo" = 0 ] &&
+  pass "netem jitter: $bn pings sent at once came back in order" ||
+  bad "netem jitter reordered or lost pings ($so and $bo of $sn and $bn out of order)"
+awk -v sm="$smed" -v bm="$bmed" 'BEGIN { exit !(bm > sm) }' &&
+  pass "netem jitter: a burst waits for its slowest draws (median $bmed ms against $smed ms)" ||
+  bad "netem jitter: a burst's median $bmed ms is not above $smed ms of pings 50 ms apart"
+
 # The netem backend's live changes, judged by the qdisc the kernel reads back (TCG timing is noise,
 # above): `link set` and `link reset`, then `fault latency` and `fault loss` by hand, each run in
 # the background, seen in force through its fault_inject event and reverted by Ctrl-C.

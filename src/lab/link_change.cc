@@ -72,19 +72,22 @@ std::map<std::string, plan::EmulatedFigures> load_link_overrides(const std::stri
                                      Duration{f.value("jitter_ns", int64_t{0})},
                                      f.value("loss_pct", 0.0),
                                      f.value("mtu", 1500),
-                                     {}};
+                                     {},
+                                     f.value("jitter_mode", "ordered") == "reorder"};
   return out;
 }
 
 Status save_link_overrides(const std::string& lab,
                            const std::map<std::string, plan::EmulatedFigures>& overrides) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [key, f] : overrides)
+  for (const auto& [key, f] : overrides) {
     j[key] = {{"rate_bps", f.rate.bps},
               {"delay_ns", f.delay.ns},
               {"jitter_ns", f.jitter.ns},
               {"loss_pct", f.loss_pct},
               {"mtu", f.mtu}};
+    if (f.reorder) j[key]["jitter_mode"] = "reorder";
+  }
   auto dir = open_lab_dir(lab);
   if (!dir) return std::unexpected(dir.error());
   return dir->write("links.json", j.dump(1) + "\n");

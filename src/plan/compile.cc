@@ -49,7 +49,13 @@ class Compiler {
     add_rxe(host, o);
     auto choice = choose_shaping(o.shaping, host);
     if (!choice) return std::unexpected(choice.error());
-    TB_TRY(add_shaping(plan_, choice->backend));
+    TB_TRY(add_shaping(plan_, choice->backend, [&](const Link& l) {
+      auto p = s_.profiles.find(l.profile);
+      if (p == s_.profiles.end() || p->second.loc.line == 0)
+        return s_.file.empty() ? std::string() : s_.file + ": ";
+      return s_.file + ":" + std::to_string(p->second.loc.line) + ":" +
+             std::to_string(p->second.loc.col) + ": [profiles." + l.profile + "] ";
+    }));
     plan_.shaping_how = choice->how;
     if (!plan_.stages().empty() && !host.nfqueue)
       return bad_input("links need delay, jitter or loss that backend " + choice->backend +

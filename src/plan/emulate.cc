@@ -16,6 +16,7 @@ EmulatedFigures emulate(const scenario::LinkProfile& p, const scenario::Scale& s
       Duration{static_cast<int64_t>(std::llround(static_cast<double>(p.jitter.ns) * s.delay))};
   e.loss_pct = p.loss_pct;
   e.mtu = p.mtu;
+  e.reorder = p.reorder;
   if (e.delay.ns > 0 && e.delay < kMinEmulatedDelay) {
     e.notes.push_back("delay " + format_duration(e.delay) + " is below " +
                       format_duration(kMinEmulatedDelay) +

@@ -26,11 +26,12 @@ Endpoint endpoint_from(const nlohmann::json& j) {
   return Endpoint{j.at("netns"), j.at("ifname"), j.value("alias", ""), j.value("master", "")};
 }
 
-// "rate 10Mbit delay 5ms jitter 1ms loss 0.1% mtu 1500"; unset figures are left out.
+// "rate 10Mbit delay 5ms jitter 1ms reorder loss 0.1% mtu 1500"; unset figures are left out.
 std::string shape_text(const shaping::LinkShape& s) {
   std::string t = "rate " + (s.rate.bps > 0 ? format_rate(s.rate) : std::string("unlimited"));
   if (s.delay.ns) t += " delay " + format_duration(s.delay);
   if (s.jitter.ns) t += " jitter " + format_duration(s.jitter);
+  if (s.reorder) t += " reorder";
   if (s.loss_pct > 0) t += fmt::format(" loss {:g}%", s.loss_pct);
   return t + " mtu " + std::to_string(s.mtu);
 }
@@ -152,15 +153,17 @@ nlohmann::json to_json(const Op& op) {
                     {"marker", o.marker}};
           },
           [](const SetShape& o) -> nlohmann::json {
-            return {{"op", "shape"},
-                    {"netns", o.netns},
-                    {"ifname", o.ifname},
-                    {"backend", o.backend},
-                    {"rate_bps", o.shape.rate.bps},
-                    {"delay_ns", o.shape.delay.ns},
-                    {"jitter_ns", o.shape.jitter.ns},
-                    {"loss_pct", o.shape.loss_pct},
-                    {"mtu", o.shape.mtu}};
+            nlohmann::json j{{"op", "shape"},
+                             {"netns", o.netns},
+                             {"ifname", o.ifname},
+                             {"backend", o.backend},
+                             {"rate_bps", o.shape.rate.bps},
+                             {"delay_ns", o.shape.delay.ns},
+                             {"jitter_ns", o.shape.jitter.ns},
+                             {"loss_pct", o.shape.loss_pct},
+                             {"mtu", o.shape.mtu}};
+            if (o.shape.reorder) j["jitter_mode"] = "reorder";
+            return j;
           },
           [](const CreateRxe& o) -> nlohmann::json {
             return {{"op", "rxe"},    {"netns", o.netns}, {"ifname", o.ifname},
@@ -213,7 +216,9 @@ Result<Op> op_from_json(const nlohmann::json& j) {
       shaping::LinkShape s{Rate{j.at("rate_bps").get<double>()},
                            Duration{j.at("delay_ns").get<int64_t>()},
                            Duration{j.at("jitter_ns").get<int64_t>()},
-                           j.at("loss_pct").get<double>(), j.at("mtu").get<int>()};
+                           j.at("loss_pct").get<double>(),
+                           j.at("mtu").get<int>(),
+                           j.value("jitter_mode", "ordered") == "reorder"};
       return SetShape{j.at("netns"), j.at("ifname"), s, j.at("backend")};
     }
     if (kind == "stage-rule")  // journals written before 0.0001 % steps say loss_per_10000

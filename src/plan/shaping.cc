@@ -1,10 +1,15 @@
 #include "plan/shaping.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
+
+#include <fmt/format.h>
 
 #include "plan/emulate.h"
 #include "plan/plan.h"
 #include "shaping/backend.h"
+#include "shaping/sizing.h"
 #include "stage/netfilter_rules.h"
 #include "stage/queue_spec.h"
 
@@ -13,7 +18,7 @@ namespace tb::plan {
 using shaping::LinkShape;
 
 LinkShape shape_of(const EmulatedFigures& f) {
-  return LinkShape{f.rate, f.delay, f.jitter, f.loss_pct, f.mtu};
+  return LinkShape{f.rate, f.delay, f.jitter, f.loss_pct, f.mtu, f.reorder};
 }
 
 std::vector<SetShape> shape_ops(const Topology& topo, const std::string& backend) {
@@ -37,13 +42,77 @@ namespace {
 constexpr const char* kTcpMem = "4096 131072 67108864";
 constexpr Duration kBigDelay{1'000'000};
 
+// TCP small queues (tcp_output.c tcp_small_queue_check) stop a socket from sending while more
+// than limit = max(2 skbs, pacing_rate >> 10) of its bytes are below TCP, and
+// min(limit, tcp_limit_output_bytes) for a flow not paced by its congestion control. An skb
+// keeps its socket until something orphans it: netem does (skb_orphan_partial), IP input does
+// (ip_rcv_core), a veth or a bridge does not. The stage's hold on a sender's egress (the
+// receiving port is a bridge port) is therefore counted against every local TCP sender behind
+// it, and a hold longer than about 1 ms of pacing rate (120% of cwnd/srtt) throttles it: a
+// 1 Gbit/s link with a 2.5 ms egress hold gave cubic 674-887 Mbit/s of an ideal 957 on the
+// reference host. The sender's namespace gets a pacing ratio that covers twice the hold and a
+// byte limit of twice the bytes held; both sysctls are per namespace. Congestion controls that
+// pace themselves (bbr) set their own pacing rate and are not covered (docs/scenario.md).
+constexpr Duration kTsqPacingWindow{1'024'000};  // pacing_rate >> 10 (sk_pacing_shift 10)
+constexpr int kPacingSsRatio = 200;              // the kernel's defaults, percent
+constexpr int kPacingCaRatio = 120;
+constexpr int kMaxPacingRatio = 1000;  // sysctl_net_ipv4.c: extra2 = 1000
+// tcp_sk_init's default on current kernels (4 MiB; 1 MiB before): the byte limit is never set
+// below it.
+constexpr uint64_t kTcpLimitOutputBytes = 4u << 20;
+
+struct EgressHold {
+  Duration hold;       // longest delay + 4 x jitter held on this namespace's egress
+  uint64_t bytes = 0;  // most bytes such a hold keeps at its link's rate
+};
+
+// The per-namespace TSQ ops for the egress holds of `holds` at or above kBigDelay.
+void add_tsq_sysctls(const std::map<std::string, EgressHold>& holds, std::vector<Op>& ops) {
+  for (const auto& [netns, h] : holds) {
+    if (h.hold < kBigDelay) continue;
+    const double need =
+        100.0 * 2.0 * static_cast<double>(h.hold.ns) / static_cast<double>(kTsqPacingWindow.ns);
+    const int ratio = std::min(kMaxPacingRatio, static_cast<int>(std::ceil(need)));
+    ops.push_back(SetSysctl{netns, "net/ipv4/tcp_limit_output_bytes",
+                            std::to_string(std::max(kTcpLimitOutputBytes, 2 * h.bytes))});
+    ops.push_back(SetSysctl{netns, "net/ipv4/tcp_pacing_ss_ratio",
+                            std::to_string(std::max(kPacingSsRatio, ratio))});
+    ops.push_back(SetSysctl{netns, "net/ipv4/tcp_pacing_ca_ratio",
+                            std::to_string(std::max(kPacingCaRatio, ratio))});
+  }
+}
+
 bool nothing_to_shape(const LinkShape& s) {
   return s.rate.bps == 0 && s.delay.ns == 0 && s.jitter.ns == 0 && s.loss_pct == 0;
 }
 
+// "delay 5ms, loss 1%": the residual's figures, for errors.
+std::string residual_text(const shaping::Residual& r) {
+  std::string s;
+  auto add = [&](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
+  if (r.delay.ns) add("delay " + format_duration(r.delay));
+  if (r.jitter.ns) add("jitter " + format_duration(r.jitter));
+  if (r.loss_pct > 0) add(fmt::format("loss {:g}%", r.loss_pct));
+  return s;
+}
+
+// Both ends bridge ports: the stage's rule would sit on the sender's POSTROUTING, which bridged
+// frames never traverse (nor the receiver's PREROUTING), so the residual would not be emulated.
+Status bridged_both_ends(const Link& l, const shaping::Residual& r, const std::string& backend,
+                         const LinkWhere& where) {
+  return bad_input((where ? where(l) : "") + "link " + l.a.node + ":" + l.a.ifname + " <-> " +
+                   l.b.node + ":" + l.b.ifname + " (profile \"" + l.profile +
+                   "\"): both ends are bridge ports, so backend " + backend +
+                   " cannot emulate its " + residual_text(r) +
+                   ": the userspace delay stage holds packets at an IP hook (the receiving "
+                   "port's PREROUTING or the sending port's POSTROUTING) and frames between two "
+                   "bridges pass neither; use the netem backend, or give the profile no delay, "
+                   "jitter or loss");
+}
+
 }  // namespace
 
-Status add_shaping(Plan& p, const std::string& backend) {
+Status add_shaping(Plan& p, const std::string& backend, const LinkWhere& where) {
   if (backend.empty() || backend == "none") return {};
   if (!shaping::find_backend(backend))
     return bad_input("shaping backend \"" + backend + "\" is unknown; use one of " +
@@ -53,7 +122,8 @@ Status add_shaping(Plan& p, const std::string& backend) {
   std::vector<Stage> stages;
   std::vector<Op> shapes, rules;
   bool delayed = false;
-  for (const auto& l : p.topo.links) {
+  std::map<std::string, EgressHold> egress_holds;  // netns -> its longest egress hold
+  for (auto& l : p.topo.links) {
     for (int dir = 0; dir < 2; ++dir) {
       const LinkEnd& src = dir == 0 ? l.a : l.b;
       const LinkEnd& dst = dir == 0 ? l.b : l.a;
@@ -68,6 +138,14 @@ Status add_shaping(Plan& p, const std::string& backend) {
       if (!qp->nodes.empty()) shapes.push_back(SetShape{sn->netns, src.ifname, shape, backend});
       delayed = delayed || shape.delay >= kBigDelay;
       if (qp->residual.empty()) continue;
+      if (src.bridged && dst.bridged) return bridged_both_ends(l, qp->residual, backend, where);
+      if (shape.reorder && qp->residual.jitter.ns > 0)
+        return bad_input((where ? where(l) : "") + "link " + l.a.node + ":" + l.a.ifname + " <-> " +
+                         l.b.node + ":" + l.b.ifname + " (profile \"" + l.profile +
+                         "\"): jitter_mode = \"reorder\" needs the netem backend; backend " +
+                         backend +
+                         " leaves the jitter to the userspace delay stage, which releases "
+                         "packets in the order they came");
       const bool egress = dst.bridged;
       const Node* at = egress ? sn : dn;
       const std::string& ifname = egress ? src.ifname : dst.ifname;
@@ -78,6 +156,21 @@ Status add_shaping(Plan& p, const std::string& backend) {
         Stage& st = stages[it->second];
         rule.queue = static_cast<uint16_t>(st.queues.size() + 1);
         const Duration hold{qp->residual.delay.ns + 4 * qp->residual.jitter.ns};
+        if (egress && hold >= kBigDelay)
+          l.emulated.notes.push_back(
+              "the " + src.node + " -> " + dst.node + " delay is held on " + src.node + ":" +
+              src.ifname +
+              "'s egress (the other end is a bridge port), where TCP small queues count it "
+              "against that node's own TCP senders: the plan widens them for congestion "
+              "controls that do not pace themselves (cubic, reno); one that does (bbr) keeps "
+              "about 1 ms of its rate in flight there and can fall short of the rate");
+        if (egress) {
+          EgressHold& h = egress_holds[at->netns];
+          const Rate r = shape.rate.bps > 0 ? shape.rate : shaping::kHostVethRate;
+          h.hold = std::max(h.hold, hold);
+          h.bytes = std::max(h.bytes, shaping::bytes_per_second(r) *
+                                          static_cast<uint64_t>(hold.ns) / 1'000'000'000);
+        }
         st.queues.push_back(
             StageQueue{rule.queue, qp->residual.delay, qp->residual.jitter,
                        stage::queue_maxlen_for(shape.rate, hold, shape.mtu),
@@ -93,6 +186,7 @@ Status add_shaping(Plan& p, const std::string& backend) {
         p.ops.push_back(SetSysctl{n.netns, "net/ipv4/tcp_rmem", kTcpMem});
         p.ops.push_back(SetSysctl{n.netns, "net/ipv4/tcp_wmem", kTcpMem});
       }
+  add_tsq_sysctls(egress_holds, p.ops);
   for (auto* group : {&shapes, &rules})
     for (auto& op : *group) p.ops.push_back(std::move(op));
   for (auto& st : stages) p.ops.push_back(StartDaemon{st.netns, std::move(st)});

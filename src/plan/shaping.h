@@ -5,12 +5,15 @@
 //
 // Where a direction's residual goes: the receiving port's ingress (PREROUTING), unless that
 // port is a bridge port — bridged frames never reach IP — in which case the sending port's
-// egress (POSTROUTING). Rates above what a veth carries are left unlimited (the plan already
-// notes "runs at host speed").
+// egress (POSTROUTING). The stage never reorders, so jitter_mode = "reorder" needs netem (bad
+// input otherwise). A link whose two ends are both bridge ports has no IP hook on either
+// side, so a residual there is refused (bad input) rather than silently not emulated. Rates above
+// what a veth carries are left unlimited (the plan already notes "runs at host speed").
 //
 // Thread-safe (pure).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,8 +34,13 @@ shaping::LinkShape shape_of(const EmulatedFigures& f);
 // link end must name a node of the topology (plan::compile guarantees it).
 std::vector<SetShape> shape_ops(const Topology& topo, const std::string& backend);
 
+// Where a link's figures were written ("scenario.toml:12:1: [profiles.vpc]"), for errors.
+using LinkWhere = std::function<std::string(const Link&)>;
+
 // Adds the ops and stages for `backend` ("netem", "tbf", "htb"; "" or "none" adds nothing).
-// Unknown backends and shapes the kernel cannot take are bad input (exit code 2).
-Status add_shaping(Plan& p, const std::string& backend);
+// Unknown backends, shapes the kernel cannot take and residuals on a link between two bridge
+// ports are bad input (exit code 2); `where`, when given, prefixes the error with the place the
+// link's profile was written.
+Status add_shaping(Plan& p, const std::string& backend, const LinkWhere& where = {});
 
 }  // namespace tb::plan

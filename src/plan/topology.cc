@@ -107,6 +107,7 @@ nlohmann::json to_json(const Topology& t) {
           {"mtu", l.emulated.mtu},
           {"notes", l.emulated.notes}}},
     });
+    if (l.emulated.reorder) links.back()["emulated"]["jitter_mode"] = "reorder";
   }
   return {{"nodes", nodes}, {"links", links}};
 }
@@ -142,7 +143,8 @@ Topology topology_from_json(const nlohmann::json& j) {
                      Duration{e.at("jitter_ns")},
                      e.at("loss_pct"),
                      e.at("mtu"),
-                     e.at("notes").get<std::vector<std::string>>()};
+                     e.at("notes").get<std::vector<std::string>>(),
+                     e.value("jitter_mode", "ordered") == "reorder"};
     t.links.push_back(std::move(link));
   }
   return t;

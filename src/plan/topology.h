@@ -42,6 +42,7 @@ struct EmulatedFigures {
   double loss_pct = 0;
   int mtu = 1500;
   std::vector<std::string> notes;
+  bool reorder = false;  // jitter may reorder (scenario jitter_mode = "reorder")
 };
 
 struct RealFigures {

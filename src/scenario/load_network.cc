@@ -35,8 +35,8 @@ void read_profile(const std::string& name, const toml::value& v, LoadState& st) 
     st.declared[name] = p;
     return;
   }
-  Table t(v, ctx, "[" + ctx + "]", {"preset", "rate", "delay", "jitter", "loss", "mtu", "source"},
-          st.d);
+  Table t(v, ctx, "[" + ctx + "]",
+          {"preset", "rate", "delay", "jitter", "jitter_mode", "loss", "mtu", "source"}, st.d);
   if (auto pr = t.str("preset")) {
     if (auto base = preset(*pr)) {
       p = *base;
@@ -61,6 +61,8 @@ void read_profile(const std::string& name, const toml::value& v, LoadState& st) 
   }
   if (auto d = t.duration("delay")) p.delay = *d;
   if (auto j = t.duration("jitter")) p.jitter = *j;
+  if (auto m = t.str("jitter_mode"); m && t.one_of("jitter_mode", *m, {"ordered", "reorder"}))
+    p.reorder = *m == "reorder";
   if (auto l = t.percent("loss")) p.loss_pct = *l;
   if (auto m = t.integer("mtu", false, 576, 65535,
                          "the largest IPv4 packet is 65535 bytes (576 is the IPv4 minimum)"))

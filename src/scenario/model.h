@@ -33,6 +33,9 @@ struct LinkProfile {
   int mtu = 1500;
   std::string source;  // where the figures come from (presets cite the publication)
   Loc loc;
+  // jitter_mode = "reorder": each packet keeps its own drawn delay and may overtake the ones
+  // before it (netem's own behaviour); the default, "ordered", never reorders (docs/scenario.md).
+  bool reorder = false;
 };
 
 // The emulation scale: emulated rate = real rate / bandwidth; emulated delay = real delay * delay.

@@ -2,6 +2,18 @@
 // above tbf). netem's jitter follows a normal distribution (a table sent with the qdisc, as
 // `tc ... netem delay D J distribution normal`), so `jitter` is the standard deviation the
 // scenario means; without a table netem would draw uniformly from +-jitter.
+//
+// Jitter never reorders by default (docs/scenario.md "jitter"), as in the userspace stage
+// (stage/delay_line.h): a packet leaves no earlier than the one before it. netem gives that when
+// it has a rate of its own: sch_netem.c netem_enqueue then takes the last queued packet's
+// time_to_send as the reference ("delay -= last->time_to_send - now; delay = max(0, delay);
+// now = last->time_to_send"), so each packet leaves at max(arrival + drawn delay, previous
+// departure) + len / rate. Without a rate netem sorts its tfifo by the drawn time_to_send and
+// packets closer together than the jitter leave out of order. So netem gets kOrderingRate, far
+// above anything a veth carries, whose per-packet serialization (65 ns for a 64 KB GSO packet)
+// is not a rate limit; the link's own rate stays with tbf. With LinkShape::reorder (scenario
+// jitter_mode = "reorder") netem keeps its own order and the layouts take their own handles
+// (qdisc_plan.h).
 #include "shaping/backend.h"
 #include "shaping/sizing.h"
 
@@ -12,28 +24,34 @@ QdiscPlan build_netem(const LinkShape& s) {
   p.backend = "netem";
   const uint64_t rate = bytes_per_second(s.rate);
   const bool impaired = s.delay.ns > 0 || s.jitter.ns > 0 || s.loss_pct > 0;
-  netlink::NetemOptions netem{s.delay.ns, s.jitter.ns, s.loss_pct, 0, 0, {}};
+  const uint64_t own_rate = s.reorder ? 0 : kOrderingRate;
+  netlink::NetemOptions netem{s.delay.ns, s.jitter.ns, s.loss_pct, 0, own_rate, {}};
   if (s.jitter.ns > 0) netem.jitter_table = netlink::normal_jitter_table();
   if (rate > 0) {
     // The same layout with or without delay, so a fault that adds or removes delay on a
     // rate-limited link changes parameters in place instead of grafting a new tree.
     const uint32_t limit = limit_bytes(s);
     netem.limit = netem_limit_packets(s, limit);
-    p.nodes.push_back(TcNode{kRootParent, kNetemTbfRoot, netem});
-    p.nodes.push_back(
-        TcNode{kNetemTbfClass, kNetemTbfChild, netlink::TbfOptions{rate, burst_bytes(s), limit}});
+    p.nodes.push_back(TcNode{kRootParent, s.reorder ? kNetemReorderTbfRoot : kNetemTbfRoot, netem});
+    p.nodes.push_back(TcNode{s.reorder ? kNetemReorderTbfClass : kNetemTbfClass,
+                             s.reorder ? kNetemReorderTbfChild : kNetemTbfChild,
+                             netlink::TbfOptions{rate, burst_bytes(s), limit}});
     p.notes.push_back("buffer " + std::to_string(queue_bytes(s)) + " bytes (" +
                       format_duration(queue_latency(s)) +
                       " at the rate) in tbf; netem holds up to " + std::to_string(netem.limit) +
                       " packets");
   } else if (impaired) {
     netem.limit = netem_limit_packets(s, 0);
-    p.nodes.push_back(TcNode{kRootParent, kNetemRoot, netem});
+    p.nodes.push_back(TcNode{kRootParent, s.reorder ? kNetemReorderRoot : kNetemRoot, netem});
   }
-  if (s.jitter.ns > 0)
+  if (s.jitter.ns > 0 && s.reorder)
     p.notes.push_back(
-        "netem sends packets in the order of their drawn delay: jitter reorders "
-        "packets closer together than the jitter");
+        "jitter reorders (jitter_mode = \"reorder\"): each packet leaves at its own drawn delay, "
+        "overtaking those before it that drew longer");
+  else if (s.jitter.ns > 0)
+    p.notes.push_back(
+        "jitter keeps packets in order: a packet leaves no earlier than the one before it, so "
+        "packets closer together than the jitter raise the mean delay and narrow its spread");
   return p;
 }
 

@@ -19,6 +19,9 @@ struct LinkShape {
   Duration jitter;      // standard deviation of that delay (scenario/model.h LinkProfile)
   double loss_pct = 0;  // 0..100, independent per packet
   int mtu = 1500;       // the interface's MTU; sizes bursts and queues
+  // Jitter may reorder: each packet leaves at its own drawn delay. Default false: a packet never
+  // leaves before the one sent ahead of it (docs/scenario.md "jitter").
+  bool reorder = false;
 
   friend bool operator==(const LinkShape&, const LinkShape&) = default;
 };

@@ -38,6 +38,13 @@ inline constexpr uint32_t kNetemTbfClass = tc_handle(2, 1);
 inline constexpr uint32_t kNetemTbfChild = tc_handle(0x20);
 // Layout "netem": netem alone (no rate limit).
 inline constexpr uint32_t kNetemRoot = tc_handle(3);
+// The same two netem layouts where jitter may reorder (LinkShape::reorder): netem without a rate
+// of its own. Their own handles, because netem_change keeps a rate the request does not mention:
+// switching modes grafts a new tree instead of changing one in place.
+inline constexpr uint32_t kNetemReorderTbfRoot = tc_handle(5);
+inline constexpr uint32_t kNetemReorderTbfClass = tc_handle(5, 1);
+inline constexpr uint32_t kNetemReorderTbfChild = tc_handle(0x50);
+inline constexpr uint32_t kNetemReorderRoot = tc_handle(6);
 // Layout "htb": htb root 4:, one class 4:1 (the default class), a bfifo leaf 40:.
 inline constexpr uint32_t kHtbRoot = tc_handle(4);
 inline constexpr uint32_t kHtbClass = tc_handle(4, 1);

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -30,6 +31,8 @@
 #include "core/unique_fd.h"
 #include "netns_fixture.h"
 #include "stage/calibration.h"
+#include "plan/plan.h"
+#include "plan/shaping.h"
 #include "stage/netfilter_rules.h"
 #include "stage/queue_spec.h"
 
@@ -91,32 +94,53 @@ class Delayd {
 struct PingResult {
   int sent = 0, received = 0;
   std::vector<double> rtts_ms;  // one per reply, in order
+  std::vector<int> seqs;        // icmp_seq of each reply, in the order the replies came
   // NaN without replies, so that no bound on them can pass when nothing came back.
   double min_ms() const {
     return rtts_ms.empty() ? std::nan("") : *std::min_element(rtts_ms.begin(), rtts_ms.end());
   }
-  double median_ms() const {
+  double median_ms() const { return quantile_ms(0.5); }
+  double quantile_ms(double q) const {
     if (rtts_ms.empty()) return std::nan("");
     auto v = rtts_ms;
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
+    const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+    std::nth_element(v.begin(), v.begin() + static_cast<long>(i), v.end());
+    return v[i];
+  }
+  // The standard deviation a normal distribution with this interquartile range has: robust to
+  // the few replies a loaded host delays by a whole scheduler slice.
+  double sigma_ms() const { return (quantile_ms(0.75) - quantile_ms(0.25)) / 1.349; }
+  // Replies that came after one with a higher sequence number.
+  int out_of_order() const {
+    int n = 0, top = -1;
+    for (int s : seqs) {
+      if (s < top) ++n;
+      top = std::max(top, s);
+    }
+    return n;
   }
 };
 
-PingResult ping_many(const std::string& netns, int count, const char* interval) {
+// `extra`: more ping options, e.g. "-l 100" (root: send 100 at once without waiting for replies;
+// ping otherwise keeps at most about one request outstanding whatever -i says).
+PingResult ping_many(const std::string& netns, int count, const char* interval,
+                     const std::string& extra = "") {
   // -c without -w: with a deadline ping would send until `count` replies came back.
-  std::string out = capture("timeout 60 ip netns exec " + netns + " ping -n -c " +
-                            std::to_string(count) + " -i " + interval + " -W 1 198.18.0.1 2>&1");
+  std::string out =
+      capture("timeout 60 ip netns exec " + netns + " ping -n -c " + std::to_string(count) +
+              " -i " + interval + " " + extra + " -W 1 198.18.0.1 2>&1");
   PingResult r;
   std::smatch m;
   if (std::regex_search(out, m, std::regex(R"((\d+) packets transmitted, (\d+) received)"))) {
     r.sent = std::stoi(m[1]);
     r.received = std::stoi(m[2]);
   }
-  const std::regex rtt(R"(time=([\d.]+) ms)");
+  const std::regex rtt(R"(icmp_seq=(\d+) ttl=\d+ time=([\d.]+) ms)");
   for (auto it = std::sregex_iterator(out.begin(), out.end(), rtt); it != std::sregex_iterator();
-       ++it)
-    r.rtts_ms.push_back(std::stod((*it)[1]));
+       ++it) {
+    r.seqs.push_back(std::stoi((*it)[1]));
+    r.rtts_ms.push_back(std::stod((*it)[2]));
+  }
   return r;
 }
 
@@ -389,6 +413,34 @@ TEST_F(DelayStageTest, MeetsTheAccuracyTargetsFrom100usTo10ms) {
     // rest of the round trip only adds.
     EXPECT_GE(r.min_us, d - stage::kReleaseCostNs / 1e3) << "delay " << r.delay_us << " us";
   }
+// Jitter (docs/scenario.md): a normal spread around the delay that never reorders. Pings 10 ms
+// apart on a 10 ms +- 1 ms direction see the delay and the jitter as written; 100 pings sent at
+// once come back in the order they were sent, each waiting for the one before it, so their
+// delay is the running maximum of the draws: the median rises (+1.5 to +2.2 ms seen), the
+// spread narrows. Judged on the median and the interquartile sigma: a loaded host delays a few
+// replies by a scheduler slice.
+TEST_F(DelayStageTest, JitterSpreadsTheDelayAndNeverReorders) {
+  ASSERT_TRUE(stage::add_queue_rule(b_, {"e0", kQueue}, mk_ + "link=a-b"));
+  write_config(std::to_string(kQueue) + ":delay_us=10000:jitter_us=1000\n");
+  start();
+  PingResult sparse = ping_many(a_, 200, "0.01");
+  EXPECT_EQ(sparse.received, 200) << log();
+  PingResult dense = ping_many(a_, 100, "0.01", "-l 100");
+  EXPECT_EQ(dense.received, 100) << log();
+  std::cout << "sparse: median " << sparse.median_ms() << " ms, sigma " << sparse.sigma_ms()
+            << " ms; dense: median " << dense.median_ms() << " ms, sigma " << dense.sigma_ms()
+            << " ms, " << dense.out_of_order() << " out of order\n";
+  // The stage's bias is +0.15-0.25 ms and its own spread 0.12-0.19 ms (research/limits.md 2).
+  EXPECT_GE(sparse.median_ms(), 10.0);
+  EXPECT_LE(sparse.median_ms(), 11.5);
+  EXPECT_GE(sparse.sigma_ms(), 0.75);
+  EXPECT_LE(sparse.sigma_ms(), 2.0);  // 1.16-1.42 seen with other builds running
+  EXPECT_EQ(sparse.out_of_order(), 0);
+  EXPECT_EQ(dense.out_of_order(), 0);
+  // The rise is judged; the narrowing only shown: ping's burst is 100 sends from one process,
+  // and a loaded host that preempts it mid-burst spreads the sends (sigma 0.15-0.67 ms seen,
+  // once 2.6 ms with other builds running).
+  EXPECT_GT(dense.median_ms(), sparse.median_ms());
 }
 
 TEST_F(DelayStageTest, KilledStageFailsClosedUntilRestarted) {
@@ -444,6 +496,105 @@ TEST_F(DelayStageTest, RulesAreListedAndRemovedByMarker) {
   ASSERT_FALSE(gone);
   EXPECT_NE(gone.error().message.find("nft exit 1"), std::string::npos) << gone.error().message;
   EXPECT_NE(gone.error().message.find("in netns " + b_), std::string::npos);
+}
+
+// TCP small queues behind a delay held on the sender's egress (the receiving port is a bridge
+// port, plan/shaping.h): the skb keeps its socket through the hold (no orphan before IP input),
+// so a local TCP sender is throttled once the hold exceeds about 1 ms of its pacing rate. The
+// lab's ops for such a link (plan::add_shaping, tbf backend: the qdisc, the stage rule, the
+// stage, and the per-namespace TSQ sysctls) are applied to a sender and a bridge, at 1 Gbit/s
+// and 10 x the vpc preset's 250 us (2.5 ms), and a cubic flow must reach its ideal goodput.
+// Before the TSQ sysctls it reached 674-915 of 956 Mbit/s on the reference host.
+class EgressHoldTest : public NetnsTest {};
+
+// iperf3's receiver goodput in Mbit/s for a `seconds` TCP run from `from` to `to` (NaN if none).
+double iperf_mbit(const std::string& from, const std::string& server_ns, const std::string& to,
+                  const std::string& cc, int seconds) {
+  pid_t server = fork();
+  if (server == 0) {
+    if (FILE* null = std::fopen("/dev/null", "w")) {
+      dup2(fileno(null), 1);
+      dup2(fileno(null), 2);
+    }
+    execlp("timeout", "timeout", "30", "ip", "netns", "exec", server_ns.c_str(), "iperf3", "-s",
+           "-1", "-B", to.c_str(), "-p", "5302", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::string out;
+  for (int attempt = 0; attempt < 20; ++attempt) {  // until the server listens
+    std::this_thread::sleep_for(200ms);
+    out = capture("timeout 20 ip netns exec " + from + " iperf3 -c " + to + " -p 5302 -J -O 1 -t " +
+                  std::to_string(seconds) + " -C " + cc + " 2>&1");
+    if (out.find("sum_received") != std::string::npos) break;
+  }
+  kill(server, SIGTERM);
+  waitpid(server, nullptr, 0);
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  if (j.is_discarded() || !j.contains("end")) return std::nan("");
+  return j["end"]["sum_received"]["bits_per_second"].get<double>() / 1e6;
+}
+
+TEST_F(EgressHoldTest, ALocalTcpSenderBehindAnEgressHoldReachesTheRate) {
+  if (run_quiet({"iperf3", "--version"}) != 0) GTEST_SKIP() << "iperf3 not installed";
+  const std::string a = ns("tsqs"), b = ns("tsqv");
+  const std::string lab = "t" + std::to_string(getpid()) + "tsq";
+  const std::string mk = plan::owner_marker(lab) + " ";
+  plan::Plan p;
+  p.lab = lab;
+  p.topo.nodes = {plan::Node{"s0", a, plan::NodeKind::kServer, "dc", 0, -1, {}},
+                  plan::Node{"vpc", b, plan::NodeKind::kVpc, "dc", -1, -1, {}}};
+  plan::Link l;
+  l.a = {"s0", "fe", std::nullopt, false};
+  l.b = {"vpc", "p0", std::nullopt, true};
+  l.profile = "vpc";
+  l.emulated.rate = Rate{1e9};
+  l.emulated.delay = Duration{2'500'000};
+  p.topo.links.push_back(l);
+  ASSERT_TRUE(plan::add_shaping(p, "tbf"));
+
+  for (const auto& op : std::vector<plan::Op>{
+           plan::CreateNetns{a, "s0", mk + "node=s0"}, plan::CreateNetns{b, "vpc", mk + "node=vpc"},
+           plan::CreateBridge{b, "br", mk + "bridge", 1500},
+           plan::CreateVeth{{a, "fe", mk + "s0-vpc", ""}, {b, "p0", mk + "vpc-s0", "br"}, 1500},
+           plan::AddAddr{a, "fe", *parse_prefix("198.18.0.2/24")},
+           plan::AddAddr{b, "br", *parse_prefix("198.18.0.1/24")}})
+    ASSERT_TRUE(kernel_->submit(op)) << plan::to_text(op);
+  std::vector<std::unique_ptr<Delayd>> stages;
+  const std::string dir = "/tmp/tb-t" + std::to_string(getpid()) + "-tsq";
+  std::filesystem::create_directories(dir);
+  for (const auto& op : p.ops) {
+    if (const auto* d = std::get_if<plan::StartDaemon>(&op)) {
+      const auto* st = std::get_if<plan::Stage>(&d->daemon);
+      ASSERT_NE(st, nullptr);
+      std::vector<std::string> args{"--duration-s", "60"};
+      for (const auto& q : st->queues)
+        args.insert(args.end(), {"--queue", stage::to_arg({q.queue, q.delay, q.jitter, q.maxlen})});
+      stages.push_back(std::make_unique<Delayd>(st->netns, args, dir + "/delayd.log"));
+      continue;
+    }
+    ASSERT_TRUE(kernel_->submit(op)) << plan::to_text(op);
+  }
+  ASSERT_TRUE(kernel_->sync());
+  ASSERT_EQ(stages.size(), 1u);
+  ASSERT_EQ(stages[0]->wait_exit(300ms), -1) << capture("cat " + dir + "/delayd.log");
+  // The bridge forwards once its port has left the learning state; the hold is 2.5 ms each way
+  // only on a->b (b->a is a plain ingress, undelayed here).
+  for (int i = 0; i < 50 && !ping(a, "198.18.0.1"); ++i) std::this_thread::sleep_for(100ms);
+
+  // 1448 bytes of TCP payload per 1514-byte frame counted by tbf (docs/scenario.md).
+  const double ideal = 1000.0 * 1448 / 1514;
+  std::vector<double> runs;
+  for (int i = 0; i < 3; ++i) runs.push_back(iperf_mbit(a, b, "198.18.0.1", "cubic", 4));
+  std::sort(runs.begin(), runs.end());
+  std::cout << "cubic behind a 2.5 ms egress hold: " << runs[0] << " " << runs[1] << " " << runs[2]
+            << " Mbit/s, ideal " << ideal << "\n";
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  // The median of 3: one run may lose a scheduler slice to a loaded host; TSQ costs every run.
+  // Seen with two other builds running: 950-956 with the sysctls, 875-915 without (97% = 928).
+  EXPECT_GE(runs[1], 0.97 * ideal)
+      << "runs " << runs[0] << " " << runs[1] << " " << runs[2] << " Mbit/s, ideal " << ideal;
+  EXPECT_LE(runs[1], 1.02 * ideal);
 }
 
 }  // namespace

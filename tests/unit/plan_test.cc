@@ -268,6 +268,44 @@ TEST(Plan, ShapingFollowsTheHostAndRefusesStagesWithoutNfqueue) {
   EXPECT_EQ(renamed->lab, "other");
 }
 
+// jitter_mode = "reorder" is netem's: planned for a host without netem, the plan is refused at
+// the profile that asks for it; with netem the shape carries it.
+TEST(Plan, ReorderingJitterIsRefusedWhereAStageWouldHoldIt) {
+  auto s = scenario::load_text(R"([lab]
+name = "t"
+
+[profiles.wan]
+preset = "vpc"
+jitter = "100us"
+jitter_mode = "reorder"
+
+[[region]]
+name = "hz"
+servers = 1
+gpus_per_server = 1
+scale_up = "nvlink"
+rail = "hpn"
+frontend = "wan"
+)",
+                               "r.toml");
+  ASSERT_TRUE(s) << s.error().message;
+  auto refused = compile(*s, assumed_host("test"), PlanOptions{});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().exit_code, kExitBadInput);
+  EXPECT_TRUE(refused.error().message.starts_with("r.toml:4:1: [profiles.wan] link "))
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("jitter_mode = \"reorder\" needs the netem backend"),
+            std::string::npos);
+  HostCaps host = assumed_host("test");
+  host.netem = true;
+  auto netem = compile(*s, host, PlanOptions{});
+  ASSERT_TRUE(netem) << netem.error().message;
+  int reordering = 0;
+  for (const auto& op : netem->ops)
+    if (const auto* sh = std::get_if<SetShape>(&op)) reordering += sh->shape.reorder;
+  EXPECT_EQ(reordering, 4);  // the frontend and uplink links, both directions
+}
+
 TEST(Plan, ABackendAskedForByNameMustBeOnAProbedHost) {
   HostCaps host = assumed_host("test");  // tbf and htb, no netem
   // Not probed (a dry run for another host): taken as asked.

@@ -405,5 +405,20 @@ TEST(ScenarioErrors, ArrayOfTablesWrittenAsTable) {
              "table)");
 }
 
+// jitter_mode: "ordered" (the default) or "reorder"; anything else names the choices.
+TEST(ScenarioErrors, JitterModeIsOrderedOrReorder) {
+  auto ok = load_text(std::string(kHead) +
+                          "[profiles.vpc]\npreset = \"vpc\"\njitter = \"1ms\"\n"
+                          "jitter_mode = \"reorder\"\n",
+                      "x.toml");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_TRUE(ok->profile("vpc").reorder);
+  EXPECT_FALSE(ok->profile("hpn").reorder);  // presets keep packets in order
+  auto m = load_error(std::string(kHead) +
+                      "[profiles.wan]\nrate = \"1gbit\"\njitter_mode = \"shuffle\"\n");
+  EXPECT_HAS(m, "x.toml:13:15: profiles.wan: jitter_mode: \"shuffle\" is not valid");
+  EXPECT_HAS(m, "reorder");
+}
+
 }  // namespace
 }  // namespace tb::scenario

@@ -133,7 +133,7 @@ TEST(ShapingBackends, NetemHoldsTheDelayLineAboveATbf) {
   EXPECT_EQ(n.delay_ns, 25 * kMs);
   EXPECT_EQ(n.jitter_ns, 1 * kMs);
   EXPECT_EQ(n.loss_pct, 0.5);
-  EXPECT_EQ(n.rate, 0u);  // the rate is tbf's
+  EXPECT_EQ(n.rate, kOrderingRate);  // only to keep packets in order; the rate is tbf's
   EXPECT_EQ(n.jitter_table.size(), 1024u);
   EXPECT_EQ(n.limit, netem_limit_packets(shape(1e9, 25 * kMs, 1 * kMs),
                                          limit_bytes(shape(1e9, 25 * kMs, 1 * kMs))));
@@ -157,6 +157,50 @@ TEST(ShapingBackends, NetemHoldsTheDelayLineAboveATbf) {
   ASSERT_TRUE(nothing);
   EXPECT_TRUE(nothing->nodes.empty());
   EXPECT_EQ(to_text(*nothing), "qdisc default root\n");
+}
+
+TEST(ShapingBackends, NetemJitterNeverReorders) {
+  // netem reorders packets closer together than the jitter unless it has a rate of its own
+  // (sch_netem.c netem_enqueue); every netem node gets one, far above any veth, with or without
+  // a link rate, so jitter means the same as in the userspace stage (stage/delay_line.h).
+  for (const LinkShape& s : {shape(0, 10 * kMs, 2 * kMs), shape(1e9, 10 * kMs, 2 * kMs),
+                             shape(0, 10 * kMs), shape(20e9, 0, 0, 1)}) {
+    auto p = plan_qdiscs(s, "netem");
+    ASSERT_TRUE(p);
+    ASSERT_FALSE(p->nodes.empty());
+    const auto& n = std::get<netlink::NetemOptions>(p->nodes[0].options);
+    EXPECT_EQ(n.rate, kOrderingRate);
+    EXPECT_GT(n.rate, 100 * bytes_per_second(kHostVethRate));
+  }
+  auto p = plan_qdiscs(shape(0, 10 * kMs, 2 * kMs), "netem");
+  EXPECT_EQ(to_text(p->nodes[0]),
+            "qdisc netem 3: root limit 29723 delay 10ms 2ms distribution normal rate 8Tbit");
+  EXPECT_NE(p->notes.back().find("keeps packets in order"), std::string::npos);
+}
+
+TEST(ShapingBackends, NetemReordersOnlyWhenAskedInLayoutsOfItsOwn) {
+  LinkShape s = shape(0, 10 * kMs, 2 * kMs);
+  s.reorder = true;
+  auto alone = plan_qdiscs(s, "netem");
+  ASSERT_TRUE(alone);
+  ASSERT_EQ(alone->nodes.size(), 1u);
+  EXPECT_EQ(alone->nodes[0].handle, kNetemReorderRoot);
+  EXPECT_EQ(std::get<netlink::NetemOptions>(alone->nodes[0].options).rate, 0u);
+  EXPECT_NE(alone->notes.back().find("jitter reorders"), std::string::npos);
+  s.rate = Rate{1e9};
+  auto limited = plan_qdiscs(s, "netem");
+  ASSERT_TRUE(limited);
+  ASSERT_EQ(limited->nodes.size(), 2u);
+  EXPECT_EQ(limited->nodes[0].handle, kNetemReorderTbfRoot);
+  EXPECT_EQ(std::get<netlink::NetemOptions>(limited->nodes[0].options).rate, 0u);
+  EXPECT_EQ(limited->nodes[1].parent, kNetemReorderTbfClass);
+  EXPECT_EQ(limited->nodes[1].parent, TC_H_MAKE(kNetemReorderTbfRoot, 1));
+  EXPECT_EQ(limited->nodes[1].handle, kNetemReorderTbfChild);
+  EXPECT_EQ(std::get<netlink::TbfOptions>(limited->nodes[1].options).rate, 125'000'000u);
+  // The stage backends carry the flag in nothing: their residual is the same either way.
+  auto tbf = plan_qdiscs(s, "tbf");
+  ASSERT_TRUE(tbf);
+  EXPECT_EQ(tbf->residual.jitter.ns, 2 * kMs);
 }
 
 TEST(ShapingBackends, HtbIsOneClassWithAByteLimitedLeaf) {
@@ -186,8 +230,9 @@ TEST(ShapingBackends, HtbIsOneClassWithAByteLimitedLeaf) {
 }
 
 TEST(ShapingBackends, EveryLayoutHasItsOwnRootHandle) {
-  std::set<uint32_t> roots{kTbfRoot, kNetemTbfRoot, kNetemRoot, kHtbRoot};
-  EXPECT_EQ(roots.size(), 4u);
+  std::set<uint32_t> roots{kTbfRoot, kNetemTbfRoot,        kNetemRoot,
+                           kHtbRoot, kNetemReorderTbfRoot, kNetemReorderRoot};
+  EXPECT_EQ(roots.size(), 6u);
   // A change of figures within a layout keeps every handle: the kernel changes in place.
   for (const char* backend : {"netem", "tbf", "htb"}) {
     auto a = plan_qdiscs(shape(10e6, 5 * kMs), backend);
@@ -217,6 +262,15 @@ TEST(ShapingOps, SetShapeTextAndJournalRoundTrip) {
   EXPECT_EQ(s->shape, op.shape);
   EXPECT_EQ(plan::to_text(plan::SetShape{"n", "e1", shape(0), "netem"}),
             "shape  n:e1  netem rate unlimited mtu 1500");
+  // jitter_mode = "reorder" travels with the shape, in the text and through the journal.
+  plan::SetShape re{"n", "e1", shape(0, 5 * kMs, 1 * kMs), "netem"};
+  re.shape.reorder = true;
+  EXPECT_EQ(plan::to_text(re),
+            "shape  n:e1  netem rate unlimited delay 5ms jitter 1ms reorder mtu 1500");
+  auto re_back = plan::op_from_json(plan::to_json(re));
+  ASSERT_TRUE(re_back);
+  EXPECT_TRUE(std::get<plan::SetShape>(*re_back).shape.reorder);
+  EXPECT_FALSE(std::get<plan::SetShape>(*back).shape.reorder);
 }
 
 TEST(ShapingOps, OnePerLinkDirection) {
