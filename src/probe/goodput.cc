@@ -1,9 +1,11 @@
 #include "probe/goodput.h"
 
-#include <netinet/tcp.h>
+// The kernel's tcp_info (glibc's netinet/tcp.h stops before tcpi_data_segs_out).
+#include <linux/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cstddef>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -98,6 +100,9 @@ Result<GoodputResult> measure(int sock, const GoodputOptions& o, const std::stri
     r.timestamps = (ti.tcpi_options & TCPI_OPT_TIMESTAMPS) != 0;
     r.retransmits = ti.tcpi_total_retrans;
     r.tcp_rtt_us = ti.tcpi_rtt;
+    // Linux 4.6+; an older kernel returns a shorter struct and leaves it 0.
+    if (len >= offsetof(tcp_info, tcpi_data_segs_out) + sizeof ti.tcpi_data_segs_out)
+      r.data_segs_out = ti.tcpi_data_segs_out;
   }
   r.sndbuf = get_buffer(sock, SO_SNDBUF);
   return r;
@@ -152,6 +157,7 @@ nlohmann::json to_json(const GoodputOptions& o, const GoodputResult& r) {
           {"mss", r.mss},
           {"timestamps", r.timestamps},
           {"retransmits", r.retransmits},
+          {"data_segs_out", r.data_segs_out},
           {"tcp_rtt_us", r.tcp_rtt_us}};
 }
 
@@ -170,6 +176,7 @@ Result<GoodputResult> goodput_from_json(const nlohmann::json& j) {
     r.mss = j.value("mss", 0);
     r.timestamps = j.value("timestamps", false);
     r.retransmits = j.value("retransmits", 0u);
+    r.data_segs_out = j.value("data_segs_out", uint64_t{0});
     r.tcp_rtt_us = j.value("tcp_rtt_us", 0.0);
     r.sndbuf = j.value("sndbuf", 0);
     return r;

@@ -31,13 +31,14 @@ struct GoodputResult {
   uint64_t sent_bytes = 0;
   double send_seconds = 0;
   GoodputReport receiver;
-  bool confirmed = false;   // the receiver counted every byte we sent
-  double goodput_bps = 0;   // receiver's measured window (whole transfer if it has none)
-  int mss = 0;              // tcpi_snd_mss
-  bool timestamps = false;  // TCP timestamps negotiated (12 bytes of every segment)
-  uint32_t retransmits = 0;
-  double tcp_rtt_us = 0;  // the kernel's smoothed RTT at the end
-  int sndbuf = 0;         // as the kernel reports it (doubled, see socket(7))
+  bool confirmed = false;      // the receiver counted every byte we sent
+  double goodput_bps = 0;      // receiver's measured window (whole transfer if it has none)
+  int mss = 0;                 // tcpi_snd_mss
+  bool timestamps = false;     // TCP timestamps negotiated (12 bytes of every segment)
+  uint32_t retransmits = 0;    // tcpi_total_retrans: segments sent again
+  uint64_t data_segs_out = 0;  // tcpi_data_segs_out: data segments sent, retransmits included
+  double tcp_rtt_us = 0;       // the kernel's smoothed RTT at the end
+  int sndbuf = 0;              // as the kernel reports it (doubled, see socket(7))
 };
 
 Status validate(const GoodputOptions& o);
