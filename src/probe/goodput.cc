@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -122,6 +123,12 @@ Result<GoodputResult> run_goodput(const GoodputOptions& o) {
     auto b = set_buffer(fd->get(), SO_SNDBUF, o.buffer);
     if (!b) return std::unexpected(b.error());
   }
+  if (o.pace_bps > 0) {
+    // Bytes per second; a 32-bit option before Linux 4.20, so clamp to what it can say.
+    const unsigned bytes = static_cast<unsigned>(std::min<uint64_t>(o.pace_bps / 8, ~0u));
+    if (::setsockopt(fd->get(), SOL_SOCKET, SO_MAX_PACING_RATE, &bytes, sizeof bytes) != 0)
+      return sys_fail("SO_MAX_PACING_RATE " + std::to_string(bytes) + " B/s on " + what);
+  }
   TB_TRY(connect_by(fd->get(), *to, what, now_ns() + int64_t{kConnectTimeoutMs} * 1'000'000));
   const auto hello = encode(GoodputHello{static_cast<uint32_t>(o.warmup_ms)});
   TB_TRY(send_all(fd->get(), hello, now_ns() + int64_t{kConnectTimeoutMs} * 1'000'000, what));
@@ -144,6 +151,7 @@ nlohmann::json to_json(const GoodputOptions& o, const GoodputResult& r) {
           {"seconds_requested", o.seconds},
           {"warmup_ms", o.warmup_ms},
           {"buffer_requested", o.buffer},
+          {"pace_bps", o.pace_bps},
           {"sndbuf", r.sndbuf},
           {"sent_bytes", r.sent_bytes},
           {"send_seconds", r.send_seconds},

@@ -25,6 +25,10 @@ struct GoodputOptions {
   int warmup_ms = 1000;
   uint64_t buffer = 0;  // SO_SNDBUF; 0 = the kernel's autotuning (net.ipv4.tcp_wmem)
   int drain_ms = 15000;
+  // SO_MAX_PACING_RATE in bit/s (0 = none): TCP's own pacing holds the transfer below a link's
+  // rate, so no queue fills and every retransmission is a loss the link made (verify's TCP loss
+  // check); it also keeps GSO super-packets to ~1 ms of data at this rate (tcp_tso_autosize).
+  uint64_t pace_bps = 0;
 };
 
 struct GoodputResult {

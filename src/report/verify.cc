@@ -109,6 +109,10 @@ std::string measured_line(const ClassResult& c) {
          fmt::format("{:.1f} s", q.goodput_seconds) + "), buffer " +
          bytes_text(static_cast<double>(q.buffer)) + ", MSS " + std::to_string(m.goodput->mss) +
          ", " + std::to_string(m.goodput->retransmits) + " retransmits";
+  if (m.loss_goodput)
+    s += "; paced loss transfer at " + format_rate(Rate{static_cast<double>(m.loss_pace_bps)}) +
+         ": " + std::to_string(m.loss_goodput->retransmits) + " of " +
+         std::to_string(m.loss_goodput->data_segs_out) + " data segments retransmitted";
   return s + "\n";
 }
 
@@ -136,7 +140,8 @@ std::string method_text(const Settings& s) {
          "      delay   one-way = (median RTT - median base) / 2: each direction is shaped alike\n"
          "      jitter  one-way stdev = sqrt((var RTT - (IQR/1.349 of base)^2) / 2)\n"
          "      loss    unanswered probes vs the 99% binomial interval of p_rtt = 1-(1-p)^2; "
-         "with loss, also the goodput transfer's retransmitted share of data segments "
+         "with loss, also a second TCP transfer paced at half the rate (no queue: every "
+         "retransmission is the link's loss): its retransmitted share of data segments "
          "(tcpi_total_retrans / tcpi_data_segs_out) vs p, widened for the loss rule dropping "
          "whole GSO super-packets\n"
          "      goodput one TCP stream A -> B for " +
@@ -314,7 +319,7 @@ std::string verify_text(const VerifyReport& r) {
     s += measured_line(c);
     for (const auto& e : c.outcome.errors) s += "      ERROR: " + e + "\n";
     for (const auto& note : c.outcome.notes) s += "      note: " + note + "\n";
-    s += "  " + cell("CHECK", 7) + cell("CONFIGURED", 11) + cell("EXPECTED", 11) +
+    s += "  " + cell("CHECK", 9) + cell("CONFIGURED", 11) + cell("EXPECTED", 11) +
          cell("ACHIEVED", 11) + cell("ERROR", 9) + cell("ACCEPTED", 22) + "RESULT\n";
     for (const auto& k : c.checks) {
       const auto x = cells(k);
@@ -322,7 +327,7 @@ std::string verify_text(const VerifyReport& r) {
                             : k.verdict == Verdict::kFail ? "FAIL"
                                                           : "not checked";
       if (!k.reason.empty()) verdict += ": " + k.reason;
-      s += "  " + cell(k.name, 7) + cell(x.configured, 11) + cell(x.expected, 11) +
+      s += "  " + cell(k.name, 9) + cell(x.configured, 11) + cell(x.expected, 11) +
            cell(x.achieved, 11) + cell(x.error, 9) + cell(x.range, 22) + verdict + "\n";
       passed += k.verdict == Verdict::kPass;
       failed += k.verdict == Verdict::kFail;
@@ -382,6 +387,11 @@ nlohmann::json verify_json(const VerifyReport& r) {
                               q.buffer,
                               q.drain_ms};
       m["goodput"] = probe::to_json(o, *g);
+      if (const auto& lg = c.outcome.m.loss_goodput) {
+        o.warmup_ms = 0;
+        o.pace_bps = c.outcome.m.loss_pace_bps;
+        m["loss_transfer"] = probe::to_json(o, *lg);
+      }
     }
     bad += c.failed();
     classes.push_back({{"class", c.cls.name()},

@@ -129,11 +129,15 @@ MeasureRequest plan_request(const plan::Link& l, const ProbeTarget& t, const Set
   r.goodput_seconds = s.goodput_seconds;
   r.warmup_ms = s.warmup_ms;
   r.buffer = tcp_buffer_bytes(f.rate, f.delay);
+  if (f.loss_pct > 0)
+    r.loss_pace_bps = static_cast<uint64_t>((f.rate.bps > 0 ? f.rate.bps : 2e9) / 2);
   const double rate = f.rate.bps > 0 ? f.rate.bps : plan::kHostVethRate.bps;
   r.drain_ms = std::min(60'000, 3000 + static_cast<int>(2e3 * r.buffer * 8 / rate));
   const double rtt_s = (static_cast<double>(r.probes) * r.interval_us / 1e6 + r.wait_ms / 1e3);
   r.serve_seconds =
       static_cast<int>(std::ceil(2 * rtt_s + r.goodput_seconds + r.drain_ms / 1e3 + 15));
+  if (r.loss_pace_bps > 0)  // the paced loss transfer after the goodput one
+    r.serve_seconds += static_cast<int>(std::ceil(r.goodput_seconds + r.drain_ms / 1e3));
   return r;
 }
 
@@ -229,6 +233,28 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
       out.errors.push_back(v.error().message);
   } else {
     out.errors.push_back(gp.error().message);
+  }
+  if (stop || r.loss_pace_bps == 0) return out;
+  out.m.loss_pace_bps = r.loss_pace_bps;
+  auto lossy =
+      run_client(r, "paced loss transfer", {r.tb_probe,    "--realtime",
+                                            kRealtime,     "goodput",
+                                            "--to",        r.target.addr.to_string(),
+                                            "--port",      std::to_string(r.port),
+                                            "--dev",       r.target.a_dev,
+                                            "--seconds",   seconds,
+                                            "--warmup-ms", "0",
+                                            "--buffer",    std::to_string(r.buffer),
+                                            "--drain-ms",  std::to_string(r.drain_ms),
+                                            "--pace-bps",  std::to_string(r.loss_pace_bps)},
+                 static_cast<int>(r.goodput_seconds * 1000) + r.drain_ms + 8000, stop);
+  if (lossy) {
+    if (auto v = probe::goodput_from_json(*lossy))
+      out.m.loss_goodput = *v;
+    else
+      out.errors.push_back(v.error().message);
+  } else {
+    out.errors.push_back(lossy.error().message);
   }
   return out;  // servers stopped, sysctls restored
 }

@@ -53,6 +53,8 @@ struct MeasureRequest {
   // A path (verify --paths): the base and the RTT only, no transfer and no buffer raise;
   // target.a_dev empty sends by the namespace's routes, target.server_dev empty listens on all.
   bool rtt_only = false;
+  // A lossy link: a second transfer paced at this rate (bit/s; 0 = none) for the TCP loss check.
+  uint64_t loss_pace_bps = 0;
 };
 
 // Pure: the request for one link. The probe interval is stretched so probes use at most 5%

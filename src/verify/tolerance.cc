@@ -204,16 +204,16 @@ Check check_loss(double configured_pct, const std::optional<probe::RttResult>& r
   return c;
 }
 
-Check check_tcp_loss(double configured_pct, Rate rate,
+Check check_tcp_loss(double configured_pct, Rate pace,
                      const std::optional<probe::GoodputResult>& g) {
   Check c{.name = "tcp-loss", .configured = configured_pct};
   const double p = configured_pct / 100;
   if (g && g->data_segs_out > 0) {
     c.achieved = 100.0 * g->retransmits / static_cast<double>(g->data_segs_out);
     c.detail = fmt::format(
-        "{} of {} data segments retransmitted (tcpi_total_retrans / tcpi_data_segs_out) in the "
-        "goodput transfer; the loss rule drops whole GSO super-packets",
-        g->retransmits, g->data_segs_out);
+        "{} of {} data segments retransmitted (tcpi_total_retrans / tcpi_data_segs_out) in a "
+        "transfer paced at {}; the loss rule drops whole GSO super-packets",
+        g->retransmits, g->data_segs_out, format_rate(pace));
   }
   if (p <= 0) {
     c.reason = "the link has no loss";
@@ -221,7 +221,7 @@ Check check_tcp_loss(double configured_pct, Rate rate,
   }
   if (!g) {
     c.verdict = Verdict::kFail;
-    c.reason = not_measured("goodput");
+    c.reason = not_measured("paced loss transfer");
     return c;
   }
   if (g->data_segs_out == 0) {
@@ -229,7 +229,7 @@ Check check_tcp_loss(double configured_pct, Rate rate,
     return c;
   }
   const int mss = g->mss > 0 ? g->mss : 1448;
-  const double bps = rate.bps > 0 ? rate.bps : 20e9;
+  const double bps = pace.bps > 0 ? pace.bps : 20e9;
   const int cluster = std::clamp(static_cast<int>(std::lround(bps * 1e-3 / 8 / mss)), 2, 45);
   const auto n = static_cast<double>(g->data_segs_out);
   const int clusters = static_cast<int>(n / cluster);
@@ -258,7 +258,7 @@ Check check_tcp_loss(double configured_pct, Rate rate,
 std::vector<Check> evaluate(const plan::EmulatedFigures& f, const Measurement& m) {
   return {check_rate(f.rate, f.mtu, m.goodput), check_delay(f.delay, m.rtt, m.base),
           check_jitter(f.jitter, m.rtt, m.base), check_loss(f.loss_pct, m.rtt),
-          check_tcp_loss(f.loss_pct, f.rate, m.goodput)};
+          check_tcp_loss(f.loss_pct, Rate{static_cast<double>(m.loss_pace_bps)}, m.loss_goodput)};
 }
 
 }  // namespace tb::verify

@@ -73,6 +73,10 @@ struct Measurement {
   std::optional<probe::RttResult> rtt;   // over the link
   std::optional<probe::RttResult> base;  // the same probes over lo in A's namespace
   std::optional<probe::GoodputResult> goodput;
+  // On a lossy link: a transfer paced at half the link's rate (no queue, so no congestion
+  // drops: every retransmission is a loss the link made), for check_tcp_loss.
+  std::optional<probe::GoodputResult> loss_goodput;
+  uint64_t loss_pace_bps = 0;
 };
 
 // Fraction of the shaped rate TCP can carry as payload: (mtu - 52) / (mtu + 14).
@@ -100,15 +104,20 @@ Check check_delay(Duration configured, const std::optional<probe::RttResult>& rt
 Check check_jitter(Duration configured, const std::optional<probe::RttResult>& rtt,
                    const std::optional<probe::RttResult>& base);
 Check check_loss(double configured_pct, const std::optional<probe::RttResult>& rtt);
-// The TCP transfer's retransmissions against the configured loss (issue 22): the share of
+// A paced TCP transfer's retransmissions against the configured loss (issue 22): the share of
 // data segments retransmitted, retrans / data_segs_out (tcpi_total_retrans, tcpi_data_segs_out).
 // The loss rule drops whole GSO super-packets (up to ~45 segments at once), so losses come in
 // clusters of c segments, c = the ~1 ms of data tcp_tso_autosize puts in one super-packet at
-// the link's rate (at least 2, at most 45); the expected share is still p, the count's spread
+// the transfer's pacing rate (at least 2, at most 45); the expected share is still p, the spread
 // is that of a binomial over segments / c clusters. Accepted: c x the 99% binomial interval of
 // p over segments / c, plus 10% of the expected for what TCP retransmits besides (a lost
-// retransmission, a tail-loss probe). Not checked without loss, or when the transfer sent too
-// few segments to expect 5 lost clusters.
+// retransmission, a tail-loss probe). The transfer is paced at half the link's rate so that no
+// queue fills: an unpaced one on a shaped link of short RTT retransmitted ~40% of its segments
+// with no loss configured (tail drops). Not checked without loss, or when the transfer sent too
+// few segments to expect 5 lost clusters. A loss rule at the TCP sender's own egress
+// (POSTROUTING, where the far end is a bridge port) fails it: the drop comes back to TCP as a
+// local error (EPERM), which it sends again without counting a retransmission, unlike a loss in
+// the network (or netem's, which reports success).
 Check check_tcp_loss(double configured_pct, Rate rate,
                      const std::optional<probe::GoodputResult>& g);
 
