@@ -18,9 +18,9 @@ Status NetlinkKernel::submit_op(const plan::AddStageRule& op) {
             stage::add_queue_rule(op.netns, {op.ifname, op.queue, op.egress}, op.marker + " queue");
         !r)
       return std::unexpected(with_context(r.error(), what));
-  if (op.loss_per_10000)
-    if (auto r =
-            stage::add_loss_rule(op.netns, {op.ifname, op.loss_per_10000, op.egress}, op.marker);
+  if (op.loss_ppm)
+    if (auto r = stage::add_loss_rule(op.netns, {op.ifname, op.loss_ppm, op.egress},
+                                      op.marker + " loss");
         !r)
       return std::unexpected(with_context(r.error(), what));
   return {};

@@ -42,7 +42,8 @@ Status apply_direction(lab::LabState& st, apply::Kernel& kernel, const plan::Lin
   for (auto& s : st.stages)
     for (auto& q : s.queues)
       if (q.link == key) queue = &q, stage = &s;
-  if ((residual.delay.ns > 0 || residual.jitter.ns > 0) && !queue) {
+  const bool delayed = residual.delay.ns > 0 || residual.jitter.ns > 0;
+  if (delayed && !queue) {
     // A direction the scenario did not delay: give it a queue, in the stage of its namespace
     // (a new stage when there is none), and steer it there once the stage serves it — never
     // before, or the fail-closed rule would drop the link's traffic meanwhile.
@@ -56,14 +57,25 @@ Status apply_direction(lab::LabState& st, apply::Kernel& kernel, const plan::Lin
                              stage::queue_maxlen_for(shape.rate, hold, shape.mtu), key});
     TB_TRY(lab::refresh_stage(st.lab, *stage));
     TB_TRY(stage::add_queue_rule(at->netns, {ifname, num, dst.bridged}, marker + " queue"));
-  } else if (queue) {
+  } else if (queue && delayed) {
     queue->delay = residual.delay;
     queue->jitter = residual.jitter;
     TB_TRY(lab::refresh_stage(st.lab, *stage));
+  } else if (queue) {
+    // Zero is zero: nothing left to delay, so the direction leaves the stage altogether (no
+    // round trip through it, no fail-closed drop when it dies). The rule first, so no packet is
+    // steered to a queue being unbound; the stage hands back what it holds, then unbinds. A
+    // later delay makes a queue and rule again (above). The stage process stays, maybe idle.
+    TB_TRY(stage::remove_marked_rules(at->netns, marker + " queue"));
+    const uint16_t num = queue->queue;
+    std::erase_if(stage->queues, [&](const plan::StageQueue& q) { return q.queue == num; });
+    TB_TRY(lab::refresh_stage(st.lab, *stage));
   }
-  TB_TRY(stage::remove_marked_rules(at->netns, marker + " loss"));
-  if (uint32_t k = stage::loss_per_10000(residual.loss_pct); k > 0)
-    TB_TRY(stage::add_loss_rule(at->netns, {ifname, k, dst.bridged}, marker + " loss"));
+  // The old loss rule gives way to the new in one nft transaction: no moment without either.
+  // Rules from `up` carry the marker + " loss" (older labs: the bare marker).
+  TB_TRY(stage::replace_loss_rule(at->netns,
+                                  {ifname, stage::loss_ppm(residual.loss_pct), dst.bridged},
+                                  marker + " loss", {marker + " loss", marker}));
   return {};
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "core/process.h"
@@ -35,40 +36,49 @@ Result<std::string> delayd_path() {
 namespace {
 
 constexpr int kDaemonGraceMs = 3000;  // SIGTERM, then SIGKILL (runner/supervisor.h)
+// How long `link set` waits for a stage to answer for its change: a stage between restarts may
+// first wait out the supervisor's backoff (at most 2 s).
+constexpr int kReloadWaitMs = 5000;
 
 runner::ChildSpec stage_child(const std::string& lab, const plan::Stage& st,
                               const std::string& delayd) {
+  // SIGHUP blocked across exec and running once ready: a reload sent while it starts waits for
+  // it instead of killing it (runner/supervisor.h).
   return {"stage " + st.node,
           st.netns,
           {delayd, "--config", stage_config_path(lab, st.netns), "--stats",
-           stage_stats_path(lab, st.netns), "--realtime", std::to_string(kRealtimePriority)}};
+           stage_stats_path(lab, st.netns), "--realtime", std::to_string(kRealtimePriority)},
+          0,
+          true,
+          true};
 }
 
-// Whether the stats file of the stage in `netns` lists every queue of `st` (it is rewritten
-// every 500 ms and after a reload).
-bool serves_all(const std::string& lab, const plan::Stage& st) {
-  std::ifstream in(stage_stats_path(lab, st.netns));
-  auto j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object()) return false;
-  for (const auto& q : st.queues) {
-    bool found = false;
-    for (const auto& e : j.value("queues", nlohmann::json::array()))
-      found = found || e.value("num", -1) == q.queue;
-    if (!found) return false;
-  }
-  return true;
+// The generation of the stage config in `netns` now on disk (0: none, or no file).
+uint64_t config_generation_on_disk(const std::string& lab, const std::string& netns) {
+  std::ifstream in(stage_config_path(lab, netns));
+  std::stringstream text;
+  text << in.rdbuf();
+  return stage::config_generation(text.str());
 }
 
 }  // namespace
 
-Status write_stage_config(const std::string& lab, const plan::Stage& st) {
+ReloadAnswer read_reload_answer(const nlohmann::json& stats, uint64_t generation) {
+  if (!stats.is_object() || !stats.contains("generation")) return {};
+  const uint64_t got = stats.value("generation", uint64_t{0});
+  // Only this generation: a stats file left by an earlier stage process says nothing of it.
+  if (got != generation) return {};
+  return {true, stats.value("reload_error", "")};
+}
+
+Status write_stage_config(const std::string& lab, const plan::Stage& st, uint64_t generation) {
   std::vector<stage::QueueSpec> queues;
   for (const auto& q : st.queues) queues.push_back({q.queue, q.delay, q.jitter, q.maxlen});
   auto dir = open_lab_dir(lab);
   if (!dir) return std::unexpected(dir.error());
   auto stages = dir->sub("stages");
   if (!stages) return std::unexpected(stages.error());
-  return stages->write(st.netns + ".conf", stage::to_config(queues));
+  return stages->write(st.netns + ".conf", stage::to_config(queues, generation));
 }
 
 Status check_daemon_programs(const std::vector<plan::Daemon>& daemons) {
@@ -185,22 +195,31 @@ Status refresh_stage(const std::string& lab, const plan::Stage& st) {
   auto lab_files = open_lab_dir(lab);
   if (!lab_files) return std::unexpected(lab_files.error());
   const std::string dir = lab_files->path();
-  TB_TRY(write_stage_config(lab, st));
+  // This change's number: the stage answers for it in its stats file (stage/stage.h).
+  const uint64_t generation = config_generation_on_disk(lab, st.netns) + 1;
+  TB_TRY(write_stage_config(lab, st, generation));
   std::ifstream status_in(dir + "/supervisor.json");
   int pid = 0;
   for (const auto& c : runner::states_from_json(nlohmann::json::parse(status_in, nullptr, false)))
-    if (c.name == "stage " + st.node && c.running) pid = c.pid;
+    // Starting too: SIGHUP stays blocked across its exec, so the signal waits for it.
+    if (c.name == "stage " + st.node && (c.running || c.starting)) pid = c.pid;
   if (pid > 0) {
     if (::kill(pid, SIGHUP) != 0) return sys_fail("reload the delay stage of " + st.node);
   } else {
+    // Not running: a stage new to the lab joins the supervisor's spec; one given up on (broken)
+    // or between restarts is already in it. Either way a reload of the supervisor starts it
+    // (and revives it when broken), and it reads this generation as it starts.
     std::ifstream spec_in(dir + "/supervisor-spec.json");
     auto j = nlohmann::json::parse(spec_in, nullptr, false);
     auto specs =
         j.is_discarded() ? Result<std::vector<runner::ChildSpec>>{} : runner::specs_from_json(j);
     if (!specs) return std::unexpected(specs.error());
-    auto delayd = delayd_path();
-    if (!delayd) return std::unexpected(delayd.error());
-    specs->push_back(stage_child(lab, st, *delayd));
+    const std::string name = "stage " + st.node;
+    if (std::ranges::none_of(*specs, [&](const runner::ChildSpec& c) { return c.name == name; })) {
+      auto delayd = delayd_path();
+      if (!delayd) return std::unexpected(delayd.error());
+      specs->push_back(stage_child(lab, st, *delayd));
+    }
     int sup = 0;
     std::ifstream(dir + "/supervisor.pid") >> sup;
     if (sup > 0 && ::kill(sup, 0) == 0) {
@@ -211,12 +230,19 @@ Status refresh_stage(const std::string& lab, const plan::Stage& st) {
       TB_TRY(runner::start_supervisor(lab, dir, plan::owner_marker(lab), *specs));
     }
   }
-  for (int i = 0; i < 300; ++i) {
-    if (serves_all(lab, st)) return {};
+  // Confirmed: the stage's own answer for this generation, not the look of its stats file.
+  const std::string stats_path = stage_stats_path(lab, st.netns);
+  for (int i = 0; i < kReloadWaitMs / 10; ++i) {
+    std::ifstream in(stats_path);
+    const auto answer = read_reload_answer(nlohmann::json::parse(in, nullptr, false), generation);
+    if (answer.answered) {
+      if (answer.error.empty()) return {};
+      return fail("the delay stage of " + st.node + " refused the change: " + answer.error);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return fail("the delay stage of " + st.node + " did not take its new queues within 3 s (see " +
-              dir + "/logs)");
+  return fail("the delay stage of " + st.node + " did not confirm the change within " +
+              std::to_string(kReloadWaitMs / 1000) + " s (see " + dir + "/logs)");
 }
 
 }  // namespace tb::lab

@@ -10,6 +10,8 @@
 // Not thread-safe.
 #pragma once
 
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -65,12 +67,25 @@ class LabKernel : public apply::Kernel {
   bool stopped_ = false;               // undo stops them all at once
 };
 
-// Writes `stage`'s config (rename over the old one). A running stage re-reads it on SIGHUP.
-Status write_stage_config(const std::string& lab, const plan::Stage& stage);
+// Writes `stage`'s config (rename over the old one), numbered `generation` when not 0
+// (stage/queue_spec.h). A running stage re-reads it on SIGHUP.
+Status write_stage_config(const std::string& lab, const plan::Stage& stage,
+                          uint64_t generation = 0);
 
-// After `stage` changed: a running stage is told to reload; a new one is added to the
-// supervisor's spec and started (the supervisor itself too, when the lab had none). Returns
-// once the stage serves every queue it was given (bounded, 3 s).
+// What a stage's stats file says of config generation `generation`: answered once the stage
+// has read that very generation; `error` is the stage's reason when it refused it, in part or
+// whole. Pure.
+struct ReloadAnswer {
+  bool answered = false;
+  std::string error;
+};
+ReloadAnswer read_reload_answer(const nlohmann::json& stats, uint64_t generation);
+
+// After `stage` changed: writes its config as the next generation; a running (or starting)
+// stage is told to reload; one not running (new to the lab, between restarts, or given up on as
+// broken) is started by a reload of the supervisor, which adds it to the spec or revives it
+// (the supervisor itself is started when the lab had none). Returns once the stage has answered
+// for this generation: its refusal is an error carrying its reason; no answer within 5 s too.
 Status refresh_stage(const std::string& lab, const plan::Stage& stage);
 
 }  // namespace tb::lab

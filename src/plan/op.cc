@@ -77,7 +77,7 @@ std::string to_text(const Op& op) {
             std::string s =
                 "stage  " + o.netns + ":" + o.ifname + (o.egress ? "  egress" : "  ingress");
             if (o.queue) s += " nfqueue " + std::to_string(o.queue);
-            if (o.loss_per_10000) s += " loss " + std::to_string(o.loss_per_10000) + "/10000";
+            if (o.loss_ppm) s += " loss " + std::to_string(o.loss_ppm) + " ppm";
             return s;
           },
           [](const CreateRxe& o) {
@@ -148,7 +148,7 @@ nlohmann::json to_json(const Op& op) {
           },
           [](const AddStageRule& o) -> nlohmann::json {
             return {{"op", "stage-rule"}, {"netns", o.netns}, {"ifname", o.ifname},
-                    {"egress", o.egress}, {"queue", o.queue}, {"loss_per_10000", o.loss_per_10000},
+                    {"egress", o.egress}, {"queue", o.queue}, {"loss_ppm", o.loss_ppm},
                     {"marker", o.marker}};
           },
           [](const SetShape& o) -> nlohmann::json {
@@ -216,9 +216,14 @@ Result<Op> op_from_json(const nlohmann::json& j) {
                            j.at("loss_pct").get<double>(), j.at("mtu").get<int>()};
       return SetShape{j.at("netns"), j.at("ifname"), s, j.at("backend")};
     }
-    if (kind == "stage-rule")
-      return AddStageRule{j.at("netns"), j.at("ifname"),         j.at("egress"),
-                          j.at("queue"), j.at("loss_per_10000"), j.at("marker")};
+    if (kind == "stage-rule")  // journals written before 0.0001 % steps say loss_per_10000
+      return AddStageRule{j.at("netns"),
+                          j.at("ifname"),
+                          j.at("egress"),
+                          j.at("queue"),
+                          j.contains("loss_ppm") ? j.at("loss_ppm").get<uint32_t>()
+                                                 : j.at("loss_per_10000").get<uint32_t>() * 100,
+                          j.at("marker")};
     if (kind == "rxe") {
       auto addr = parse_ipv4(j.at("addr").get<std::string>());
       if (!addr) return std::unexpected(addr.error());

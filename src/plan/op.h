@@ -93,8 +93,8 @@ struct SetShape {
 
 // Steers one link direction into the userspace delay stage and/or drops a share of it, for
 // kernels without netem: an NFQUEUE rule to `queue` (0 = none) and an nft loss rule
-// (`loss_per_10000` = 0: none) on `ifname`, at ingress (PREROUTING, iif) or, when that port is
-// a bridge port and never reaches IP, at the sending end's egress (POSTROUTING, oif). Their
+// (`loss_ppm`, parts per million; 0: none) on `ifname`, at ingress (PREROUTING, iif) or, when that
+// port is a bridge port and never reaches IP, at the sending end's egress (POSTROUTING, oif). Their
 // comments are `marker` + " queue" and `marker` + " loss" (stage/netfilter_rules.h), so `link
 // set` can replace one; they die with their namespace.
 struct AddStageRule {
@@ -102,7 +102,7 @@ struct AddStageRule {
   std::string ifname;
   bool egress = false;
   uint16_t queue = 0;
-  uint32_t loss_per_10000 = 0;
+  uint32_t loss_ppm = 0;
   std::string marker;
 };
 

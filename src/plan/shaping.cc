@@ -71,8 +71,7 @@ Status add_shaping(Plan& p, const std::string& backend) {
       const bool egress = dst.bridged;
       const Node* at = egress ? sn : dn;
       const std::string& ifname = egress ? src.ifname : dst.ifname;
-      AddStageRule rule{at->netns, ifname, egress, 0, stage::loss_per_10000(qp->residual.loss_pct),
-                        ""};
+      AddStageRule rule{at->netns, ifname, egress, 0, stage::loss_ppm(qp->residual.loss_pct), ""};
       if (qp->residual.delay.ns > 0 || qp->residual.jitter.ns > 0) {
         auto [it, fresh] = stage_of.try_emplace(at->netns, stages.size());
         if (fresh) stages.push_back(Stage{at->netns, at->name, {}});

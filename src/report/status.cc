@@ -2,6 +2,7 @@
 
 #include <fmt/chrono.h>
 
+#include <algorithm>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -74,10 +75,22 @@ nlohmann::json backends_json(const lab::LabState& st) {
       if (c.name == "stage " + stage.node) {
         std::ifstream sf(lab::stage_stats_path(st.lab, stage.netns));
         auto stats = nlohmann::json::parse(sf, nullptr, false);
-        if (stats.is_object())
+        if (stats.is_object()) {
+          // Per queue (link direction): the overhead the stage measured of itself and takes out
+          // of the delay (stage/calibration.h), and how late it still released.
+          nlohmann::json queues = nlohmann::json::array();
+          for (const auto& q : stats.value("queues", nlohmann::json::array()))
+            queues.push_back({{"queue", q.value("num", 0)},
+                              {"delay_us", q.value("delay_us", 0.0)},
+                              {"overhead_us", q.value("overhead_us", 0.0)},
+                              {"late_mean_us", q.value("late_mean_us", 0.0)}});
           e["measured"] = {{"packets", stats.value("packets", 0)},
                            {"cpu_us_per_packet", stats.value("cpu_us_per_packet", 0.0)},
-                           {"method", "tb-delayd getrusage (user+sys) / packets, stats file"}};
+                           {"method", "tb-delayd getrusage (user+sys) / packets, stats file"},
+                           {"scheduling", stats.value("scheduling", "")},
+                           {"calibrated", stats.value("calibrated", false)},
+                           {"queues", queues}};
+        }
       }
     stages.push_back(e);
     down += !c.running;
@@ -129,8 +142,34 @@ std::string backends_text(const lab::LabState& st) {
       s += ", " + std::to_string(static_cast<int>(cpu_us / static_cast<double>(packets))) +
            " us CPU per packet (getrusage of the stages)";
     if (j["stages_down"].get<int>() > 0)
-      s += " — BROKEN: links through a stopped stage drop every packet (fail-closed)";
+      s += " — BROKEN: links through a stopped stage drop every packet (fail-closed); `testbedctl "
+           "link " +
+           st.lab + " reset A B` (or set) on one of them starts it again";
     s += "\n";
+    // Each stage's scheduling and calibrated overhead (the range over its queues).
+    for (const auto& c : j["stages"]) {
+      if (!c.contains("measured")) continue;
+      const auto& m = c["measured"];
+      std::string line = "            " + c["name"].get<std::string>() + ": " +
+                         m.value("scheduling", std::string("?"));
+      if (!m.value("calibrated", false)) {
+        line += ", uncalibrated (its overhead adds to every delay)";
+      } else if (!m["queues"].empty()) {
+        double lo = 1e18, hi = 0, late = 0;
+        for (const auto& q : m["queues"]) {
+          lo = std::min(lo, q["overhead_us"].get<double>());
+          hi = std::max(hi, q["overhead_us"].get<double>());
+          late = std::max(late, q["late_mean_us"].get<double>());
+        }
+        line += fmt::format(", overhead {:.0f}", lo) +
+                (hi - lo >= 1 ? fmt::format("-{:.0f}", hi) : std::string()) +
+                fmt::format(
+                    " us measured and taken out of the delay ({} queues), releases {:.0f} us "
+                    "late (worst queue mean)",
+                    m["queues"].size(), late);
+      }
+      s += line + "\n";
+    }
   }
   if (j.contains("daemons")) {
     s += "          daemons";

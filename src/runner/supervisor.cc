@@ -26,6 +26,8 @@ constexpr int64_t kBackoffFirstMs = 50;
 constexpr int64_t kBackoffMaxMs = 2000;
 constexpr int kMaxDeathsPerMinute = 8;
 constexpr int kStopGraceMs = 2000;
+// A child that ran this long before it died starts over from the first backoff.
+constexpr int64_t kHealthyNs = 10'000'000'000;
 
 struct Child {
   ChildSpec spec;
@@ -33,6 +35,8 @@ struct Child {
   int64_t next_start_ns = 0;  // when a dead child may start again
   int64_t backoff_ms = kBackoffFirstMs;
   std::vector<int64_t> deaths;  // monotonic ns of recent deaths
+  int64_t started_ns = 0;       // its last spawn
+  UniqueFd ready;               // notify_ready: read end of its ready pipe while starting
 };
 
 void write_status(const std::string& path, const std::vector<Child>& children) {
@@ -50,16 +54,18 @@ std::string log_name(const std::string& name) {
 }
 
 // In a forked child: output to `log_fd`, input from /dev/null, the owner marker in the
-// environment (`env` is "TESTBEDCTL_OWNER=..." and must outlive the exec), no blocked signals.
-void owned_child_io(int log_fd, const std::string& env) {
+// environment (`env` is "TESTBEDCTL_OWNER=..." and must outlive the exec), no blocked signals
+// but SIGHUP when `hup_blocked` (then a SIGHUP before the program takes it stays pending).
+void owned_child_io(int log_fd, const std::string& env, bool hup_blocked = false) {
   ::dup2(log_fd, STDOUT_FILENO);
   ::dup2(log_fd, STDERR_FILENO);
   int devnull = ::open("/dev/null", O_RDONLY);
   if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
   ::putenv(const_cast<char*>(env.c_str()));
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  sigset_t mask;
+  sigemptyset(&mask);
+  if (hup_blocked) sigaddset(&mask, SIGHUP);
+  ::sigprocmask(SIG_SETMASK, &mask, nullptr);
 }
 
 }  // namespace
@@ -67,7 +73,12 @@ void owned_child_io(int log_fd, const std::string& env) {
 nlohmann::json specs_to_json(const std::vector<ChildSpec>& specs) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& s : specs)
-    j.push_back({{"name", s.name}, {"netns", s.netns}, {"argv", s.argv}, {"delay_ms", s.delay_ms}});
+    j.push_back({{"name", s.name},
+                 {"netns", s.netns},
+                 {"argv", s.argv},
+                 {"delay_ms", s.delay_ms},
+                 {"hup_blocked", s.hup_blocked},
+                 {"notify_ready", s.notify_ready}});
   return j;
 }
 
@@ -75,7 +86,8 @@ Result<std::vector<ChildSpec>> specs_from_json(const nlohmann::json& j) {
   try {
     std::vector<ChildSpec> out;
     for (const auto& s : j)
-      out.push_back({s.at("name"), s.at("netns"), s.at("argv"), s.value("delay_ms", 0)});
+      out.push_back({s.at("name"), s.at("netns"), s.at("argv"), s.value("delay_ms", 0),
+                     s.value("hup_blocked", false), s.value("notify_ready", false)});
     return out;
   } catch (const nlohmann::json::exception& e) {
     return fail(std::string("malformed supervisor spec: ") + e.what());
@@ -88,6 +100,7 @@ nlohmann::json states_to_json(const std::vector<ChildState>& states) {
     j.push_back({{"name", s.name},
                  {"pid", s.pid},
                  {"running", s.running},
+                 {"starting", s.starting},
                  {"broken", s.broken},
                  {"restarts", s.restarts},
                  {"last_exit", s.last_exit}});
@@ -99,7 +112,8 @@ std::vector<ChildState> states_from_json(const nlohmann::json& j) {
   if (!j.is_array()) return out;
   for (const auto& s : j)
     out.push_back({s.value("name", ""), s.value("pid", 0), s.value("running", false),
-                   s.value("broken", false), s.value("restarts", 0), s.value("last_exit", "")});
+                   s.value("starting", false), s.value("broken", false), s.value("restarts", 0),
+                   s.value("last_exit", "")});
   return out;
 }
 
@@ -110,7 +124,8 @@ std::string describe_exit(int status) {
 }
 
 Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::string>& argv,
-                           const std::string& owner, const std::string& log_path) {
+                           const std::string& owner, const std::string& log_path, bool hup_blocked,
+                           UniqueFd* ready) {
   if (argv.empty()) return fail("spawn in " + netns + ": empty command");
   UniqueFd ns(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns) return sys_fail("spawn in " + netns + ": open namespace");
@@ -124,6 +139,16 @@ Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::stri
   int exec_pipe[2];
   if (::pipe2(exec_pipe, O_CLOEXEC) != 0) return sys_fail("spawn in " + netns + ": pipe");
   UniqueFd exec_r(exec_pipe[0]), exec_w(exec_pipe[1]);
+  // The ready pipe: CLOEXEC on both ends here; the child clears it on its write end only.
+  UniqueFd ready_r, ready_w;
+  std::string ready_env;
+  if (ready) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return sys_fail("spawn in " + netns + ": pipe");
+    ready_r.reset(p[0]);
+    ready_w.reset(p[1]);
+    ready_env = std::string(kReadyFdEnv) + "=" + std::to_string(ready_w.get());
+  }
   pid_t pid = ::fork();
   if (pid < 0) return sys_fail("spawn in " + netns + ": fork");
   if (pid == 0) {
@@ -133,7 +158,12 @@ Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::stri
       (void)!::write(exec_w.get(), &failed, 1);
       ::_exit(126);
     }
-    owned_child_io(log->get(), env);
+    owned_child_io(log->get(), env, hup_blocked);
+    if (ready_w) {
+      ::fcntl(ready_w.get(), F_SETFL, 0);  // a blocking write end for the child
+      ::fcntl(ready_w.get(), F_SETFD, 0);  // kept across exec
+      ::putenv(const_cast<char*>(ready_env.c_str()));
+    }
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -143,6 +173,8 @@ Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::stri
     ::_exit(127);
   }
   exec_w.reset();
+  ready_w.reset();
+  if (ready) *ready = std::move(ready_r);
   // Bounded: exec takes milliseconds; 5 s covers a machine with every core busy many times over.
   // A child that fails before exec exits at once and is reaped as a death, as before.
   pollfd p{exec_r.get(), POLLIN, 0};
@@ -168,17 +200,29 @@ Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
   while (!stop.load()) {
     const int64_t now = monotonic_ns();
     bool changed = false;
-    if (reload && reload->exchange(false) && more)
-      for (const auto& spec : more())
-        if (std::ranges::none_of(children,
-                                 [&](const Child& c) { return c.spec.name == spec.name; })) {
-          children.push_back({spec, ChildState{spec.name}, 0, kBackoffFirstMs, {}});
-          changed = true;
-        }
+    if (reload && reload->exchange(false)) {
+      for (auto& c : children) {
+        if (!c.state.broken) continue;  // given up on: a fresh start
+        c.state.broken = false;
+        c.deaths.clear();
+        c.backoff_ms = kBackoffFirstMs;
+        c.next_start_ns = now;
+        event("revived", c);
+        changed = true;
+      }
+      if (more)
+        for (const auto& spec : more())
+          if (std::ranges::none_of(children,
+                                   [&](const Child& c) { return c.spec.name == spec.name; })) {
+            children.push_back({spec, ChildState{spec.name}, 0, kBackoffFirstMs, {}});
+            changed = true;
+          }
+    }
     for (auto& c : children) {
-      if (c.state.running || c.state.broken || now < c.next_start_ns) continue;
-      auto pid = spawn_in_netns(c.spec.netns, c.spec.argv, owner,
-                                paths.logs + "/" + log_name(c.spec.name));
+      if (c.state.running || c.state.starting || c.state.broken || now < c.next_start_ns) continue;
+      auto pid =
+          spawn_in_netns(c.spec.netns, c.spec.argv, owner, paths.logs + "/" + log_name(c.spec.name),
+                         c.spec.hup_blocked, c.spec.notify_ready ? &c.ready : nullptr);
       if (!pid) {
         c.state.last_exit = pid.error().message;
         c.next_start_ns = now + c.backoff_ms * 1'000'000;
@@ -189,20 +233,37 @@ Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
       }
       const bool restart = c.state.pid != 0;
       c.state.pid = *pid;
-      c.state.running = true;
+      c.state.running = !c.spec.notify_ready;
+      c.state.starting = c.spec.notify_ready;
       c.state.restarts += restart;
+      c.started_ns = now;
       event(restart ? "restarted" : "started", c);
+      changed = true;
+    }
+    // Children that say when they are ready: running from their byte on.
+    for (auto& c : children) {
+      if (!c.state.starting || !c.ready) continue;
+      char byte = 0;
+      const ssize_t n = ::read(c.ready.get(), &byte, 1);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      c.ready.reset();  // a byte, or EOF (it exits: waitpid below reports it)
+      if (n != 1) continue;
+      c.state.starting = false;
+      c.state.running = true;
+      event("ready", c);
       changed = true;
     }
     int status = 0;
     for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
       for (auto& c : children) {
-        if (c.state.pid != pid || !c.state.running) continue;
-        c.state.running = false;
+        if (c.state.pid != pid || !(c.state.running || c.state.starting)) continue;
+        c.state.running = c.state.starting = false;
+        c.ready.reset();
         c.state.last_exit = describe_exit(status);
         c.deaths.push_back(now);
         std::erase_if(c.deaths, [&](int64_t t) { return now - t > 60'000'000'000; });
         c.state.broken = static_cast<int>(c.deaths.size()) >= kMaxDeathsPerMinute;
+        if (now - c.started_ns >= kHealthyNs) c.backoff_ms = kBackoffFirstMs;  // it was healthy
         c.next_start_ns = now + c.backoff_ms * 1'000'000;
         c.backoff_ms = std::min(c.backoff_ms * 2, kBackoffMaxMs);
         event(c.state.broken ? "broken" : "died", c, c.state.last_exit);
@@ -214,11 +275,11 @@ Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
   }
   std::vector<int> pids;
   for (const auto& c : children)
-    if (c.state.running) pids.push_back(c.state.pid);
+    if (c.state.running || c.state.starting) pids.push_back(c.state.pid);
   terminate(pids, kStopGraceMs);
   for (auto& c : children) {
-    if (c.state.running) event("stopped", c);
-    c.state.running = false;
+    if (c.state.running || c.state.starting) event("stopped", c);
+    c.state.running = c.state.starting = false;
   }
   write_status(paths.status, children);
   return {};

@@ -1,9 +1,14 @@
 // Supervisor: keeps a lab's long-running helper processes (delay stages today; routing daemons
 // and probes later) alive. Runs as `testbedctl supervise LAB`, a daemon `up` starts and `down`
 // stops. Each child is started inside its node's namespace, restarted with backoff when it
-// dies, and given up on (reported broken) after too many deaths in a row. Every start, death
-// and restart is an event on the lab's monotonic timeline; the current state is rewritten
+// dies, and given up on (reported broken) after too many deaths in a row; a reload (SIGHUP of
+// `testbedctl supervise`, sent by `link set`/`link reset`) revives a broken child. Every start,
+// death and restart is an event on the lab's monotonic timeline; the current state is rewritten
 // atomically to a status file that `status` reads.
+//
+// A child that reloads on SIGHUP (a delay stage) gets SIGHUP blocked across its exec, so a
+// reload sent while it starts waits for it (pending) instead of killing it; one that says when
+// it is ready (kReadyFdEnv) counts as running from then on, not from its exec.
 //
 // Ownership: children carry TESTBEDCTL_OWNER=<owner marker> in their environment, so `clean`
 // can find them by marker when the supervisor itself is gone. Not thread-safe.
@@ -19,6 +24,7 @@
 
 #include "core/error.h"
 #include "core/process.h"
+#include "core/unique_fd.h"
 
 namespace tb::runner {
 
@@ -27,13 +33,23 @@ struct ChildSpec {
   std::string netns;  // namespace to run in
   std::vector<std::string> argv;
   int delay_ms = 0;  // first start this long after the supervisor's (FRR: zebra before the rest)
+  // SIGHUP stays blocked across exec: the program takes it from a signalfd (tb-delayd).
+  bool hup_blocked = false;
+  // The program writes a byte to the fd named by kReadyFdEnv once it serves (tb-delayd: its
+  // queues bound, its first stats written); until then the child is "starting", not running.
+  bool notify_ready = false;
 };
+
+// Environment variable naming the fd a notify_ready child writes one byte to when ready, then
+// closes (tb-delayd's main does; an fd it does not write to before exiting reads as EOF).
+inline constexpr const char* kReadyFdEnv = "TESTBEDCTL_READY_FD";
 
 struct ChildState {
   std::string name;
   int pid = 0;
   bool running = false;
-  bool broken = false;  // gave up after too many deaths in a row
+  bool starting = false;  // spawned (pid set), not ready yet (ChildSpec::notify_ready)
+  bool broken = false;    // gave up after too many deaths in a row (until a reload)
   int restarts = 0;
   std::string last_exit;  // "exit 1", "signal 9", ""
 };
@@ -43,10 +59,14 @@ Result<std::vector<ChildSpec>> specs_from_json(const nlohmann::json& j);
 nlohmann::json states_to_json(const std::vector<ChildState>& states);
 std::vector<ChildState> states_from_json(const nlohmann::json& j);
 
-// Starts argv inside `netns` without waiting (fork, setns, exec), with `owner` in its
-// environment and stdout/stderr appended to `log_path`. Returns the pid.
+// Starts argv inside `netns` without waiting for it to be ready (fork, setns, exec; returns once
+// it has exec'd), with `owner` in its environment and stdout/stderr appended to `log_path`.
+// Returns the pid. `hup_blocked`: SIGHUP blocked across the exec (else no signal is blocked).
+// `ready`, when given, gets the read end of a pipe whose write end the child has at
+// $TESTBEDCTL_READY_FD (non-blocking; EOF without a byte: it exited before it was ready).
 Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::string>& argv,
-                           const std::string& owner, const std::string& log_path);
+                           const std::string& owner, const std::string& log_path,
+                           bool hup_blocked = false, UniqueFd* ready = nullptr);
 
 // "exit 1", "signal Killed" for a wait status.
 std::string describe_exit(int status);
@@ -58,10 +78,12 @@ struct SupervisorPaths {
 };
 
 // Runs until `stop` is set (from a signal handler): starts every child, restarts the dead
-// (backoff 50 ms doubling to 2 s; broken after 8 deaths within a minute), and on stop sends
-// SIGTERM, waits up to 2 s, then SIGKILL. Returns after every child has been reaped.
-// When `reload` is set (SIGHUP), `more()` is asked for the specs again and children it names
-// that are not running yet are started (the lab grows a stage when `link set` adds a delay).
+// (backoff 50 ms doubling to 2 s, back to 50 ms once a child has run 10 s; broken after 8
+// deaths within a minute), and on stop sends SIGTERM, waits up to 2 s, then SIGKILL. Returns
+// after every child has been reaped. When `reload` is set (SIGHUP), broken children are given a
+// fresh start (deaths and backoff forgotten), and `more()` is asked for the specs again and
+// children it names that are not running yet are started (the lab grows a stage when `link
+// set` adds a delay).
 Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
                  const SupervisorPaths& paths, const std::atomic<bool>& stop,
                  std::atomic<bool>* reload = nullptr,

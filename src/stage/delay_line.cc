@@ -10,7 +10,8 @@ namespace {
 constexpr size_t kInitialSlots = 4096;
 }
 
-DelayLine::DelayLine(const QueueSpec& spec, uint64_t seed) : spec_(spec), rng_(seed) {
+DelayLine::DelayLine(const QueueSpec& spec, uint64_t seed, bool calibrated)
+    : spec_(spec), rng_(seed), calibrated_(calibrated) {
   ring_.resize(std::bit_ceil(std::min<size_t>(spec.maxlen, kInitialSlots)));
 }
 
@@ -36,13 +37,18 @@ void DelayLine::grow() {
   ring_ = std::move(bigger);
 }
 
-bool DelayLine::admit(uint32_t id, uint32_t len, int64_t now_ns) {
+bool DelayLine::admit(uint32_t id, uint32_t len, int64_t now_ns, int64_t stamp_ns,
+                      int64_t now_real_ns) {
   if (held() >= spec_.maxlen) {
     ++counters_.drops_full;
     return false;
   }
   if (tail_ - head_ == ring_.size()) grow();
-  int64_t deadline = std::max(now_ns + sample_delay_ns(), last_deadline_ns_);
+  int64_t deadline = calibrated_
+                         ? release_deadline(calibration_.arrival_ns(stamp_ns, now_real_ns, now_ns),
+                                            sample_delay_ns(), calibration_.release_ns())
+                         : now_ns + sample_delay_ns();
+  deadline = std::max(deadline, last_deadline_ns_);
   last_deadline_ns_ = deadline;
   at(tail_++) = Slot{id, len, deadline};
   ++counters_.packets;

@@ -6,6 +6,11 @@
 // which is what lets one NFQNL_MSG_VERDICT_BATCH release a whole prefix. Jitter is therefore
 // one-sided once it exceeds the packet spacing: a late packet delays those behind it.
 //
+// Calibrated (the stage's default, calibration.h): the arrival is the kernel's receive stamp
+// (or the receive time less the queue's median latency) and the deadline is the delay less the
+// release cost after it, never before the arrival. Uncalibrated (tb-delayd --uncalibrated, and
+// the tests of the bare arithmetic): the arrival is the time the stage read the packet.
+//
 // No system calls: time is passed in, so the whole thing is unit-tested. Reconfiguring changes
 // what later packets get; packets already held keep their deadlines (a cut from 20 ms to 10 ms
 // takes effect over one old delay). Storage grows on demand up to maxlen slots.
@@ -17,6 +22,7 @@
 #include <random>
 #include <vector>
 
+#include "stage/calibration.h"
 #include "stage/queue_spec.h"
 
 namespace tb::stage {
@@ -34,14 +40,17 @@ struct LineCounters {
 
 class DelayLine {
  public:
-  DelayLine(const QueueSpec& spec, uint64_t seed);
+  DelayLine(const QueueSpec& spec, uint64_t seed, bool calibrated = false);
 
   const QueueSpec& spec() const { return spec_; }
   // New delay, jitter and maxlen for packets admitted from now on. The queue number must match.
   void reconfigure(const QueueSpec& spec);
 
-  // Takes a packet that arrived at `now_ns`. False when maxlen packets are already held.
-  bool admit(uint32_t id, uint32_t len, int64_t now_ns);
+  // Takes a packet the stage read at `now_ns` (CLOCK_MONOTONIC), with kernel stamp `stamp_ns`
+  // (0 = none) read at `now_real_ns` (CLOCK_REALTIME); both are used only when calibrated.
+  // False when maxlen packets are already held.
+  bool admit(uint32_t id, uint32_t len, int64_t now_ns, int64_t stamp_ns = 0,
+             int64_t now_real_ns = 0);
   // Removes every packet whose deadline is <= now_ns and returns the id of the last one (the id
   // for a batch verdict), or nothing when none was due.
   std::optional<uint32_t> release_due(int64_t now_ns);
@@ -52,6 +61,8 @@ class DelayLine {
   std::optional<int64_t> next_deadline() const;
   uint32_t held() const { return static_cast<uint32_t>(tail_ - head_); }
   const LineCounters& counters() const { return counters_; }
+  bool calibrated() const { return calibrated_; }
+  const QueueCalibration& calibration() const { return calibration_; }
 
  private:
   struct Slot {
@@ -71,6 +82,8 @@ class DelayLine {
   std::mt19937_64 rng_;
   std::normal_distribution<double> normal_{0.0, 1.0};
   LineCounters counters_;
+  bool calibrated_;
+  QueueCalibration calibration_;
 };
 
 }  // namespace tb::stage

@@ -166,9 +166,10 @@ bool has_marker(const std::string& comment, const std::string& marker) {
 
 }  // namespace
 
-uint32_t loss_per_10000(double percent) {
+uint32_t loss_ppm(double percent) {
   if (!(percent > 0)) return 0;
-  return static_cast<uint32_t>(std::lround(std::min(percent, 100.0) * 100));
+  const double per = static_cast<double>(kLossModulus) / 100;  // ppm per percent
+  return std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(std::min(percent, 100.0) * per)));
 }
 
 Status check_marker(const std::string& marker) {
@@ -201,17 +202,44 @@ std::vector<std::string> queue_rule_args(const QueueRule& rule, const std::strin
           std::to_string(rule.queue)};
 }
 
-std::string loss_rule_script(const LossRule& rule, const std::string& marker) {
+namespace {
+
+std::string chain_decl(const std::string& chain) {
+  return std::string("add chain inet ") + kLossTable + " " + chain + " { type filter hook " +
+         chain + " priority raw; policy accept; }";
+}
+
+// "add rule ..." alone.
+std::string loss_rule_line(const LossRule& rule, const std::string& marker) {
   const std::string chain = rule.egress ? kLossEgressChain : kLossChain;
-  return std::string("add table inet ") + kLossTable + "; add chain inet " + kLossTable + " " +
-         chain + " { type filter hook " + chain + " priority raw; policy accept; }; " +
-         "add rule inet " + kLossTable + " " + chain + (rule.egress ? " oif \"" : " iif \"") +
-         rule.ifname + "\"" +
+  return std::string("add rule inet ") + kLossTable + " " + chain +
+         (rule.egress ? " oif \"" : " iif \"") + rule.ifname + "\"" +
          // 100 %: no numgen (its right-hand side must stay below the modulus).
-         (rule.per_10000 >= kLossModulus ? std::string()
-                                         : " numgen random mod " + std::to_string(kLossModulus) +
-                                               " < " + std::to_string(rule.per_10000)) +
+         (rule.ppm >= kLossModulus ? std::string()
+                                   : " numgen random mod " + std::to_string(kLossModulus) + " < " +
+                                         std::to_string(rule.ppm)) +
          " counter drop comment \"" + marker + "\"";
+}
+
+}  // namespace
+
+std::string loss_rule_script(const LossRule& rule, const std::string& marker) {
+  return std::string("add table inet ") + kLossTable + "; " +
+         chain_decl(rule.egress ? kLossEgressChain : kLossChain) + "; " +
+         loss_rule_line(rule, marker);
+}
+
+std::string loss_swap_script(const LossRule& rule, const std::string& marker,
+                             const std::vector<MarkedRule>& old) {
+  // The table and chains first, so the deletes below always find them (add is idempotent).
+  std::string s = std::string("add table inet ") + kLossTable;
+  for (const char* chain : {kLossChain, kLossEgressChain}) s += "; " + chain_decl(chain);
+  if (rule.ppm > 0) s += "; " + loss_rule_line(rule, marker);
+  for (const auto& r : old)
+    if (r.kind == MarkedRule::Kind::kLoss)
+      s += std::string("; delete rule inet ") + kLossTable + " " + r.chain + " handle " +
+           std::to_string(r.handle);
+  return s;
 }
 
 std::vector<MarkedRule> parse_iptables_rules(const std::string& save_text,
@@ -255,13 +283,24 @@ Result<std::vector<MarkedRule>> parse_nft_rules(const std::string& json_text,
     r.comment = rule.value("comment", "");
     if (!has_marker(r.comment, marker)) continue;
     r.handle = rule.value("handle", uint64_t{0});
-    r.per_10000 = kLossModulus;  // a drop without numgen drops everything
+    r.ppm = kLossModulus;  // a drop without numgen drops everything
     for (const auto& e : rule.value("expr", nlohmann::json::array())) {
       if (!e.contains("match")) continue;
       const auto& m = e["match"];
       const auto& left = m.value("left", nlohmann::json::object());
       if (left.contains("meta") && m["right"].is_string()) r.ifname = m["right"];
-      if (left.contains("numgen") && m["right"].is_number_unsigned()) r.per_10000 = m["right"];
+      if (left.contains("numgen") && m["right"].is_number_unsigned()) {
+        // Scaled to ppm: a rule of another modulus (10000 before 0.0001 % steps) reads the same.
+        // nft -j prints a modulus above 2^31 as a negative number; count it as unsigned.
+        const auto& gen = left["numgen"];
+        uint64_t mod = kLossModulus;
+        if (gen.contains("mod") && gen["mod"].is_number_integer())
+          mod = static_cast<uint32_t>(gen["mod"].get<int64_t>());
+        const uint64_t k = m["right"].get<uint64_t>();
+        r.ppm = mod == 0 ? kLossModulus
+                         : static_cast<uint32_t>(std::min<uint64_t>(
+                               kLossModulus, (k * kLossModulus + mod / 2) / mod));
+      }
     }
     out.push_back(std::move(r));
   }
@@ -294,11 +333,38 @@ Status remove_queue_rule(const std::string& netns, const QueueRule& rule,
 
 Status add_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker) {
   TB_TRY(check_marker(marker));
-  if (rule.per_10000 == 0) return {};
-  if (rule.per_10000 > kLossModulus) return bad_input("loss above 100 %");
+  if (rule.ppm == 0) return {};
+  if (rule.ppm > kLossModulus) return bad_input("loss above 100 %");
   auto r = run_checked(netns, "add loss rule on " + rule.ifname, "nft",
                        {loss_rule_script(rule, marker)});
   if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Status replace_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker,
+                         const std::vector<std::string>& replaces) {
+  TB_TRY(check_marker(marker));
+  if (rule.ppm > kLossModulus) return bad_input("loss above 100 %");
+  std::string prefix = marker;  // one listing that finds every comment in `replaces`
+  for (const auto& c : replaces)
+    while (!c.starts_with(prefix)) prefix.pop_back();
+  if (prefix.empty()) return bad_input("loss rule markers with nothing in common");
+  auto found = list_marked_rules(netns, prefix);
+  if (!found) return std::unexpected(found.error());
+  std::vector<MarkedRule> old;
+  for (auto& r : *found)
+    if (r.kind == MarkedRule::Kind::kLoss &&
+        std::ranges::find(replaces, r.comment) != replaces.end())
+      old.push_back(std::move(r));
+  if (old.empty() && rule.ppm == 0) return {};
+  auto r = run_checked(netns, "swap loss rule on " + rule.ifname, "nft",
+                       {loss_swap_script(rule, marker, old)});
+  if (!r) return std::unexpected(r.error());
+  if (rule.ppm == 0) {  // drop the table once no rule, ours or another lab's, is left in it
+    auto left = run_tool(netns, "nft", {"-j", "-a", "list", "table", "inet", kLossTable});
+    if (left && left->exit_code == 0 && left->output.find("\"rule\"") == std::string::npos)
+      (void)run_tool(netns, "nft", {"delete", "table", "inet", kLossTable});
+  }
   return {};
 }
 

@@ -16,8 +16,14 @@
 //     delivered traffic alike. IPv4 only (iptables, not ip6tables): labs use 198.18.0.0/15.
 //   nft table inet tb_loss, chain prerouting (filter hook, priority raw, -300: drops happen
 //   before the packet reaches the queue and costs the stage nothing):
-//     iif IFNAME numgen random mod 10000 < K counter drop comment MARKER
-//     K is in 0.01 % steps (research/limits.md 5: numgen loss is unbiased).
+//     iif IFNAME numgen random mod 1000000 < K counter drop comment MARKER
+//     K is in parts per million, 0.0001 % steps (research/limits.md 5: numgen loss is unbiased).
+//     The kernel takes a modulus up to 2^32 - 1 (nft refuses 2^32: "Numerical result out of
+//     range", nft 1.0.6 on 6.18); 10^6 keeps the rule readable. The rule matches what netfilter
+//     sees: one GSO/GRO super-packet is one draw, so a bulk TCP flow loses whole super-packets
+//     (up to ~45 segments) at once, as netem on a TSO sender does (docs/scenario.md).
+//   A loss change swaps the old rule for the new in one nft transaction (replace_loss_rule), so
+//   no packet ever passes with neither rule in force.
 // A rule belongs to a marker when its comment starts with it (apply/marker.h's rule), so a lab
 // marker selects all of a lab's rules and a longer per-link marker selects one link's.
 //
@@ -35,8 +41,8 @@ namespace tb::stage {
 inline constexpr const char* kLossTable = "tb_loss";
 inline constexpr const char* kLossChain = "prerouting";
 inline constexpr const char* kLossEgressChain = "postrouting";
-// A loss rule drops K of every kLossModulus packets.
-inline constexpr uint32_t kLossModulus = 10000;
+// A loss rule drops K of every kLossModulus packets (parts per million).
+inline constexpr uint32_t kLossModulus = 1'000'000;
 
 // `egress`: match packets leaving `ifname` (POSTROUTING, -o / oif) instead of arriving on it.
 // Needed where the receiving port is a bridge port, whose frames never reach IP.
@@ -46,24 +52,25 @@ struct QueueRule {
   bool egress = false;
 };
 struct LossRule {
-  std::string ifname;      // interface (nft iif, or oif with egress)
-  uint32_t per_10000 = 0;  // packets dropped out of every 10000
+  std::string ifname;  // interface (nft iif, or oif with egress)
+  uint32_t ppm = 0;    // packets dropped out of every kLossModulus (10^6)
   bool egress = false;
 };
 // A rule found by marker: kind, what it matches, and how to delete it.
 struct MarkedRule {
   enum class Kind { kQueue, kLoss } kind = Kind::kQueue;
   std::string ifname;
-  uint16_t queue = 0;      // kQueue
-  uint32_t per_10000 = 0;  // kLoss
+  uint16_t queue = 0;  // kQueue
+  uint32_t ppm = 0;    // kLoss: parts per million (a rule of another modulus is scaled)
   std::string comment;
   uint64_t handle = 0;                // kLoss: nft rule handle
   std::string chain = kLossChain;     // kLoss: the nft chain it is in
   std::vector<std::string> iptables;  // kQueue: the rule as `iptables -S` prints it, tokenised
 };
 
-// 12.34 (%) -> 1234; rounds to the nearest 0.01 % step. Percent outside [0, 100] is clamped.
-uint32_t loss_per_10000(double percent);
+// 12.34 (%) -> 123400 ppm; rounds to the nearest 0.0001 % step, but a positive loss is never
+// rounded away: below 0.00005 % it is 1 ppm. Percent outside [0, 100] is clamped.
+uint32_t loss_ppm(double percent);
 
 // A marker must be 1-120 printable characters without '"' or '\\' (it travels inside quoted
 // comments; nft keeps at most 128 bytes of comment).
@@ -73,6 +80,10 @@ Status check_marker(const std::string& marker);
 std::vector<std::string> queue_rule_args(const QueueRule& rule, const std::string& marker,
                                          bool add);
 std::string loss_rule_script(const LossRule& rule, const std::string& marker);
+// One nft transaction: adds `rule` (none when its ppm is 0) and deletes `old` (kLoss rules, by
+// chain and handle). nft applies a script given as one argument as a single batch.
+std::string loss_swap_script(const LossRule& rule, const std::string& marker,
+                             const std::vector<MarkedRule>& old);
 // `iptables -t mangle -S PREROUTING` output -> NFQUEUE rules whose comment carries `marker`.
 std::vector<MarkedRule> parse_iptables_rules(const std::string& save_text,
                                              const std::string& marker);
@@ -85,8 +96,13 @@ Status add_queue_rule(const std::string& netns, const QueueRule& rule, const std
 // Removes that exact rule; one that is not there is success.
 Status remove_queue_rule(const std::string& netns, const QueueRule& rule,
                          const std::string& marker);
-// Installs a loss rule (creating table and chain when missing). per_10000 == 0 adds nothing.
+// Installs a loss rule (creating table and chain when missing). ppm == 0 adds nothing.
 Status add_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker);
+// Puts `rule` (tagged `marker`) in place of every loss rule in `netns` whose comment is exactly
+// one of `replaces`, in one nft transaction: the old rate holds until the new one does. ppm 0
+// removes them. Deletes table tb_loss once it holds no rule.
+Status replace_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker,
+                         const std::vector<std::string>& replaces);
 // Every NFQUEUE and loss rule in `netns` whose comment starts with `marker`.
 Result<std::vector<MarkedRule>> list_marked_rules(const std::string& netns,
                                                   const std::string& marker);

@@ -2,12 +2,15 @@
 #include "stage/nfq_message.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <libmnl/libmnl.h>
 #include <linux/netfilter.h>
 #include <linux/netlink.h>
 // clang-format off: libnetfilter_queue.h needs the types above first
 #include <libnetfilter_queue/libnetfilter_queue.h>
 // clang-format on
+
+#include <cstring>
 
 namespace tb::stage {
 namespace {
@@ -107,6 +110,13 @@ bool parse_events(std::span<const char> datagram, std::vector<NlEvent>& out) {
       ev.packet.queue = ntohs(gen->res_id);
       ev.packet.id = ntohl(ph->packet_id);
       if (attr[NFQA_CAP_LEN]) ev.packet.len = ntohl(mnl_attr_get_u32(attr[NFQA_CAP_LEN]));
+      if (attr[NFQA_TIMESTAMP] &&
+          mnl_attr_get_payload_len(attr[NFQA_TIMESTAMP]) >= sizeof(nfqnl_msg_packet_timestamp)) {
+        nfqnl_msg_packet_timestamp ts;
+        std::memcpy(&ts, mnl_attr_get_payload(attr[NFQA_TIMESTAMP]), sizeof ts);
+        ev.packet.stamp_ns = static_cast<int64_t>(be64toh(ts.sec)) * 1'000'000'000 +
+                             static_cast<int64_t>(be64toh(ts.usec)) * 1000;
+      }
     }
     out.push_back(ev);
     nlh = mnl_nlmsg_next(nlh, &len);

@@ -36,6 +36,11 @@ struct PacketNotice {
   uint16_t queue = 0;
   uint32_t id = 0;
   uint32_t len = 0;  // NFQA_CAP_LEN: the packet's full length (0 when the kernel sent none)
+  // NFQA_TIMESTAMP: the skb's timestamp in ns (microsecond resolution), 0 when the kernel sent
+  // none. The kernel sends skb->tstamp as it is: CLOCK_REALTIME when the receive path stamped
+  // the packet (netif_rx, while any socket has asked for receive timestamps), but a sender's
+  // CLOCK_MONOTONIC departure time for TCP (EDT) packets; calibration.h tells them apart.
+  int64_t stamp_ns = 0;
 };
 // What one received netlink message is.
 struct NlEvent {

@@ -122,10 +122,25 @@ Result<std::vector<QueueSpec>> parse_queue_config(std::string_view text) {
   return specs;
 }
 
-std::string to_config(const std::vector<QueueSpec>& specs) {
-  std::string out;
+std::string to_config(const std::vector<QueueSpec>& specs, uint64_t generation) {
+  std::string out = generation ? "# generation " + std::to_string(generation) + "\n" : "";
   for (const auto& s : specs) out += to_arg(s) + "\n";
   return out;
+}
+
+uint64_t config_generation(std::string_view text) {
+  constexpr std::string_view kTag = "# generation ";
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = trim(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (!line.starts_with(kTag)) continue;
+    line.remove_prefix(kTag.size());
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), n);
+    return ec == std::errc() && end == line.data() + line.size() ? n : 0;
+  }
+  return 0;
 }
 
 uint32_t queue_maxlen_for(Rate rate, Duration delay, int mtu) {

@@ -6,7 +6,9 @@
 //   jitter_us / jitter_ns / jitter                      standard deviation of that delay
 //   maxlen                                              packets the queue may hold (default 1024)
 // e.g. "10:delay_us=25000:jitter_us=1000:maxlen=65536". A config file holds one per line; blank
-// lines and lines starting with '#' are skipped.
+// lines and lines starting with '#' are skipped, except "# generation N": the number of the
+// change that wrote the file, which the stage reports back with the result of reading it
+// (stage.h), so whoever wrote it knows when and how its change was taken.
 //
 // Pure functions over plain values; thread-safe.
 #pragma once
@@ -42,8 +44,12 @@ Result<QueueSpec> parse_queue_spec(std::string_view text);
 // A config file's text: one spec per line. Errors say "line N: ...". Duplicate queue numbers
 // are an error.
 Result<std::vector<QueueSpec>> parse_queue_config(std::string_view text);
-// The text parse_queue_config reads back, one to_arg() per line.
-std::string to_config(const std::vector<QueueSpec>& specs);
+// The text parse_queue_config reads back, one to_arg() per line, after "# generation N" when
+// `generation` is not 0.
+std::string to_config(const std::vector<QueueSpec>& specs, uint64_t generation = 0);
+// N of a config text's first "# generation N" line; 0 when it has none. Read apart from the
+// queues, so a config that does not parse still says which change it was.
+uint64_t config_generation(std::string_view text);
 
 // How many packets a queue delaying `delay` on a link of `rate` must hold, so the kernel never
 // drops for lack of room. Packets in flight = packets/s x delay; packets/s is bounded

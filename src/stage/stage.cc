@@ -1,9 +1,11 @@
-// DelayStage (stage.h): binding, the ppoll loop, reconfiguration and the clean close.
+// DelayStage (stage.h): binding, the ppoll loop and its timing, reconfiguration and the clean
+// close.
 #include "stage/stage.h"
 
 #include <linux/netfilter.h>
 #include <poll.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <climits>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -20,19 +23,33 @@
 namespace tb::stage {
 namespace {
 
-// Datagrams read per wake-up before releasing due packets again: bounds how late a release can
-// be made by a flood (the prototype's bounded drain, raised for 64-byte floods).
+// Datagrams read per wake-up before the loop goes round again (signals, stats). Due packets do
+// not wait for it: the drain releases them between datagrams.
 constexpr int kDrainBound = 1024;
 // Pending verdict bytes that trigger a send mid-drain (one verdict message is 32 bytes).
 constexpr size_t kFlushBytes = 32 * 1024;
 // Longest sleep with nothing to do, so --duration and a broken clock cannot stall us.
 constexpr int64_t kMaxSleepNs = 1'000'000'000;
 constexpr Duration kAckTimeout{2'000'000'000};
+// Startup probe of the timer (probe_timer): this many sleeps of this length.
+constexpr int kProbeSleeps = 16;
+constexpr int64_t kProbeSleepNs = 200'000;
 
-int64_t mono_ns() {
+int64_t clock_ns(clockid_t clock) {
   timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(clock, &t);
   return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+int64_t mono_ns() {
+  return clock_ns(CLOCK_MONOTONIC);
+}
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
 }
 
 void log(const std::string& line) {
@@ -46,7 +63,9 @@ std::string queue_name(uint16_t num) {
 }  // namespace
 
 DelayStage::DelayStage(StageOptions options, NfqSocket socket)
-    : options_(std::move(options)), socket_(std::move(socket)) {
+    : options_(std::move(options)),
+      socket_(std::move(socket)),
+      timer_(options_.calibrate ? WakeTimerConfig{} : WakeTimerConfig{.max_advance_ns = 0}) {
   start_ns_ = mono_ns();
   seed_ = static_cast<uint64_t>(start_ns_) ^ (static_cast<uint64_t>(::getpid()) << 32);
   process_.pid = ::getpid();
@@ -57,20 +76,34 @@ Result<DelayStage> DelayStage::open(StageOptions options) {
   auto socket = NfqSocket::open(options.rcvbuf_bytes);
   if (!socket) return std::unexpected(socket.error());
   DelayStage stage(std::move(options), std::move(*socket));
-  auto wanted = stage.wanted_queues();
-  if (!wanted) return std::unexpected(wanted.error());
-  TB_TRY(stage.apply(*wanted));
+  if (stage.options_.calibrate) {
+    stage.stamp_socket_ = UniqueFd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    int one = 1;
+    if (!stage.stamp_socket_ ||
+        ::setsockopt(stage.stamp_socket_.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) != 0)
+      log(std::string("no kernel receive stamps (SO_TIMESTAMPNS: ") + std::strerror(errno) +
+          "): packets count from when the stage reads them");
+    stage.probe_timer();
+  }
+  auto wanted = stage.wanted_queues(&stage.process_.generation);
+  Status s = wanted ? stage.apply(*wanted) : Status(std::unexpected(wanted.error()));
+  if (!s) {  // the stats say why, for the generation that was asked for; then we exit
+    stage.process_.reload_error = s.error().message;
+    stage.write_stats();
+    return std::unexpected(s.error());
+  }
   stage.write_stats();
   return stage;
 }
 
-Result<std::vector<QueueSpec>> DelayStage::wanted_queues() const {
+Result<std::vector<QueueSpec>> DelayStage::wanted_queues(uint64_t* generation) const {
   std::vector<QueueSpec> wanted = options_.queues;
   if (options_.config_path.empty()) return wanted;
   std::ifstream in(options_.config_path);
   if (!in) return sys_fail("read config " + options_.config_path);
   std::stringstream text;
   text << in.rdbuf();
+  if (generation) *generation = config_generation(text.str());
   auto file = parse_queue_config(text.str());
   if (!file) return std::unexpected(with_context(file.error(), options_.config_path));
   for (const auto& spec : *file) {
@@ -117,7 +150,7 @@ Status DelayStage::apply(const std::vector<QueueSpec>& wanted) {
       continue;
     }
     // In the map before the bind: packets may arrive before its ACK does.
-    lines_.emplace(spec.num, DelayLine(spec, seed_++));
+    lines_.emplace(spec.num, DelayLine(spec, seed_++, options_.calibrate));
     append_bind(msg, spec.num, spec.maxlen, options_.fail_open, seq);
     auto bound = socket_.request(msg, seq, "bind " + queue_name(spec.num), kAckTimeout, other);
     // nfqnl_recv_config answers EPERM both to a queue bound by another socket and to a caller
@@ -131,18 +164,20 @@ Status DelayStage::apply(const std::vector<QueueSpec>& wanted) {
 }
 
 void DelayStage::reload() {
-  auto wanted = wanted_queues();
+  auto wanted = wanted_queues(&process_.generation);
   Status s = wanted ? apply(*wanted) : Status(std::unexpected(wanted.error()));
   if (!s) {
     process_.reload_error = s.error().message;
-    log("reload failed (in part or whole): " + s.error().message);
-    return;
+    log("reload of generation " + std::to_string(process_.generation) +
+        " failed (in part or whole): " + s.error().message);
+  } else {
+    process_.reload_error.clear();
+    ++process_.reloads;
+    std::string summary;
+    for (const auto& [num, line] : lines_) summary += " " + to_arg(line.spec());
+    log("reloaded generation " + std::to_string(process_.generation) + ":" + summary);
   }
-  process_.reload_error.clear();
-  ++process_.reloads;
-  std::string summary;
-  for (const auto& [num, line] : lines_) summary += " " + to_arg(line.spec());
-  log("reloaded:" + summary);
+  write_stats();  // the writer of the config waits for this generation's result
 }
 
 void DelayStage::on_event(const NlEvent& event) {
@@ -150,7 +185,8 @@ void DelayStage::on_event(const NlEvent& event) {
   const PacketNotice& p = event.packet;
   auto it = lines_.find(p.queue);
   // Not ours (a queue being torn down) or no room: drop, as the kernel would with no listener.
-  if (it == lines_.end() || !it->second.admit(p.id, p.len, mono_ns()))
+  if (it == lines_.end() ||
+      !it->second.admit(p.id, p.len, mono_ns(), p.stamp_ns, clock_ns(CLOCK_REALTIME)))
     append_verdict(verdicts_, p.queue, p.id, NF_DROP);
 }
 
@@ -158,6 +194,39 @@ void DelayStage::release_due() {
   int64_t now = mono_ns();
   for (auto& [num, line] : lines_)
     if (auto last = line.release_due(now)) append_verdict_batch(verdicts_, num, *last, NF_ACCEPT);
+}
+
+std::optional<int64_t> DelayStage::next_deadline() const {
+  std::optional<int64_t> first;
+  for (const auto& [num, line] : lines_)
+    if (auto d = line.next_deadline(); d && (!first || *d < *first)) first = d;
+  return first;
+}
+
+Status DelayStage::release_and_flush() {
+  release_due();
+  return flush_verdicts();
+}
+
+void DelayStage::spin_until(int64_t deadline) {
+  const int64_t start = mono_ns();
+  // Never longer than the timer's largest advance, whatever the caller passed.
+  deadline = std::min(deadline, start + WakeTimerConfig{}.max_advance_ns);
+  int64_t now = start;
+  while (now < deadline) {
+    cpu_relax();
+    now = mono_ns();
+  }
+  timer_.record_spin(now, now - start);
+}
+
+void DelayStage::probe_timer() {
+  for (int i = 0; i < kProbeSleeps; ++i) {
+    const int64_t want = mono_ns() + kProbeSleepNs;
+    timespec t{0, kProbeSleepNs};
+    ::ppoll(nullptr, 0, &t, nullptr);
+    timer_.record_oversleep(mono_ns() - want);
+  }
 }
 
 Status DelayStage::flush_verdicts() {
@@ -170,6 +239,8 @@ void DelayStage::write_stats() {
   if (options_.stats_path.empty()) return;
   process_.uptime_s = static_cast<double>(mono_ns() - start_ns_) / 1e9;
   process_cpu(process_);
+  process_.calibrated = options_.calibrate;
+  process_.timer = timer_stats(timer_);
   auto text = stats_json(lines_, read_proc_nfqueue(), process_).dump(2) + "\n";
   // core/safe_file.h: a temporary file and rename, so a reader sees the old or the new file.
   auto s = write_file(options_.stats_path, text);
@@ -210,12 +281,17 @@ Status DelayStage::run(int signal_fd) {
     if (now >= end) break;
     int64_t wake = std::min(end, now + kMaxSleepNs);
     if (stats) wake = std::min(wake, next_stats);
-    for (const auto& [num, line] : lines_)
-      if (auto d = line.next_deadline()) wake = std::min(wake, *d);
+    // Sleep until the timer's advance before the next deadline; spin the rest below.
+    bool timed = false;
+    if (auto due = next_deadline(); due && *due - timer_.advance_ns(now) < wake) {
+      wake = *due - timer_.advance_ns(now);  // same value: advance_ns only changes with time
+      timed = true;
+    }
     int64_t wait = std::max<int64_t>(0, wake - now);
     timespec timeout{static_cast<time_t>(wait / 1'000'000'000), wait % 1'000'000'000};
     pollfd fds[2] = {{socket_.fd(), POLLIN, 0}, {signal_fd, POLLIN, 0}};
     int ready = ::ppoll(fds, 2, &timeout, nullptr);
+    if (ready == 0 && timed && wait > 0) timer_.record_oversleep(mono_ns() - wake);
     if (ready < 0 && errno != EINTR) {
       result = sys_fail("wait for packets (ppoll)");
       break;
@@ -232,7 +308,11 @@ Status DelayStage::run(int signal_fd) {
           events.clear();
           parse_events(*data, events);
           for (const auto& e : events) on_event(e);
-          if (verdicts_.size() > kFlushBytes) result = flush_verdicts();
+          // A due packet never waits for the rest of a burst to be read.
+          if (auto due = next_deadline(); due && mono_ns() >= *due)
+            result = release_and_flush();
+          else if (verdicts_.size() > kFlushBytes)
+            result = flush_verdicts();
           if (!result) stop = true;
         }
       }
@@ -245,6 +325,11 @@ Status DelayStage::run(int signal_fd) {
         else
           stop = true;
       }
+    }
+    // The next deadline is within the advance: wait for it here, awake.
+    if (auto due = next_deadline(); due && !stop) {
+      const int64_t t = mono_ns();
+      if (*due > t && *due - t <= timer_.advance_ns(t)) spin_until(*due);
     }
     release_due();
     if (auto s = flush_verdicts(); !s && result) {

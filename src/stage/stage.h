@@ -11,18 +11,32 @@
 // changed (later packets get the new delay) or removed (their packets accepted first); write the
 // file atomically (rename over it) before signalling. A config that does not parse is refused
 // whole (the queues stay as they were); one that partly fails to apply keeps what succeeded;
-// either way the stats file's "reload_error" says why.
+// either way the stats file's "reload_error" says why. Confirmed changes: the config's
+// "# generation N" line (queue_spec.h) is published as the stats file's "generation", with
+// "reload_error" the result of that read, and the stats file is rewritten at once after each
+// reload, so a writer waits for its own N and reads whether it was taken (lab/daemons.h).
 //
-// Owns its netlink socket and the DelayLines. Single-threaded: run() is the only loop.
+// Timing (calibration.h): each packet's deadline counts from the kernel's receive stamp, less the
+// release cost, so the stage's own wake-up and verdict no longer add to the delay; the loop
+// sleeps in ppoll until shortly before the next deadline and busy-waits the rest (WakeTimer:
+// bounded advance, at most 5% of a core). A burst being read never holds back a due packet:
+// the drain releases and sends due verdicts between datagrams. `calibrate = false` is the old
+// behaviour (deadline = read time + delay, sleep to the deadline), kept for comparison.
+//
+// Owns its netlink socket, a timestamp-enabling socket and the DelayLines. Single-threaded:
+// run() is the only loop.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/unique_fd.h"
 #include "core/units.h"
+#include "stage/calibration.h"
 #include "stage/delay_line.h"
 #include "stage/nfq_socket.h"
 #include "stage/queue_spec.h"
@@ -40,6 +54,7 @@ struct StageOptions {
   int rcvbuf_bytes = 64 << 20;  // as the prototype: bursts of 64 KB super-packets
   // How the process is scheduled, as the stats file reports it (set by tb-delayd's main).
   std::string scheduling = "SCHED_OTHER";
+  bool calibrate = true;  // kernel stamps, release cost, early wake and spin (calibration.h)
 };
 
 class DelayStage {
@@ -57,19 +72,33 @@ class DelayStage {
  private:
   explicit DelayStage(StageOptions options, NfqSocket socket);
 
-  Result<std::vector<QueueSpec>> wanted_queues() const;
+  // The queues of the command line and the config file; `generation` gets the config's
+  // "# generation N" (0 without one), also when the queues do not parse.
+  Result<std::vector<QueueSpec>> wanted_queues(uint64_t* generation = nullptr) const;
   // Brings the served queues to `wanted`; keeps going past a failed queue, returns the first
   // error.
   Status apply(const std::vector<QueueSpec>& wanted);
   void reload();
   void on_event(const NlEvent& event);
   void release_due();
+  // The earliest deadline of any queue, if a packet is held.
+  std::optional<int64_t> next_deadline() const;
+  // Releases what is due now and sends the verdicts (between datagrams of a drain).
+  Status release_and_flush();
+  // Busy-waits until `deadline` (bounded by the timer's advance), counting the spin.
+  void spin_until(int64_t deadline);
+  // Seeds the timer with a few timed sleeps (the first packets then get an advance too).
+  void probe_timer();
   Status flush_verdicts();
   void write_stats();
   void close_all();
 
   StageOptions options_;
   NfqSocket socket_;
+  // A socket with SO_TIMESTAMPNS, held open so the kernel stamps received packets (the flag is
+  // host-wide while any such socket exists: net_enable_timestamp). Empty when uncalibrated.
+  UniqueFd stamp_socket_;
+  WakeTimer timer_;
   std::map<uint16_t, DelayLine> lines_;
   NlBuffer verdicts_;  // pending verdict messages, sent in order
   ProcessStats process_;

@@ -11,6 +11,10 @@
 namespace tb::stage {
 namespace {
 
+double us(int64_t ns) {
+  return static_cast<double>(ns) / 1e3;
+}
+
 double seconds(const timeval& tv) {
   return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
 }
@@ -47,6 +51,16 @@ void process_cpu(ProcessStats& out) {
   out.cpu_sys_s = seconds(ru.ru_stime);
 }
 
+ProcessStats::Timer timer_stats(const WakeTimer& timer) {
+  ProcessStats::Timer t;
+  t.advance_us = static_cast<double>(timer.current_advance_ns()) / 1e3;
+  t.oversleep_p90_us = static_cast<double>(timer.oversleep_p90().value_or(0)) / 1e3;
+  t.spin_s = static_cast<double>(timer.spin_ns_total()) / 1e9;
+  t.spins = timer.spins();
+  t.budget_spent = timer.budget_exhausted();
+  return t;
+}
+
 nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
                           const std::map<uint16_t, KernelQueueStats>& kernel,
                           const ProcessStats& process) {
@@ -76,6 +90,10 @@ nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
         {"kernel_total", known ? static_cast<int64_t>(k->second.total) : -1},
         {"kernel_dropped", known ? static_cast<int64_t>(k->second.dropped) : -1},
         {"kernel_user_dropped", known ? static_cast<int64_t>(k->second.user_dropped) : -1},
+        {"overhead_us", line.calibrated() ? us(line.calibration().overhead_ns()) : 0.0},
+        {"queue_latency_us", line.calibrated() ? us(line.calibration().queue_ns()) : 0.0},
+        {"release_us", line.calibrated() ? us(line.calibration().release_ns()) : 0.0},
+        {"stamped", line.calibration().stamped()},
     });
   }
   double cpu_s = process.cpu_user_s + process.cpu_sys_s;
@@ -88,8 +106,16 @@ nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
       {"bytes", bytes},
       {"cpu_us_per_packet", packets ? cpu_s * 1e6 / static_cast<double>(packets) : 0.0},
       {"reloads", process.reloads},
+      {"generation", process.generation},
       {"reload_error", process.reload_error},
       {"scheduling", process.scheduling},
+      {"calibrated", process.calibrated},
+      {"timer",
+       {{"advance_us", process.timer.advance_us},
+        {"oversleep_p90_us", process.timer.oversleep_p90_us},
+        {"spin_s", process.timer.spin_s},
+        {"spins", process.timer.spins},
+        {"spin_budget_spent", process.timer.budget_spent}}},
       {"queues", queues},
   };
 }

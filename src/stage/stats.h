@@ -4,12 +4,22 @@
 //
 // Stats file (one object):
 //   {"pid", "uptime_s", "cpu_user_s", "cpu_sys_s", "packets", "bytes", "cpu_us_per_packet",
-//    "reloads", "reload_error", "queues": [{"num", "delay_us", "jitter_us", "maxlen",
+//    "reloads", "generation", "reload_error", "scheduling", "calibrated",
+//    "timer": {"advance_us", "oversleep_p90_us", "spin_s", "spins", "spin_budget_spent"},
+//    "queues": [{"num", "delay_us", "jitter_us", "maxlen",
 //    "packets", "bytes", "held", "held_max", "late_mean_us", "late_max_us", "drops_full",
-//    "flushed", "kernel_total", "kernel_dropped", "kernel_user_dropped"}]}
+//    "flushed", "kernel_total", "kernel_dropped", "kernel_user_dropped",
+//    "overhead_us", "queue_latency_us", "release_us", "stamped"}]}
+// Calibration (calibration.h): overhead_us is what the stage takes out of each packet's delay
+// for its own cost — queue_latency_us (median, kernel stamp to read) + release_us; stamped counts
+// the packets that carried a kernel stamp (the others used the median). All 0 when
+// "calibrated" is false. timer: advance_us is how early the stage wakes before a deadline to
+// spin the rest (0: spinning off or budget spent), spin_s the CPU time spent spinning,
+// spin_budget_spent the 100 ms periods in which the 5% budget ran out.
 // kernel_dropped: the kernel refused packets because the queue held maxlen (or, fail-closed,
 // because no listener was bound); kernel_user_dropped: it could not hand them to us (receive
-// buffer overrun). Both are -1 when the /proc file has no line for the queue.
+// buffer overrun). Both are -1 when the /proc file has no line for the queue. "generation" and
+// "reload_error" go together: the config generation last read and what became of it.
 //
 // Pure functions except read_proc_nfqueue, and process_cpu; thread-safe.
 #pragma once
@@ -21,6 +31,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "stage/calibration.h"
 #include "stage/delay_line.h"
 
 namespace tb::stage {
@@ -47,9 +58,18 @@ struct ProcessStats {
   double cpu_user_s = 0;
   double cpu_sys_s = 0;
   uint64_t reloads = 0;      // SIGHUP re-reads that were applied
-  std::string reload_error;  // why the last one was refused ("" when it was not)
+  std::string reload_error;  // why that read was refused, in part or whole ("" when it was not)
   std::string scheduling;    // e.g. "SCHED_FIFO 10", or SCHED_OTHER and why (StageOptions)
+  bool calibrated = false;
+  struct Timer {
+    double advance_us = 0;
+    double oversleep_p90_us = 0;
+    double spin_s = 0;
+    uint64_t spins = 0;
+    uint64_t budget_spent = 0;
+  } timer;
 };
+ProcessStats::Timer timer_stats(const WakeTimer& timer);
 // getrusage(RUSAGE_SELF) user and system time.
 void process_cpu(ProcessStats& out);
 

@@ -250,7 +250,7 @@ TEST_F(DelayStageTest, KilledStageFailsClosedUntilRestarted) {
 
 TEST_F(DelayStageTest, LossRuleDropsAboutTheRate) {
   const std::string link = mk_ + "link=a-b";
-  ASSERT_TRUE(stage::add_loss_rule(b_, {"e0", stage::loss_per_10000(20)}, link));
+  ASSERT_TRUE(stage::add_loss_rule(b_, {"e0", stage::loss_ppm(20)}, link));
   PingResult p = ping_many(a_, 500, "0.002");
   ASSERT_EQ(p.sent, 500);
   // Binomial n=500, p=0.2: mean 100 lost, sigma 8.9; accept +-5 sigma.
@@ -270,7 +270,7 @@ TEST_F(DelayStageTest, RulesAreListedAndRemovedByMarker) {
   EXPECT_EQ((*rules)[0].kind, stage::MarkedRule::Kind::kQueue);
   EXPECT_EQ((*rules)[0].queue, kQueue);
   EXPECT_EQ((*rules)[1].kind, stage::MarkedRule::Kind::kLoss);
-  EXPECT_EQ((*rules)[1].per_10000, 150u);
+  EXPECT_EQ((*rules)[1].ppm, 150u);
   EXPECT_EQ((*rules)[1].ifname, "e0");
   ASSERT_TRUE(stage::remove_marked_rules(b_, mk_));
   EXPECT_TRUE(stage::list_marked_rules(b_, mk_)->empty());

@@ -1,5 +1,6 @@
 // Supervisor: children run inside their namespace, carry the owner marker, are restarted when
-// they die, and are all gone after stop.
+// they die, and are all gone after stop. A stage child keeps SIGHUP blocked across its exec and
+// counts as running once it says it serves; a reload revives a child given up on.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -52,12 +53,19 @@ class SupervisorTest : public ::testing::Test {
   void start(std::vector<ChildSpec> specs) {
     SupervisorPaths paths{(dir_ / "status.json").string(), (dir_ / "events.jsonl").string(),
                           (dir_ / "logs").string()};
-    thread_ = std::thread([=, this] { (void)supervise(specs, owner_, paths, stop_); });
+    thread_ = std::thread([=, this] {
+      (void)supervise(specs, owner_, paths, stop_, &reload_, [specs] { return specs; });
+    });
+  }
+  std::string events() {
+    std::ifstream ev(dir_ / "events.jsonl");
+    return {std::istreambuf_iterator<char>(ev), {}};
   }
 
   std::string netns_, owner_;
   fs::path dir_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> reload_{false};
   std::thread thread_;
 };
 
@@ -103,6 +111,97 @@ TEST_F(SupervisorTest, GivesUpOnAChildThatKeepsDying) {
       },
       10000));
   EXPECT_EQ(states()[0].last_exit, "exit 1");
+}
+
+// SIGHUP reaching a child before its program took it (issue 22: a reload could kill a stage):
+// with hup_blocked it stays pending, and a program that never unblocks it (sleep) lives on;
+// without, the same signal kills it.
+TEST_F(SupervisorTest, SighupAtStartDoesNotKillAStageChild) {
+  start({{"blocked", netns_, {"/bin/sleep", "30"}, 0, true},
+         {"plain", netns_, {"/bin/sleep", "30"}}});
+  ASSERT_TRUE(wait_for([&] {
+    auto s = states();
+    return s.size() == 2 && s[0].running && s[1].running;
+  }));
+  auto first = states();
+  // As `link set` does, at once and again: every SIGHUP between the exec and a handler.
+  for (int i = 0; i < 5; ++i) {
+    ::kill(first[0].pid, SIGHUP);
+    ::kill(first[1].pid, SIGHUP);
+  }
+  ASSERT_TRUE(wait_for([&] {
+    auto s = states();
+    return s.size() == 2 && s[1].restarts == 1 && s[1].running;
+  })) << events();
+  auto now = states();
+  EXPECT_EQ(now[1].last_exit, "signal Hangup");  // the control: SIGHUP's default kills
+  EXPECT_EQ(now[0].restarts, 0) << events();
+  EXPECT_EQ(now[0].pid, first[0].pid);
+  EXPECT_TRUE(now[0].running);
+  EXPECT_EQ(::kill(first[0].pid, 0), 0);
+}
+
+// The stage itself: tb-delayd, SIGHUP'd from the moment the supervisor reports its pid, is
+// neither killed nor restarted, reports "starting" until it serves (its stats file is there
+// before it counts as running), and takes the reload it was sent.
+TEST_F(SupervisorTest, DelayStageIsRunningOnceItServesAndSurvivesEarlySighup) {
+  const std::string conf = (dir_ / "stage.conf").string(), stats = (dir_ / "stats.json").string();
+  std::ofstream(conf) << "# generation 1\n41:delay_us=1000\n";
+  start({{"stage t", netns_, {TB_DELAYD, "--config", conf, "--stats", stats}, 0, true, true}});
+  int pid = 0;
+  bool stats_before_running = true;
+  for (int i = 0; i < 3000 && pid == 0; ++i) {  // bounded: 3 s
+    auto s = states();
+    if (!s.empty() && s[0].pid > 0) pid = s[0].pid;
+    if (!s.empty() && s[0].running && !fs::exists(stats)) stats_before_running = false;
+    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GT(pid, 0) << events();
+  std::ofstream(conf) << "# generation 2\n41:delay_us=2000\n";
+  for (int i = 0; i < 50; ++i) {  // over its first 50 ms
+    ::kill(pid, SIGHUP);
+    auto s = states();
+    if (!s.empty() && s[0].running && !fs::exists(stats)) stats_before_running = false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(stats_before_running);
+  ASSERT_TRUE(wait_for([&] {
+    std::ifstream in(stats);
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    return j.is_object() && j.value("generation", 0) == 2;
+  })) << events();
+  auto s = states();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_TRUE(s[0].running);
+  EXPECT_FALSE(s[0].starting);
+  EXPECT_EQ(s[0].restarts, 0) << events();
+  EXPECT_EQ(s[0].pid, pid);
+  EXPECT_NE(events().find("\"ready\""), std::string::npos) << events();
+}
+
+// Given up on, a child is started again by a reload (what `link set`/`link reset` send), its
+// deaths and backoff forgotten.
+TEST_F(SupervisorTest, ReloadRevivesABrokenChild) {
+  const std::string flag = (dir_ / "fail").string();
+  std::ofstream(flag) << "";
+  start({{"flaky", netns_, {"/bin/sh", "-c", "test -e " + flag + " && exit 3; exec sleep 30"}}});
+  ASSERT_TRUE(wait_for(
+      [&] {
+        auto s = states();
+        return s.size() == 1 && s[0].broken;
+      },
+      15000))
+      << events();
+  fs::remove(flag);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto s = states();
+  ASSERT_TRUE(s[0].broken && !s[0].running);  // never restarted on its own
+  reload_ = true;
+  ASSERT_TRUE(wait_for([&] {
+    auto now = states();
+    return now.size() == 1 && now[0].running && !now[0].broken;
+  })) << events();
+  EXPECT_NE(events().find("\"revived\""), std::string::npos) << events();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // stage/: the delay line's arithmetic, nfnetlink_queue message bytes, the stats document and the
 // parsing of iptables/nft output — everything of the delay stage that needs no root.
 #include <arpa/inet.h>
+#include <endian.h>
 #include <gtest/gtest.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -152,8 +153,9 @@ TEST(NfqMessage, VerdictsChainInOneBuffer) {
 }
 
 TEST(NfqMessage, ParsesPacketsAndAcks) {
-  // A packet notice as the kernel writes it: PACKET_HDR {id 9, proto, hook} and CAP_LEN 65226.
-  alignas(4) unsigned char buf[128] = {};
+  // A packet notice as the kernel writes it: PACKET_HDR {id 9, proto, hook}, CAP_LEN 65226 and
+  // TIMESTAMP {sec, usec} (both big-endian 64-bit).
+  alignas(8) unsigned char buf[192] = {};
   auto* h = reinterpret_cast<nlmsghdr*>(buf);
   h->nlmsg_type = (NFNL_SUBSYS_QUEUE << 8) | 0;
   auto* gen = reinterpret_cast<nfgenmsg*>(NLMSG_DATA(h));
@@ -170,6 +172,8 @@ TEST(NfqMessage, ParsesPacketsAndAcks) {
   put(1, ph, 7);  // NFQA_PACKET_HDR
   uint32_t cap = htonl(65226);
   put(13, &cap, 4);  // NFQA_CAP_LEN
+  uint64_t ts[2] = {htobe64(1'796'000'000), htobe64(123'456)};
+  put(4, ts, 16);  // NFQA_TIMESTAMP
   h->nlmsg_len = static_cast<uint32_t>(off);
   // Followed by an ACK (NLMSG_ERROR, error 0) and an EBUSY refusal.
   auto ack = [&](uint32_t seq, int err) {
@@ -189,6 +193,7 @@ TEST(NfqMessage, ParsesPacketsAndAcks) {
   EXPECT_EQ(ev[0].packet.queue, 12);
   EXPECT_EQ(ev[0].packet.id, 9u);
   EXPECT_EQ(ev[0].packet.len, 65226u);
+  EXPECT_EQ(ev[0].packet.stamp_ns, 1'796'000'000'123'456'000);
   EXPECT_EQ(ev[1].kind, NlEvent::Kind::kAck);
   EXPECT_EQ(ev[1].seq, 5u);
   EXPECT_EQ(ev[1].error, 0);
@@ -227,10 +232,10 @@ TEST(StageStats, ProcFileAndDocument) {
 }
 
 TEST(NetfilterRules, Texts) {
-  EXPECT_EQ(loss_per_10000(20), 2000u);
-  EXPECT_EQ(loss_per_10000(0.015), 2u);  // nearest 0.01 % step
-  EXPECT_EQ(loss_per_10000(150), 10000u);
-  EXPECT_EQ(loss_per_10000(-1), 0u);
+  EXPECT_EQ(loss_ppm(20), 200000u);
+  EXPECT_EQ(loss_ppm(0.015), 150u);
+  EXPECT_EQ(loss_ppm(150), 1000000u);
+  EXPECT_EQ(loss_ppm(-1), 0u);
   auto args = queue_rule_args({"vb", 10}, "testbedctl lab=x ", true);
   std::string joined;
   for (const auto& a : args) joined += a + "|";
@@ -238,12 +243,12 @@ TEST(NetfilterRules, Texts) {
             "-w|5|-t|mangle|-A|PREROUTING|-i|vb|-m|comment|--comment|testbedctl lab=x |-j|"
             "NFQUEUE|--queue-num|10|");
   EXPECT_EQ(joined.find("bypass"), std::string::npos);  // fail-closed
-  EXPECT_EQ(loss_rule_script({"vb", 2000}, "m1"),
+  EXPECT_EQ(loss_rule_script({"vb", 200000}, "m1"),
             "add table inet tb_loss; add chain inet tb_loss prerouting { type filter hook "
             "prerouting priority raw; policy accept; }; add rule inet tb_loss prerouting iif "
-            "\"vb\" numgen random mod 10000 < 2000 counter drop comment \"m1\"");
-  EXPECT_EQ(loss_rule_script({"vb", 10000}, "m1")
-                .substr(loss_rule_script({"vb", 10000}, "m1").find("add rule")),
+            "\"vb\" numgen random mod 1000000 < 200000 counter drop comment \"m1\"");
+  EXPECT_EQ(loss_rule_script({"vb", 1000000}, "m1")
+                .substr(loss_rule_script({"vb", 1000000}, "m1").find("add rule")),
             "add rule inet tb_loss prerouting iif \"vb\" counter drop comment \"m1\"");
   EXPECT_TRUE(check_marker("testbedctl lab=x "));
   EXPECT_FALSE(check_marker(""));
@@ -275,7 +280,7 @@ TEST(NetfilterRules, FindsMarkedRules) {
   ASSERT_EQ(nft->size(), 1u);
   EXPECT_EQ((*nft)[0].handle, 2u);
   EXPECT_EQ((*nft)[0].ifname, "va");
-  EXPECT_EQ((*nft)[0].per_10000, 2000u);
+  EXPECT_EQ((*nft)[0].ppm, 200000u);  // 2000 of 10000, as rules were written before
   EXPECT_FALSE(parse_nft_rules("Error: nope", "tb"));
 }
 

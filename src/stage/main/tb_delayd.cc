@@ -4,7 +4,7 @@
 //
 //   tb-delayd --queue 10:delay_us=25000:jitter_us=1000:maxlen=65536 --queue 11:delay_us=0
 //             [--config FILE] [--stats FILE] [--stats-interval-ms 500] [--duration-s N]
-//             [--fail-open] [--sched-fifo PRIO | --realtime PRIO]
+//             [--fail-open] [--sched-fifo PRIO | --realtime PRIO] [--uncalibrated]
 //
 // The caller installs `iptables ... -j NFQUEUE --queue-num N` WITHOUT --queue-bypass
 // (stage/netfilter_rules.h): then a dead stage means a dead link (fail-closed), never an
@@ -17,13 +17,21 @@
 // cgroup with no real-time budget, as in many containers), the stage runs SCHED_OTHER and says
 // so on stderr and in its stats file ("scheduling"). A lab's stages run with --realtime
 // (lab/daemons.cc; why: core/realtime.h).
+// Timing is calibrated by default (stage/calibration.h): a packet's delay counts from the kernel's
+// receive stamp, less the verdict's cost, and the stage wakes early and busy-waits the last
+// tens of µs (at most 5% of a core). --uncalibrated restores the old timing (delay from the
+// moment the stage reads the packet, sleep to the deadline) for comparison
+// (scripts/bench-delay-stage --compare).
 // Exit codes: 0 clean stop, 1 failure, 2 bad command line or config.
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/realtime.h"
@@ -66,6 +74,10 @@ int main(int argc, char** argv) {
                  "(stats file: \"scheduling\")")
       ->check(CLI::Range(1, 99))
       ->excludes("--sched-fifo");
+  bool uncalibrated = false;
+  app.add_flag("--uncalibrated", uncalibrated,
+               "no calibration or busy-wait: delays count from when the stage reads a packet "
+               "(for comparison)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -80,6 +92,7 @@ int main(int argc, char** argv) {
   if (options.queues.empty() && options.config_path.empty())
     return fail_with(
         tb::bad_input("no queues: give --queue NUM:delay_us=N or --config FILE").error());
+  options.calibrate = !uncalibrated;
   options.stats_interval = tb::Duration{static_cast<int64_t>(interval_ms) * 1'000'000};
   options.duration = tb::Duration{static_cast<int64_t>(duration_s * 1e9)};
 
@@ -111,6 +124,17 @@ int main(int argc, char** argv) {
 
   auto stage = tb::stage::DelayStage::open(std::move(options));
   if (!stage) return fail_with(stage.error());
+  // Under a lab's supervisor: say we serve (runner/supervisor.h, ChildSpec::notify_ready). SIGHUP
+  // came blocked across the exec, so a reload sent before this line waits in the signalfd.
+  if (const char* fd_text = std::getenv("TESTBEDCTL_READY_FD")) {
+    const int fd = std::atoi(fd_text);
+    ::unsetenv("TESTBEDCTL_READY_FD");
+    const char ready = 1;
+    if (fd > STDERR_FILENO) {
+      (void)!::write(fd, &ready, 1);
+      ::close(fd);
+    }
+  }
   if (auto s = stage->run(signals.get()); !s) return fail_with(s.error());
   return tb::kExitOk;
 }

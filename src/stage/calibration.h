@@ -1,0 +1,137 @@
+// Calibration: what the delay stage measures of its own cost, and the arithmetic that takes that
+// cost out of the configured delay, so a packet leaves at arrival + delay, not delay + overhead.
+//
+// Where the overhead comes from (measured on the reference VM, 2 vCPU, SCHED_FIFO, ICMP echo
+// through a stage with the kernel's receive stamps): a packet waits in the kernel from its
+// arrival (netif_rx on the veth) until the stage has read its notice — the stage's wake-up from
+// ppoll, median 25-35 µs idle, 55-75 µs p90, more while a burst is being drained; the stage's
+// timer then woke 25-75 µs (p10-p90) after the deadline; and the verdict itself costs ~10-17 µs
+// more than the unshaped path. Before calibration all of it was added to every packet: a
+// 0.1 ms stage delayed 0.155-0.18 ms.
+//  - Queue latency, per queue: the kernel stamps every packet it receives while any socket has
+//    asked for receive timestamps (netstamp_needed; the stage holds one such socket,
+//    stage.h) and nfnetlink_queue passes the stamp on (NFQA_TIMESTAMP, CLOCK_REALTIME,
+//    microseconds). A packet's deadline counts from that stamp, so its own wait in the kernel is
+//    taken out exactly. A packet without a plausible stamp counts from its receive time minus
+//    the queue's recent median latency.
+//  - Release cost: what remains between deciding a packet is due and the kernel reinjecting it
+//    (the verdict's system call up to nf_reinject); a constant measured on the reference VM
+//    (kReleaseCostNs): the stage cannot see a packet leave, so it cannot measure this itself.
+//  - Timer lateness: WakeTimer wakes the stage early by a high quantile of its recent
+//    oversleeps (seeded by a few timed sleeps at start) and busy-waits the rest, within a CPU
+//    budget.
+// The deadline is arrival + delay - release cost, never before the arrival; the rest of the
+// overhead is gone because the arrival is the kernel's and the wake-up is early.
+// Pure: every time is passed in; not thread-safe (owned by the stage's single loop).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace tb::stage {
+
+// What remains of the stage's cost per packet once the queue latency is taken from the kernel's
+// stamp and the timer from WakeTimer: from the stage's decision through the verdict's sendmsg,
+// nfnetlink and the reinjection, with the kernel's code cold after the stage slept. Measured on
+// the reference VM (2 vCPU Firecracker, 6.18; ICMP echo through a stage at 0.1/1/10 ms, the
+// release's CLOCK_REALTIME against the reply's receive stamp, medians of 400): 15-21 µs, of
+// which the unshaped path's own echo processing is ~4 µs (its minimum RTT) — so ~11-17 µs;
+// 10 µs keeps the rare fast release from leaving early.
+inline constexpr int64_t kReleaseCostNs = 10'000;
+// Stamps older than this are not believed: a stale stamp from an earlier hop would release the
+// packet early. The stage's own stall under overload is far shorter than this.
+inline constexpr int64_t kMaxStampAgeNs = 1'000'000'000;
+
+// The last `size` samples of a quantity, and one quantile of them (recomputed every `every`
+// samples, so adding is O(1) amortised). Empty: no value.
+class SampleWindow {
+ public:
+  SampleWindow(double quantile, size_t size, size_t every);
+  void add(int64_t v);
+  std::optional<int64_t> value() const { return value_; }
+  uint64_t count() const { return count_; }
+
+ private:
+  void recompute();
+  double quantile_;
+  size_t every_;
+  std::vector<int64_t> ring_;
+  uint64_t count_ = 0;
+  std::optional<int64_t> value_;
+  std::vector<int64_t> scratch_;
+};
+
+// How long the kernel held a packet before the stage read it: now - its stamp, rounded so it is
+// never overestimated (the stamp has µs resolution). Nothing without a stamp (0) or when the
+// stamp is not a plausible CLOCK_REALTIME receive time (in the future, older than
+// kMaxStampAgeNs: another clock, or stale).
+std::optional<int64_t> stamp_age_ns(int64_t stamp_ns, int64_t now_real_ns);
+
+// A deadline: arrival + the sampled delay less the release cost, never before the arrival.
+int64_t release_deadline(int64_t arrival_ns, int64_t delay_ns, int64_t release_cost_ns);
+
+// One queue's calibration: its arrival times and its queue latency.
+class QueueCalibration {
+ public:
+  QueueCalibration();
+  // The arrival on the stage's clock (CLOCK_MONOTONIC) of a packet read at now_mono_ns /
+  // now_real_ns with kernel stamp `stamp_ns` (0 = none). A stamped packet also updates the
+  // queue's latency window.
+  int64_t arrival_ns(int64_t stamp_ns, int64_t now_real_ns, int64_t now_mono_ns);
+  // Median of recent queue latencies (0 before the first stamped packet).
+  int64_t queue_ns() const { return latency_.value().value_or(0); }
+  int64_t release_ns() const { return kReleaseCostNs; }
+  // Queue latency + release cost: what an uncalibrated stage added to every packet.
+  int64_t overhead_ns() const { return queue_ns() + release_ns(); }
+  uint64_t stamped() const { return stamped_; }
+  uint64_t unstamped() const { return unstamped_; }
+
+ private:
+  SampleWindow latency_;
+  uint64_t stamped_ = 0;
+  uint64_t unstamped_ = 0;
+};
+
+// The stage's timer: how long before a deadline to stop sleeping and busy-wait. The advance is
+// a high quantile (p90) of recent oversleeps (how late a timed ppoll returned) plus a margin,
+// at most max_advance; it is 0 (sleep to the deadline, no spin) while the spin time in the
+// current budget period exceeds spin_fraction of it, so dense traffic cannot turn the stage
+// into a busy loop.
+struct WakeTimerConfig {
+  int64_t max_advance_ns = 100'000;
+  int64_t margin_ns = 2'000;
+  double spin_fraction = 0.05;  // of one core
+  int64_t period_ns = 100'000'000;
+};
+class WakeTimer {
+ public:
+  explicit WakeTimer(WakeTimerConfig config = {});
+  void record_oversleep(int64_t ns);
+  // 0 when spinning is off (budget spent, or no oversleep measured yet).
+  int64_t advance_ns(int64_t now_ns);
+  void record_spin(int64_t now_ns, int64_t spun_ns);
+  // Totals for the stats file.
+  int64_t spin_ns_total() const { return spin_total_; }
+  uint64_t spins() const { return spins_; }
+  uint64_t budget_exhausted() const { return exhausted_; }  // periods that ran out
+  std::optional<int64_t> oversleep_p90() const { return oversleep_.value(); }
+  // The advance as of the last advance_ns() call (for the stats file).
+  int64_t current_advance_ns() const { return last_advance_; }
+  bool enabled() const { return config_.max_advance_ns > 0; }
+
+ private:
+  void roll(int64_t now_ns);
+  int64_t compute_advance(int64_t now_ns);
+  WakeTimerConfig config_;
+  SampleWindow oversleep_;
+  int64_t period_start_ = 0;
+  int64_t period_spin_ = 0;
+  bool period_exhausted_ = false;
+  int64_t spin_total_ = 0;
+  uint64_t spins_ = 0;
+  uint64_t exhausted_ = 0;
+  int64_t last_advance_ = 0;
+};
+
+}  // namespace tb::stage
