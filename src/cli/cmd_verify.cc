@@ -1,21 +1,30 @@
-// verify: measure a live lab's links and compare them with the figures the scenario asks for
-// (verify/). One representative link per class (tier + profile), or the one --link names.
-// Exit 0 when every class is within tolerance, 1 when one is not (or a measurement failed),
-// 2 for bad input (unknown lab or link, not root, tb-probe missing, lab busy).
+// verify: measure a live lab's links and compare them with the figures in force on them (the
+// scenario's, or what `link set` made them; verify/). One representative link per class
+// (tier + profile), or the one --link names; with --paths, one pair of nodes per path class,
+// end to end (verify/paths.h), and with --under-load while bulk flows load the lab.
+// Exit 0 when every class (path) is within tolerance, 1 when one is not (or a measurement
+// failed), 2 for bad input (unknown lab or link, not root, tb-probe missing, lab busy).
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <set>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/exit_code.h"
 #include "cli/flag_checks.h"
 #include "cli/stop_signals.h"
+#include "lab/daemons.h"
+#include "lab/link_change.h"
 #include "lab/live.h"
 #include "lab/state.h"
 #include "plan/plan.h"
@@ -28,11 +37,181 @@ namespace {
 struct VerifyFlags {
   std::string lab;
   std::vector<std::string> link_ends;
-  bool json = false, quick = false;
+  bool json = false, quick = false, paths = false, under_load = false;
 };
 
-int cmd_verify(const std::string& lab, const std::vector<std::string>& link, bool json,
-               bool quick) {
+// The figures in force on each link: the scenario's, or the last `link set`.
+verify::FiguresOf figures_in_force(const lab::LabState& st) {
+  auto overrides = std::make_shared<std::map<std::string, plan::EmulatedFigures>>(
+      lab::load_link_overrides(st.lab));
+  const plan::Topology* t = &st.topo;
+  return [overrides, t](size_t i) {
+    const auto& l = t->links.at(i);
+    auto it = overrides->find(lab::link_key(l));
+    return it != overrides->end() ? it->second : l.emulated;
+  };
+}
+
+bool same_figures(const plan::EmulatedFigures& x, const plan::EmulatedFigures& y) {
+  return x.rate == y.rate && x.delay == y.delay && x.jitter == y.jitter &&
+         x.loss_pct == y.loss_pct && x.mtu == y.mtu;
+}
+
+void print_report(const verify::VerifyReport& rep, bool json) {
+  if (json)
+    std::cout << report::verify_json(rep).dump(1) << "\n";
+  else
+    std::cout << report::verify_text(rep);
+}
+
+// --under-load: the candidate flows whose paths (out and back) share no link with a probed one.
+std::vector<verify::LoadFlow> load_flows(const lab::LabState& st,
+                                         const std::vector<verify::PathResult>& probed,
+                                         const verify::FiguresOf& figures,
+                                         std::vector<std::string>& skipped) {
+  std::set<size_t> busy;
+  for (const auto& p : probed)
+    for (const auto* path : {&p.out, &p.back})
+      for (const auto& h : path->hops) busy.insert(h.link);
+  std::vector<verify::LoadFlow> flows;
+  for (const auto& c : verify::load_pairs(st.topo)) {
+    auto out = verify::walk_path(st.topo, c.from, c.addr, verify::live_route_lookup, figures);
+    auto src = verify::source_address(st.topo, c.from, c.addr, verify::live_route_lookup);
+    auto back = src ? verify::walk_path(st.topo, c.to, *src, verify::live_route_lookup, figures)
+                    : Result<verify::Path>(std::unexpected(src.error()));
+    const std::string what = c.from + " -> " + c.to + " (" + c.cls + ")";
+    if (!out || !back || out->hops.empty()) {
+      skipped.push_back(what + ": " +
+                        (!out    ? out.error().message
+                         : !back ? back.error().message
+                                 : std::string("no hop")));
+      continue;
+    }
+    bool shares = false;
+    for (const auto* path : {&*out, &*back})
+      for (const auto& h : path->hops) shares = shares || busy.contains(h.link);
+    if (shares) {
+      skipped.push_back(what + ": shares a link with a probed path");
+      continue;
+    }
+    flows.push_back({what, st.topo.node(c.from)->netns, out->hops.front().from_if,
+                     st.topo.node(c.to)->netns, c.addr});
+  }
+  return flows;
+}
+
+int cmd_verify_paths(const lab::LabState& st, const std::string& tb_probe, bool json, bool quick,
+                     bool under_load) {
+  StopSignals signals;
+  const std::string& lab = st.lab;
+  verify::VerifyReport rep;
+  rep.lab = lab;
+  rep.scenario = st.scenario;
+  rep.backends = report::backends_json(st);
+  rep.shaping = rep.backends.value("shaping", "unknown");
+  rep.quick = quick;
+  rep.settings = verify::settings(quick);
+  rep.paths_mode = true;
+  rep.under_load = under_load;
+  const auto figures = figures_in_force(st);
+  const std::string work = lab::lab_dir(lab) + "/verify-" + std::to_string(::getpid());
+  // Find every path first: the load must avoid all of them.
+  for (const auto& pair : verify::path_pairs(st.topo)) {
+    verify::PathResult p;
+    p.pair = pair;
+    auto out = verify::walk_path(st.topo, pair.from, pair.addr, verify::live_route_lookup, figures);
+    auto src = verify::source_address(st.topo, pair.from, pair.addr, verify::live_route_lookup);
+    if (!out) p.errors.push_back(out.error().message);
+    if (!src) p.errors.push_back(src.error().message);
+    if (out && src) {
+      p.out = *out;
+      auto back = verify::walk_path(st.topo, pair.to, *src, verify::live_route_lookup, figures);
+      if (back)
+        p.back = *back;
+      else
+        p.errors.push_back(back.error().message);
+      const plan::Node* from = st.topo.node(pair.from);
+      const plan::Node* to = st.topo.node(pair.to);
+      p.target = {from->netns,
+                  "",
+                  *src,
+                  to->netns,
+                  pair.addr,
+                  "",
+                  "plan::reach: " + pair.to + "'s " + pair.label +
+                      " address, as its hosts file "
+                      "names it; sent by the namespace's routes"};
+    }
+    rep.paths.push_back(std::move(p));
+  }
+  int64_t total_ms = 0;
+  for (auto& p : rep.paths) {
+    if (!p.errors.empty()) continue;
+    const Duration rtt{p.out.delay().ns + p.back.delay().ns};
+    const Duration sigma{
+        static_cast<int64_t>(std::hypot(static_cast<double>(p.out.jitter_sigma().ns),
+                                        static_cast<double>(p.back.jitter_sigma().ns)))};
+    p.request = verify::plan_path_request(p.target, rep.settings, rtt, sigma);
+    p.request.tb_probe = tb_probe;
+    p.request.owner = plan::owner_marker(lab);
+    total_ms += 2 * (int64_t{p.request.probes} * p.request.interval_us / 1000 + p.request.wait_ms);
+  }
+  std::optional<verify::Load> load;
+  std::vector<std::string> stage_files;
+  for (const auto& s : st.stages) stage_files.push_back(lab::stage_stats_path(lab, s.netns));
+  if (under_load) {
+    std::vector<std::string> skipped;
+    auto flows = load_flows(st, rep.paths, figures, skipped);
+    for (const auto& k : skipped) rep.load.push_back("not started: " + k);
+    if (flows.empty()) {
+      rep.load_errors.push_back(
+          "no load flow avoids the probed paths; nothing to load the lab with");
+    } else {
+      std::fprintf(stderr, "verify %s: starting %zu load flows\n", lab.c_str(), flows.size());
+      auto l = verify::Load::start(flows, tb_probe, plan::owner_marker(lab), work + "/load",
+                                   static_cast<double>(total_ms) / 1000 + 10,
+                                   verify::kProbePort + 10, signals.flag());
+      if (!l)
+        rep.load_errors.push_back("load: " + l.error().message);
+      else
+        load.emplace(std::move(*l));
+      std::this_thread::sleep_for(std::chrono::seconds(2));  // past slow start
+    }
+  }
+  const auto before = verify::sample_host(stage_files);
+  for (size_t n = 0; n < rep.paths.size(); ++n) {
+    auto& p = rep.paths[n];
+    if (stop_requested()) {
+      rep.interrupted = true;
+      break;
+    }
+    std::fprintf(stderr, "verify %s: path [%zu/%zu] %s  %s -> %s %s\n", lab.c_str(), n + 1,
+                 rep.paths.size(), p.pair.cls.c_str(), p.pair.from.c_str(), p.pair.to.c_str(),
+                 p.pair.addr.to_string().c_str());
+    if (!p.errors.empty()) continue;
+    p.request.work_dir = work + "/path" + std::to_string(n);
+    p.outcome = verify::measure_link(p.request, signals.flag());
+    p.check = verify::check_path(p.out, p.back, p.outcome.m.rtt, p.outcome.m.base);
+  }
+  rep.host = verify::host_load(before, verify::sample_host(stage_files));
+  if (load) {
+    for (const auto& c : load->carried()) rep.load.insert(rep.load.begin(), c);
+    load.reset();  // senders and sinks stopped
+  }
+  if (stop_requested()) rep.interrupted = true;
+  std::error_code ec;
+  std::filesystem::remove_all(work, ec);
+  print_report(rep, json);
+  return rep.passed() ? kExitOk : kExitFailed;
+}
+
+int cmd_verify(const std::string& lab, const std::vector<std::string>& link, bool json, bool quick,
+               bool paths, bool under_load) {
+  if (paths && !link.empty())
+    return report(
+        Error{"--paths measures whole paths; --link one link: give one of them", 0, kExitBadInput});
+  if (under_load && !paths)
+    return report(Error{"--under-load goes with --paths", 0, kExitBadInput});
   auto st = lab::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
   if (st->phase != "up")
@@ -53,7 +232,9 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   if (!tb_probe) return report(tb_probe.error());
   auto lock = lab::LabLock::acquire(lab);
   if (!lock) return report(Error{lock.error().message, 0, kExitBadInput});
+  if (paths) return cmd_verify_paths(*st, *tb_probe, json, quick, under_load);
   StopSignals signals;
+  const auto figures = figures_in_force(*st);
 
   verify::VerifyReport rep;
   rep.lab = lab;
@@ -70,8 +251,12 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
       rep.interrupted = true;
       break;
     }
-    const auto& l = st->topo.links[classes[n].link];
-    verify::ClassResult c{classes[n], l, {}, {}, {}, {}};
+    plan::Link l = st->topo.links[classes[n].link];
+    verify::ClassResult c{classes[n], l, {}, {}, {}, {}, {}};
+    // Judged against what is in force; the scenario's figures are shown beside when they differ.
+    c.link.emulated = figures(classes[n].link);
+    if (!same_figures(c.link.emulated, l.emulated)) c.scenario = l.emulated;
+    l.emulated = c.link.emulated;
     std::fprintf(stderr, "verify %s: [%zu/%zu] %s  %s:%s -> %s:%s\n", lab.c_str(), n + 1,
                  classes.size(), c.cls.name().c_str(), l.a.node.c_str(), l.a.ifname.c_str(),
                  l.b.node.c_str(), l.b.ifname.c_str());
@@ -88,16 +273,13 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
       c.request.work_dir = work + "/" + std::to_string(n);
       c.outcome = verify::measure_link(c.request, signals.flag());
     }
-    c.checks = verify::evaluate(l.emulated, c.outcome.m);
+    c.checks = verify::evaluate(c.link.emulated, c.outcome.m);
     rep.classes.push_back(std::move(c));
   }
   if (stop_requested()) rep.interrupted = true;
   std::error_code ec;
   std::filesystem::remove_all(work, ec);
-  if (json)
-    std::cout << report::verify_json(rep).dump(1) << "\n";
-  else
-    std::cout << report::verify_text(rep);
+  print_report(rep, json);
   return rep.passed() ? kExitOk : kExitFailed;
 }
 
@@ -113,7 +295,13 @@ void add_verify(CLI::App& app, int& rc) {
   verify->add_flag("--json", f->json);
   verify->add_flag("--quick", f->quick,
                    "200 probes and a 2 s transfer per class, not 1000 and 5 s");
-  verify->callback([f, &rc] { rc = cmd_verify(f->lab, f->link_ends, f->json, f->quick); });
+  verify->add_flag("--paths", f->paths,
+                   "end-to-end RTT of one pair per path class against the sum of its hops' delays");
+  verify->add_flag("--under-load", f->under_load,
+                   "with --paths: measure while bulk TCP flows load the lab's other links");
+  verify->callback([f, &rc] {
+    rc = cmd_verify(f->lab, f->link_ends, f->json, f->quick, f->paths, f->under_load);
+  });
 }
 
 }  // namespace tb::cli

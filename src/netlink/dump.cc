@@ -87,18 +87,40 @@ Result<std::vector<T>> dump_all(NlSocket& sock, NlMsg (*build)(), const std::str
   }
 }
 
+struct RouteAttrs {
+  RouteMatch m;
+  std::optional<Ipv4> gateway;  // single path
+};
+
 int route_cb(const nlattr* a, void* data) {
-  auto* r = static_cast<RouteMatch*>(data);
+  auto* r = static_cast<RouteAttrs*>(data);
   switch (mnl_attr_get_type(a)) {
     case RTA_OIF:
-      if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0) r->oif = static_cast<int>(mnl_attr_get_u32(a));
+      if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0) r->m.oif = static_cast<int>(mnl_attr_get_u32(a));
+      break;
+    case RTA_GATEWAY:
+      if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0) r->gateway = Ipv4{ntohl(mnl_attr_get_u32(a))};
+      break;
+    case RTA_PREFSRC:
+      if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0) r->m.prefsrc = Ipv4{ntohl(mnl_attr_get_u32(a))};
       break;
     case RTA_MULTIPATH: {
-      r->nexthops = 0;
+      r->m.nexthops = 0;
       const auto* nh = static_cast<const rtnexthop*>(mnl_attr_get_payload(a));
       int left = static_cast<int>(mnl_attr_get_payload_len(a));
       while (RTNH_OK(nh, left)) {
-        ++r->nexthops;
+        ++r->m.nexthops;
+        RouteMatch::Hop hop{nh->rtnh_ifindex, std::nullopt};
+        // The next hop's own attributes follow its header (include/uapi/linux/rtnetlink.h).
+        const auto* at = reinterpret_cast<const nlattr*>(RTNH_DATA(nh));
+        int alen = static_cast<int>(nh->rtnh_len) - static_cast<int>(RTNH_LENGTH(0));
+        while (mnl_attr_ok(at, alen)) {
+          if (mnl_attr_get_type(at) == RTA_GATEWAY && mnl_attr_validate(at, MNL_TYPE_U32) >= 0)
+            hop.via = Ipv4{ntohl(mnl_attr_get_u32(at))};
+          alen -= static_cast<int>(MNL_ALIGN(at->nla_len));
+          at = mnl_attr_next(at);
+        }
+        r->m.hops.push_back(hop);
         left -= NLMSG_ALIGN(nh->rtnh_len);
         nh = RTNH_NEXT(nh);
       }
@@ -117,10 +139,11 @@ std::optional<RouteMatch> parse_route_match(const nlmsghdr* nlh) {
     return std::nullopt;
   const auto* rtm = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(nlh));
   if (rtm->rtm_family != AF_INET) return std::nullopt;
-  RouteMatch r;
-  r.dst_len = rtm->rtm_dst_len;
+  RouteAttrs r;
+  r.m.dst_len = rtm->rtm_dst_len;
   mnl_attr_parse(nlh, sizeof(rtmsg), route_cb, &r);
-  return r;
+  if (r.m.hops.empty() && r.m.oif != 0) r.m.hops.push_back({r.m.oif, r.gateway});
+  return r.m;
 }
 
 Result<RouteMatch> lookup_route(NlSocket& sock, Ipv4 dst, const std::string& where) {

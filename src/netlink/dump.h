@@ -39,6 +39,14 @@ struct RouteMatch {
   int dst_len = 0;
   int oif = 0;       // single-path output interface, 0 when multipath
   int nexthops = 1;  // multipath: how many
+  // Every next hop: its output interface and gateway (RTA_OIF/RTA_GATEWAY, or each
+  // rtnexthop of RTA_MULTIPATH with its nested RTA_GATEWAY), in the kernel's order.
+  struct Hop {
+    int ifindex = 0;
+    std::optional<Ipv4> via;
+  };
+  std::vector<Hop> hops;
+  std::optional<Ipv4> prefsrc;  // RTA_PREFSRC
 };
 
 // An RTM_NEWLINK message (a dump entry or a get reply).

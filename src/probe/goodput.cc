@@ -1,9 +1,12 @@
 #include "probe/goodput.h"
 
-#include <netinet/tcp.h>
+// The kernel's tcp_info (glibc's netinet/tcp.h stops before tcpi_data_segs_out).
+#include <linux/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -98,6 +101,9 @@ Result<GoodputResult> measure(int sock, const GoodputOptions& o, const std::stri
     r.timestamps = (ti.tcpi_options & TCPI_OPT_TIMESTAMPS) != 0;
     r.retransmits = ti.tcpi_total_retrans;
     r.tcp_rtt_us = ti.tcpi_rtt;
+    // Linux 4.6+; an older kernel returns a shorter struct and leaves it 0.
+    if (len >= offsetof(tcp_info, tcpi_data_segs_out) + sizeof ti.tcpi_data_segs_out)
+      r.data_segs_out = ti.tcpi_data_segs_out;
   }
   r.sndbuf = get_buffer(sock, SO_SNDBUF);
   return r;
@@ -116,6 +122,12 @@ Result<GoodputResult> run_goodput(const GoodputOptions& o) {
   if (o.buffer > 0) {
     auto b = set_buffer(fd->get(), SO_SNDBUF, o.buffer);
     if (!b) return std::unexpected(b.error());
+  }
+  if (o.pace_bps > 0) {
+    // Bytes per second; a 32-bit option before Linux 4.20, so clamp to what it can say.
+    const unsigned bytes = static_cast<unsigned>(std::min<uint64_t>(o.pace_bps / 8, ~0u));
+    if (::setsockopt(fd->get(), SOL_SOCKET, SO_MAX_PACING_RATE, &bytes, sizeof bytes) != 0)
+      return sys_fail("SO_MAX_PACING_RATE " + std::to_string(bytes) + " B/s on " + what);
   }
   TB_TRY(connect_by(fd->get(), *to, what, now_ns() + int64_t{kConnectTimeoutMs} * 1'000'000));
   const auto hello = encode(GoodputHello{static_cast<uint32_t>(o.warmup_ms)});
@@ -139,6 +151,7 @@ nlohmann::json to_json(const GoodputOptions& o, const GoodputResult& r) {
           {"seconds_requested", o.seconds},
           {"warmup_ms", o.warmup_ms},
           {"buffer_requested", o.buffer},
+          {"pace_bps", o.pace_bps},
           {"sndbuf", r.sndbuf},
           {"sent_bytes", r.sent_bytes},
           {"send_seconds", r.send_seconds},
@@ -152,6 +165,7 @@ nlohmann::json to_json(const GoodputOptions& o, const GoodputResult& r) {
           {"mss", r.mss},
           {"timestamps", r.timestamps},
           {"retransmits", r.retransmits},
+          {"data_segs_out", r.data_segs_out},
           {"tcp_rtt_us", r.tcp_rtt_us}};
 }
 
@@ -170,6 +184,7 @@ Result<GoodputResult> goodput_from_json(const nlohmann::json& j) {
     r.mss = j.value("mss", 0);
     r.timestamps = j.value("timestamps", false);
     r.retransmits = j.value("retransmits", 0u);
+    r.data_segs_out = j.value("data_segs_out", uint64_t{0});
     r.tcp_rtt_us = j.value("tcp_rtt_us", 0.0);
     r.sndbuf = j.value("sndbuf", 0);
     return r;

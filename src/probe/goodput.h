@@ -25,19 +25,24 @@ struct GoodputOptions {
   int warmup_ms = 1000;
   uint64_t buffer = 0;  // SO_SNDBUF; 0 = the kernel's autotuning (net.ipv4.tcp_wmem)
   int drain_ms = 15000;
+  // SO_MAX_PACING_RATE in bit/s (0 = none): TCP's own pacing holds the transfer below a link's
+  // rate, so no queue fills and every retransmission is a loss the link made (verify's TCP loss
+  // check); it also keeps GSO super-packets to ~1 ms of data at this rate (tcp_tso_autosize).
+  uint64_t pace_bps = 0;
 };
 
 struct GoodputResult {
   uint64_t sent_bytes = 0;
   double send_seconds = 0;
   GoodputReport receiver;
-  bool confirmed = false;   // the receiver counted every byte we sent
-  double goodput_bps = 0;   // receiver's measured window (whole transfer if it has none)
-  int mss = 0;              // tcpi_snd_mss
-  bool timestamps = false;  // TCP timestamps negotiated (12 bytes of every segment)
-  uint32_t retransmits = 0;
-  double tcp_rtt_us = 0;  // the kernel's smoothed RTT at the end
-  int sndbuf = 0;         // as the kernel reports it (doubled, see socket(7))
+  bool confirmed = false;      // the receiver counted every byte we sent
+  double goodput_bps = 0;      // receiver's measured window (whole transfer if it has none)
+  int mss = 0;                 // tcpi_snd_mss
+  bool timestamps = false;     // TCP timestamps negotiated (12 bytes of every segment)
+  uint32_t retransmits = 0;    // tcpi_total_retrans: segments sent again
+  uint64_t data_segs_out = 0;  // tcpi_data_segs_out: data segments sent, retransmits included
+  double tcp_rtt_us = 0;       // the kernel's smoothed RTT at the end
+  int sndbuf = 0;              // as the kernel reports it (doubled, see socket(7))
 };
 
 Status validate(const GoodputOptions& o);

@@ -31,6 +31,7 @@ std::string bytes_text(double b) {
 const char* unit_of(const Check& c) {
   if (c.name == "rate") return "bit/s";
   if (c.name == "loss") return "probes";
+  if (c.name == "tcp-loss") return "% of data segments";
   return "ms";
 }
 
@@ -48,6 +49,11 @@ Cells cells(const Check& c) {
     x.achieved = have ? rate_text(a) : "-";
     if (have && c.expected > 0) x.error = fmt::format("{:+.1f}%", (a / c.expected - 1) * 100);
     if (c.configured > 0) x.range = rate_text(c.low) + ".." + rate_text(c.high);
+  } else if (c.name == "tcp-loss") {
+    x.configured = fmt::format("{:g}%", c.configured);
+    x.expected = c.expected > 0 ? fmt::format("{:g}%", c.expected) : "-";
+    x.achieved = have ? fmt::format("{:.3f}%", a) : "-";
+    x.range = fmt::format("{:.3f}..{:.3f}%", c.low, c.high);
   } else if (c.name == "loss") {
     x.configured = fmt::format("{:g}%", c.configured);
     x.expected = fmt::format("{:.1f} lost", c.expected);
@@ -65,6 +71,22 @@ Cells cells(const Check& c) {
   if (c.verdict == Verdict::kNotChecked) x.range = "-";
   if (x.error.empty()) x.error = "-";
   return x;
+}
+
+std::string figures_text(const plan::EmulatedFigures& f) {
+  std::string s = "rate " + (f.rate.bps > 0 ? format_rate(f.rate) : std::string("unlimited")) +
+                  ", delay " + format_duration(f.delay);
+  if (f.jitter.ns) s += ", jitter " + format_duration(f.jitter);
+  if (f.loss_pct > 0) s += fmt::format(", loss {:g}%", f.loss_pct);
+  return s;
+}
+
+nlohmann::json figures_json(const plan::EmulatedFigures& f) {
+  return {{"rate_bps", f.rate.bps},
+          {"delay_ms", f.delay.ms()},
+          {"jitter_ms", f.jitter.ms()},
+          {"loss_pct", f.loss_pct},
+          {"mtu", f.mtu}};
 }
 
 std::string measured_line(const ClassResult& c) {
@@ -87,6 +109,10 @@ std::string measured_line(const ClassResult& c) {
          fmt::format("{:.1f} s", q.goodput_seconds) + "), buffer " +
          bytes_text(static_cast<double>(q.buffer)) + ", MSS " + std::to_string(m.goodput->mss) +
          ", " + std::to_string(m.goodput->retransmits) + " retransmits";
+  if (m.loss_goodput)
+    s += "; paced loss transfer at " + format_rate(Rate{static_cast<double>(m.loss_pace_bps)}) +
+         ": " + std::to_string(m.loss_goodput->retransmits) + " of " +
+         std::to_string(m.loss_goodput->data_segs_out) + " data segments retransmitted";
   return s + "\n";
 }
 
@@ -111,9 +137,13 @@ std::string method_text(const Settings& s) {
          "the link (SO_BINDTODEVICE), to tb-probe serve in B\n"
          "      base    the same probes over lo inside A's namespace (the probe's own software "
          "path)\n"
-         "      delay   one-way = (mean RTT - median base) / 2: each direction is shaped alike\n"
+         "      delay   one-way = (median RTT - median base) / 2: each direction is shaped alike\n"
          "      jitter  one-way stdev = sqrt((var RTT - (IQR/1.349 of base)^2) / 2)\n"
-         "      loss    unanswered probes vs the 99% binomial interval of p_rtt = 1-(1-p)^2\n"
+         "      loss    unanswered probes vs the 99% binomial interval of p_rtt = 1-(1-p)^2; "
+         "with loss, also a second TCP transfer paced at half the rate (no queue: every "
+         "retransmission is the link's loss): its retransmitted share of data segments "
+         "(tcpi_total_retrans / tcpi_data_segs_out) vs p, widened for the loss rule dropping "
+         "whole GSO super-packets\n"
          "      goodput one TCP stream A -> B for " +
          fmt::format("{:.1f}", s.goodput_seconds) + " s, the first " + std::to_string(s.warmup_ms) +
          " ms excluded, counted by the receiver; SO_SNDBUF/SO_RCVBUF = 2 x BDP (>= 256 KiB); "
@@ -123,13 +153,149 @@ std::string method_text(const Settings& s) {
          std::to_string(kRealtimePriority) +
          " where the host allows it, so a busy host's waits are not read as the link's; a "
          "refusal is in each probe's log and the stages' stats\n"
-         "tolerances: delay >= 1ms: 3% + 0.2ms | rate 10Mbit..2Gbit: 5% of ideal goodput | "
-         "jitter >= 0.5ms: 25% | loss: 99% binomial interval\n";
+         "tolerances: delay 100us..1ms: 10% + 20us, >= 1ms: 1% + 50us | rate 10Mbit..2Gbit: 5% "
+         "of ideal goodput | jitter >= 0.5ms: 10% of the configured stdev (normal) | loss: 99% "
+         "binomial interval\n"
+         "figures: those in force on the link (`link set` changes them); the scenario's are "
+         "shown beside when they differ\n";
+}
+
+std::string paths_text(const VerifyReport& r) {
+  std::string s = "verify --paths lab " + r.lab + "  scenario " + r.scenario +
+                  (r.under_load ? "  UNDER LOAD" : "") + "\n";
+  s += "shaping backend (as status reports it): " + r.shaping + "\n";
+  s += "how:  rtt     " + std::to_string(r.settings.probes) + " UDP probes (32 B) every " +
+       std::to_string(r.settings.interval_us) +
+       " us from the first node to the second's address (plan::reach, as the hosts files name "
+       "it), sent by the namespace's routes; base: the same probes over lo in the first node's "
+       "namespace\n"
+       "      path    the links the kernel's routes take now, out and back (RTM_GETROUTE in each "
+       "namespace, bridges crossed by the next L3 hop), with the delays in force on each\n"
+       "      judged  median RTT - (out + back delays + median base) within the sum of every "
+       "hop's tolerance (100us..1ms: 10% + 20us, >= 1ms: 1% + 50us, below 100us: 20us)\n";
+  if (r.under_load) {
+    s += "load: bulk TCP flows (tb-probe goodput, autotuned buffers) on links no probed path "
+         "uses:\n";
+    for (const auto& l : r.load) s += "      " + l + "\n";
+    for (const auto& e : r.load_errors) s += "      ERROR: " + e + "\n";
+  }
+  if (r.host)
+    s += "host over the measurement: " + r.host->text() +
+         (r.host->host_bound ? "  => HOST-BOUND: errors are the host's (CPU, stage lateness), "
+                               "not the emulation's"
+                             : "") +
+         "\n";
+  s += "\n  " + cell("PATH CLASS", 30) + cell("FROM -> TO", 34) + cell("HOPS", 6) +
+       cell("CONFIGURED", 12) + cell("EXPECTED", 11) + cell("MEASURED", 11) + cell("ERROR", 10) +
+       cell("TOLERANCE", 11) + "RESULT\n";
+  int bad = 0;
+  for (const auto& p : r.paths) {
+    const auto& c = p.check;
+    std::string verdict = p.failed() ? "FAIL" : "pass";
+    if (!c.reason.empty()) verdict += ": " + c.reason;
+    if (p.failed() && r.host && r.host->host_bound) verdict += " (cause: the host)";
+    if (!p.errors.empty()) verdict += ": " + p.errors.front();
+    for (const auto& e : p.outcome.errors) verdict += "; " + e;
+    bad += p.failed();
+    s += "  " + cell(p.pair.cls, 30) + cell(p.pair.from + " -> " + p.pair.to, 34) +
+         cell(std::to_string(p.out.hops.size()) + "+" + std::to_string(p.back.hops.size()), 6) +
+         cell(fmt::format("{:.3f}ms", c.configured_ms), 12) +
+         cell(fmt::format("{:.3f}ms", c.expected_ms), 11) +
+         cell(c.achieved_ms ? fmt::format("{:.3f}ms", *c.achieved_ms) : "-", 11) +
+         cell(c.achieved_ms ? fmt::format("{:+.3f}ms", *c.achieved_ms - c.expected_ms) : "-", 10) +
+         cell(fmt::format("{:.3f}ms", c.tolerance_ms), 11) + verdict + "\n";
+  }
+  s += "\n";
+  for (const auto& p : r.paths) {
+    s += p.pair.cls + ": " + p.pair.from + " -> " + p.pair.to + " " + p.pair.addr.to_string() +
+         " (" + p.pair.label + "), replies to " + p.target.a_addr.to_string() + "\n";
+    s += "      out:  " + p.out.text() + "\n";
+    s += "      back: " + p.back.text() + "\n";
+    for (const auto& n : p.out.notes) s += "      note: " + n + "\n";
+    for (const auto& n : p.back.notes) s += "      note: " + n + "\n";
+    if (!p.check.detail.empty()) s += "      " + p.check.detail + "\n";
+  }
+  s += "\n" + std::string(r.passed() ? "PASS" : "FAIL") + ": " + std::to_string(bad) + " of " +
+       std::to_string(r.paths.size()) + " path classes out of tolerance" +
+       (r.under_load ? " under load" : "") + (r.interrupted ? "; interrupted" : "") + "\n";
+  return s;
+}
+
+nlohmann::json path_json(const verify::Path& p) {
+  nlohmann::json hops = nlohmann::json::array();
+  for (const auto& h : p.hops)
+    hops.push_back({{"from", h.from},
+                    {"from_if", h.from_if},
+                    {"to", h.to},
+                    {"to_if", h.to_if},
+                    {"delay_ms", h.delay.ms()},
+                    {"jitter_ms", h.jitter.ms()},
+                    {"tolerance_ms", h.tolerance.ms()}});
+  return {{"hops", hops},
+          {"delay_ms", p.delay().ms()},
+          {"tolerance_ms", p.tolerance().ms()},
+          {"notes", p.notes}};
+}
+
+nlohmann::json paths_json(const VerifyReport& r) {
+  nlohmann::json paths = nlohmann::json::array();
+  int bad = 0;
+  for (const auto& p : r.paths) {
+    const auto& c = p.check;
+    bad += p.failed();
+    nlohmann::json m = {{"errors", p.outcome.errors}};
+    if (p.outcome.m.rtt) m["rtt"] = rtt_json(*p.outcome.m.rtt, p.request, "path");
+    if (p.outcome.m.base)
+      m["base"] = rtt_json(*p.outcome.m.base, p.request, "lo in FROM's namespace");
+    paths.push_back(
+        {{"class", p.pair.cls},
+         {"from", p.pair.from},
+         {"to", p.pair.to},
+         {"addr", p.pair.addr.to_string()},
+         {"label", p.pair.label},
+         {"reply_to", p.target.a_addr.to_string()},
+         {"out", path_json(p.out)},
+         {"back", path_json(p.back)},
+         {"errors", p.errors},
+         {"measurement", m},
+         {"configured_rtt_ms", c.configured_ms},
+         {"base_ms", c.base_ms},
+         {"expected_rtt_ms", c.expected_ms},
+         {"measured_rtt_ms", c.achieved_ms ? nlohmann::json(*c.achieved_ms) : nullptr},
+         {"error_ms", c.achieved_ms ? nlohmann::json(*c.achieved_ms - c.expected_ms) : nullptr},
+         {"tolerance_ms", c.tolerance_ms},
+         {"verdict", to_string(c.verdict)},
+         {"reason", c.reason},
+         {"detail", c.detail},
+         {"cause", !p.failed()                      ? ""
+                   : (r.host && r.host->host_bound) ? "host"
+                                                    : "emulation"},
+         {"result", p.failed() ? "fail" : "pass"}});
+  }
+  nlohmann::json j = {
+      {"lab", r.lab},
+      {"scenario", r.scenario},
+      {"mode", "paths"},
+      {"shaping_backend", r.shaping},
+      {"backends", r.backends},
+      {"quick", r.quick},
+      {"under_load", r.under_load},
+      {"tolerance",
+       "|median RTT - (out + back delays in force + median base)| <= sum of every hop's "
+       "tolerance (100us..1ms: 10% + 20us; >= 1ms: 1% + 50us; below 100us: 20us)"},
+      {"paths", paths},
+      {"summary",
+       {{"paths", r.paths.size()}, {"paths_failed", bad}, {"interrupted", r.interrupted}}},
+      {"result", r.passed() ? "pass" : "fail"}};
+  if (r.under_load) j["load"] = {{"flows", r.load}, {"errors", r.load_errors}};
+  if (r.host) j["host"] = verify::to_json(*r.host);
+  return j;
 }
 
 }  // namespace
 
 std::string verify_text(const VerifyReport& r) {
+  if (r.paths_mode) return paths_text(r);
   std::string s = "verify lab " + r.lab + "  scenario " + r.scenario + "\n";
   s += "shaping backend (as status reports it): " + r.shaping + "\n";
   if (r.backends.is_object() && r.backends.contains("stages"))
@@ -147,10 +313,13 @@ std::string verify_text(const VerifyReport& r) {
          l.b.ifname + " " + c.target.addr.to_string() + "  MTU " + std::to_string(l.emulated.mtu) +
          "\n";
     if (!c.target.why.empty()) s += "      target: " + c.target.why + "\n";
+    if (c.scenario)
+      s += "      in force (link set): " + figures_text(l.emulated) +
+           "; the scenario's: " + figures_text(*c.scenario) + "\n";
     s += measured_line(c);
     for (const auto& e : c.outcome.errors) s += "      ERROR: " + e + "\n";
     for (const auto& note : c.outcome.notes) s += "      note: " + note + "\n";
-    s += "  " + cell("CHECK", 7) + cell("CONFIGURED", 11) + cell("EXPECTED", 11) +
+    s += "  " + cell("CHECK", 9) + cell("CONFIGURED", 11) + cell("EXPECTED", 11) +
          cell("ACHIEVED", 11) + cell("ERROR", 9) + cell("ACCEPTED", 22) + "RESULT\n";
     for (const auto& k : c.checks) {
       const auto x = cells(k);
@@ -158,7 +327,7 @@ std::string verify_text(const VerifyReport& r) {
                             : k.verdict == Verdict::kFail ? "FAIL"
                                                           : "not checked";
       if (!k.reason.empty()) verdict += ": " + k.reason;
-      s += "  " + cell(k.name, 7) + cell(x.configured, 11) + cell(x.expected, 11) +
+      s += "  " + cell(k.name, 9) + cell(x.configured, 11) + cell(x.expected, 11) +
            cell(x.achieved, 11) + cell(x.error, 9) + cell(x.range, 22) + verdict + "\n";
       passed += k.verdict == Verdict::kPass;
       failed += k.verdict == Verdict::kFail;
@@ -178,6 +347,7 @@ std::string verify_text(const VerifyReport& r) {
 }
 
 nlohmann::json verify_json(const VerifyReport& r) {
+  if (r.paths_mode) return paths_json(r);
   nlohmann::json classes = nlohmann::json::array();
   int passed = 0, failed = 0, skipped = 0, bad = 0;
   for (const auto& c : r.classes) {
@@ -217,6 +387,11 @@ nlohmann::json verify_json(const VerifyReport& r) {
                               q.buffer,
                               q.drain_ms};
       m["goodput"] = probe::to_json(o, *g);
+      if (const auto& lg = c.outcome.m.loss_goodput) {
+        o.warmup_ms = 0;
+        o.pace_bps = c.outcome.m.loss_pace_bps;
+        m["loss_transfer"] = probe::to_json(o, *lg);
+      }
     }
     bad += c.failed();
     classes.push_back({{"class", c.cls.name()},
@@ -230,12 +405,9 @@ nlohmann::json verify_json(const VerifyReport& r) {
                          {"addr", c.target.addr.to_string()},
                          {"server_dev", c.target.server_dev},
                          {"why", c.target.why}}},
-                       {"configured",
-                        {{"rate_bps", l.emulated.rate.bps},
-                         {"delay_ms", l.emulated.delay.ms()},
-                         {"jitter_ms", l.emulated.jitter.ms()},
-                         {"loss_pct", l.emulated.loss_pct},
-                         {"mtu", l.emulated.mtu}}},
+                       {"configured", figures_json(l.emulated)},
+                       {"in_force_differs", c.scenario.has_value()},
+                       {"scenario", c.scenario ? figures_json(*c.scenario) : nlohmann::json()},
                        {"measurement", m},
                        {"checks", checks},
                        {"result", c.failed() ? "fail" : "pass"}});
@@ -247,10 +419,15 @@ nlohmann::json verify_json(const VerifyReport& r) {
       {"backends", r.backends},
       {"quick", r.quick},
       {"tolerances",
-       {{"delay", "configured >= 1 ms: |one-way - configured| <= 3% + 0.2 ms"},
+       {{"delay",
+         "configured 100 us..1 ms: |one-way - configured| <= 10% + 20 us; >= 1 ms: 1% + 50 us"},
         {"rate", "configured 10 Mbit/s..2 Gbit/s: goodput within 5% of rate x (MTU-52)/(MTU+14)"},
-        {"jitter", "configured >= 0.5 ms: one-way stdev within 25%"},
-        {"loss", "lost probes inside the 99% binomial interval of 1-(1-p)^2"}}},
+        {"jitter", "configured >= 0.5 ms: one-way stdev within 10% (normal per-packet sample)"},
+        {"loss", "lost probes inside the 99% binomial interval of 1-(1-p)^2"},
+        {"tcp-loss",
+         "retransmitted share of data segments inside the 99% binomial interval of p over "
+         "clusters of GSO segments, + 10%"}}},
+      {"figures", "in force on each link (the scenario's, or the last `link set`)"},
       {"classes", classes},
       {"summary",
        {{"classes", r.classes.size()},

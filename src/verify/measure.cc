@@ -14,9 +14,12 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "core/process.h"
 #include "core/realtime.h"
 #include "core/safe_file.h"
+#include "lab/live.h"
 #include "netlink/netns.h"
 #include "plan/emulate.h"
 #include "runner/supervisor.h"
@@ -80,18 +83,28 @@ Result<nlohmann::json> run_client(const MeasureRequest& r, const std::string& wh
 
 std::vector<std::string> rtt_argv(const MeasureRequest& r, const std::string& to, uint16_t port,
                                   const std::string& dev) {
-  return {r.tb_probe,      "--realtime",
-          kRealtime,       "rtt",
-          "--to",          to,
-          "--port",        std::to_string(port),
-          "--dev",         dev,
-          "--count",       std::to_string(r.probes),
-          "--interval-us", std::to_string(r.interval_us),
-          "--wait-ms",     std::to_string(r.wait_ms)};
+  std::vector<std::string> argv = {r.tb_probe,      "--realtime",
+                                   kRealtime,       "rtt",
+                                   "--to",          to,
+                                   "--port",        std::to_string(port),
+                                   "--count",       std::to_string(r.probes),
+                                   "--interval-us", std::to_string(r.interval_us),
+                                   "--wait-ms",     std::to_string(r.wait_ms)};
+  if (!dev.empty()) argv.insert(argv.end(), {"--dev", dev});
+  return argv;
 }
 
 int rtt_timeout_ms(const MeasureRequest& r) {
   return static_cast<int>(int64_t{r.probes} * r.interval_us / 1000) + r.wait_ms + 5000;
+}
+
+// An interface's tx byte counter (0 when it cannot be read).
+uint64_t tx_bytes(const std::string& netns, const std::string& dev) {
+  auto ifs = lab::interfaces_in(netns);
+  if (!ifs) return 0;
+  for (const auto& i : *ifs)
+    if (i.ifname == dev) return i.tx_bytes;
+  return 0;
 }
 
 }  // namespace
@@ -116,11 +129,28 @@ MeasureRequest plan_request(const plan::Link& l, const ProbeTarget& t, const Set
   r.goodput_seconds = s.goodput_seconds;
   r.warmup_ms = s.warmup_ms;
   r.buffer = tcp_buffer_bytes(f.rate, f.delay);
+  if (f.loss_pct > 0)
+    r.loss_pace_bps = static_cast<uint64_t>((f.rate.bps > 0 ? f.rate.bps : 2e9) / 2);
   const double rate = f.rate.bps > 0 ? f.rate.bps : plan::kHostVethRate.bps;
   r.drain_ms = std::min(60'000, 3000 + static_cast<int>(2e3 * r.buffer * 8 / rate));
   const double rtt_s = (static_cast<double>(r.probes) * r.interval_us / 1e6 + r.wait_ms / 1e3);
   r.serve_seconds =
       static_cast<int>(std::ceil(2 * rtt_s + r.goodput_seconds + r.drain_ms / 1e3 + 15));
+  if (r.loss_pace_bps > 0)  // the paced loss transfer after the goodput one
+    r.serve_seconds += static_cast<int>(std::ceil(r.goodput_seconds + r.drain_ms / 1e3));
+  return r;
+}
+
+MeasureRequest plan_path_request(const ProbeTarget& t, const Settings& s, Duration rtt,
+                                 Duration rtt_jitter) {
+  MeasureRequest r;
+  r.target = t;
+  r.rtt_only = true;
+  r.probes = s.probes;
+  r.interval_us = s.interval_us;
+  r.wait_ms = 1000 + static_cast<int>(std::ceil(4 * (rtt.ms() + 4 * rtt_jitter.ms())));
+  const double rtt_s = (static_cast<double>(r.probes) * r.interval_us / 1e6 + r.wait_ms / 1e3);
+  r.serve_seconds = static_cast<int>(std::ceil(2 * rtt_s + 15));
   return r;
 }
 
@@ -133,6 +163,7 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
   }
   std::vector<TcpBufferRaise> raised;
   for (const auto& ns : {r.target.a_netns, r.target.b_netns}) {
+    if (r.rtt_only) break;
     auto g = TcpBufferRaise::apply(ns, r.buffer);
     if (!g) {
       out.errors.push_back(g.error().message);
@@ -142,11 +173,11 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
     raised.push_back(std::move(*g));
   }
   const std::string secs = std::to_string(r.serve_seconds);
-  auto server = ProbeChild::start(
-      r.target.b_netns,
-      {r.tb_probe, "--realtime", kRealtime, "serve", "--port", std::to_string(r.port), "--seconds",
-       secs, "--dev", r.target.server_dev, "--buffer", std::to_string(r.buffer)},
-      r.owner, r.work_dir + "/serve-b.log");
+  std::vector<std::string> serve = {r.tb_probe, "--realtime",           kRealtime,   "serve",
+                                    "--port",   std::to_string(r.port), "--seconds", secs};
+  if (!r.target.server_dev.empty()) serve.insert(serve.end(), {"--dev", r.target.server_dev});
+  if (!r.rtt_only) serve.insert(serve.end(), {"--buffer", std::to_string(r.buffer)});
+  auto server = ProbeChild::start(r.target.b_netns, serve, r.owner, r.work_dir + "/serve-b.log");
   auto base_server = ProbeChild::start(
       r.target.a_netns,
       {r.tb_probe, "--realtime", kRealtime, "serve", "--port", std::to_string(r.port + 1),
@@ -185,7 +216,7 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
   } else {
     out.errors.push_back(rtt.error().message);
   }
-  if (stop) return out;
+  if (stop || r.rtt_only) return out;
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.3f", r.goodput_seconds);
   auto gp =
@@ -202,6 +233,28 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
       out.errors.push_back(v.error().message);
   } else {
     out.errors.push_back(gp.error().message);
+  }
+  if (stop || r.loss_pace_bps == 0) return out;
+  out.m.loss_pace_bps = r.loss_pace_bps;
+  auto lossy =
+      run_client(r, "paced loss transfer", {r.tb_probe,    "--realtime",
+                                            kRealtime,     "goodput",
+                                            "--to",        r.target.addr.to_string(),
+                                            "--port",      std::to_string(r.port),
+                                            "--dev",       r.target.a_dev,
+                                            "--seconds",   seconds,
+                                            "--warmup-ms", "0",
+                                            "--buffer",    std::to_string(r.buffer),
+                                            "--drain-ms",  std::to_string(r.drain_ms),
+                                            "--pace-bps",  std::to_string(r.loss_pace_bps)},
+                 static_cast<int>(r.goodput_seconds * 1000) + r.drain_ms + 8000, stop);
+  if (lossy) {
+    if (auto v = probe::goodput_from_json(*lossy))
+      out.m.loss_goodput = *v;
+    else
+      out.errors.push_back(v.error().message);
+  } else {
+    out.errors.push_back(lossy.error().message);
   }
   return out;  // servers stopped, sysctls restored
 }
@@ -313,6 +366,55 @@ TcpBufferRaise::~TcpBufferRaise() {
     if (auto r = netlink::write_sysctl(ns_.get(), key, old); !r)
       std::fprintf(stderr, "testbedctl: restore %s in %s: %s\n", key.c_str(), name_.c_str(),
                    r.error().message.c_str());
+}
+
+Result<Load> Load::start(const std::vector<LoadFlow>& flows, const std::string& tb_probe,
+                         const std::string& owner, const std::string& work_dir, double seconds,
+                         uint16_t port, const std::atomic<bool>& stop) {
+  if (auto dir = SafeDir::open_root(work_dir); !dir) return std::unexpected(dir.error());
+  Load load;
+  const std::string secs = std::to_string(static_cast<int>(std::ceil(seconds)) + 30);
+  std::vector<std::string> sinks;  // one server per destination namespace
+  for (const auto& f : flows) {
+    if (std::ranges::find(sinks, f.to_netns) != sinks.end()) continue;
+    sinks.push_back(f.to_netns);
+    auto s = ProbeChild::start(
+        f.to_netns, {tb_probe, "serve", "--port", std::to_string(port), "--seconds", secs}, owner,
+        work_dir + "/load-serve-" + std::to_string(sinks.size()) + ".log");
+    if (!s) return std::unexpected(s.error());
+    if (auto ok = s->wait_for_line("\"ready\"", kReadyTimeoutMs, stop); !ok)
+      return fail("load sink in " + f.to_netns + ": " + ok.error().message);
+    load.servers_.push_back(std::move(*s));
+  }
+  char sec[32];
+  std::snprintf(sec, sizeof sec, "%.3f", seconds);
+  load.t0_ns_ = mono_ms() * 1'000'000;
+  for (size_t i = 0; i < flows.size(); ++i) {
+    const auto& f = flows[i];
+    load.flows_.push_back(f);
+    load.tx0_.push_back(tx_bytes(f.from_netns, f.from_dev));
+    auto c = ProbeChild::start(
+        f.from_netns,
+        {tb_probe, "goodput", "--to", f.addr.to_string(), "--port", std::to_string(port),
+         "--seconds", sec, "--warmup-ms", "0", "--drain-ms", "5000"},
+        owner, work_dir + "/load-" + std::to_string(i) + ".log");
+    if (!c) return std::unexpected(c.error());
+    load.senders_.push_back(std::move(*c));
+  }
+  return load;
+}
+
+std::vector<std::string> Load::carried() const {
+  std::vector<std::string> out;
+  const double s = static_cast<double>(mono_ms() * 1'000'000 - t0_ns_) / 1e9;
+  for (size_t i = 0; i < flows_.size(); ++i) {
+    const auto& f = flows_[i];
+    const uint64_t now = tx_bytes(f.from_netns, f.from_dev);
+    const double bytes = now >= tx0_[i] ? static_cast<double>(now - tx0_[i]) : 0;
+    out.push_back(fmt::format("{}: {:.1f} Mbit/s out of {}:{} over {:.1f} s", f.what,
+                              s > 0 ? bytes * 8 / s / 1e6 : 0.0, f.from_netns, f.from_dev, s));
+  }
+  return out;
 }
 
 }  // namespace tb::verify

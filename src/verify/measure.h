@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/ipv4.h"
 #include "core/unique_fd.h"
+#include "core/units.h"
 #include "plan/topology.h"
 #include "verify/classes.h"
 #include "verify/tolerance.h"
@@ -48,11 +50,19 @@ struct MeasureRequest {
   int warmup_ms = 0, drain_ms = 0;
   uint64_t buffer = 0;
   int serve_seconds = 0;  // the servers' own bound
+  // A path (verify --paths): the base and the RTT only, no transfer and no buffer raise;
+  // target.a_dev empty sends by the namespace's routes, target.server_dev empty listens on all.
+  bool rtt_only = false;
+  // A lossy link: a second transfer paced at this rate (bit/s; 0 = none) for the TCP loss check.
+  uint64_t loss_pace_bps = 0;
 };
 
 // Pure: the request for one link. The probe interval is stretched so probes use at most 5%
 // of a slow link; waits and drains grow with the configured delay and the buffer.
 MeasureRequest plan_request(const plan::Link& l, const ProbeTarget& t, const Settings& s);
+// Pure: the request for a path whose out and back delays and jitters sum to the figures given.
+MeasureRequest plan_path_request(const ProbeTarget& t, const Settings& s, Duration rtt,
+                                 Duration rtt_jitter);
 
 struct MeasureOutcome {
   Measurement m;
@@ -107,6 +117,34 @@ class TcpBufferRaise {
   std::string name_;
   std::vector<std::pair<std::string, std::string>> saved_;  // key, old value
   std::vector<std::string> notes_;
+};
+
+// Background traffic for `verify --under-load`: one bulk TCP transfer per flow (tb-probe
+// goodput, no buffer given: the kernel's autotuning) to a sink in the destination namespace,
+// for up to `seconds`. Stops every child (servers and senders) when destroyed.
+struct LoadFlow {
+  std::string what;                  // "dc/s0/g1 -> dc/s1/g1 (rail)"
+  std::string from_netns, from_dev;  // from_dev: the first hop's interface (its tx counter)
+  std::string to_netns;
+  Ipv4 addr;
+};
+class Load {
+ public:
+  static Result<Load> start(const std::vector<LoadFlow>& flows, const std::string& tb_probe,
+                            const std::string& owner, const std::string& work_dir, double seconds,
+                            uint16_t port, const std::atomic<bool>& stop);
+  Load(Load&&) noexcept = default;
+  ~Load() = default;
+  // What each flow has carried so far: its first hop's tx bytes since start, as a rate.
+  std::vector<std::string> carried() const;
+
+ private:
+  Load() = default;
+  std::vector<ProbeChild> servers_;
+  std::vector<ProbeChild> senders_;
+  std::vector<LoadFlow> flows_;
+  std::vector<uint64_t> tx0_;
+  int64_t t0_ns_ = 0;
 };
 
 }  // namespace tb::verify

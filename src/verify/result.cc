@@ -9,8 +9,19 @@ bool ClassResult::failed() const {
   return false;
 }
 
+bool PathResult::failed() const {
+  return !errors.empty() || !outcome.errors.empty() || check.verdict == Verdict::kFail;
+}
+
 bool VerifyReport::passed() const {
-  if (interrupted || classes.empty()) return false;
+  if (interrupted || !load_errors.empty()) return false;
+  if (paths_mode) {
+    if (paths.empty()) return false;
+    for (const auto& p : paths)
+      if (p.failed()) return false;
+    return true;
+  }
+  if (classes.empty()) return false;
   for (const auto& c : classes)
     if (c.failed()) return false;
   return true;

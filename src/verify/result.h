@@ -11,19 +11,35 @@
 
 #include "lab/state.h"
 #include "verify/classes.h"
+#include "verify/host.h"
 #include "verify/measure.h"
+#include "verify/paths.h"
 #include "verify/tolerance.h"
 
 namespace tb::verify {
 
 struct ClassResult {
   LinkClass cls;
-  plan::Link link;     // the representative link
+  plan::Link link;  // the representative link; `emulated` holds the figures in force
+  // The scenario's figures when `link set` changed the link (the checks judge `link.emulated`).
+  std::optional<plan::EmulatedFigures> scenario;
   ProbeTarget target;  // empty addr when it could not be chosen
   MeasureRequest request;
   MeasureOutcome outcome;
   std::vector<Check> checks;
   bool failed() const;  // a check failed or a step did
+};
+
+// One path class of `verify --paths`.
+struct PathResult {
+  PathPair pair;
+  ProbeTarget target;  // a_netns/addr/b_netns; a_addr = the source address the replies go to
+  Path out, back;      // the links crossed, there and back (the figures in force on each)
+  MeasureRequest request;
+  MeasureOutcome outcome;
+  PathCheck check;
+  std::vector<std::string> errors;  // the path could not be found
+  bool failed() const;
 };
 
 struct VerifyReport {
@@ -35,6 +51,12 @@ struct VerifyReport {
   Settings settings;
   bool single_link = false;  // --link
   std::vector<ClassResult> classes;
+  bool paths_mode = false;  // --paths: `paths` instead of `classes`
+  std::vector<PathResult> paths;
+  bool under_load = false;        // --under-load: measured while `load` flows ran
+  std::vector<std::string> load;  // each flow and what it carried
+  std::vector<std::string> load_errors;
+  std::optional<HostLoad> host;  // over the measuring window
   bool interrupted = false;
   bool passed() const;
 };

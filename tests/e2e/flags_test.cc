@@ -141,12 +141,15 @@ TEST_F(Flags, Link) {
 }
 
 TEST_F(Flags, Verify) {
-  expect_bad_input(lab_,
-                   {
-                       {"verify", "LAB is required"},
-                       {"verify " + lab_ + " --link dc/s0/g0", "--link"},
-                       {"verify " + lab_ + " --bogus", "verify takes --link, --json, --quick"},
-                   });
+  expect_bad_input(lab_, {
+                             {"verify", "LAB is required"},
+                             {"verify " + lab_ + " --link dc/s0/g0", "--link"},
+                             {"verify " + lab_ + " --bogus",
+                              "verify takes --link, --json, --quick, --paths, --under-load"},
+                             {"verify " + lab_ + " --paths --link dc/s0/g0 dc/tor0",
+                              "--paths measures whole paths"},
+                             {"verify " + lab_ + " --under-load", "--under-load goes with --paths"},
+                         });
 }
 
 TEST_F(Flags, Bench) {

@@ -1,6 +1,8 @@
 // tb-probe and verify's measuring half across real veths in throwaway namespaces: a TBF-shaped
 // link (goodput near 100 Mbit/s x 1448/1514), probe counts, a bridge target, a port nobody
-// listens on, SO_BINDTODEVICE choosing one path of two, and the tcp_rmem/tcp_wmem raise undone.
+// listens on, SO_BINDTODEVICE choosing one path of two, the tcp_rmem/tcp_wmem raise undone, the
+// kernel's route answers `verify --paths` walks (multipath next hops with their gateways, the
+// preferred source), and a path measurement (RTT only, by the namespace's routes).
 // Every probe is a child with a test-unique owner marker; none may be left at the end.
 #include <gtest/gtest.h>
 
@@ -12,6 +14,7 @@
 #include "netlink/netns.h"
 #include "netns_fixture.h"
 #include "verify/measure.h"
+#include "verify/paths.h"
 #include "verify/tolerance.h"
 
 namespace tb::verify {
@@ -229,6 +232,64 @@ TEST_F(VerifyNetnsTest, MeasureLinkRaisesAndRestoresTcpBuffers) {
   const auto checks = evaluate(f, out.m);
   EXPECT_EQ(checks[0].verdict, Verdict::kFail);
   EXPECT_EQ(checks[3].verdict, Verdict::kPass);
+}
+
+TEST_F(VerifyNetnsTest, RouteLookupGivesEveryNextHopAndTheSource) {
+  veth("va1", "198.18.250.1/30", "vb1", "198.18.250.2/30");
+  veth("va2", "198.18.250.5/30", "vb2", "198.18.250.6/30");
+  ASSERT_EQ(
+      run_quiet({"ip", "-n", a_, "route", "add", "198.18.251.0/24", "nexthop", "via",
+                 "198.18.250.2", "dev", "va1", "nexthop", "via", "198.18.250.6", "dev", "va2"}),
+      0);
+  ASSERT_EQ(run_quiet({"ip", "-n", a_, "route", "add", "198.18.252.0/24", "via", "198.18.250.6",
+                       "dev", "va2", "src", "198.18.250.1"}),
+            0);
+  plan::Node n{"a", a_, plan::NodeKind::kServer, "r", 0, 0, {}};
+  auto ecmp = live_route_lookup(n, *parse_ipv4("198.18.251.9"));
+  ASSERT_TRUE(ecmp.has_value()) << ecmp.error().message;
+  ASSERT_EQ(ecmp->hops.size(), 2u);
+  EXPECT_EQ(ecmp->hops[0].ifname, "va1");
+  EXPECT_EQ(ecmp->hops[0].via.value_or(Ipv4{}).to_string(), "198.18.250.2");
+  EXPECT_EQ(ecmp->hops[1].ifname, "va2");
+  EXPECT_EQ(ecmp->hops[1].via.value_or(Ipv4{}).to_string(), "198.18.250.6");
+  auto one = live_route_lookup(n, *parse_ipv4("198.18.252.7"));
+  ASSERT_TRUE(one.has_value()) << one.error().message;
+  ASSERT_EQ(one->hops.size(), 1u);
+  EXPECT_EQ(one->hops[0].ifname, "va2");
+  EXPECT_EQ(one->hops[0].via.value_or(Ipv4{}).to_string(), "198.18.250.6");
+  EXPECT_EQ(one->prefsrc.value_or(Ipv4{}).to_string(), "198.18.250.1");
+  auto connected = live_route_lookup(n, *parse_ipv4("198.18.250.6"));
+  ASSERT_TRUE(connected.has_value()) << connected.error().message;
+  ASSERT_EQ(connected->hops.size(), 1u);
+  EXPECT_EQ(connected->hops[0].ifname, "va2");
+  EXPECT_FALSE(connected->hops[0].via.has_value());
+  EXPECT_FALSE(live_route_lookup(n, *parse_ipv4("203.0.113.1")).has_value());  // no route
+}
+
+TEST_F(VerifyNetnsTest, PathMeasurementIsRttOnlyByTheRoutes) {
+  veth("va", "198.18.250.1/30", "vb", "198.18.250.2/30");
+  MeasureRequest r;
+  r.target = {a_, "", *parse_ipv4("198.18.250.1"), b_, *parse_ipv4("198.18.250.2"), "", "test"};
+  r.tb_probe = TB_PROBE;
+  r.owner = owner_;
+  r.work_dir = work_ + "/path";
+  r.port = 47300;
+  r.probes = 200;
+  r.interval_us = 500;
+  r.wait_ms = 300;
+  r.serve_seconds = 20;
+  r.rtt_only = true;
+  const auto out = measure_link(r, stop_);
+  EXPECT_TRUE(out.errors.empty()) << out.errors.front();
+  ASSERT_TRUE(out.m.base && out.m.rtt);
+  EXPECT_FALSE(out.m.goodput.has_value());
+  EXPECT_TRUE(out.notes.empty());  // no buffer raised
+  EXPECT_EQ(out.m.rtt->received, 200);
+  // An unshaped veth: the path adds next to nothing to the base (bound generous for a loaded
+  // 2-core host: medians of 200 probes).
+  Path nothing;
+  const auto c = check_path(nothing, nothing, out.m.rtt, out.m.base);
+  EXPECT_LT(*c.achieved_ms - c.base_ms, 0.2) << c.detail;
 }
 
 }  // namespace

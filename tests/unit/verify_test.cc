@@ -1,5 +1,7 @@
-// verify: tolerance math (binomial interval, 3% + 0.2 ms, 5% of the ideal goodput, 25% jitter),
-// link classes, --link lookup, probe targets and buffer sizing, on the shipped scenarios.
+// verify: tolerance math (binomial interval, issue 13's delay targets 10% + 20 us below 1 ms and
+// 1% + 50 us above, 5% of the ideal goodput, 10% jitter, the TCP loss check), link classes,
+// --link lookup, probe targets and buffer sizing, path classes and the route walk (against the
+// plan's own routes), the host-load arithmetic, and the reports, on the shipped scenarios.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,9 @@
 #include "report/verify.h"
 #include "scenario/loader.h"
 #include "verify/classes.h"
+#include "verify/host.h"
 #include "verify/measure.h"
+#include "verify/paths.h"
 #include "verify/result.h"
 #include "verify/tolerance.h"
 
@@ -113,24 +117,45 @@ TEST(VerifyTolerance, LossInsideAndOutsideTheInterval) {
   EXPECT_EQ(check_loss(0, std::nullopt).verdict, Verdict::kFail);
 }
 
-TEST(VerifyTolerance, DelayThreePercentPlusPointTwoMs) {
+TEST(VerifyTolerance, DelayTargetsOfIssue13) {
+  // Below 1 ms: 10% + 20 us; from 1 ms: 1% + 50 us.
+  EXPECT_EQ(delay_tolerance(ms(0.1)).ns, 30'000);
+  EXPECT_EQ(delay_tolerance(ms(0.25)).ns, 45'000);
+  EXPECT_EQ(delay_tolerance(ms(0.999)).ns, 119'900);
+  EXPECT_EQ(delay_tolerance(ms(1)).ns, 60'000);
+  EXPECT_EQ(delay_tolerance(ms(10)).ns, 150'000);
+  EXPECT_EQ(delay_tolerance(ms(25)).ns, 300'000);
+  EXPECT_EQ(delay_tolerance(Duration{0}).ns, 20'000);
   const auto base = rtt(20, 5);
-  // 25 ms one way: tolerance 0.75 + 0.2 = 0.95 ms. RTT = 2 x one-way + base.
+  // 25 ms one way: tolerance 0.25 + 0.05 = 0.3 ms. RTT = 2 x one-way + base.
   auto at = [&](double one_way_ms) {
     return check_delay(ms(25), rtt(20 + 2 * one_way_ms * 1000, 30), base);
   };
   EXPECT_EQ(at(25).verdict, Verdict::kPass);
   EXPECT_NEAR(*at(25).achieved, 25, 1e-9);
-  EXPECT_EQ(at(25.94).verdict, Verdict::kPass);
-  EXPECT_EQ(at(24.06).verdict, Verdict::kPass);
-  EXPECT_EQ(at(25.96).verdict, Verdict::kFail);
-  EXPECT_EQ(at(24.04).verdict, Verdict::kFail);
-  EXPECT_NEAR(at(25).high, 25.95, 1e-9);
-  // 1 ms: 0.03 + 0.2.
-  EXPECT_EQ(check_delay(ms(1), rtt(20 + 2 * 1220, 1), base).verdict, Verdict::kPass);
-  EXPECT_EQ(check_delay(ms(1), rtt(20 + 2 * 1240, 1), base).verdict, Verdict::kFail);
+  EXPECT_EQ(at(25.29).verdict, Verdict::kPass);
+  EXPECT_EQ(at(24.71).verdict, Verdict::kPass);
+  EXPECT_EQ(at(25.31).verdict, Verdict::kFail);
+  EXPECT_EQ(at(24.69).verdict, Verdict::kFail);
+  EXPECT_NEAR(at(25).high, 25.3, 1e-9);
+  EXPECT_NE(at(25.31).reason.find("1% + 50 us"), std::string::npos);
+  // 250 us (the VPC hop): 25 + 20 us either way.
+  EXPECT_EQ(check_delay(ms(0.25), rtt(20 + 2 * 294, 3), base).verdict, Verdict::kPass);
+  EXPECT_EQ(check_delay(ms(0.25), rtt(20 + 2 * 206, 3), base).verdict, Verdict::kPass);
+  EXPECT_EQ(check_delay(ms(0.25), rtt(20 + 2 * 296, 3), base).verdict, Verdict::kFail);
+  EXPECT_EQ(check_delay(ms(0.25), rtt(20 + 2 * 204, 3), base).verdict, Verdict::kFail);
+  // The +0.1-0.15 ms per traversal issue 13 measured fails a 250 us hop.
+  EXPECT_EQ(check_delay(ms(0.25), rtt(20 + 2 * 370, 3), base).verdict, Verdict::kFail);
   // An unshaped link asked to be 30 ms fails honestly.
   EXPECT_EQ(check_delay(ms(30), rtt(40, 10), base).verdict, Verdict::kFail);
+}
+
+TEST(VerifyTolerance, DelayIsJudgedOnMedians) {
+  // A tail of late probes moves the mean, not the median.
+  auto link = rtt(20 + 2 * 1000, 5);
+  link.summary.mean += 300;
+  EXPECT_NEAR(*check_delay(ms(1), link, rtt(20, 5)).achieved, 1, 1e-9);
+  EXPECT_EQ(check_delay(ms(1), link, rtt(20, 5)).verdict, Verdict::kPass);
 }
 
 TEST(VerifyTolerance, BaseIsTakenRobustly) {
@@ -143,14 +168,50 @@ TEST(VerifyTolerance, BaseIsTakenRobustly) {
   EXPECT_NEAR(*check_jitter(ms(1), link, base).achieved, std::sqrt((2e6 - 25) / 2) / 1000, 1e-9);
 }
 
-TEST(VerifyTolerance, DelayBelowOneMsIsNotChecked) {
-  auto c = check_delay(ms(0.25), rtt(40, 10), rtt(20, 5));
+TEST(VerifyTolerance, DelayBelowOneHundredMicrosecondsIsNotChecked) {
+  auto c = check_delay(ms(0.05), rtt(40, 10), rtt(20, 5));
   EXPECT_EQ(c.verdict, Verdict::kNotChecked);
-  EXPECT_FALSE(c.reason.empty());
+  EXPECT_NE(c.reason.find("below 100us"), std::string::npos);
   EXPECT_TRUE(c.achieved.has_value());  // still reported
   EXPECT_EQ(check_delay(Duration{0}, std::nullopt, std::nullopt).verdict, Verdict::kNotChecked);
+  // Sub-millisecond hops are judged now.
+  EXPECT_EQ(check_delay(ms(0.1), rtt(20 + 200, 3), rtt(20, 5)).verdict, Verdict::kPass);
   // In range but not measured: a failure, not a pass.
   EXPECT_EQ(check_delay(ms(10), std::nullopt, rtt(20, 5)).verdict, Verdict::kFail);
+  EXPECT_EQ(check_delay(ms(0.25), std::nullopt, rtt(20, 5)).verdict, Verdict::kFail);
+}
+
+TEST(VerifyTolerance, TcpLossAgainstConfiguredLoss) {
+  auto g = goodput(25e6);
+  g.data_segs_out = 10'000;
+  // 25 Mbit/s: ~1 ms of data is 2 segments a super-packet; 1% of 10000 = 100 expected.
+  g.retransmits = 100;
+  auto c = check_tcp_loss(1, Rate{25e6}, g);
+  EXPECT_EQ(c.verdict, Verdict::kPass) << c.reason;
+  EXPECT_NEAR(*c.achieved, 1.0, 1e-9);
+  EXPECT_LT(c.low, 1.0);
+  EXPECT_GT(c.high, 1.0);
+  EXPECT_NE(c.detail.find("clusters of 2"), std::string::npos) << c.detail;
+  // None retransmitted, or five times as many: out.
+  g.retransmits = 0;
+  EXPECT_EQ(check_tcp_loss(1, Rate{25e6}, g).verdict, Verdict::kFail);
+  g.retransmits = 500;
+  EXPECT_EQ(check_tcp_loss(1, Rate{25e6}, g).verdict, Verdict::kFail);
+  // Faster links send bigger super-packets: the interval widens (400 Mbit/s: 35 segments).
+  g.retransmits = 160;
+  EXPECT_EQ(check_tcp_loss(1, Rate{25e6}, g).verdict, Verdict::kFail);
+  g.data_segs_out = 100'000;
+  g.retransmits = 1400;
+  auto fast = check_tcp_loss(1, Rate{400e6}, g);
+  EXPECT_EQ(fast.verdict, Verdict::kPass) << fast.reason;
+  EXPECT_NE(fast.detail.find("clusters of 35"), std::string::npos) << fast.detail;
+  // No loss configured, too few segments, an old tb-probe: not checked; no transfer: fail.
+  EXPECT_EQ(check_tcp_loss(0, Rate{25e6}, g).verdict, Verdict::kNotChecked);
+  g.data_segs_out = 200;
+  EXPECT_EQ(check_tcp_loss(1, Rate{25e6}, g).verdict, Verdict::kNotChecked);
+  g.data_segs_out = 0;
+  EXPECT_EQ(check_tcp_loss(1, Rate{25e6}, g).verdict, Verdict::kNotChecked);
+  EXPECT_EQ(check_tcp_loss(1, Rate{25e6}, std::nullopt).verdict, Verdict::kFail);
 }
 
 TEST(VerifyTolerance, RateFivePercentOfIdealGoodput) {
@@ -184,7 +245,7 @@ TEST(VerifyTolerance, RateOutsideTenMbitToTwoGbitIsNotChecked) {
   EXPECT_EQ(check_rate(Rate{1e9}, 1500, std::nullopt).verdict, Verdict::kFail);
 }
 
-TEST(VerifyTolerance, JitterTwentyFivePercentOfOneWayStdev) {
+TEST(VerifyTolerance, JitterTenPercentOfOneWayStdev) {
   const auto base = rtt(20, 10);
   // 1 ms one-way stdev on each direction: RTT variance 2 ms^2 (+ the base's).
   auto with = [&](double sigma_ms) {
@@ -193,10 +254,10 @@ TEST(VerifyTolerance, JitterTwentyFivePercentOfOneWayStdev) {
   };
   EXPECT_NEAR(*with(1).achieved, 1, 1e-9);
   EXPECT_EQ(with(1).verdict, Verdict::kPass);
-  EXPECT_EQ(with(1.24).verdict, Verdict::kPass);
-  EXPECT_EQ(with(0.76).verdict, Verdict::kPass);
-  EXPECT_EQ(with(1.26).verdict, Verdict::kFail);
-  EXPECT_EQ(with(0.74).verdict, Verdict::kFail);
+  EXPECT_EQ(with(1.09).verdict, Verdict::kPass);
+  EXPECT_EQ(with(0.91).verdict, Verdict::kPass);
+  EXPECT_EQ(with(1.11).verdict, Verdict::kFail);
+  EXPECT_EQ(with(0.89).verdict, Verdict::kFail);
   EXPECT_EQ(check_jitter(Duration{0}, rtt(20, 10), base).verdict, Verdict::kNotChecked);
   EXPECT_EQ(check_jitter(ms(0.2), rtt(20, 10), base).verdict, Verdict::kNotChecked);
   // Less spread than the base: zero, not NaN.
@@ -208,11 +269,13 @@ TEST(VerifyTolerance, EvaluateOrderAndNothingMeasured) {
   f.rate = Rate{25e6};
   f.delay = ms(30);
   auto checks = evaluate(f, Measurement{});
-  ASSERT_EQ(checks.size(), 4u);
+  ASSERT_EQ(checks.size(), 5u);
   EXPECT_EQ(checks[0].name, "rate");
   EXPECT_EQ(checks[1].name, "delay");
   EXPECT_EQ(checks[2].name, "jitter");
   EXPECT_EQ(checks[3].name, "loss");
+  EXPECT_EQ(checks[4].name, "tcp-loss");
+  EXPECT_EQ(checks[4].verdict, Verdict::kNotChecked);  // no loss configured
   EXPECT_EQ(checks[0].verdict, Verdict::kFail);
   EXPECT_EQ(checks[1].verdict, Verdict::kFail);
   EXPECT_EQ(checks[2].verdict, Verdict::kNotChecked);
@@ -357,6 +420,293 @@ TEST(VerifyReport, FailsWhenAnyClassFailsAndSaysWhy) {
   rep.classes[0].outcome.errors.push_back("tb-probe exited 1");
   EXPECT_FALSE(rep.passed());
   EXPECT_FALSE(VerifyReport{}.passed());  // nothing measured is not a pass
+}
+
+// The routes a plan installs, answered as the kernel would: the longest match over the
+// namespace's routes and its connected subnets (addresses shorter than /32).
+RouteLookup plan_lookup(const plan::Plan& p) {
+  return [&p](const plan::Node& at, Ipv4 dst) -> Result<RouteAnswer> {
+    int best = -1, best_metric = 0;
+    RouteAnswer ans;
+    for (const auto& op : p.ops) {
+      if (const auto* a = std::get_if<plan::AddAddr>(&op)) {
+        if (a->netns != at.netns || a->addr.len == 32 || a->addr.len <= best) continue;
+        if (Prefix{dst, a->addr.len}.network() != a->addr.network()) continue;
+        best = a->addr.len;
+        best_metric = 0;
+        ans = RouteAnswer{{{a->ifname, std::nullopt}}, a->addr.addr};
+      } else if (const auto* r = std::get_if<plan::AddRoute>(&op)) {
+        if (r->netns != at.netns || r->dst.len < best) continue;
+        if (r->dst.len == best && r->metric >= best_metric) continue;  // lower metric wins
+        if (r->dst.len > 0 && Prefix{dst, r->dst.len}.network() != r->dst.network()) continue;
+        best = r->dst.len;
+        best_metric = r->metric;
+        ans = RouteAnswer{{}, r->src};
+        for (const auto& nh : r->nexthops) ans.hops.push_back({nh.ifname, nh.via});
+      }
+    }
+    if (best < 0) return fail("no route to " + dst.to_string() + " in " + at.netns);
+    return ans;
+  };
+}
+
+plan::Plan plan_of(const std::string& scenario) {
+  auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/" + scenario);
+  EXPECT_TRUE(s.has_value());
+  auto p = plan::compile(*s);
+  EXPECT_TRUE(p.has_value());
+  return std::move(*p);
+}
+
+FiguresOf scenario_figures(const plan::Topology& t) {
+  return [&t](size_t i) { return t.links.at(i).emulated; };
+}
+
+const PathPair* pair_of(const std::vector<PathPair>& v, const std::string& cls) {
+  for (const auto& p : v)
+    if (p.cls == cls) return &p;
+  return nullptr;
+}
+
+TEST(VerifyPaths, MiniClassesAndTheirPaths) {
+  const auto p = plan_of("mini.toml");
+  const auto& t = p.topo;
+  const auto pairs = path_pairs(t);
+  std::vector<std::string> names;
+  for (const auto& x : pairs) names.push_back(x.cls);
+  // One rail: no "across rails"; one region: nothing across regions.
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "gpu-gpu in a server", "gpu-gpu same rail", "server-server over the vpc",
+                       "server -> transit router", "transit router -> server"}));
+  const auto lookup = plan_lookup(p);
+  const auto figs = scenario_figures(t);
+  auto walk = [&](const std::string& cls) {
+    const auto* x = pair_of(pairs, cls);
+    EXPECT_NE(x, nullptr) << cls;
+    auto w = walk_path(t, x->from, x->addr, lookup, figs);
+    EXPECT_TRUE(w.has_value()) << cls << ": " << (w ? "" : w.error().message);
+    return w.value_or(Path{});
+  };
+  // GPU -> GPU in a server: across the NVSwitch bridge, 2 unshaped hops.
+  auto nv = walk("gpu-gpu in a server");
+  EXPECT_EQ(nv.text(), "dc/s0/g0:nvl -> dc/s0:g0 (0) | dc/s0:g1 -> dc/s0/g1:nvl (0)");
+  EXPECT_EQ(nv.tolerance().ns, 40'000);  // 20 us a hop
+  // Same rail: through the ToR.
+  auto rail = walk("gpu-gpu same rail");
+  EXPECT_EQ(rail.text(), "dc/s0/g0:rail -> dc/tor0:s0g0 (0) | dc/tor0:s1g0 -> dc/s1/g0:rail (0)");
+  // Server -> server over the VPC bridge: two 250 us hops, 45 us of tolerance each.
+  auto vpc = walk("server-server over the vpc");
+  EXPECT_EQ(vpc.text(), "dc/s0:fe -> dc/vpc:s0 (250us) | dc/vpc:s1 -> dc/s1:fe (250us)");
+  EXPECT_EQ(vpc.delay().ns, 500'000);
+  EXPECT_EQ(vpc.tolerance().ns, 90'000);
+  // To the transit router: into the VPC namespace (the bridge's own address is the gateway),
+  // routed out of its uplink.
+  auto tr = walk("server -> transit router");
+  EXPECT_EQ(tr.text(), "dc/s0:fe -> dc/vpc:s0 (250us) | dc/vpc:tr -> dc/tr:vpc (250us)");
+  auto back = walk("transit router -> server");
+  EXPECT_EQ(back.text(), "dc/tr:vpc -> dc/vpc:tr (250us) | dc/vpc:s0 -> dc/s0:fe (250us)");
+  // The reply goes to the address the route leaves with.
+  const auto* x = pair_of(pairs, "gpu-gpu same rail");
+  auto src = source_address(t, x->from, x->addr, lookup);
+  ASSERT_TRUE(src.has_value());
+  EXPECT_EQ(src->to_string(), "198.18.0.8");  // the route's src
+  auto rev = walk_path(t, x->to, *src, lookup, figs);
+  ASSERT_TRUE(rev.has_value());
+  EXPECT_EQ(rev->text(), "dc/s1/g0:rail -> dc/tor0:s1g0 (0) | dc/tor0:s0g0 -> dc/s0/g0:rail (0)");
+}
+
+TEST(VerifyPaths, HzBjAcrossRailsRegionsAndInForceFigures) {
+  const auto p = plan_of("hz-bj.toml");
+  const auto& t = p.topo;
+  const auto pairs = path_pairs(t);
+  EXPECT_EQ(pairs.size(), 8u);
+  const auto lookup = plan_lookup(p);
+  const auto* rails = pair_of(pairs, "gpu-gpu across rails");
+  ASSERT_NE(rails, nullptr);
+  auto across = walk_path(t, rails->from, rails->addr, lookup, scenario_figures(t));
+  ASSERT_TRUE(across.has_value()) << across.error().message;
+  // GPU -> ToR -> spine -> ToR -> GPU, dual ToR: the first of two next hops is followed.
+  EXPECT_EQ(across->hops.size(), 4u) << across->text();
+  EXPECT_FALSE(across->notes.empty());
+  EXPECT_NE(across->notes.front().find("equal-cost"), std::string::npos);
+  // hz/s0 -> bj/s0: VPC, transit router, Express Connect (25 ms), transit router, VPC.
+  const auto* wan = pair_of(pairs, "server-server across regions");
+  ASSERT_NE(wan, nullptr);
+  EXPECT_EQ(wan->from, "hz/s0");
+  EXPECT_EQ(wan->to, "bj/s0");
+  auto out = walk_path(t, wan->from, wan->addr, lookup, scenario_figures(t));
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  EXPECT_EQ(out->hops.size(), 5u) << out->text();
+  EXPECT_EQ(out->delay().ns, 26'000'000) << out->text();
+  // The issue's hz/s0 -> bj/s0 path: 52 ms of RTT, 0.96 ms of summed tolerance (linear sum;
+  // issue 13 names +-0.5 ms for this path idle).
+  auto src = source_address(t, wan->from, wan->addr, lookup);
+  ASSERT_TRUE(src.has_value());
+  auto back = walk_path(t, wan->to, *src, lookup, scenario_figures(t));
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(out->delay().ns + back->delay().ns, 52'000'000);
+  EXPECT_EQ(out->tolerance().ns + back->tolerance().ns, 960'000);
+  // A `link set` on the Express Connect link: the path takes the figures in force.
+  FiguresOf changed = [&](size_t i) {
+    auto f = t.links[i].emulated;
+    if (t.links[i].wan == "ec") f.delay = ms(5);
+    return f;
+  };
+  auto now = walk_path(t, wan->from, wan->addr, lookup, changed);
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->delay().ns, 6'000'000);
+  // GPUs across regions leave by their NVLink default route through the server.
+  const auto* g = pair_of(pairs, "gpu-gpu across regions");
+  ASSERT_NE(g, nullptr);
+  auto gw = walk_path(t, g->from, g->addr, lookup, scenario_figures(t));
+  ASSERT_TRUE(gw.has_value()) << gw.error().message;
+  EXPECT_EQ(gw->hops.front().from_if, "nvl");
+  EXPECT_EQ(gw->hops.back().to_if, "nvl");
+}
+
+TEST(VerifyPaths, WalkErrorsAreBoundedAndSayWhere) {
+  const auto p = plan_of("mini.toml");
+  const auto& t = p.topo;
+  RouteLookup none = [](const plan::Node& at, Ipv4) -> Result<RouteAnswer> {
+    return fail("no route in " + at.netns);
+  };
+  auto r = walk_path(t, "dc/s0", *parse_ipv4("198.18.0.57"), none, scenario_figures(t));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("no route in tb-mini-dc-s0"), std::string::npos);
+  // A loop (every namespace sends everything back where it came from) ends at 32 hops.
+  RouteLookup loop = [](const plan::Node& at, Ipv4) -> Result<RouteAnswer> {
+    if (at.name == "dc/s0") return RouteAnswer{{{"fe", *parse_ipv4("198.18.0.33")}}, {}};
+    return RouteAnswer{{{"tr", *parse_ipv4("198.18.0.57")}}, {}};
+  };
+  RouteLookup loop2 = [&](const plan::Node& at, Ipv4 d) -> Result<RouteAnswer> {
+    if (at.name == "dc/tr") return RouteAnswer{{{"vpc", *parse_ipv4("198.18.0.56")}}, {}};
+    return loop(at, d);
+  };
+  auto l = walk_path(t, "dc/s0", *parse_ipv4("198.18.9.9"), loop2, scenario_figures(t));
+  ASSERT_FALSE(l.has_value());
+  EXPECT_NE(l.error().message.find("hops"), std::string::npos) << l.error().message;
+  EXPECT_FALSE(walk_path(t, "nope", Ipv4{}, none, scenario_figures(t)).has_value());
+}
+
+TEST(VerifyPaths, CheckPathSumsHopsOutAndBack) {
+  Path out, back;
+  out.hops = {PathHop{0, "a", "x", "b", "y", ms(0.25), {}, delay_tolerance(ms(0.25))},
+              PathHop{1, "b", "x", "c", "y", ms(0.25), {}, delay_tolerance(ms(0.25))}};
+  back = out;
+  const auto base = rtt(100, 5);
+  // 1.0 ms configured + 0.1 ms base; 4 x 45 us = 0.18 ms tolerance.
+  auto c = check_path(out, back, rtt(1100 + 170, 20), base);
+  EXPECT_NEAR(c.configured_ms, 1.0, 1e-9);
+  EXPECT_NEAR(c.expected_ms, 1.1, 1e-9);
+  EXPECT_NEAR(c.tolerance_ms, 0.18, 1e-9);
+  EXPECT_EQ(c.verdict, Verdict::kPass) << c.reason;
+  // Issue 13's measurement as shipped: 1.47 ms on this path.
+  auto shipped = check_path(out, back, rtt(1470, 20), base);
+  EXPECT_EQ(shipped.verdict, Verdict::kFail);
+  EXPECT_NE(shipped.reason.find("more than the hops'"), std::string::npos);
+  EXPECT_EQ(check_path(out, back, std::nullopt, base).verdict, Verdict::kFail);
+}
+
+TEST(VerifyPaths, LoadPairsCoverRailsNvlinkAndVpc) {
+  const auto p = plan_of("mini.toml");
+  const auto flows = load_pairs(p.topo);
+  int rail = 0, nvl = 0, vpc = 0;
+  for (const auto& f : flows) {
+    rail += f.cls == "rail";
+    nvl += f.cls == "nvlink";
+    vpc += f.cls == "vpc";
+    EXPECT_NE(f.from, f.to);
+  }
+  EXPECT_EQ(rail, 4);  // every GPU to its peer on the other server
+  EXPECT_EQ(nvl, 4);   // every GPU to the other GPU of its server
+  EXPECT_EQ(vpc, 2);
+}
+
+TEST(VerifyHost, ProcStatAndStageLatenessOverAWindow) {
+  uint64_t busy = 0, total = 0;
+  ASSERT_TRUE(parse_proc_stat_cpu("cpu  100 0 50 800 50 0 0 0 0 0", busy, total));
+  EXPECT_EQ(total, 1000u);
+  EXPECT_EQ(busy, 150u);
+  EXPECT_FALSE(parse_proc_stat_cpu("cpu0 1 2 3 4", busy, total));
+  HostSample a, b;
+  a.cpu_busy = 150, a.cpu_total = 1000;
+  b.cpu_busy = 150 + 950, b.cpu_total = 2000;
+  add_stage_stats(
+      a,
+      nlohmann::json::parse(
+          R"({"scheduling":"SCHED_FIFO 10","queues":[{"packets":100,"late_mean_us":5,"late_max_us":40}]})"));
+  add_stage_stats(
+      b,
+      nlohmann::json::parse(
+          R"({"scheduling":"SCHED_FIFO 10","queues":[{"packets":300,"late_mean_us":15,"late_max_us":90}]})"));
+  const auto h = host_load(a, b);
+  EXPECT_NEAR(h.cpu_busy, 0.95, 1e-9);
+  EXPECT_EQ(h.stage_packets, 200u);
+  EXPECT_NEAR(h.stage_late_mean_us, (300 * 15 - 100 * 5) / 200.0, 1e-9);  // 20 us in the window
+  EXPECT_TRUE(h.host_bound);
+  EXPECT_NE(h.text().find("CPUs 95% busy"), std::string::npos) << h.text();
+  b.cpu_busy = 150 + 500;
+  EXPECT_TRUE(host_load(a, b).host_bound);  // still 20 us late
+  HostSample c = b;
+  c.late_sum_us = a.late_sum_us + 200 * 2.0;
+  EXPECT_FALSE(host_load(a, c).host_bound);
+  EXPECT_EQ(host_load(a, a).stage_late_mean_us, -1);  // no packet in the window
+}
+
+TEST(VerifyReport, PathsTextAndJson) {
+  VerifyReport rep;
+  rep.lab = "t";
+  rep.paths_mode = true;
+  rep.under_load = true;
+  rep.load = {"dc/s1/g1 -> dc/s0/g1 (rail): 380.0 Mbit/s out of tb-t-dc-s1-g1:rail over 9.0 s"};
+  PathResult p;
+  p.pair = {"server-server over the vpc", "dc/s0", "dc/s1", *parse_ipv4("198.18.0.35"), "fe"};
+  p.out.hops = {PathHop{0, "dc/s0", "fe", "dc/vpc", "s0", ms(0.25), {}, delay_tolerance(ms(0.25))}};
+  p.back = p.out;
+  p.check = check_path(p.out, p.back, rtt(520, 10), rtt(20, 2));
+  rep.paths.push_back(p);
+  HostSample a, b;
+  b.cpu_total = 100;
+  b.cpu_busy = 97;
+  rep.host = host_load(a, b);
+  EXPECT_TRUE(rep.passed());
+  auto text = report::verify_text(rep);
+  EXPECT_NE(text.find("UNDER LOAD"), std::string::npos);
+  EXPECT_NE(text.find("HOST-BOUND"), std::string::npos);
+  EXPECT_NE(text.find("server-server over the vpc"), std::string::npos);
+  EXPECT_NE(text.find("PASS: 0 of 1 path classes"), std::string::npos) << text;
+  rep.paths[0].check = check_path(p.out, p.back, rtt(900, 10), rtt(20, 2));
+  EXPECT_FALSE(rep.passed());
+  text = report::verify_text(rep);
+  EXPECT_NE(text.find("(cause: the host)"), std::string::npos) << text;
+  const auto j = report::verify_json(rep);
+  EXPECT_EQ(j["mode"], "paths");
+  EXPECT_EQ(j["paths"][0]["cause"], "host");
+  EXPECT_NEAR(j["paths"][0]["configured_rtt_ms"].get<double>(), 0.5, 1e-9);
+  EXPECT_EQ(j["host"]["host_bound"], true);
+  EXPECT_EQ(j["result"], "fail");
+}
+
+TEST(VerifyReport, ShowsTheScenarioBesideFiguresInForce) {
+  VerifyReport rep;
+  rep.lab = "t";
+  ClassResult c;
+  c.cls = {plan::Tier::kScaleOut, "hpn", 0, 4};
+  c.link.emulated.rate = Rate{100e6};
+  c.link.emulated.delay = ms(5);
+  plan::EmulatedFigures scen;
+  scen.rate = Rate{400e6};
+  c.scenario = scen;
+  c.checks = evaluate(c.link.emulated, c.outcome.m);
+  rep.classes.push_back(c);
+  const auto text = report::verify_text(rep);
+  EXPECT_NE(text.find("in force (link set): rate 100Mbit, delay 5ms; the scenario's: rate 400Mbit"),
+            std::string::npos)
+      << text;
+  const auto j = report::verify_json(rep);
+  EXPECT_EQ(j["classes"][0]["in_force_differs"], true);
+  EXPECT_EQ(j["classes"][0]["configured"]["rate_bps"], 100e6);
+  EXPECT_EQ(j["classes"][0]["scenario"]["rate_bps"], 400e6);
 }
 
 }  // namespace

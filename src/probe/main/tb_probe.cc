@@ -7,7 +7,7 @@
 //                    [--samples]
 //   tb-probe agent   --config FILE --events FILE   (runs until SIGTERM)
 //   tb-probe fabric  --config FILE --events FILE   (runs until SIGTERM)
-//   tb-probe goodput --to ADDR --port P [--dev IF] --seconds T [--warmup-ms W]
+//   tb-probe goodput --to ADDR --port P [--dev IF] --seconds T [--warmup-ms W] [--pace-bps R]
 //                    [--buffer BYTES] [--drain-ms D]
 //
 // rtt and goodput print one JSON object on stdout; serve prints JSON lines ("ready", then
@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
   goodput->add_option("--warmup-ms", go.warmup_ms, "excluded from the measured window")
       ->capture_default_str();
   goodput->add_option("--buffer", go.buffer, "SO_SNDBUF in bytes (0 = autotune)");
+  goodput->add_option("--pace-bps", go.pace_bps, "SO_MAX_PACING_RATE in bit/s (0 = none)");
   goodput->add_option("--drain-ms", go.drain_ms, "wait this long for the receiver's report")
       ->capture_default_str();
 

@@ -1,0 +1,95 @@
+#include "verify/host.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace tb::verify {
+
+bool parse_proc_stat_cpu(const std::string& line, uint64_t& busy, uint64_t& total) {
+  std::istringstream in(line);
+  std::string name;
+  if (!(in >> name) || name != "cpu") return false;
+  uint64_t v[8] = {};
+  int n = 0;
+  while (n < 8 && in >> v[n]) ++n;
+  if (n < 4) return false;
+  total = 0;
+  for (int i = 0; i < n; ++i) total += v[i];
+  const uint64_t idle = v[3] + (n > 4 ? v[4] : 0);  // idle + iowait
+  busy = total - idle;
+  return true;
+}
+
+void add_stage_stats(HostSample& s, const nlohmann::json& stats) {
+  if (!stats.is_object()) return;
+  if (stats.contains("scheduling") && stats["scheduling"].is_string()) {
+    const std::string t = stats["scheduling"];
+    if (std::ranges::find(s.scheduling, t) == s.scheduling.end()) s.scheduling.push_back(t);
+  }
+  if (!stats.contains("queues") || !stats["queues"].is_array()) return;
+  for (const auto& q : stats["queues"]) {
+    const uint64_t n = q.value("packets", uint64_t{0});
+    s.packets += n;
+    s.late_sum_us += q.value("late_mean_us", 0.0) * static_cast<double>(n);
+    s.late_max_us = std::max(s.late_max_us, q.value("late_max_us", 0.0));
+  }
+}
+
+HostSample sample_host(const std::vector<std::string>& stage_stats_files) {
+  HostSample s;
+  std::ifstream stat("/proc/stat");
+  std::string line;
+  if (std::getline(stat, line)) parse_proc_stat_cpu(line, s.cpu_busy, s.cpu_total);
+  for (const auto& f : stage_stats_files) {
+    std::ifstream in(f);
+    add_stage_stats(s, nlohmann::json::parse(in, nullptr, false));
+  }
+  return s;
+}
+
+HostLoad host_load(const HostSample& before, const HostSample& after) {
+  HostLoad h;
+  if (after.cpu_total > before.cpu_total)
+    h.cpu_busy = static_cast<double>(after.cpu_busy - before.cpu_busy) /
+                 static_cast<double>(after.cpu_total - before.cpu_total);
+  if (after.packets > before.packets) {
+    h.stage_packets = after.packets - before.packets;
+    h.stage_late_mean_us = std::max(
+        0.0, (after.late_sum_us - before.late_sum_us) / static_cast<double>(h.stage_packets));
+  }
+  h.stage_late_max_us = after.late_max_us;
+  h.scheduling = after.scheduling;
+  h.host_bound = h.cpu_busy >= kHostBusyShare || h.stage_late_mean_us >= kStageLateUs;
+  return h;
+}
+
+std::string HostLoad::text() const {
+  std::string s = cpu_busy >= 0 ? fmt::format("CPUs {:.0f}% busy", cpu_busy * 100) : "CPU unknown";
+  if (stage_late_mean_us >= 0)
+    s += fmt::format(
+        ", delay stages released {} packets {:.1f} us late on average (worst since "
+        "start {:.0f} us)",
+        stage_packets, stage_late_mean_us, stage_late_max_us);
+  else
+    s += ", no packet through a delay stage";
+  for (const auto& t : scheduling) s += "; stage scheduling " + t;
+  return s;
+}
+
+nlohmann::json to_json(const HostLoad& h) {
+  return {{"cpu_busy", h.cpu_busy},
+          {"stage_packets", h.stage_packets},
+          {"stage_late_mean_us", h.stage_late_mean_us},
+          {"stage_late_max_us", h.stage_late_max_us},
+          {"stage_scheduling", h.scheduling},
+          {"host_bound", h.host_bound},
+          {"rule", fmt::format("the host is the cause when its CPUs were >= {:.0f}% busy or the "
+                               "stages released packets >= {:.0f} us late on average",
+                               kHostBusyShare * 100, kStageLateUs)},
+          {"text", h.text()}};
+}
+
+}  // namespace tb::verify

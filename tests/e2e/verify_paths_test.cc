@@ -1,0 +1,174 @@
+// `verify --paths` end to end on the shipped scenarios (issue 13: every path class of mini and
+// hz-bj within the sum of its hops' tolerances), `--under-load` (the load runs, the host's share
+// is reported), and issue 22's verify items: a link changed by `link set` is judged against the
+// figures in force with the scenario's beside them, and a lossy link's TCP transfer is checked
+// against the configured loss. Lab names start with "vp" (lab names are at most 8 characters).
+//
+// The delay figures depend on the delay stage meeting issue 13's targets (helper branch
+// stagetime: calibration and busy-wait); on a stage without them the sub-millisecond paths fail
+// by the +0.1-0.15 ms per traversal the issue measured.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "core/process.h"
+#include "e2e_util.h"
+#include "plan/plan.h"
+
+namespace tb::e2e {
+namespace {
+
+using json = nlohmann::json;
+
+json verify_json(const std::string& args, int* rc) {
+  CmdResult r = sh("(" + tbctl() + " verify " + args + " --json 2>/dev/null)");
+  *rc = r.rc;
+  return json::parse(r.out, nullptr, false);
+}
+
+void expect_paths_pass(const std::string& file, const std::string& prefix,
+                       const std::vector<std::string>& classes) {
+  LabGuard g(unique_lab(prefix));
+  ASSERT_EQ(testbedctl("up " + scenario(file) + " --name " + g.lab()).rc, 0);
+  int rc = -1;
+  const json j = verify_json(g.lab() + " --paths --quick", &rc);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["mode"], "paths");
+  std::vector<std::string> got;
+  for (const auto& p : j["paths"]) {
+    got.push_back(p["class"]);
+    EXPECT_EQ(p["result"], "pass") << p.dump(1);
+    EXPECT_FALSE(p["out"]["hops"].empty()) << p.dump(1);
+    EXPECT_FALSE(p["back"]["hops"].empty()) << p.dump(1);
+    EXPECT_FALSE(p["measured_rtt_ms"].is_null()) << p.dump(1);
+  }
+  EXPECT_EQ(got, classes);
+  EXPECT_EQ(rc, 0) << j.dump(1);
+  // The text names every class and the verdict.
+  CmdResult text = sh("(" + tbctl() + " verify " + g.lab() + " --paths --quick 2>/dev/null)");
+  for (const auto& c : classes) EXPECT_NE(text.out.find(c), std::string::npos) << c;
+  EXPECT_NE(text.out.find("PASS: 0 of"), std::string::npos) << text.out;
+}
+
+TEST(VerifyPaths, MiniPasses) {
+  TB_REQUIRE_ROOT();
+  expect_paths_pass("mini.toml", "vpm",
+                    {"gpu-gpu in a server", "gpu-gpu same rail", "server-server over the vpc",
+                     "server -> transit router", "transit router -> server"});
+}
+
+TEST(VerifyPaths, HzBjPasses) {
+  TB_REQUIRE_ROOT();
+  expect_paths_pass(
+      "hz-bj.toml", "vph",
+      {"gpu-gpu in a server", "gpu-gpu same rail", "gpu-gpu across rails", "gpu-gpu across regions",
+       "server-server over the vpc", "server -> transit router", "transit router -> server",
+       "server-server across regions"});
+}
+
+// Under load the verdicts may fail (the error is reported, and whose it is); what must hold is
+// that load ran on links no probe uses, and the host's share was measured.
+TEST(VerifyPaths, UnderLoadReportsTheLoadAndTheHost) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("vpl"));
+  ASSERT_EQ(testbedctl("up " + scenario("mini.toml") + " --name " + g.lab()).rc, 0);
+  int rc = -1;
+  const json j = verify_json(g.lab() + " --paths --quick --under-load", &rc);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_TRUE(rc == 0 || rc == 1) << rc;
+  EXPECT_EQ(j["under_load"], true);
+  ASSERT_TRUE(j.contains("load")) << j.dump(1);
+  EXPECT_TRUE(j["load"]["errors"].empty()) << j.dump(1);
+  int carried = 0;
+  for (const auto& f : j["load"]["flows"])
+    carried += f.get<std::string>().find("Mbit/s out of") != std::string::npos;
+  EXPECT_GT(carried, 0) << j["load"].dump(1);
+  ASSERT_TRUE(j.contains("host"));
+  EXPECT_GE(j["host"]["cpu_busy"].get<double>(), 0);
+  for (const auto& p : j["paths"]) {
+    EXPECT_FALSE(p["measured_rtt_ms"].is_null()) << p.dump(1);
+    if (p["result"] == "fail") EXPECT_TRUE(p["cause"] == "host" || p["cause"] == "emulation");
+  }
+  // Nothing of the load is left: no tb-probe of this lab's is still sending.
+  for (int pid : owned_processes(plan::owner_marker(g.lab()))) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_EQ(cmd.find("goodput"), std::string::npos) << pid;
+  }
+}
+
+// Issue 22: after `link set`, verify judges what is in force and shows the scenario beside it.
+TEST(VerifyPaths, LinkSetIsJudgedInForce) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("vps"));
+  ASSERT_EQ(testbedctl("up " + scenario("mini.toml") + " --name " + g.lab()).rc, 0);
+  ASSERT_EQ(testbedctl("link " + g.lab() + " set dc/s0/g0 dc/tor0 --rate 100mbit --delay 5ms").rc,
+            0);
+  int rc = -1;
+  const json j = verify_json(g.lab() + " --quick --link dc/s0/g0 dc/tor0", &rc);
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_EQ(j["classes"].size(), 1u);
+  const json& c = j["classes"][0];
+  EXPECT_EQ(c["configured"]["rate_bps"], 100e6);
+  EXPECT_EQ(c["configured"]["delay_ms"], 5);
+  EXPECT_EQ(c["in_force_differs"], true);
+  EXPECT_EQ(c["scenario"]["rate_bps"], 400e6);
+  for (const auto& k : c["checks"])
+    if (k["check"] == "rate" || k["check"] == "delay") EXPECT_EQ(k["verdict"], "pass") << k.dump(1);
+  EXPECT_EQ(rc, 0) << c.dump(1);
+  CmdResult text =
+      sh("(" + tbctl() + " verify " + g.lab() + " --quick --link dc/s0/g0 dc/tor0 2>/dev/null)");
+  EXPECT_NE(text.out.find("in force (link set): rate 100Mbit, delay 5ms; the scenario's: rate "
+                          "400Mbit"),
+            std::string::npos)
+      << text.out;
+  // The paths through it take the figures in force too: the same-rail path now has 5 ms on its
+  // first hop, both ways.
+  const json p = verify_json(g.lab() + " --paths --quick", &rc);
+  ASSERT_FALSE(p.is_discarded());
+  for (const auto& x : p["paths"])
+    if (x["class"] == "gpu-gpu same rail")
+      EXPECT_NEAR(x["configured_rtt_ms"].get<double>(), 10.0, 1e-9) << x.dump(1);
+}
+
+// Issue 22: a TCP transfer over a lossy link retransmits about the configured share of its
+// segments (the loss rule drops whole GSO super-packets; see verify/tolerance.h). `link` names
+// the link; the loss rule of a routed far end sits at that end's ingress (PREROUTING).
+void expect_tcp_loss_passes(const std::string& prefix, const std::string& a, const std::string& b) {
+  LabGuard g(unique_lab(prefix));
+  ASSERT_EQ(testbedctl("up " + scenario("mini.toml") + " --name " + g.lab()).rc, 0);
+  ASSERT_EQ(testbedctl("link " + g.lab() + " set " + a + " " + b + " --loss 2%").rc, 0);
+  int rc = -1;
+  const json j = verify_json(g.lab() + " --quick --link " + a + " " + b, &rc);
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_EQ(j["classes"].size(), 1u);
+  bool seen = false;
+  for (const auto& k : j["classes"][0]["checks"])
+    if (k["check"] == "tcp-loss") {
+      seen = true;
+      EXPECT_EQ(k["verdict"], "pass") << k.dump(1);
+      EXPECT_FALSE(k["achieved"].is_null()) << k.dump(1);
+    }
+  EXPECT_TRUE(seen) << j.dump(1);
+  EXPECT_TRUE(j["classes"][0]["measurement"].contains("loss_transfer")) << j.dump(1);
+}
+
+TEST(VerifyPaths, TcpLossCheckOnALossyRail) {
+  TB_REQUIRE_ROOT();
+  expect_tcp_loss_passes("vpt", "dc/s0/g0", "dc/tor0");
+}
+
+// The far end of dc/s0 - dc/vpc is a bridge port, so the loss rule sits at the sender's own
+// egress (POSTROUTING): a dropped segment comes back to TCP as a local error (EPERM), which it
+// sends again without a retransmission — 0 of ~1700 segments retransmitted at 2% where the
+// network (or netem, which reports success) would lose ~2%. Fails today; enable once the loss
+// rule (plan/shaping.cc, helpers shapesem/livechange) behaves as a loss in the network.
+TEST(VerifyPaths, DISABLED_TcpLossCheckOnALossyEgress) {
+  TB_REQUIRE_ROOT();
+  expect_tcp_loss_passes("vpe", "dc/s0", "dc/vpc");
+}
+
+}  // namespace
+}  // namespace tb::e2e
