@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -94,8 +95,12 @@ std::vector<verify::LoadFlow> load_flows(const lab::LabState& st,
       skipped.push_back(what + ": shares a link with a probed path");
       continue;
     }
-    flows.push_back({what, st.topo.node(c.from)->netns, out->hops.front().from_if,
-                     st.topo.node(c.to)->netns, c.addr});
+    // Every next hop of the first route: a flow hashed to the other ToR is counted too.
+    std::vector<std::string> devs{out->hops.front().from_if};
+    if (auto r = verify::live_route_lookup(*st.topo.node(c.from), c.addr))
+      for (const auto& h : r->hops)
+        if (std::ranges::find(devs, h.ifname) == devs.end()) devs.push_back(h.ifname);
+    flows.push_back({what, st.topo.node(c.from)->netns, devs, st.topo.node(c.to)->netns, c.addr});
   }
   return flows;
 }
@@ -195,7 +200,8 @@ int cmd_verify_paths(const lab::LabState& st, const std::string& tb_probe, bool 
   }
   rep.host = verify::host_load(before, verify::sample_host(stage_files));
   if (load) {
-    for (const auto& c : load->carried()) rep.load.insert(rep.load.begin(), c);
+    const auto carried = load->carried();
+    rep.load.insert(rep.load.begin(), carried.begin(), carried.end());
     load.reset();  // senders and sinks stopped
   }
   if (stop_requested()) rep.interrupted = true;

@@ -98,13 +98,14 @@ int rtt_timeout_ms(const MeasureRequest& r) {
   return static_cast<int>(int64_t{r.probes} * r.interval_us / 1000) + r.wait_ms + 5000;
 }
 
-// An interface's tx byte counter (0 when it cannot be read).
-uint64_t tx_bytes(const std::string& netns, const std::string& dev) {
+// The interfaces' tx byte counters, summed (0 for one that cannot be read).
+uint64_t tx_bytes(const std::string& netns, const std::vector<std::string>& devs) {
   auto ifs = lab::interfaces_in(netns);
   if (!ifs) return 0;
+  uint64_t sum = 0;
   for (const auto& i : *ifs)
-    if (i.ifname == dev) return i.tx_bytes;
-  return 0;
+    if (std::ranges::find(devs, i.ifname) != devs.end()) sum += i.tx_bytes;
+  return sum;
 }
 
 }  // namespace
@@ -392,7 +393,7 @@ Result<Load> Load::start(const std::vector<LoadFlow>& flows, const std::string& 
   for (size_t i = 0; i < flows.size(); ++i) {
     const auto& f = flows[i];
     load.flows_.push_back(f);
-    load.tx0_.push_back(tx_bytes(f.from_netns, f.from_dev));
+    load.tx0_.push_back(tx_bytes(f.from_netns, f.from_devs));
     auto c = ProbeChild::start(
         f.from_netns,
         {tb_probe, "goodput", "--to", f.addr.to_string(), "--port", std::to_string(port),
@@ -409,10 +410,12 @@ std::vector<std::string> Load::carried() const {
   const double s = static_cast<double>(mono_ms() * 1'000'000 - t0_ns_) / 1e9;
   for (size_t i = 0; i < flows_.size(); ++i) {
     const auto& f = flows_[i];
-    const uint64_t now = tx_bytes(f.from_netns, f.from_dev);
+    const uint64_t now = tx_bytes(f.from_netns, f.from_devs);
     const double bytes = now >= tx0_[i] ? static_cast<double>(now - tx0_[i]) : 0;
+    std::string devs;
+    for (const auto& d : f.from_devs) devs += (devs.empty() ? "" : "+") + d;
     out.push_back(fmt::format("{}: {:.1f} Mbit/s out of {}:{} over {:.1f} s", f.what,
-                              s > 0 ? bytes * 8 / s / 1e6 : 0.0, f.from_netns, f.from_dev, s));
+                              s > 0 ? bytes * 8 / s / 1e6 : 0.0, f.from_netns, devs, s));
   }
   return out;
 }

@@ -123,8 +123,9 @@ class TcpBufferRaise {
 // goodput, no buffer given: the kernel's autotuning) to a sink in the destination namespace,
 // for up to `seconds`. Stops every child (servers and senders) when destroyed.
 struct LoadFlow {
-  std::string what;                  // "dc/s0/g1 -> dc/s1/g1 (rail)"
-  std::string from_netns, from_dev;  // from_dev: the first hop's interface (its tx counter)
+  std::string what;  // "dc/s0/g1 -> dc/s1/g1 (rail)"
+  std::string from_netns;
+  std::vector<std::string> from_devs;  // the first hop's interfaces (every ECMP next hop)
   std::string to_netns;
   Ipv4 addr;
 };

@@ -204,12 +204,16 @@ std::vector<PathPair> load_pairs(const Topology& t) {
       // The next server's GPU on the same rail (wrapping), then the next GPU in the server.
       const Node* rail_peer = nullptr;
       const Node* nvl_peer = nullptr;
-      for (size_t k = 1; k <= gs.size(); ++k) {
-        const Node* o = gs[(std::ranges::find(gs, g) - gs.begin() + k) % gs.size()];
-        if (o == g) continue;
-        if (!rail_peer && o->server != g->server && r >= 0 && rail_of(t, *o) == r) rail_peer = o;
-        if (!nvl_peer && o->server == g->server) nvl_peer = o;
-      }
+      // On the rail, the same GPU index first (several GPUs of a server can share one rail).
+      for (int pass = 0; pass < 2 && !rail_peer; ++pass)
+        for (size_t k = 1; k <= gs.size(); ++k) {
+          const Node* o = gs[(std::ranges::find(gs, g) - gs.begin() + k) % gs.size()];
+          if (o == g) continue;
+          if (!rail_peer && o->server != g->server && r >= 0 && rail_of(t, *o) == r &&
+              (pass == 1 || o->index == g->index))
+            rail_peer = o;
+          if (!nvl_peer && o->server == g->server) nvl_peer = o;
+        }
       if (rail_peer) add("rail", *g, *rail_peer);
       if (nvl_peer) add("nvlink", *g, *nvl_peer);
     }
