@@ -49,7 +49,7 @@ constexpr Duration kBigDelay{1'000'000};
 // (ip_rcv_core), a veth or a bridge does not. The stage's hold on a sender's egress (the
 // receiving port is a bridge port) is therefore counted against every local TCP sender behind
 // it, and a hold longer than about 1 ms of pacing rate (120% of cwnd/srtt) throttles it: a
-// 1 Gbit/s link with a 2.5 ms egress hold gave cubic 674-887 Mbit/s of an ideal 957 on the
+// 1 Gbit/s link with a 2.5 ms egress hold gave cubic 674-920 Mbit/s of an ideal 956 on the
 // reference host. The sender's namespace gets a pacing ratio that covers twice the hold and a
 // byte limit of twice the bytes held; both sysctls are per namespace. Congestion controls that
 // pace themselves (bbr) set their own pacing rate and are not covered (docs/scenario.md).

@@ -504,7 +504,7 @@ TEST_F(DelayStageTest, RulesAreListedAndRemovedByMarker) {
 // lab's ops for such a link (plan::add_shaping, tbf backend: the qdisc, the stage rule, the
 // stage, and the per-namespace TSQ sysctls) are applied to a sender and a bridge, at 1 Gbit/s
 // and 10 x the vpc preset's 250 us (2.5 ms), and a cubic flow must reach its ideal goodput.
-// Before the TSQ sysctls it reached 674-915 of 956 Mbit/s on the reference host.
+// Before the TSQ sysctls it reached 674-920 of 956 Mbit/s on the reference host.
 class EgressHoldTest : public NetnsTest {};
 
 // iperf3's receiver goodput in Mbit/s for a `seconds` TCP run from `from` to `to` (NaN if none).
