@@ -413,6 +413,8 @@ TEST_F(DelayStageTest, MeetsTheAccuracyTargetsFrom100usTo10ms) {
     // rest of the round trip only adds.
     EXPECT_GE(r.min_us, d - stage::kReleaseCostNs / 1e3) << "delay " << r.delay_us << " us";
   }
+}
+
 // Jitter (docs/scenario.md): a normal spread around the delay that never reorders. Pings 10 ms
 // apart on a 10 ms +- 1 ms direction see the delay and the jitter as written; 100 pings sent at
 // once come back in the order they were sent, each waiting for the one before it, so their
