@@ -6,8 +6,10 @@
 // (TCP retransmitting such a loss: verify_paths_test.cc TcpLossCheckOnALossyEgress.) Lab names
 // start with "bl".
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "e2e_util.h"
@@ -18,11 +20,11 @@ namespace {
 
 class BridgeLoss : public testing::Test {
  protected:
-  void SetUp() override {
-    TB_REQUIRE_ROOT();
+  void SetUp() override { TB_REQUIRE_ROOT(); }
+  void up(const std::string& file) {
     lab_ = unique_lab("bl");
     guard_ = std::make_unique<LabGuard>(lab_);
-    auto r = testbedctl("up " + scenario("mini.toml") + " --name " + lab_);
+    auto r = testbedctl("up " + file + " --name " + lab_);
     ASSERT_EQ(r.rc, 0) << r.out;
     netem_ = status_json(lab_)["backends"].value("shaping", "").starts_with("netem");
   }
@@ -84,6 +86,7 @@ class BridgeLoss : public testing::Test {
 };
 
 TEST_F(BridgeLoss, LinkSetLossDropsOnTheBridgePortNotTheSendersEgress) {
+  ASSERT_NO_FATAL_FAILURE(up(scenario("mini.toml")));
   if (netem_) GTEST_SKIP() << "kernel netem shapes this lab: its loss is netem's, no nft rule";
   resolve_neighbour();
   auto r = testbedctl("link " + lab_ + " set dc/s0 dc/vpc --loss 50%");
@@ -121,6 +124,7 @@ TEST_F(BridgeLoss, LinkSetLossDropsOnTheBridgePortNotTheSendersEgress) {
 }
 
 TEST_F(BridgeLoss, BlackholeIntoABridgeIsSilentLoss) {
+  ASSERT_NO_FATAL_FAILURE(up(scenario("mini.toml")));
   resolve_neighbour();
   Background f("fault " + lab_ + " blackhole dc/s0 dc/vpc --for 120s");
   ASSERT_TRUE(wait_event("fault_inject"));
@@ -135,6 +139,39 @@ TEST_F(BridgeLoss, BlackholeIntoABridgeIsSilentLoss) {
   EXPECT_NE(sh("ip netns exec " + ns("dc/vpc") + " nft list table bridge tb_loss").rc, 0)
       << bridge_table();
   EXPECT_EQ(udp_send_errors(20), 0);
+}
+
+// A loss in the scenario itself: `up` plans the loss of server -> VPC as a rule of its own on
+// the VPC's port, which the kernel makes a bridge family rule; `down` undoes it.
+TEST_F(BridgeLoss, UpPutsAFrontendLossInTheBridge) {
+  char dir[] = "/tmp/tb-e2e-bl-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/lossyfe.toml";
+  {
+    std::ifstream in(scenario("mini.toml"));
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    const auto p = text.find("frontend = \"vpc\"");
+    ASSERT_NE(p, std::string::npos);
+    text.replace(p, 16, "frontend = \"lossyfe\"");
+    std::ofstream(file) << text << "\n[profiles.lossyfe]\npreset = \"vpc\"\nloss = \"20%\"\n";
+  }
+  ASSERT_NO_FATAL_FAILURE(up(file));
+  std::filesystem::remove_all(dir);
+  if (netem_) GTEST_SKIP() << "kernel netem shapes this lab: its loss is netem's, no nft rule";
+  const std::string table = bridge_table();
+  EXPECT_NE(table.find("numgen random mod 1000000 < 200000 "), std::string::npos) << table;
+  EXPECT_NE(table.find(plan::owner_marker(lab_) + " rule s0 in loss"), std::string::npos) << table;
+  const std::string out =
+      sh("ip netns exec " + ns("dc/s0") + " nft list chain inet tb_loss postrouting").out;
+  EXPECT_EQ(out.find("drop"), std::string::npos) << out;
+  // The first echo back ends it (-c 1), within 10 s: ARP and echoes see the 20 % too, and an
+  // ARP request goes about once a second, so failing all of them has odds of about 4e-5.
+  auto ping = sh("ip netns exec " + ns("dc/s0") + " ping -c 1 -i 0.2 -w 10 " + fe_addr("dc/s1"));
+  EXPECT_EQ(ping.rc, 0) << ping.out;
+  EXPECT_EQ(udp_send_errors(200), 0);
+  EXPECT_GE(dropped(), 10) << bridge_table();
+  ASSERT_EQ(testbedctl("down " + lab_).rc, 0);
+  EXPECT_TRUE(marked_netns(lab_).empty());
 }
 
 }  // namespace
