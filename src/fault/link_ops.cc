@@ -72,10 +72,17 @@ Status apply_direction(lab::LabState& st, apply::Kernel& kernel, const plan::Lin
     TB_TRY(lab::refresh_stage(st.lab, *stage));
   }
   // The old loss rule gives way to the new in one nft transaction: no moment without either.
-  // Rules from `up` carry the marker + " loss" (older labs: the bare marker).
-  TB_TRY(stage::replace_loss_rule(at->netns,
-                                  {ifname, stage::loss_ppm(residual.loss_pct), dst.bridged},
-                                  marker + " loss", {marker + " loss", marker}));
+  // Rules from `up` carry the marker + " loss" (older labs: the bare marker). The loss rule is
+  // on the receiving port, in the bridge family when it is a bridge port (plan/shaping.h).
+  const std::string loss_marker = plan::stage_rule_marker(st.lab, dst.ifname, false);
+  TB_TRY(stage::replace_loss_rule(
+      dn->netns, {dst.ifname, stage::loss_ppm(residual.loss_pct), false, dst.bridged},
+      loss_marker + " loss", {loss_marker + " loss", loss_marker}));
+  // A lab brought up before the loss rule moved into the bridge has it on the sender's egress
+  // (marker + " loss"): it goes once the new one is in force.
+  if (dst.bridged)
+    TB_TRY(stage::replace_loss_rule(sn->netns, {src.ifname, 0, true, false}, marker + " loss",
+                                    {marker + " loss", marker}));
   return {};
 }
 
@@ -98,13 +105,16 @@ Status restore_routes(const lab::LabState& st, apply::Kernel& kernel, const plan
   return {};
 }
 
-// The marker of a link direction's blackhole rule: the stage rule marker plus " blackhole",
-// so `down`'s sweep by lab marker removes it, and figure changes (" loss") never touch it.
-std::string blackhole_marker(const lab::LabState& st, const plan::LinkEnd& dst, bool* egress,
-                             std::string* ifname) {
-  *egress = dst.bridged;
-  *ifname = dst.ifname;
-  return plan::stage_rule_marker(st.lab, dst.ifname, dst.bridged) + " blackhole";
+// The marker of a link direction's blackhole rule: the receiving port's stage rule marker plus
+// " blackhole", so `down`'s sweep by lab marker removes it, and figure changes (" loss") never
+// touch it. The rule is on that port, in the bridge family when it is a bridge port.
+std::string blackhole_marker(const lab::LabState& st, const plan::LinkEnd& dst) {
+  return plan::stage_rule_marker(st.lab, dst.ifname, false) + " blackhole";
+}
+
+// Where labs brought up before that kept it: the sender's egress, under the egress marker.
+std::string legacy_blackhole_marker(const lab::LabState& st, const plan::LinkEnd& dst) {
+  return plan::stage_rule_marker(st.lab, dst.ifname, true) + " blackhole";
 }
 
 }  // namespace
@@ -167,16 +177,18 @@ Status set_blackhole(const lab::LabState& st, size_t idx, bool on, int64_t* firs
   for (int dir = 0; dir < 2; ++dir) {
     const plan::LinkEnd& src = dir ? link.b : link.a;
     const plan::LinkEnd& dst = dir ? link.a : link.b;
-    // Where the direction's rules live: the receiving end, or the sender's egress when the
-    // receiving port is a bridge port (the same rule as the stage's queue and loss rules).
-    const plan::Node* at = st.topo.node(dst.bridged ? src.node : dst.node);
-    bool egress = false;
-    std::string ifname;
-    const std::string marker = blackhole_marker(st, dst, &egress, &ifname);
-    if (dst.bridged) ifname = src.ifname;
+    // The rule drops at the receiving port: a bridge port's in the bridge family, so the
+    // sender sees a silent loss, not a local error.
+    const plan::Node* at = st.topo.node(dst.node);
+    const std::string marker = blackhole_marker(st, dst);
     TB_TRY(stage::remove_marked_rules(at->netns, marker));
-    if (on) TB_TRY(stage::add_loss_rule(at->netns, {ifname, stage::kLossModulus, egress}, marker));
+    if (on)
+      TB_TRY(stage::add_loss_rule(at->netns, {dst.ifname, stage::kLossModulus, false, dst.bridged},
+                                  marker));
     if (first_effect_ns && *first_effect_ns == 0) *first_effect_ns = monotonic_ns();
+    if (!on && dst.bridged)
+      TB_TRY(stage::remove_marked_rules(st.topo.node(src.node)->netns,
+                                        legacy_blackhole_marker(st, dst)));
   }
   (void)append_event(events_path(st.lab), {{"event", on ? "blackhole_on" : "blackhole_off"},
                                            {"link", lab::link_key(link)}});

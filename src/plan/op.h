@@ -93,10 +93,13 @@ struct SetShape {
 
 // Steers one link direction into the userspace delay stage and/or drops a share of it, for
 // kernels without netem: an NFQUEUE rule to `queue` (0 = none) and an nft loss rule
-// (`loss_ppm`, parts per million; 0: none) on `ifname`, at ingress (PREROUTING, iif) or, when that
-// port is a bridge port and never reaches IP, at the sending end's egress (POSTROUTING, oif). Their
-// comments are `marker` + " queue" and `marker` + " loss" (stage/netfilter_rules.h), so `link
-// set` can replace one; they die with their namespace.
+// (`loss_ppm`, parts per million; 0: none) on `ifname`, at ingress (PREROUTING, iif) or, for
+// the NFQUEUE rule of a direction whose receiving port is a bridge port (never reaches IP), at
+// the sending end's egress (POSTROUTING, oif, `egress`). That direction's loss is an op of its
+// own on the bridge port, in the bridge's namespace, which the kernel makes an nft bridge family
+// rule (it sees the port's master is a bridge). Their comments are `marker` + " queue" and
+// `marker` + " loss" (stage/netfilter_rules.h), so `link set` can replace one; they die with
+// their namespace.
 struct AddStageRule {
   std::string netns;
   std::string ifname;

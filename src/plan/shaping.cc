@@ -146,10 +146,14 @@ Status add_shaping(Plan& p, const std::string& backend, const LinkWhere& where) 
                          backend +
                          " leaves the jitter to the userspace delay stage, which releases "
                          "packets in the order they came");
+      // The queue rule: at the receiving port's PREROUTING, or the sender's egress when that
+      // port is a bridge port. The loss rule: on the receiving port itself, in the bridge family
+      // when it is a bridge port (a drop on the sender's egress is a local error, not a loss).
       const bool egress = dst.bridged;
       const Node* at = egress ? sn : dn;
       const std::string& ifname = egress ? src.ifname : dst.ifname;
-      AddStageRule rule{at->netns, ifname, egress, 0, stage::loss_ppm(qp->residual.loss_pct), ""};
+      const uint32_t loss = stage::loss_ppm(qp->residual.loss_pct);
+      AddStageRule rule{at->netns, ifname, egress, 0, egress ? 0 : loss, ""};
       if (qp->residual.delay.ns > 0 || qp->residual.jitter.ns > 0) {
         auto [it, fresh] = stage_of.try_emplace(at->netns, stages.size());
         if (fresh) stages.push_back(Stage{at->netns, at->name, {}});
@@ -177,7 +181,10 @@ Status add_shaping(Plan& p, const std::string& backend, const LinkWhere& where) 
                        src.node + ":" + src.ifname + " -> " + dst.node + ":" + dst.ifname});
       }
       rule.marker = stage_rule_marker(p.lab, ifname, egress);
-      rules.push_back(std::move(rule));
+      if (rule.queue || rule.loss_ppm) rules.push_back(std::move(rule));
+      if (egress && loss)
+        rules.push_back(AddStageRule{dn->netns, dst.ifname, false, 0, loss,
+                                     stage_rule_marker(p.lab, dst.ifname, false)});
     }
   }
   if (delayed)

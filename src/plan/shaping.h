@@ -4,11 +4,15 @@
 // and the rules that steer traffic into them. Pure: no system calls; goldens pin the result.
 //
 // Where a direction's residual goes: the receiving port's ingress (PREROUTING), unless that
-// port is a bridge port — bridged frames never reach IP — in which case the sending port's
-// egress (POSTROUTING). The stage never reorders, so jitter_mode = "reorder" needs netem (bad
-// input otherwise). A link whose two ends are both bridge ports has no IP hook on either
-// side, so a residual there is refused (bad input) rather than silently not emulated. Rates above
-// what a veth carries are left unlimited (the plan already notes "runs at host speed").
+// port is a bridge port — bridged frames never reach IP — in which case the delay's NFQUEUE
+// rule sits on the sending port's egress (POSTROUTING) and the loss rule on the bridge port, in
+// the bridge's namespace (an AddStageRule of its own; the kernel makes it an nft bridge family
+// rule): a drop on the sender's egress would be a local error that TCP resends without a
+// retransmission and a UDP sender sees as EPERM. The stage never reorders, so jitter_mode =
+// "reorder" needs netem (bad input otherwise). A link whose two ends are both bridge ports has
+// no IP hook on either side, so a residual there is refused (bad input) rather than silently
+// not emulated. Rates above what a veth carries are left unlimited (the plan already notes
+// "runs at host speed").
 //
 // Thread-safe (pure).
 #pragma once

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/unique_fd.h"
 
@@ -164,6 +165,13 @@ bool has_marker(const std::string& comment, const std::string& marker) {
   return !marker.empty() && comment.starts_with(marker);
 }
 
+// Drops table `family` tb_loss once no rule, ours or another lab's, is left in it.
+void drop_empty_table(const std::string& netns, const std::string& family) {
+  auto left = run_tool(netns, "nft", {"-j", "-a", "list", "table", family, kLossTable});
+  if (left && left->exit_code == 0 && left->output.find("\"rule\"") == std::string::npos)
+    (void)run_tool(netns, "nft", {"delete", "table", family, kLossTable});
+}
+
 }  // namespace
 
 uint32_t loss_ppm(double percent) {
@@ -204,15 +212,28 @@ std::vector<std::string> queue_rule_args(const QueueRule& rule, const std::strin
 
 namespace {
 
-std::string chain_decl(const std::string& chain) {
-  return std::string("add chain inet ") + kLossTable + " " + chain + " { type filter hook " +
-         chain + " priority raw; policy accept; }";
+const char* family_of(const LossRule& rule) {
+  return rule.bridge ? "bridge" : "inet";
+}
+
+std::string chain_decl(const std::string& family, const std::string& chain) {
+  // The bridge family has no "raw" priority name; -300 is raw's value, ahead of anything else.
+  return "add chain " + family + " " + kLossTable + " " + chain + " { type filter hook " + chain +
+         (family == "bridge" ? " priority -300" : " priority raw") + "; policy accept; }";
+}
+
+// The table and its chains (inet: both; bridge: prerouting), idempotent.
+std::string table_decl(const std::string& family) {
+  std::string s = "add table " + family + " " + kLossTable;
+  if (family == "bridge") return s + "; " + chain_decl(family, kLossChain);
+  for (const char* chain : {kLossChain, kLossEgressChain}) s += "; " + chain_decl(family, chain);
+  return s;
 }
 
 // "add rule ..." alone.
 std::string loss_rule_line(const LossRule& rule, const std::string& marker) {
   const std::string chain = rule.egress ? kLossEgressChain : kLossChain;
-  return std::string("add rule inet ") + kLossTable + " " + chain +
+  return std::string("add rule ") + family_of(rule) + " " + kLossTable + " " + chain +
          (rule.egress ? " oif \"" : " iif \"") + rule.ifname + "\"" +
          // 100 %: no numgen (its right-hand side must stay below the modulus).
          (rule.ppm >= kLossModulus ? std::string()
@@ -224,20 +245,24 @@ std::string loss_rule_line(const LossRule& rule, const std::string& marker) {
 }  // namespace
 
 std::string loss_rule_script(const LossRule& rule, const std::string& marker) {
-  return std::string("add table inet ") + kLossTable + "; " +
-         chain_decl(rule.egress ? kLossEgressChain : kLossChain) + "; " +
+  return std::string("add table ") + family_of(rule) + " " + kLossTable + "; " +
+         chain_decl(family_of(rule), rule.egress ? kLossEgressChain : kLossChain) + "; " +
          loss_rule_line(rule, marker);
 }
 
 std::string loss_swap_script(const LossRule& rule, const std::string& marker,
                              const std::vector<MarkedRule>& old) {
-  // The table and chains first, so the deletes below always find them (add is idempotent).
-  std::string s = std::string("add table inet ") + kLossTable;
-  for (const char* chain : {kLossChain, kLossEgressChain}) s += "; " + chain_decl(chain);
+  // The tables and chains first, so the deletes below always find them (add is idempotent):
+  // the new rule's family, then any other family an old rule is in.
+  std::string s = table_decl(family_of(rule));
+  for (const auto& r : old)
+    if (r.kind == MarkedRule::Kind::kLoss && r.family != family_of(rule) &&
+        s.find("add table " + r.family + " ") == std::string::npos)
+      s += "; " + table_decl(r.family);
   if (rule.ppm > 0) s += "; " + loss_rule_line(rule, marker);
   for (const auto& r : old)
     if (r.kind == MarkedRule::Kind::kLoss)
-      s += std::string("; delete rule inet ") + kLossTable + " " + r.chain + " handle " +
+      s += "; delete rule " + r.family + " " + kLossTable + " " + r.chain + " handle " +
            std::to_string(r.handle);
   return s;
 }
@@ -333,6 +358,7 @@ Status remove_queue_rule(const std::string& netns, const QueueRule& rule,
 
 Status add_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker) {
   TB_TRY(check_marker(marker));
+  if (rule.egress && rule.bridge) return bad_input("a bridge port's loss rule is on its ingress");
   if (rule.ppm == 0) return {};
   if (rule.ppm > kLossModulus) return bad_input("loss above 100 %");
   auto r = run_checked(netns, "add loss rule on " + rule.ifname, "nft",
@@ -344,6 +370,7 @@ Status add_loss_rule(const std::string& netns, const LossRule& rule, const std::
 Status replace_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker,
                          const std::vector<std::string>& replaces) {
   TB_TRY(check_marker(marker));
+  if (rule.egress && rule.bridge) return bad_input("a bridge port's loss rule is on its ingress");
   if (rule.ppm > kLossModulus) return bad_input("loss above 100 %");
   std::string prefix = marker;  // one listing that finds every comment in `replaces`
   for (const auto& c : replaces)
@@ -360,11 +387,9 @@ Status replace_loss_rule(const std::string& netns, const LossRule& rule, const s
   auto r = run_checked(netns, "swap loss rule on " + rule.ifname, "nft",
                        {loss_swap_script(rule, marker, old)});
   if (!r) return std::unexpected(r.error());
-  if (rule.ppm == 0) {  // drop the table once no rule, ours or another lab's, is left in it
-    auto left = run_tool(netns, "nft", {"-j", "-a", "list", "table", "inet", kLossTable});
-    if (left && left->exit_code == 0 && left->output.find("\"rule\"") == std::string::npos)
-      (void)run_tool(netns, "nft", {"delete", "table", "inet", kLossTable});
-  }
+  if (rule.ppm == 0) drop_empty_table(netns, family_of(rule));
+  for (const auto& o : old)
+    if (o.family != family_of(rule)) drop_empty_table(netns, o.family);
   return {};
 }
 
@@ -379,8 +404,10 @@ Result<std::vector<MarkedRule>> list_marked_rules(const std::string& netns,
     auto found = parse_iptables_rules(*save, marker);
     out.insert(out.end(), found.begin(), found.end());
   }
-  for (const char* chain : {kLossChain, kLossEgressChain}) {
-    auto nft = run_tool(netns, "nft", {"-j", "-a", "list", "chain", "inet", kLossTable, chain});
+  const std::pair<const char*, const char*> chains[] = {
+      {"inet", kLossChain}, {"inet", kLossEgressChain}, {"bridge", kLossChain}};
+  for (const auto& [family, chain] : chains) {
+    auto nft = run_tool(netns, "nft", {"-j", "-a", "list", "chain", family, kLossTable, chain});
     if (!nft) return std::unexpected(nft.error());
     if (nft->exit_code != 0) {
       if (nft->output.find("No such file or directory") != std::string::npos) continue;
@@ -389,7 +416,7 @@ Result<std::vector<MarkedRule>> list_marked_rules(const std::string& netns,
     }
     auto loss = parse_nft_rules(nft->output, marker);
     if (!loss) return std::unexpected(loss.error());
-    for (auto& r : *loss) r.chain = chain;
+    for (auto& r : *loss) r.chain = chain, r.family = family;
     out.insert(out.end(), loss->begin(), loss->end());
   }
   return out;
@@ -399,7 +426,6 @@ Status remove_marked_rules(const std::string& netns, const std::string& marker) 
   auto rules = list_marked_rules(netns, marker);
   if (!rules) return std::unexpected(rules.error());
   Status first;
-  bool any_loss = false;
   for (const auto& r : *rules) {
     Result<std::string> done;
     if (r.kind == MarkedRule::Kind::kQueue) {
@@ -408,18 +434,17 @@ Status remove_marked_rules(const std::string& netns, const std::string& marker) 
       args[4] = "-D";  // "-A PREROUTING ..." as printed, deleted by the same words
       done = run_checked(netns, "remove NFQUEUE rule on " + r.ifname, "iptables", args);
     } else {
-      any_loss = true;
       done = run_checked(
           netns, "remove loss rule on " + r.ifname, "nft",
-          {"delete", "rule", "inet", kLossTable, r.chain, "handle", std::to_string(r.handle)});
+          {"delete", "rule", r.family, kLossTable, r.chain, "handle", std::to_string(r.handle)});
     }
     if (!done && first) first = std::unexpected(done.error());
   }
-  if (any_loss) {  // drop the table once no rule, ours or another lab's, is left in it
-    auto left = run_tool(netns, "nft", {"-j", "-a", "list", "table", "inet", kLossTable});
-    if (left && left->exit_code == 0 && left->output.find("\"rule\"") == std::string::npos)
-      (void)run_tool(netns, "nft", {"delete", "table", "inet", kLossTable});
-  }
+  for (const char* family : {"inet", "bridge"})
+    if (std::ranges::any_of(*rules, [&](const MarkedRule& r) {
+          return r.kind == MarkedRule::Kind::kLoss && r.family == family;
+        }))
+      drop_empty_table(netns, family);
   return first;
 }
 

@@ -22,6 +22,14 @@
 //     range", nft 1.0.6 on 6.18); 10^6 keeps the rule readable. The rule matches what netfilter
 //     sees: one GSO/GRO super-packet is one draw, so a bulk TCP flow loses whole super-packets
 //     (up to ~45 segments) at once, as netem on a TSO sender does (docs/scenario.md).
+//   Where the receiving port is a bridge port (server -> VPC switch, GPU -> NVSwitch) its frames
+//   never reach IP, and a rule on the sender's egress (postrouting, oif) drops locally: TCP gets
+//   the error back and sends again without a retransmission, a UDP sender gets EPERM. There the
+//   loss rule sits in the bridge's namespace instead, on the port, in a `bridge` family table:
+//   nft table bridge tb_loss, chain prerouting (filter hook, priority -300):
+//     iif IFNAME numgen random mod 1000000 < K counter drop comment MARKER
+//   Bridge hooks run without br_netfilter. The frame is lost after it left the sender, as on a
+//   wire. (The NFQUEUE rule stays on the sender's egress: nft's queue statement does not work.)
 //   A loss change swaps the old rule for the new in one nft transaction (replace_loss_rule), so
 //   no packet ever passes with neither rule in force.
 // A rule belongs to a marker when its comment starts with it (apply/marker.h's rule), so a lab
@@ -51,10 +59,13 @@ struct QueueRule {
   uint16_t queue = 0;  // --queue-num
   bool egress = false;
 };
+// `bridge`: `ifname` is a bridge port and the rule goes in table bridge tb_loss (iif, ingress
+// of the port); `egress` and `bridge` are not both set.
 struct LossRule {
   std::string ifname;  // interface (nft iif, or oif with egress)
   uint32_t ppm = 0;    // packets dropped out of every kLossModulus (10^6)
   bool egress = false;
+  bool bridge = false;
 };
 // A rule found by marker: kind, what it matches, and how to delete it.
 struct MarkedRule {
@@ -65,6 +76,7 @@ struct MarkedRule {
   std::string comment;
   uint64_t handle = 0;                // kLoss: nft rule handle
   std::string chain = kLossChain;     // kLoss: the nft chain it is in
+  std::string family = "inet";        // kLoss: the table's family, "inet" or "bridge"
   std::vector<std::string> iptables;  // kQueue: the rule as `iptables -S` prints it, tokenised
 };
 
@@ -81,13 +93,14 @@ std::vector<std::string> queue_rule_args(const QueueRule& rule, const std::strin
                                          bool add);
 std::string loss_rule_script(const LossRule& rule, const std::string& marker);
 // One nft transaction: adds `rule` (none when its ppm is 0) and deletes `old` (kLoss rules, by
-// chain and handle). nft applies a script given as one argument as a single batch.
+// family, chain and handle). nft applies a script given as one argument as a single batch.
 std::string loss_swap_script(const LossRule& rule, const std::string& marker,
                              const std::vector<MarkedRule>& old);
 // `iptables -t mangle -S PREROUTING` output -> NFQUEUE rules whose comment carries `marker`.
 std::vector<MarkedRule> parse_iptables_rules(const std::string& save_text,
                                              const std::string& marker);
-// `nft -j -a list chain inet tb_loss prerouting` output -> loss rules carrying `marker`.
+// `nft -j -a list chain inet tb_loss prerouting` output (or bridge's) -> loss rules carrying
+// `marker`.
 Result<std::vector<MarkedRule>> parse_nft_rules(const std::string& json_text,
                                                 const std::string& marker);
 
@@ -100,14 +113,15 @@ Status remove_queue_rule(const std::string& netns, const QueueRule& rule,
 Status add_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker);
 // Puts `rule` (tagged `marker`) in place of every loss rule in `netns` whose comment is exactly
 // one of `replaces`, in one nft transaction: the old rate holds until the new one does. ppm 0
-// removes them. Deletes table tb_loss once it holds no rule.
+// removes them. Deletes a table tb_loss (inet or bridge) once it holds no rule.
 Status replace_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker,
                          const std::vector<std::string>& replaces);
-// Every NFQUEUE and loss rule in `netns` whose comment starts with `marker`.
+// Every NFQUEUE and loss rule (inet and bridge tables) in `netns` whose comment starts with
+// `marker`.
 Result<std::vector<MarkedRule>> list_marked_rules(const std::string& netns,
                                                   const std::string& marker);
 // Removes every rule list_marked_rules finds, keeps going past failures (returns the first),
-// and deletes table tb_loss once it holds no rule. Nothing marked is success.
+// and deletes a table tb_loss (inet or bridge) once it holds no rule. Nothing marked is success.
 Status remove_marked_rules(const std::string& netns, const std::string& marker);
 
 }  // namespace tb::stage

@@ -160,12 +160,12 @@ TEST(VerifyPaths, TcpLossCheckOnALossyRail) {
   expect_tcp_loss_passes("vpt", "dc/s0/g0", "dc/tor0");
 }
 
-// The far end of dc/s0 - dc/vpc is a bridge port, so the loss rule sits at the sender's own
-// egress (POSTROUTING): a dropped segment comes back to TCP as a local error (EPERM), which it
-// sends again without a retransmission — 0 of ~1700 segments retransmitted at 2% where the
-// network (or netem, which reports success) would lose ~2%. Fails today; enable once the loss
-// rule (plan/shaping.cc, helpers shapesem/livechange) behaves as a loss in the network.
-TEST(VerifyPaths, DISABLED_TcpLossCheckOnALossyEgress) {
+// The far end of dc/s0 - dc/vpc is a bridge port. Its loss rule sits on that port in the VPC's
+// namespace (nft bridge family), so a dropped segment is lost after it left the sender and TCP
+// retransmits it. (On the sender's own egress, where it was before, a drop came back to TCP as
+// a local error, EPERM, which it sent again without a retransmission: 0 of ~1700 segments
+// retransmitted at 2%.)
+TEST(VerifyPaths, TcpLossCheckOnALossyEgress) {
   TB_REQUIRE_ROOT();
   expect_tcp_loss_passes("vpe", "dc/s0", "dc/vpc");
 }
