@@ -46,6 +46,9 @@ inline constexpr Rate kMaxCheckedRate{2e9};            // 2 Gbit/s
 inline constexpr double kRateRelTolerance = 0.05;      // 5% of the ideal goodput
 inline constexpr Duration kMinCheckedJitter{500'000};  // 0.5 ms
 inline constexpr double kJitterRelTolerance = 0.10;    // 10%
+// Probes a link with checked jitter gets at least: the one-way sigma estimated from n round
+// trips has a relative standard error of about 1 / sqrt(2n), 2.5% here, so 10% is 4 of them.
+inline constexpr int kJitterProbes = 800;
 inline constexpr double kLossConfidence = 0.99;        // two-sided binomial interval
 // Ethernet header (14) counted by the qdisc; IPv4 (20) + TCP (20) + timestamps option (12).
 inline constexpr int kEthernetHeader = 14;
