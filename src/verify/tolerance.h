@@ -49,7 +49,7 @@ inline constexpr double kJitterRelTolerance = 0.10;    // 10%
 // Probes a link with checked jitter gets at least: the one-way sigma estimated from n round
 // trips has a relative standard error of about 1 / sqrt(2n), 2.5% here, so 10% is 4 of them.
 inline constexpr int kJitterProbes = 800;
-inline constexpr double kLossConfidence = 0.99;        // two-sided binomial interval
+inline constexpr double kLossConfidence = 0.99;  // two-sided binomial interval
 // Ethernet header (14) counted by the qdisc; IPv4 (20) + TCP (20) + timestamps option (12).
 inline constexpr int kEthernetHeader = 14;
 inline constexpr int kTcpIpHeaders = 40;

@@ -30,9 +30,9 @@
 
 #include "core/unique_fd.h"
 #include "netns_fixture.h"
-#include "stage/calibration.h"
 #include "plan/plan.h"
 #include "plan/shaping.h"
+#include "stage/calibration.h"
 #include "stage/netfilter_rules.h"
 #include "stage/queue_spec.h"
 
