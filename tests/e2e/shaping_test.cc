@@ -50,6 +50,23 @@ TEST(ShapedLab, WanDelayAppliesAndAStageCrashIsRepaired) {
   EXPECT_LT(ping_median_ms(g.lab(), "hz/s0/g0", "hz-s0-g1"), 5.0);
 
   if (!st["backends"].contains("stages")) GTEST_SKIP() << "kernel netem: no userspace stage";
+  // Each stage's calibration is shown (issue #13): the pings above crossed hz/tr's stage, whose
+  // stats file (rewritten every 500 ms) then carries the overhead it measured and takes out.
+  bool calibrated = false;
+  for (int i = 0; i < 30 && !calibrated; ++i) {
+    const auto now = status_json(g.lab());
+    if (!now.is_null() && now["backends"].contains("stages"))
+      for (const auto& s : now["backends"]["stages"])
+        if (s["name"] == "stage hz/tr" && s.contains("measured") &&
+            s["measured"].value("calibrated", false))
+          for (const auto& q : s["measured"]["queues"])
+            calibrated = calibrated || q.value("overhead_us", 0.0) > 0;
+    if (!calibrated) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(calibrated) << "no stage of hz/tr reports a calibrated overhead";
+  CmdResult text = testbedctl("status " + g.lab());
+  EXPECT_NE(text.out.find("stage hz/tr: SCHED_"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("us measured and taken out of the delay"), std::string::npos) << text.out;
   int pid = 0;
   for (const auto& s : st["backends"]["stages"])
     if (s["name"] == "stage hz/tr") pid = s["pid"];

@@ -293,11 +293,14 @@ TEST_F(DelayStageTest, DelaysReconfiguresAndCounts) {
   PingResult p = ping_many(a_, 50, "0.01");
   EXPECT_EQ(p.received, 50) << log();
   // No reply may come back before the delay: the stage never releases early (a property, not a
-  // timing). The typical reply comes within 1.5 ms after it: the stage's timer accuracy is
-  // 0.15-0.25 ms and a veth hop a few us (research/limits.md 2, 4a). Judged on the median: a
-  // loaded 2-core CI host delays a few pings by whole scheduler slices (a mean of 12.5 ms was
-  // seen for 10 ms), which says nothing about the stage; its own lateness is checked below.
-  EXPECT_GE(p.min_ms(), 10.0);
+  // timing) — less the release cost it takes out of every delay (stage/calibration.h), and less
+  // ping's print step, which truncates: 0.01 ms from 1 to 10 ms, 0.1 ms from 10 to 100 ms
+  // (iputils ping; 9.99 was printed for a 10 ms hold that ended 10 us early by design). The typical
+  // reply comes within 1.5 ms after it: the stage's timer accuracy is 0.15-0.25 ms and a veth hop a
+  // few us (research/limits.md 2, 4a). Judged on the median: a loaded 2-core CI host delays a few
+  // pings by whole scheduler slices (a mean of 12.5 ms was seen for 10 ms), which says nothing
+  // about the stage; its own lateness is checked below.
+  EXPECT_GE(p.min_ms(), 10.0 - stage::kReleaseCostNs / 1e6 - 0.01);
   EXPECT_LE(p.median_ms(), 11.5);
 
   // A config that does not parse is refused whole and reported; the stage keeps running.
@@ -317,7 +320,7 @@ TEST_F(DelayStageTest, DelaysReconfiguresAndCounts) {
   EXPECT_EQ(j["reload_error"], "");
   p = ping_many(a_, 50, "0.01");
   EXPECT_EQ(p.received, 50);
-  EXPECT_GE(p.min_ms(), 20.0);  // as above
+  EXPECT_GE(p.min_ms(), 20.0 - stage::kReleaseCostNs / 1e6 - 0.1);  // as above
   EXPECT_LE(p.median_ms(), 21.5);
 
   // Counters: every echo request (84 bytes as IP: 56 data + 8 ICMP + 20 IP) passed the queue.
