@@ -216,29 +216,8 @@ TEST(LiveChange, ZeroLeavesTheStageARefusalFailsAndResetRevivesABrokenStage) {
   EXPECT_TRUE(reaches(lab, "dc/s0/g0", "dc-s1-g0.rail"));
 
   // Broken: dc/tr's stage killed each time it is back until the supervisor gives it up.
-  auto stage_tr = [&] {
-    const json st = status_json(lab);  // held: a range-for over a temporary's member dangles
-    if (st.is_object() && st["backends"].contains("stages"))
-      for (const auto& s : st["backends"]["stages"])
-        if (s["name"] == "stage dc/tr") return s;
-    return json();
-  };
-  int killed = 0;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        const json s = stage_tr();
-        if (s.is_null()) return false;
-        if (s["broken"].get<bool>()) return true;
-        const int pid = s["pid"];
-        if (s["running"].get<bool>() && pid != killed &&
-            read_text("/proc/" + std::to_string(pid) + "/comm") == "tb-delayd\n") {
-          ::kill(pid, SIGKILL);
-          killed = pid;
-        }
-        return false;
-      },
-      40))
-      << stage_tr().dump();
+  auto stage_tr = [&] { return stage_of(lab, "stage dc/tr"); };
+  ASSERT_TRUE(kill_stage_until_broken(lab, "stage dc/tr")) << stage_tr().dump();
   ASSERT_TRUE(unreachable(lab, "dc/vpc", "dc-tr"));
   CmdResult text = testbedctl("status " + lab);
   EXPECT_NE(text.out.find("link " + lab + " reset A B"), std::string::npos) << text.out;

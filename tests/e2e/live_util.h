@@ -139,4 +139,37 @@ class Child {
   int status_ = 0;
 };
 
+// The supervisor's entry for one child of the lab ("stage dc/tr"), as `status --json` lists it;
+// null when there is none.
+inline nlohmann::json stage_of(const std::string& lab, const std::string& name) {
+  const nlohmann::json st =
+      status_json(lab);  // held: a range-for over a temporary's member dangles
+  if (!st.is_object() || !st["backends"].contains("stages")) return {};
+  for (const auto& s : st["backends"]["stages"])
+    if (s["name"] == name) return s;
+  return {};
+}
+
+// Kills the named stage each time it is back (checking the pid is a tb-delayd) until the
+// supervisor gives it up (8 deaths within a minute, runner/supervisor.h). True once it is
+// broken, false after `seconds`.
+inline bool kill_stage_until_broken(const std::string& lab, const std::string& name,
+                                    double seconds = 40) {
+  int killed = 0;
+  return wait_until(
+      [&] {
+        const nlohmann::json s = stage_of(lab, name);
+        if (s.is_null()) return false;
+        if (s["broken"].get<bool>()) return true;
+        const int pid = s["pid"];
+        if (s["running"].get<bool>() && pid != killed &&
+            read_text("/proc/" + std::to_string(pid) + "/comm") == "tb-delayd\n") {
+          ::kill(pid, SIGKILL);
+          killed = pid;
+        }
+        return false;
+      },
+      seconds);
+}
+
 }  // namespace tb::e2e

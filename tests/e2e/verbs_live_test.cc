@@ -155,14 +155,6 @@ TEST(LiveVerbs, UpRefusesALabsLeftoversAndChangesNothing) {
   EXPECT_EQ(testbedctl("up " + scenario("mini.toml") + " --name " + g.lab()).rc, 0);
 }
 
-json stage_of(const std::string& lab, const std::string& name) {
-  const json st = status_json(lab);
-  if (st.is_null() || !st["backends"].contains("stages")) return {};
-  for (const auto& s : st["backends"]["stages"])
-    if (s["name"] == name) return s;
-  return {};
-}
-
 TEST(LiveVerbs, StatusSaysBrokenWhenADelayStageIsGivenUpOn) {
   TB_REQUIRE_ROOT();
   LabGuard g(unique_lab("bk"));
@@ -174,21 +166,7 @@ TEST(LiveVerbs, StatusSaysBrokenWhenADelayStageIsGivenUpOn) {
   EXPECT_EQ(text.out.find("BROKEN"), std::string::npos) << text.out;
   // The supervisor gives a stage up after 8 deaths within a minute (runner/supervisor.h): kill
   // dc/tr's stage each time it is back, checking the pid is this lab's tb-delayd.
-  int killed = 0;
-  const bool broken = wait_until(
-      [&] {
-        const json s = stage_of(g.lab(), "stage dc/tr");
-        if (s.is_null()) return false;
-        if (s["broken"].get<bool>()) return true;
-        const int pid = s["pid"];
-        if (s["running"].get<bool>() && pid != killed &&
-            read_text("/proc/" + std::to_string(pid) + "/comm") == "tb-delayd\n") {
-          ::kill(pid, SIGKILL);
-          killed = pid;
-        }
-        return false;
-      },
-      40);
+  const bool broken = kill_stage_until_broken(g.lab(), "stage dc/tr");
   ASSERT_TRUE(broken) << stage_of(g.lab(), "stage dc/tr").dump();
   text = testbedctl("status " + g.lab());
   EXPECT_EQ(text.rc, 0) << text.out;  // status read the lab; what it found is in its output
