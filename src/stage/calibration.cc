@@ -42,20 +42,30 @@ int64_t release_deadline(int64_t arrival_ns, int64_t delay_ns, int64_t release_c
 // window is recomputed every 8 (nth_element over 64 values, well under a µs per packet).
 QueueCalibration::QueueCalibration() : latency_(0.5, 64, 8) {}
 
-int64_t QueueCalibration::arrival_ns(int64_t stamp_ns, int64_t now_real_ns, int64_t now_mono_ns) {
+int64_t QueueCalibration::arrival_ns(int64_t stamp_ns, int64_t now_real_ns, int64_t now_mono_ns,
+                                     const UnstampedWait& unstamped) {
   if (auto age = stamp_age_ns(stamp_ns, now_real_ns)) {
     ++stamped_;
     latency_.add(*age);
     return now_mono_ns - *age;
   }
   ++unstamped_;
-  return now_mono_ns - queue_ns();
+  int64_t wait = 0;
+  if (auto own = latency_.value()) {
+    wait = *own;
+  } else {
+    unstamped_wait_ = unstamped.wake_ns.value_or(0);
+    wait = unstamped_wait_;
+  }
+  return now_mono_ns - std::clamp<int64_t>(wait, 0, std::max<int64_t>(unstamped.since_empty_ns, 0));
 }
 
-WakeTimer::WakeTimer(WakeTimerConfig config) : config_(config), oversleep_(0.9, 64, 8) {}
+WakeTimer::WakeTimer(WakeTimerConfig config)
+    : config_(config), oversleep_(0.9, 64, 8), oversleep_median_(0.5, 64, 8) {}
 
 void WakeTimer::record_oversleep(int64_t ns) {
   oversleep_.add(std::max<int64_t>(ns, 0));
+  oversleep_median_.add(std::max<int64_t>(ns, 0));
 }
 
 void WakeTimer::roll(int64_t now_ns) {

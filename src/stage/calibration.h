@@ -12,8 +12,9 @@
 //    asked for receive timestamps (netstamp_needed; the stage holds one such socket,
 //    stage.h) and nfnetlink_queue passes the stamp on (NFQA_TIMESTAMP, CLOCK_REALTIME,
 //    microseconds). A packet's deadline counts from that stamp, so its own wait in the kernel is
-//    taken out exactly. A packet without a plausible stamp counts from its receive time minus
-//    the queue's recent median latency.
+//    taken out exactly. A packet without a plausible stamp (a locally generated one: the kernel
+//    stamps only what it receives) counts from its receive time minus an estimate of that wait
+//    (UnstampedWait below).
 //  - Release cost: what remains between deciding a packet is due and the kernel reinjecting it
 //    (the verdict's system call up to nf_reinject); a constant measured on the reference VM
 //    (kReleaseCostNs): the stage cannot see a packet leave, so it cannot measure this itself.
@@ -71,16 +72,31 @@ std::optional<int64_t> stamp_age_ns(int64_t stamp_ns, int64_t now_real_ns);
 // A deadline: arrival + the sampled delay less the release cost, never before the arrival.
 int64_t release_deadline(int64_t arrival_ns, int64_t delay_ns, int64_t release_cost_ns);
 
+// What the stage knows, when it reads a packet without a stamp, about how long that packet
+// waited in the kernel. The estimate is the queue's own median of stamped waits when it has
+// any; else the stage's wake-up latency (`wake_ns`: the median time a timed wait returned late,
+// the same wake-up a packet's notice causes; a server's egress queue sees only its own,
+// unstamped, packets); and never more than `since_empty_ns`, the time since the stage last
+// found its socket empty — the packet arrived after that. Without it, a server's egress paid
+// the stage's whole wake-up (25-35 us on the reference machine, more on a slower one) on top
+// of its delay.
+struct UnstampedWait {
+  std::optional<int64_t> wake_ns;
+  int64_t since_empty_ns = INT64_MAX;
+};
+
 // One queue's calibration: its arrival times and its queue latency.
 class QueueCalibration {
  public:
   QueueCalibration();
   // The arrival on the stage's clock (CLOCK_MONOTONIC) of a packet read at now_mono_ns /
   // now_real_ns with kernel stamp `stamp_ns` (0 = none). A stamped packet also updates the
-  // queue's latency window.
-  int64_t arrival_ns(int64_t stamp_ns, int64_t now_real_ns, int64_t now_mono_ns);
-  // Median of recent queue latencies (0 before the first stamped packet).
-  int64_t queue_ns() const { return latency_.value().value_or(0); }
+  // queue's latency window; an unstamped one counts from the estimate `unstamped` gives.
+  int64_t arrival_ns(int64_t stamp_ns, int64_t now_real_ns, int64_t now_mono_ns,
+                     const UnstampedWait& unstamped = {});
+  // Median of recent stamped queue latencies; for a queue with none, the wake-up latency the
+  // last unstamped packet was given (0 before either).
+  int64_t queue_ns() const { return latency_.value().value_or(unstamped_wait_); }
   int64_t release_ns() const { return kReleaseCostNs; }
   // Queue latency + release cost: what an uncalibrated stage added to every packet.
   int64_t overhead_ns() const { return queue_ns() + release_ns(); }
@@ -91,6 +107,7 @@ class QueueCalibration {
   SampleWindow latency_;
   uint64_t stamped_ = 0;
   uint64_t unstamped_ = 0;
+  int64_t unstamped_wait_ = 0;
 };
 
 // The stage's timer: how long before a deadline to stop sleeping and busy-wait. The advance is
@@ -116,6 +133,8 @@ class WakeTimer {
   uint64_t spins() const { return spins_; }
   uint64_t budget_exhausted() const { return exhausted_; }  // periods that ran out
   std::optional<int64_t> oversleep_p90() const { return oversleep_.value(); }
+  // The median oversleep: how long the stage takes to run once the event it waited for came.
+  std::optional<int64_t> wake_latency() const { return oversleep_median_.value(); }
   // The advance as of the last advance_ns() call (for the stats file).
   int64_t current_advance_ns() const { return last_advance_; }
   bool enabled() const { return config_.max_advance_ns > 0; }
@@ -125,6 +144,7 @@ class WakeTimer {
   int64_t compute_advance(int64_t now_ns);
   WakeTimerConfig config_;
   SampleWindow oversleep_;
+  SampleWindow oversleep_median_;
   int64_t period_start_ = 0;
   int64_t period_spin_ = 0;
   bool period_exhausted_ = false;

@@ -38,16 +38,17 @@ void DelayLine::grow() {
 }
 
 bool DelayLine::admit(uint32_t id, uint32_t len, int64_t now_ns, int64_t stamp_ns,
-                      int64_t now_real_ns) {
+                      int64_t now_real_ns, const UnstampedWait& unstamped) {
   if (held() >= spec_.maxlen) {
     ++counters_.drops_full;
     return false;
   }
   if (tail_ - head_ == ring_.size()) grow();
-  int64_t deadline = calibrated_
-                         ? release_deadline(calibration_.arrival_ns(stamp_ns, now_real_ns, now_ns),
-                                            sample_delay_ns(), calibration_.release_ns())
-                         : now_ns + sample_delay_ns();
+  int64_t deadline =
+      calibrated_
+          ? release_deadline(calibration_.arrival_ns(stamp_ns, now_real_ns, now_ns, unstamped),
+                             sample_delay_ns(), calibration_.release_ns())
+          : now_ns + sample_delay_ns();
   deadline = std::max(deadline, last_deadline_ns_);
   last_deadline_ns_ = deadline;
   at(tail_++) = Slot{id, len, deadline};

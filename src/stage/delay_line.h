@@ -7,9 +7,10 @@
 // one-sided once it exceeds the packet spacing: a late packet delays those behind it.
 //
 // Calibrated (the stage's default, calibration.h): the arrival is the kernel's receive stamp
-// (or the receive time less the queue's median latency) and the deadline is the delay less the
-// release cost after it, never before the arrival. Uncalibrated (tb-delayd --uncalibrated, and
-// the tests of the bare arithmetic): the arrival is the time the stage read the packet.
+// (or the receive time less an estimate of the packet's wait, UnstampedWait) and the deadline is
+// the delay less the release cost after it, never before the arrival. Uncalibrated (tb-delayd
+// --uncalibrated, and the tests of the bare arithmetic): the arrival is the time the stage read the
+// packet.
 //
 // No system calls: time is passed in, so the whole thing is unit-tested. Reconfiguring changes
 // what later packets get; packets already held keep their deadlines (a cut from 20 ms to 10 ms
@@ -49,8 +50,9 @@ class DelayLine {
   // Takes a packet the stage read at `now_ns` (CLOCK_MONOTONIC), with kernel stamp `stamp_ns`
   // (0 = none) read at `now_real_ns` (CLOCK_REALTIME); both are used only when calibrated.
   // False when maxlen packets are already held.
+  // `unstamped` is what the stage knows of an unstamped packet's wait (calibration.h).
   bool admit(uint32_t id, uint32_t len, int64_t now_ns, int64_t stamp_ns = 0,
-             int64_t now_real_ns = 0);
+             int64_t now_real_ns = 0, const UnstampedWait& unstamped = {});
   // Removes every packet whose deadline is <= now_ns and returns the id of the last one (the id
   // for a batch verdict), or nothing when none was due.
   std::optional<uint32_t> release_due(int64_t now_ns);

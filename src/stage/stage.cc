@@ -67,6 +67,7 @@ DelayStage::DelayStage(StageOptions options, NfqSocket socket)
       socket_(std::move(socket)),
       timer_(options_.calibrate ? WakeTimerConfig{} : WakeTimerConfig{.max_advance_ns = 0}) {
   start_ns_ = mono_ns();
+  last_empty_ns_ = start_ns_;
   seed_ = static_cast<uint64_t>(start_ns_) ^ (static_cast<uint64_t>(::getpid()) << 32);
   process_.pid = ::getpid();
   process_.scheduling = options_.scheduling;
@@ -184,9 +185,11 @@ void DelayStage::on_event(const NlEvent& event) {
   if (event.kind != NlEvent::Kind::kPacket) return;
   const PacketNotice& p = event.packet;
   auto it = lines_.find(p.queue);
+  const int64_t now = mono_ns();
+  const UnstampedWait unstamped{timer_.wake_latency(), now - last_empty_ns_};
   // Not ours (a queue being torn down) or no room: drop, as the kernel would with no listener.
   if (it == lines_.end() ||
-      !it->second.admit(p.id, p.len, mono_ns(), p.stamp_ns, clock_ns(CLOCK_REALTIME)))
+      !it->second.admit(p.id, p.len, now, p.stamp_ns, clock_ns(CLOCK_REALTIME), unstamped))
     append_verdict(verdicts_, p.queue, p.id, NF_DROP);
 }
 
@@ -298,11 +301,13 @@ Status DelayStage::run(int signal_fd) {
     }
     if (ready > 0 && (fds[0].revents & (POLLIN | POLLERR))) {
       for (int k = 0; k < kDrainBound && !stop; ++k) {
+        const int64_t before = mono_ns();
         auto data = socket_.receive_nowait();
         if (!data) {
           result = std::unexpected(data.error());
           stop = true;
         } else if (data->empty()) {
+          last_empty_ns_ = before;
           break;
         } else {
           events.clear();

@@ -104,6 +104,9 @@ class DelayStage {
   ProcessStats process_;
   std::string stats_error_;  // last stats write failure, logged once
   int64_t start_ns_ = 0;
+  // When a read last found the socket empty (taken before that read): an unstamped packet read
+  // later arrived after it, which bounds its estimated wait (calibration.h, UnstampedWait).
+  int64_t last_empty_ns_ = 0;
   uint64_t seed_ = 0;
 };
 

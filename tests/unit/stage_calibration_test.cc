@@ -72,6 +72,37 @@ TEST(Calibration, StampedPacketsCountFromTheKernelOthersFromTheMedian) {
   EXPECT_EQ(c.unstamped(), 3u);
 }
 
+// A queue that only ever sees unstamped packets (a server's egress: the kernel stamps only what
+// it receives) takes the stage's wake-up latency, bounded by the time since the socket was last
+// found empty; a queue with stamps of its own keeps its own median.
+TEST(Calibration, UnstampedQueuesTakeTheWakeLatencyBoundedBySinceEmpty) {
+  QueueCalibration egress;
+  EXPECT_EQ(egress.arrival_ns(0, kReal, kMono, {std::nullopt, INT64_MAX}), kMono);
+  EXPECT_EQ(egress.arrival_ns(0, kReal, kMono, {25 * kUs, INT64_MAX}), kMono - 25 * kUs);
+  EXPECT_EQ(egress.queue_ns(), 25 * kUs);  // shown as its latency while it has no stamp
+  EXPECT_EQ(egress.overhead_ns(), 25 * kUs + kReleaseCostNs);
+  // Read 8 µs after an empty read: it waited at most 8 µs.
+  EXPECT_EQ(egress.arrival_ns(0, kReal, kMono, {25 * kUs, 8 * kUs}), kMono - 8 * kUs);
+  EXPECT_EQ(egress.arrival_ns(0, kReal, kMono, {25 * kUs, -5}), kMono);  // never later than read
+  QueueCalibration ingress;
+  ingress.arrival_ns(kReal - 40 * kUs, kReal, kMono);
+  EXPECT_EQ(ingress.arrival_ns(0, kReal, kMono, {25 * kUs, INT64_MAX}), kMono - (40 * kUs - 999));
+  EXPECT_EQ(ingress.arrival_ns(0, kReal, kMono, {25 * kUs, 10 * kUs}), kMono - 10 * kUs);
+  // Through a line: the deadline counts from the estimated arrival.
+  DelayLine line({13, Duration{250 * kUs}, Duration{0}, 1024}, 1, /*calibrated=*/true);
+  ASSERT_TRUE(line.admit(1, 84, kMono, 0, kReal, {30 * kUs, INT64_MAX}));
+  EXPECT_EQ(*line.next_deadline(), kMono - 30 * kUs + 250 * kUs - kReleaseCostNs);
+}
+
+TEST(WakeTimer, WakeLatencyIsTheMedianOversleep) {
+  WakeTimer t;
+  EXPECT_FALSE(t.wake_latency());
+  for (int64_t v : {10, 20, 30, 40, 200}) t.record_oversleep(v * kUs);
+  EXPECT_EQ(t.wake_latency(), 30 * kUs);
+  t.record_oversleep(-3);  // an early return counts as 0
+  EXPECT_EQ(t.wake_latency(), 30 * kUs);
+}
+
 TEST(Calibration, CalibratedLineLeavesAtArrivalPlusDelay) {
   DelayLine line({10, Duration{250 * kUs}, Duration{0}, 1024}, 1, /*calibrated=*/true);
   // Read 30 µs after the kernel stamped it: due at stamp + 250 µs - release cost.
