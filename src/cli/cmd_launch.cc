@@ -22,6 +22,10 @@
 namespace tb::cli {
 namespace {
 
+CLI::Validator job_duration() {
+  return checked_by(launch::parse_job_duration_ms, "DURATION (90s, 10m, 1h)");
+}
+
 struct LaunchFlags {
   std::string lab, ranks = "all", tier = "auto", timeout, grace = "5s";
   int master_port = 29500;
@@ -36,13 +40,13 @@ int cmd_launch(const LaunchFlags& f) {
   if (!tier) return report(tier.error());
   o.tier = *tier;
   if (!f.timeout.empty()) {
-    auto d = parse_duration(f.timeout);
+    auto d = launch::parse_job_duration_ms(f.timeout);
     if (!d) return report(Error{"--timeout: " + d.error().message, 0, kExitBadInput});
-    o.timeout_ms = d->ns / 1'000'000;
+    o.timeout_ms = *d;
   }
-  auto g = parse_duration(f.grace);
+  auto g = launch::parse_job_duration_ms(f.grace);
   if (!g) return report(Error{"--grace: " + g.error().message, 0, kExitBadInput});
-  o.grace_ms = static_cast<int>(g->ns / 1'000'000);
+  o.grace_ms = static_cast<int>(std::min<int64_t>(*g, 3'600'000));
   o.master_port = f.master_port;
   o.mpi = f.mpi;
   o.argv = f.argv;
@@ -88,10 +92,10 @@ void add_launch(CLI::App& app, int& rc) {
       ->capture_default_str()
       ->check(checked_by(launch::parse_tier, "auto|nvl|rail|frontend"));
   l->add_option("--timeout", f->timeout, "end every rank after this long (e.g. 10m)")
-      ->check(duration_text());
+      ->check(job_duration());
   l->add_option("--grace", f->grace, "SIGTERM -> SIGKILL when the job ends early")
       ->capture_default_str()
-      ->check(duration_text());
+      ->check(job_duration());
   l->add_option("--master-port", f->master_port, "MASTER_PORT (rank 0's TCP store)")
       ->capture_default_str()
       ->check(whole_in({1, 65535}));

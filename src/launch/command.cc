@@ -21,6 +21,7 @@
 
 #include "core/process.h"
 #include "core/unique_fd.h"
+#include "core/units.h"
 #include "launch/bench_run.h"
 #include "launch/place.h"
 #include "plan/plan.h"
@@ -114,6 +115,24 @@ const char* to_string(NetTier t) {
       return "frontend";
   }
   return "?";
+}
+
+Result<int64_t> parse_job_duration_ms(std::string_view text) {
+  const std::string t(text);
+  auto scaled = [&](size_t suffix, double factor) -> Result<int64_t> {
+    const std::string num = t.substr(0, t.size() - suffix);
+    char* end = nullptr;
+    const double v = std::strtod(num.c_str(), &end);
+    if (num.empty() || end != num.c_str() + num.size() || !(v > 0) || v * factor > 1e12)
+      return bad_input("\"" + t + "\" is not a duration; use e.g. \"90s\", \"10m\", \"1h\"");
+    return static_cast<int64_t>(v * factor + 0.5);
+  };
+  if (t.ends_with("ms")) return scaled(2, 1);
+  if (t.ends_with("min")) return scaled(3, 60'000);
+  if (t.ends_with("h")) return scaled(1, 3'600'000);
+  if (t.ends_with("m")) return scaled(1, 60'000);
+  if (t.ends_with("s")) return scaled(1, 1000);
+  return scaled(0, 1000);
 }
 
 bool CommandResult::ok() const {
@@ -597,7 +616,7 @@ Result<CommandResult> run_command(const CommandJob& job, const CommandOptions& o
       e.how = runner::describe_exit(status);
       e.end_s = since(t0);
       if (ending) {
-        if (e.code != 0) e.how += " (ended by testbedctl: " + res.reason + ")";
+        if (WIFSIGNALED(status)) e.how += " (ended by testbedctl: " + res.reason + ")";
       } else if (e.code != 0) {
         res.first_failed = static_cast<int>(i);
         const std::string who = job.mpi ? "mpirun" : "rank " + std::to_string(i);
@@ -625,7 +644,7 @@ Result<CommandResult> run_command(const CommandJob& job, const CommandOptions& o
     if (!ending && o.timeout_ms > 0 &&
         Clock::now() - t0 >= std::chrono::milliseconds(o.timeout_ms)) {
       res.timed_out = true;
-      end_job("timeout after " + std::to_string(o.timeout_ms / 1000.0).substr(0, 6) + " s");
+      end_job("timeout after " + format_duration(Duration{o.timeout_ms * 1'000'000}));
     }
     if (ending && !killed && Clock::now() >= kill_at) {
       killed = true;

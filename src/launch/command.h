@@ -41,6 +41,9 @@ Result<NetTier> parse_tier(std::string_view s);  // exit-2 error naming the vali
 const char* to_string(NetTier t);
 inline constexpr const char* kTierChoices = "auto, nvl, rail or frontend";
 
+// A job's time limit or grace: "90s", "10m", "1h", "500ms", a bare number of seconds; > 0.
+Result<int64_t> parse_job_duration_ms(std::string_view text);
+
 struct CommandOptions {
   std::string ranks = "all";  // selectors as bench's --ranks (place.h select_ranks)
   NetTier tier = NetTier::kAuto;
