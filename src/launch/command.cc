@@ -269,7 +269,8 @@ Result<CommandJob> prepare_command(const lab::LabState& lab, const CommandOption
                     "oob_tcp_if_include",
                     job.ifname,
                     "--bind-to",
-                    "none"};
+                    "none",
+                    "--tag-output"};
     for (const auto& a : job.argv) job.mpi_argv.push_back(a);
   }
   return job;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "core/process.h"
@@ -211,6 +212,33 @@ TEST_F(Launch, TimeoutAndCtrlCEndEveryRank) {
   ASSERT_GE(pids.size(), 4u);
   EXPECT_EQ(job.interrupt(30), 130);
   EXPECT_TRUE(job_pids().empty()) << "ranks survived Ctrl-C";
+}
+
+TEST_F(Launch, MpiRunsEachRankInItsGpusNamespaceAndAllreduceIsCorrect) {
+#ifndef TB_MPI_ALLREDUCE
+  GTEST_SKIP() << "built without MPI (libopenmpi-dev): no allreduce check program";
+#else
+  if (sh("command -v mpirun").rc != 0) GTEST_SKIP() << "no mpirun (openmpi-bin)";
+  // Where each MPI rank runs: its own namespace, with the rail address of its GPU.
+  auto r = launch(
+      "--mpi --timeout 5m -- /bin/sh -c 'echo where $OMPI_COMM_WORLD_RANK "
+      "$(readlink /proc/self/ns/net)'");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::set<std::string> namespaces;  // mpirun --tag-output: "[1,R]<stdout>:where R net:[INODE]"
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (const auto at = line.find("<stdout>:where "); at != std::string::npos)
+      namespaces.insert(line.substr(line.find(" net:", at)));
+  EXPECT_EQ(namespaces.size(), 4u) << r.out;
+  const std::string dir = newest_job_dir();
+  EXPECT_EQ(read_json(dir + "/job.json")["kind"], "mpi");
+  EXPECT_TRUE(std::filesystem::exists(dir + "/hostfile"));
+
+  r = launch("--mpi --timeout 5m -- " + std::string(TB_MPI_ALLREDUCE) + " 4096");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("mpi allreduce correct on 4 ranks"), std::string::npos) << r.out;
+  EXPECT_TRUE(job_pids().empty());
+#endif
 }
 
 // Last: takes the lab down.
