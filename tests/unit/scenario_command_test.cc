@@ -18,7 +18,7 @@ TEST(ScenarioCommand, LoadsCommandRanksTierAndProgress) {
 name = "ddp"
 kind = "command"
 command = ["/usr/bin/python3", "train.py", "--epochs", "1"]
-ranks = "hz/s0,hz/s1/g1"
+ranks = ["hz/s0", "hz/s1/g1"]
 tier = "frontend"
 progress = "^step [0-9]+"
 
@@ -53,12 +53,12 @@ progress = "step ("
 op = "allreduce"
 from = "hz"
 )");
-  EXPECT_HAS(m, "x.toml:11:1: workload \"w\": command: missing");
-  EXPECT_HAS(m, "x.toml:14:8: workload \"w\": tier:");
+  EXPECT_HAS(m, "x.toml:12:1: workload \"w\": command: missing");
+  EXPECT_HAS(m, "x.toml:15:8: workload \"w\": tier:");
   EXPECT_HAS(m, "auto");
-  EXPECT_HAS(m, "x.toml:15:12: workload \"w\": progress: not a regular expression");
-  EXPECT_HAS(m, "x.toml:16:6: workload \"w\": op: only for kind = \"collective\"");
-  EXPECT_HAS(m, "x.toml:17:8: workload \"w\": from: only for kind = \"checkpoint\"");
+  EXPECT_HAS(m, "x.toml:16:12: workload \"w\": progress: not a regular expression");
+  EXPECT_HAS(m, "x.toml:17:6: workload \"w\": op: only for kind = \"collective\"");
+  EXPECT_HAS(m, "x.toml:18:8: workload \"w\": from: only for kind = \"checkpoint\"");
   const std::string c = load_error(std::string(kHead) + R"(
 [[workload]]
 name = "c"
@@ -66,7 +66,7 @@ kind = "collective"
 op = "allreduce"
 command = ["/bin/true"]
 )");
-  EXPECT_HAS(c, "x.toml:15:11: workload \"c\": command: only for kind = \"command\"");
+  EXPECT_HAS(c, "x.toml:16:11: workload \"c\": command: only for kind = \"command\"");
   const std::string e = load_error(std::string(kHead) + R"(
 [[workload]]
 name = "e"
