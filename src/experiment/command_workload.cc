@@ -73,18 +73,24 @@ std::vector<metrics::Iteration> CommandWorkload::iterations() const {
     if (done_.load() && ended_ns_ > 0) out.push_back({started_ns_, ended_ns_});
     return out;
   }
+  return progress_iterations(marks_, started_ns_);
+}
+
+std::vector<metrics::Iteration> progress_iterations(const std::vector<std::vector<int64_t>>& marks,
+                                                    int64_t start_ns) {
+  std::vector<metrics::Iteration> out;
   size_t n = SIZE_MAX;
   bool any = false;
-  for (const auto& m : marks_)
+  for (const auto& m : marks)
     if (!m.empty()) {
       any = true;
       n = std::min(n, m.size());
     }
   if (!any) return out;
-  int64_t prev = started_ns_;
+  int64_t prev = start_ns;
   for (size_t k = 0; k < n; ++k) {
     int64_t end = 0;
-    for (const auto& m : marks_)
+    for (const auto& m : marks)
       if (!m.empty()) end = std::max(end, m[k]);
     out.push_back({prev, end});
     prev = end;

@@ -21,6 +21,12 @@
 
 namespace tb::experiment {
 
+// Iterations from progress lines: `marks[r]` holds when rank r printed each matching line; ranks
+// with none take no part. Iteration k ends at the latest k-th mark and starts where k-1 ended
+// (the first at `start_ns`); as many as every taking part has. Pure.
+std::vector<metrics::Iteration> progress_iterations(const std::vector<std::vector<int64_t>>& marks,
+                                                    int64_t start_ns);
+
 class CommandWorkload {
  public:
   CommandWorkload(launch::CommandJob job, launch::CommandOptions o, const std::string& progress);
