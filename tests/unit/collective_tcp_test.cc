@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collective/collective.h"
+#include "slow_comm.h"
 #include "tcp_ranks.h"
 
 namespace tb::collective {
@@ -38,6 +39,50 @@ TEST(CollectiveTcp, AllToAllInPlace) {
     });
     for (auto& s : st) EXPECT_TRUE(s) << "channels " << channels << ": " << s.error().message;
   }
+}
+
+}  // namespace
+}  // namespace tb::collective
+
+namespace tb::collective {
+namespace {
+
+// Halving-doubling on 3 ranks: rank 0 folds its data into rank 1 and waits while ranks 1 and 2
+// run the halving and doubling steps, then gets the result back. Rank 2 sits behind a slow link
+// (8 KiB pieces, 15 ms apart: about 0.5 s per run, bytes flowing all along), so rank 0 waits
+// more than twice the 200 ms timeout with no byte of its own moving.
+std::vector<Status> hd_over_a_slow_link(int stall_after) {
+  const size_t count = 64 * 1024;  // 256 KiB of float: 128 KiB per step between ranks 1 and 2
+  return on_tcp(3, 1, std::chrono::milliseconds(200), [&](int r, TcpComm& c) -> Status {
+    std::vector<float> buf(count, static_cast<float>(r + 1));
+    testing_util::SlowComm slow(c, 8192, std::chrono::milliseconds(15), stall_after,
+                                std::chrono::milliseconds(1500));
+    Comm& comm = r == 2 ? static_cast<Comm&>(slow) : c;
+    TB_TRY(run(comm, Call{Coll::kAllReduce, Algo::kHalvingDoubling, DataType::kFloat32, RedOp::kSum,
+                          0, buf.data(), buf.data(), count}));
+    for (size_t i = 0; i < count; ++i)
+      if (buf[i] != 6) return fail("rank " + std::to_string(r) + ": wrong result");
+    return {};
+  });
+}
+
+TEST(CollectiveTcp, AFoldedRankWaitsOutASlowLinkWhileTheCollectiveProgresses) {
+  auto st = hd_over_a_slow_link(-1);
+  for (int r = 0; r < 3; ++r)
+    EXPECT_TRUE(st[static_cast<size_t>(r)])
+        << "rank " << r << ": " << st[static_cast<size_t>(r)].error().message;
+}
+
+TEST(CollectiveTcp, ARealStallStillTimesOut) {
+  auto st = hd_over_a_slow_link(4);  // rank 2 stops for 1.5 s after 4 pieces
+  ASSERT_FALSE(st[0]);
+  ASSERT_FALSE(st[1]);
+  bool timed_out = false;
+  for (int r : {0, 1})
+    timed_out = timed_out || st[static_cast<size_t>(r)].error().message.find(
+                                 "timed out: no "
+                                 "progress for 200 ms") != std::string::npos;
+  EXPECT_TRUE(timed_out) << st[0].error().message << " | " << st[1].error().message;
 }
 
 }  // namespace

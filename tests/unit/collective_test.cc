@@ -11,6 +11,7 @@
 #include "collective/algorithms.h"
 #include "collective/collective.h"
 #include "collective/inproc/inproc.h"
+#include "slow_comm.h"
 
 namespace tb::collective {
 namespace {
@@ -338,3 +339,54 @@ TEST(Collective, RingOrderSnakesAcrossNodesSoEveryHopBetweenNodesStaysOnOneRail)
 
 }  // namespace
 }  // namespace tb::collective::detail
+
+namespace tb::collective {
+namespace {
+
+// The in-process transport's timeout is on the collective too: halving-doubling on 3 ranks,
+// rank 2 behind a slow link (4 KiB pieces, 15 ms apart: about 0.5 s with bytes flowing all
+// along) on the bounded transport; rank 0, folded, waits more than twice the 200 ms timeout.
+std::vector<Status> hd_over_a_slow_link(int stall_after) {
+  auto o = transport(true);
+  o.timeout = std::chrono::milliseconds(200);
+  o.channels = 1;  // SlowComm cuts transfers into pieces: stripes would not line up
+  auto comms = make_inproc_comms(3, o);
+  const size_t count = 32 * 1024;  // 128 KiB of float: 64 KiB per step between ranks 1 and 2
+  std::vector<Status> st(3);
+  std::vector<std::thread> th;
+  for (int r = 0; r < 3; ++r)
+    th.emplace_back([&, r] {
+      std::vector<float> buf(count, static_cast<float>(r + 1));
+      testing_util::SlowComm slow(*comms[static_cast<size_t>(r)], 4096,
+                                  std::chrono::milliseconds(15), stall_after,
+                                  std::chrono::milliseconds(1500));
+      Comm& comm = r == 2 ? static_cast<Comm&>(slow) : *comms[static_cast<size_t>(r)];
+      auto s = run(comm, Call{Coll::kAllReduce, Algo::kHalvingDoubling, DataType::kFloat32,
+                              RedOp::kSum, 0, buf.data(), buf.data(), count});
+      if (s && std::count(buf.begin(), buf.end(), 6.0f) != static_cast<ptrdiff_t>(count))
+        s = fail("rank " + std::to_string(r) + ": wrong result");
+      st[static_cast<size_t>(r)] = s;
+    });
+  for (auto& t : th) t.join();
+  return st;
+}
+
+TEST(Collective, AFoldedRankWaitsOutASlowLinkWhileTheCollectiveProgresses) {
+  auto st = hd_over_a_slow_link(-1);
+  for (int r = 0; r < 3; ++r)
+    EXPECT_TRUE(st[static_cast<size_t>(r)])
+        << "rank " << r << ": " << st[static_cast<size_t>(r)].error().message;
+}
+
+TEST(Collective, ARealStallStillTimesOut) {
+  auto st = hd_over_a_slow_link(4);  // rank 2 stops for 1.5 s after 4 pieces
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_FALSE(st[static_cast<size_t>(r)]) << "rank " << r;
+    EXPECT_NE(st[static_cast<size_t>(r)].error().message.find("timed out after 200 ms"),
+              std::string::npos)
+        << st[static_cast<size_t>(r)].error().message;
+  }
+}
+
+}  // namespace
+}  // namespace tb::collective
