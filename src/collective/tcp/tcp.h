@@ -8,8 +8,10 @@
 // Set-up (connect): each rank listens on every address, publishes its port in the FileStore,
 // connects to every lower rank (its listener's backlog accepts before anyone calls accept, so
 // the order cannot deadlock) and accepts from every higher one; a hello names rank and channel.
-// All I/O is non-blocking under one poll loop; the timeout is an idle timeout: a transfer
-// fails when no byte moved on any of its connections for that long. Single-threaded, except
+// All I/O is non-blocking under one poll loop; the timeout is on the collective's progress: a
+// transfer fails when no byte moved on any of its connections for that long and no other rank
+// of the communicator moved a byte either (collective/progress.h: a rank idle while the others
+// work, as a folded rank of halving-doubling over a slow link, waits on). Single-threaded, except
 // interrupt(), which another thread may call while one is inside exchange().
 //
 // A peer mask (TcpOptions::use) restricts the mesh to some peers (RdmaComm carries the others):
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "collective/comm.h"
+#include "collective/progress.h"
 #include "collective/store.h"
 #include "core/unique_fd.h"
 #include "core/units.h"
@@ -64,13 +67,17 @@ class TcpComm final : public Comm {
  private:
   TcpComm(const TcpOptions& o);
   UniqueFd& conn(int peer, int ch) { return conns_[static_cast<size_t>(peer * channels_ + ch)]; }
+  // This rank's wait ran out at *deadline: whether another rank moved bytes within the timeout
+  // (then *deadline moves to the timeout after that rank's last byte).
+  bool wait_on(std::chrono::steady_clock::time_point* deadline) const;
 
   int channels_;
   std::chrono::milliseconds timeout_;
   std::vector<TcpPeer> peers_;
-  std::vector<char> use_;        // by rank, never empty (the mask, or all 1)
-  std::vector<UniqueFd> conns_;  // peer * channels + channel
-  UniqueFd interrupt_;           // eventfd; readable once interrupt() was called
+  std::vector<char> use_;                 // by rank, never empty (the mask, or all 1)
+  std::vector<UniqueFd> conns_;           // peer * channels + channel
+  UniqueFd interrupt_;                    // eventfd; readable once interrupt() was called
+  std::unique_ptr<ProgressBoard> board_;  // when each rank last moved a byte
 };
 
 }  // namespace tb::collective
