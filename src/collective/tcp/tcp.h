@@ -8,7 +8,9 @@
 // Set-up (connect): each rank listens on every address, publishes its port in the FileStore,
 // connects to every lower rank (its listener's backlog accepts before anyone calls accept, so
 // the order cannot deadlock) and accepts from every higher one; a hello names rank and channel.
-// All I/O is non-blocking under one poll loop; the timeout is an idle timeout: a transfer
+// All I/O is non-blocking under one poll loop. A connection waiting for a receive has its
+// receive low-water mark (SO_RCVLOWAT) at min(64 KiB, the bytes still due), so a wake-up moves
+// tens of packets rather than one. The timeout is an idle timeout: a transfer
 // fails when no byte moved on any of its connections for that long. Single-threaded, except
 // interrupt(), which another thread may call while one is inside exchange().
 //
@@ -70,6 +72,7 @@ class TcpComm final : public Comm {
   std::vector<TcpPeer> peers_;
   std::vector<char> use_;        // by rank, never empty (the mask, or all 1)
   std::vector<UniqueFd> conns_;  // peer * channels + channel
+  std::vector<int> lowat_;       // each connection's SO_RCVLOWAT as last set (1: the default)
   UniqueFd interrupt_;           // eventfd; readable once interrupt() was called
 };
 
