@@ -66,7 +66,9 @@ int cmd_status(const StatusFlags& f) {
     std::cout << report::status_json(s->state, live).dump(1) << "\n";
   else
     std::cout << report::status_text(s->state, live);
-  return kExitOk;
+  // A lab with a stopped stage or daemon is not healthy: scripts and CI see it in the exit code
+  // (the text and JSON say which).
+  return report::processes_down(report::backends_json(s->state)) > 0 ? kExitFailed : kExitOk;
 }
 
 int cmd_exec(const lab::ExecOptions& o) {

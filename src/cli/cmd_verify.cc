@@ -197,6 +197,14 @@ int cmd_verify_paths(const lab::LabState& st, const std::string& tb_probe, bool 
     p.request.work_dir = work + "/path" + std::to_string(n);
     p.outcome = verify::measure_link(p.request, signals.flag());
     p.check = verify::check_path(p.out, p.back, p.outcome.m.rtt, p.outcome.m.base);
+    if (verify::measure_again(p.check, p.outcome) && !stop_requested()) {
+      std::fprintf(stderr, "verify %s: path [%zu/%zu] out of tolerance: measuring it again\n",
+                   lab.c_str(), n + 1, rep.paths.size());
+      p.first_check = p.check;
+      p.request.work_dir += "-again";
+      p.outcome = verify::measure_link(p.request, signals.flag());
+      p.check = verify::check_path(p.out, p.back, p.outcome.m.rtt, p.outcome.m.base);
+    }
   }
   rep.host = verify::host_load(before, verify::sample_host(stage_files));
   if (load) {
@@ -280,6 +288,14 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
       c.outcome = verify::measure_link(c.request, signals.flag());
     }
     c.checks = verify::evaluate(c.link.emulated, c.outcome.m);
+    if (target && verify::measure_again(c.checks, c.outcome) && !stop_requested()) {
+      std::fprintf(stderr, "verify %s: [%zu/%zu] out of tolerance: measuring it again\n",
+                   lab.c_str(), n + 1, classes.size());
+      c.first_checks = c.checks;
+      c.request.work_dir += "-again";
+      c.outcome = verify::measure_link(c.request, signals.flag());
+      c.checks = verify::evaluate(c.link.emulated, c.outcome.m);
+    }
     rep.classes.push_back(std::move(c));
   }
   if (stop_requested()) rep.interrupted = true;

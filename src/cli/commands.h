@@ -25,6 +25,7 @@ void add_supervise(CLI::App& app, int& rc);  // cmd_supervise.cc (internal: star
 void add_doctor(CLI::App& app, int& rc);     // cmd_doctor.cc
 void add_verify(CLI::App& app, int& rc);     // cmd_verify.cc
 void add_bench(CLI::App& app, int& rc);      // cmd_bench.cc
+void add_launch(CLI::App& app, int& rc);     // cmd_launch.cc
 void add_fault(CLI::App& app, int& rc);      // cmd_fault.cc
 void add_run(CLI::App& app, int& rc);        // cmd_run.cc
 

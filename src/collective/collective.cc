@@ -22,6 +22,12 @@ int position_of(const std::vector<int>& order, int rank) {
   return static_cast<int>(std::find(order.begin(), order.end(), rank) - order.begin());
 }
 
+// Whether [a, a + bytes) and [b, b + bytes) share a byte.
+bool overlap(const void* a, const void* b, size_t bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return bytes > 0 && x < y + bytes && y < x + bytes;
+}
+
 void copy_if_apart(void* dst, const void* src, size_t bytes) {
   if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
 }
@@ -113,8 +119,17 @@ Status reducescatter(Comm& c, const Call& k) {
 
 Status alltoall(Comm& c, const Call& k) {
   const size_t block = k.count * type_size(k.type);
+  const size_t total = block * static_cast<size_t>(c.size());
   const auto* in = static_cast<const std::byte*>(k.send);
   auto* out = static_cast<std::byte*>(k.recv);
+  // In place (send == recv): every block is sent and overwritten in the same exchange, and a
+  // transport may land a peer's block before it sent ours from the same bytes (TCP serves
+  // receives first). Stage the outgoing blocks first.
+  std::vector<std::byte> staged;
+  if (c.size() > 1 && block > 0 && overlap(in, out, total)) {
+    staged.assign(in, in + total);
+    in = staged.data();
+  }
   const size_t r = static_cast<size_t>(c.rank());
   copy_if_apart(out + r * block, in + r * block, block);
   if (c.size() == 1 || block == 0) return {};
@@ -139,6 +154,29 @@ Status sendrecv(Comm& c, const Call& k) {
   return c.exchange({Xfer::send(next, k.send, bytes), Xfer::recv(prev, k.recv, bytes)});
 }
 
+// Buffers may overlap only in nccl-tests' in-place layouts (types.h).
+Status check_aliasing(const Comm& comm, const Call& k) {
+  if (k.send == nullptr || k.recv == nullptr || k.count == 0) return {};
+  const size_t es = type_size(k.type);
+  const auto s = reinterpret_cast<uintptr_t>(k.send), r = reinterpret_cast<uintptr_t>(k.recv);
+  const size_t sb = send_elems(k.coll, k.count, comm.size()) * es;
+  const size_t rb = recv_elems(k.coll, k.count, comm.size()) * es;
+  if (s + sb <= r || r + rb <= s) return {};  // apart
+  const size_t mine = static_cast<size_t>(comm.rank()) * k.count * es;
+  switch (k.coll) {
+    case Coll::kAllGather:
+      if (s == r + mine) return {};
+      return bad_input("allgather in place needs send = recv + rank * count elements");
+    case Coll::kReduceScatter:
+      if (r == s + mine) return {};
+      return bad_input("reducescatter in place needs recv = send + rank * count elements");
+    default:
+      if (s == r) return {};
+      return bad_input(std::string(name(k.coll)) +
+                       ": send and receive buffers overlap without being the same buffer");
+  }
+}
+
 }  // namespace
 
 Status check(const Comm& comm, const Call& call) {
@@ -152,6 +190,7 @@ Status check(const Comm& comm, const Call& call) {
   if (rooted(call.coll) && (call.root < 0 || call.root >= comm.size()))
     return bad_input("root " + std::to_string(call.root) + " is not a rank (0.." +
                      std::to_string(comm.size() - 1) + ")");
+  TB_TRY(check_aliasing(comm, call));
   if (call.coll == Coll::kAllReduce && call.algo == Algo::kHier) {
     auto l = detail::hier_layout(comm);
     if (!l) return std::unexpected(l.error());

@@ -49,7 +49,9 @@ const std::vector<Algo>& native_algos(Coll c);
 //   AllToAll:      send and recv have count * size; block j of rank i's send lands in
 //                  block i of rank j's recv.
 //   SendRecv:      rank r sends to (r + 1) % size and receives from (r - 1 + size) % size.
-// `send` may equal `recv` (in place) for AllReduce, Broadcast and Reduce. Reduce writes
+// In place (nccl-tests' layouts) works for every collective: send == recv, except AllGather
+// (send = recv + rank * count elements: this rank's block of the output) and ReduceScatter
+// (recv = send + rank * count elements); check() refuses any other overlap. Reduce writes
 // `recv` on the root only; Broadcast reads `send` on the root only.
 struct Call {
   Coll coll = Coll::kAllReduce;

@@ -182,6 +182,13 @@ std::string backends_text(const lab::LabState& st) {
   return s;
 }
 
+int processes_down(const nlohmann::json& backends) {
+  int down = backends.value("stages_down", 0);
+  for (const auto& c : backends.value("daemons", nlohmann::json::array()))
+    down += !c.value("running", false);
+  return down;
+}
+
 std::string summary_text(const plan::Topology& t) {
   std::map<std::string, int> kinds;
   for (const auto& n : t.nodes) kinds[to_string(n.kind)]++;

@@ -25,6 +25,10 @@ using LiveState = lab::LiveInterfaces;
 // the health of the lab's delay stages when it has any.
 nlohmann::json backends_json(const lab::LabState& st);
 std::string backends_text(const lab::LabState& st);
+// How many of the lab's supervised processes are down (a stopped delay stage: its links drop
+// everything; a stopped daemon: failover or routing no longer runs), from backends_json's
+// document. `status` exits 1 when any is.
+int processes_down(const nlohmann::json& backends);
 
 // "43 nodes (20 gpu, 6 server, ...), 84 links".
 std::string summary_text(const plan::Topology& t);

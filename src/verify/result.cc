@@ -13,6 +13,17 @@ bool PathResult::failed() const {
   return !errors.empty() || !outcome.errors.empty() || check.verdict == Verdict::kFail;
 }
 
+bool measure_again(const std::vector<Check>& checks, const MeasureOutcome& outcome) {
+  if (!outcome.errors.empty()) return false;
+  for (const auto& c : checks)
+    if (c.verdict == Verdict::kFail) return true;
+  return false;
+}
+
+bool measure_again(const PathCheck& check, const MeasureOutcome& outcome) {
+  return outcome.errors.empty() && check.verdict == Verdict::kFail;
+}
+
 bool VerifyReport::passed() const {
   if (interrupted || !load_errors.empty()) return false;
   if (paths_mode) {

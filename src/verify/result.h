@@ -27,6 +27,9 @@ struct ClassResult {
   MeasureRequest request;
   MeasureOutcome outcome;
   std::vector<Check> checks;
+  // When a check of the first measurement failed, the class is measured once more and judged on
+  // that: these are the first measurement's checks, reported beside (empty when measured once).
+  std::vector<Check> first_checks;
   bool failed() const;  // a check failed or a step did
 };
 
@@ -38,9 +41,17 @@ struct PathResult {
   MeasureRequest request;
   MeasureOutcome outcome;
   PathCheck check;
-  std::vector<std::string> errors;  // the path could not be found
+  std::optional<PathCheck> first_check;  // as ClassResult::first_checks
+  std::vector<std::string> errors;       // the path could not be found
   bool failed() const;
 };
+
+// Whether a measurement is taken again before its verdict is believed: a check failed and every
+// step ran. One probe train lasts 0.2-1 s, and a hiccup of the host inside it (another process's
+// burst, a timer storm) moves a median by tens of µs where a sub-millisecond delay is allowed 45;
+// a fault of the emulation fails the second measurement too. The second measurement is judged.
+bool measure_again(const std::vector<Check>& checks, const MeasureOutcome& outcome);
+bool measure_again(const PathCheck& check, const MeasureOutcome& outcome);
 
 struct VerifyReport {
   std::string lab;

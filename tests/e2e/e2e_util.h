@@ -83,7 +83,7 @@ class LabGuard {
 
 inline nlohmann::json status_json(const std::string& lab) {
   CmdResult r = testbedctl("status " + lab + " --json");
-  if (r.rc != 0) return {};
+  if (r.rc != 0 && r.rc != 1) return {};  // 1: read, but a stage or daemon is down
   return nlohmann::json::parse(r.out, nullptr, false);
 }
 

@@ -230,6 +230,7 @@ TEST(LiveChange, ZeroLeavesTheStageARefusalFailsAndResetRevivesABrokenStage) {
   EXPECT_FALSE(stage_tr().value("broken", true)) << stage_tr().dump();
   EXPECT_TRUE(reaches(lab, "dc/vpc", "dc-tr"));
   EXPECT_EQ(lab_events(lab, "revived").size(), 1u);
+  EXPECT_EQ(testbedctl("status " + lab).rc, 0);  // healthy again
 }
 
 }  // namespace

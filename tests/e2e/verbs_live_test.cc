@@ -164,12 +164,13 @@ TEST(LiveVerbs, StatusSaysBrokenWhenADelayStageIsGivenUpOn) {
   ASSERT_TRUE(reaches(g.lab(), "dc/vpc", "dc-tr"));
   CmdResult text = testbedctl("status " + g.lab());
   EXPECT_EQ(text.out.find("BROKEN"), std::string::npos) << text.out;
+  EXPECT_EQ(text.rc, 0) << text.out;
   // The supervisor gives a stage up after 8 deaths within a minute (runner/supervisor.h): kill
   // dc/tr's stage each time it is back, checking the pid is this lab's tb-delayd.
   const bool broken = kill_stage_until_broken(g.lab(), "stage dc/tr");
   ASSERT_TRUE(broken) << stage_of(g.lab(), "stage dc/tr").dump();
   text = testbedctl("status " + g.lab());
-  EXPECT_EQ(text.rc, 0) << text.out;  // status read the lab; what it found is in its output
+  EXPECT_EQ(text.rc, 1) << text.out;  // read, and a stage is down: scripts see it
   EXPECT_NE(text.out.find("BROKEN: links through a stopped stage drop every packet"),
             std::string::npos)
       << text.out;

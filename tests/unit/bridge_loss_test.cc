@@ -9,18 +9,13 @@
 
 #include "plan/plan.h"
 #include "plan/shaping.h"
+#include "plan_ops.h"
 #include "stage/netfilter_rules.h"
 
 namespace tb {
 namespace {
 
-template <class T>
-std::vector<T> ops_of(const plan::Plan& p) {
-  std::vector<T> out;
-  for (const auto& op : p.ops)
-    if (auto* o = std::get_if<T>(&op)) out.push_back(*o);
-  return out;
-}
+using plan::ops_of;
 
 TEST(BridgeLoss, RuleScriptIsInTheBridgeFamilyOnThePortsIngress) {
   EXPECT_EQ(stage::loss_rule_script({"s0", 20000, false, true}, "m loss"),

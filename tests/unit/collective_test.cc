@@ -2,6 +2,7 @@
 // the in-process transport, with integer-valued data so results are exact in any order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "collective/algorithms.h"
 #include "collective/collective.h"
 #include "collective/inproc/inproc.h"
+#include "slow_comm.h"
 
 namespace tb::collective {
 namespace {
@@ -46,20 +48,56 @@ struct Case {
   bool in_place;
 };
 
+// The transport a case runs on: the unbounded in-process one, or the bounded one (a sender
+// blocks once 4 KiB are unread, as on a socket; transfers striped over 3 channels from 1 KiB).
+InprocOptions transport(bool bounded) {
+  InprocOptions o;
+  o.timeout = std::chrono::seconds(10);
+  if (bounded) {
+    o.stream_bytes = kInprocBoundedBytes;
+    o.channels = 3;
+    o.min_stripe = 1024;
+  }
+  return o;
+}
+
 template <class T>
-void run_case(const Case& cs) {
+void run_case(const Case& cs, const InprocOptions& opts) {
   const int n = cs.n;
-  auto comms = make_inproc_comms(n, std::chrono::seconds(10));
+  auto comms = make_inproc_comms(n, opts);
   std::vector<int> node_of(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) node_of[static_cast<size_t>(r)] = r / cs.local;
   const size_t sn = send_elems(cs.coll, cs.count, n), rn = recv_elems(cs.coll, cs.count, n);
+  // Out of place: separate send and recv buffers. In place, nccl-tests' layouts (types.h):
+  // one buffer; AllGather's input is this rank's block of the output, ReduceScatter's output
+  // this rank's block of the input.
   std::vector<std::vector<T>> send(static_cast<size_t>(n)), recv(static_cast<size_t>(n));
+  std::vector<const T*> send_at(static_cast<size_t>(n));
+  std::vector<T*> recv_at(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
-    auto& s = send[static_cast<size_t>(r)];
+    const size_t ri = static_cast<size_t>(r);
+    auto& s = send[ri];
+    auto& o = recv[ri];
     s.resize(sn);
     for (size_t i = 0; i < sn; ++i) s[i] = static_cast<T>(value(r, i));
-    recv[static_cast<size_t>(r)].assign(std::max(rn, cs.in_place ? sn : 0), static_cast<T>(-99));
-    if (cs.in_place) recv[static_cast<size_t>(r)] = s;
+    if (!cs.in_place) {
+      o.assign(rn, static_cast<T>(-99));
+      send_at[ri] = s.data();
+      recv_at[ri] = o.data();
+    } else if (cs.coll == Coll::kAllGather) {
+      o.assign(rn, static_cast<T>(-99));
+      std::copy(s.begin(), s.end(), o.begin() + static_cast<ptrdiff_t>(ri * cs.count));
+      send_at[ri] = o.data() + ri * cs.count;
+      recv_at[ri] = o.data();
+    } else if (cs.coll == Coll::kReduceScatter) {
+      o = s;
+      send_at[ri] = o.data();
+      recv_at[ri] = o.data() + ri * cs.count;
+    } else {
+      o = s;
+      send_at[ri] = o.data();
+      recv_at[ri] = o.data();
+    }
   }
   std::vector<Status> st(static_cast<size_t>(n));
   std::vector<std::thread> th;
@@ -67,21 +105,22 @@ void run_case(const Case& cs) {
     th.emplace_back([&, r] {
       auto& c = *comms[static_cast<size_t>(r)];
       c.set_node_of(node_of);
-      Call k{
-          cs.coll,
-          cs.algo,
-          cs.type,
-          cs.op,
-          cs.root,
-          cs.in_place ? recv[static_cast<size_t>(r)].data() : send[static_cast<size_t>(r)].data(),
-          recv[static_cast<size_t>(r)].data(),
-          cs.count};
+      Call k{cs.coll,
+             cs.algo,
+             cs.type,
+             cs.op,
+             cs.root,
+             send_at[static_cast<size_t>(r)],
+             recv_at[static_cast<size_t>(r)],
+             cs.count};
       st[static_cast<size_t>(r)] = run(c, k);
     });
   }
   for (auto& t : th) t.join();
   for (int r = 0; r < n; ++r)
-    ASSERT_TRUE(st[static_cast<size_t>(r)]) << st[static_cast<size_t>(r)].error().message;
+    ASSERT_TRUE(st[static_cast<size_t>(r)])
+        << name(cs.coll) << " " << name(cs.algo) << " n=" << n << " count=" << cs.count
+        << " in_place=" << cs.in_place << ": " << st[static_cast<size_t>(r)].error().message;
 
   auto reduced = [&](size_t i) {  // reduction over ranks of element i of the send buffers
     T acc = static_cast<T>(value(0, i));
@@ -90,7 +129,7 @@ void run_case(const Case& cs) {
   };
   size_t wrong = 0;
   for (int r = 0; r < n; ++r) {
-    const auto& out = recv[static_cast<size_t>(r)];
+    const T* out = recv_at[static_cast<size_t>(r)];
     for (size_t i = 0; i < rn; ++i) {
       T want{};
       switch (cs.coll) {
@@ -125,11 +164,18 @@ void run_case(const Case& cs) {
                        << " in_place=" << cs.in_place;
 }
 
-void run_any(const Case& c) {
-  if (c.type == DataType::kFloat32)
-    run_case<float>(c);
-  else
-    run_case<int32_t>(c);
+void run_any(const Case& c, bool bounded = false) {
+  const auto o = transport(bounded);
+  switch (c.type) {
+    case DataType::kFloat32:
+      return run_case<float>(c, o);
+    case DataType::kInt32:
+      return run_case<int32_t>(c, o);
+    case DataType::kFloat64:
+      return run_case<double>(c, o);
+    case DataType::kInt64:
+      return run_case<int64_t>(c, o);
+  }
 }
 
 TEST(Collective, EveryCollectiveAlgorithmRankCountAndOddSize) {
@@ -169,14 +215,66 @@ TEST(Collective, BothTypesAndEveryOpOnEveryAllReduceAlgorithm) {
 }
 
 TEST(Collective, InPlace) {
-  for (Coll coll : {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kSendRecv})
+  for (Coll coll : {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kBroadcast,
+                    Coll::kReduce, Coll::kAllToAll, Coll::kSendRecv})
     for (Algo algo : native_algos(coll))
       run_any({coll, algo, DataType::kInt32, RedOp::kSum, 4, 513, 1, 2, true});
 }
 
+// The grid on the bounded transport: every collective x algorithm x 1..9 ranks x odd sizes
+// (1, 7, 1023, 4099 elements; 70001, over tree's 256 KiB chunk, at 2 and 5 ranks) x in place
+// and out of place. Capped to stay about a second: one node layout per case except hier
+// (every equal split), and type and op rotate over the cases instead of multiplying them
+// (every type and op still meets every collective; BothTypes... covers all ops per algorithm).
+TEST(Collective, BoundedTransportEveryCollectiveAlgorithmRankCountSizeAndPlace) {
+  const Coll colls[] = {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kBroadcast,
+                        Coll::kReduce,    Coll::kAllToAll,  Coll::kSendRecv};
+  const DataType types[] = {DataType::kFloat32, DataType::kInt32, DataType::kFloat64,
+                            DataType::kInt64};
+  int cases = 0;
+  for (Coll coll : colls)
+    for (Algo algo : native_algos(coll))
+      for (int n = 1; n <= 9; ++n) {
+        std::vector<size_t> counts{1, 7, 1023, 4099};
+        if (n == 2 || n == 5) counts.push_back(70001);
+        for (size_t count : counts)
+          for (bool in_place : {false, true}) {
+            std::vector<int> locals{cases % 2 ? 1 : (n % 3 == 0 ? 3 : 2)};
+            if (algo == Algo::kHier) {
+              locals.clear();
+              for (int l = 1; l <= n; ++l)
+                if (n % l == 0) locals.push_back(l);
+            }
+            for (int local : locals) {
+              const int root = rooted(coll) ? (cases % n) : 0;
+              const DataType type = types[static_cast<size_t>(cases) % 4];
+              const RedOp op = static_cast<RedOp>((cases / 4) % 3);  // sum, min, max
+              run_any({coll, algo, type, op, n, count, root, local, in_place}, true);
+              ++cases;
+              if (HasFatalFailure()) return;
+            }
+          }
+      }
+  EXPECT_GT(cases, 900);
+}
+
+// A send nobody reads holds the stream's room and then waits (and times out), as on a socket,
+// instead of buffering the whole message.
+TEST(Collective, BoundedTransportBlocksASenderUntilTheReceiverReads) {
+  auto o = transport(true);
+  o.timeout = std::chrono::milliseconds(300);
+  auto comms = make_inproc_comms(2, o);
+  std::vector<int> big(100000, 7);  // 400 KB, 100 x the stream's room
+  // Rank 0 sends with nobody reading: it must wait, and time out, not buffer it all.
+  auto st = comms[0]->exchange({Xfer::send(1, big.data(), big.size() * sizeof(int))});
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("bytes to rank 1"), std::string::npos) << st.error().message;
+}
+
 // Buffers of several slices (detail::kSliceBytes) so the sliced ring steps, the halving-doubling
 // exchanges and the tree's overlapped reduce-up and broadcast-down run many pipeline steps, at
-// rank counts that give trees of depth 1..3 and chains of up to 9, in and out of place.
+// rank counts that give trees of depth 1..3 and chains of up to 9, in and out of place, on the
+// bounded transport (a schedule that needs buffering deadlocks there).
 TEST(Collective, SlicedPipelinesOverManySlices) {
   const size_t per = detail::kSliceBytes / 4;
   for (Coll coll :
@@ -190,7 +288,8 @@ TEST(Collective, SlicedPipelinesOverManySlices) {
         for (bool in_place : {false, true}) {
           if (in_place && !big) continue;
           run_any({coll, algo, DataType::kInt32, RedOp::kSum, n, count, n - 1, n == 9 ? 3 : 1,
-                   in_place});
+                   in_place},
+                  true);
         }
       }
 }
@@ -262,3 +361,54 @@ TEST(Collective, RingOrderSnakesAcrossNodesSoEveryHopBetweenNodesStaysOnOneRail)
 
 }  // namespace
 }  // namespace tb::collective::detail
+
+namespace tb::collective {
+namespace {
+
+// The in-process transport's timeout is on the collective too: halving-doubling on 3 ranks,
+// rank 2 behind a slow link (4 KiB pieces, 15 ms apart: about 0.5 s with bytes flowing all
+// along) on the bounded transport; rank 0, folded, waits more than twice the 200 ms timeout.
+std::vector<Status> hd_over_a_slow_link(int stall_after) {
+  auto o = transport(true);
+  o.timeout = std::chrono::milliseconds(200);
+  o.channels = 1;  // SlowComm cuts transfers into pieces: stripes would not line up
+  auto comms = make_inproc_comms(3, o);
+  const size_t count = 32 * 1024;  // 128 KiB of float: 64 KiB per step between ranks 1 and 2
+  std::vector<Status> st(3);
+  std::vector<std::thread> th;
+  for (int r = 0; r < 3; ++r)
+    th.emplace_back([&, r] {
+      std::vector<float> buf(count, static_cast<float>(r + 1));
+      testing_util::SlowComm slow(*comms[static_cast<size_t>(r)], 4096,
+                                  std::chrono::milliseconds(15), stall_after,
+                                  std::chrono::milliseconds(1500));
+      Comm& comm = r == 2 ? static_cast<Comm&>(slow) : *comms[static_cast<size_t>(r)];
+      auto s = run(comm, Call{Coll::kAllReduce, Algo::kHalvingDoubling, DataType::kFloat32,
+                              RedOp::kSum, 0, buf.data(), buf.data(), count});
+      if (s && std::count(buf.begin(), buf.end(), 6.0f) != static_cast<ptrdiff_t>(count))
+        s = fail("rank " + std::to_string(r) + ": wrong result");
+      st[static_cast<size_t>(r)] = s;
+    });
+  for (auto& t : th) t.join();
+  return st;
+}
+
+TEST(Collective, AFoldedRankWaitsOutASlowLinkWhileTheCollectiveProgresses) {
+  auto st = hd_over_a_slow_link(-1);
+  for (int r = 0; r < 3; ++r)
+    EXPECT_TRUE(st[static_cast<size_t>(r)])
+        << "rank " << r << ": " << st[static_cast<size_t>(r)].error().message;
+}
+
+TEST(Collective, ARealStallStillTimesOut) {
+  auto st = hd_over_a_slow_link(4);  // rank 2 stops for 1.5 s after 4 pieces
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_FALSE(st[static_cast<size_t>(r)]) << "rank " << r;
+    EXPECT_NE(st[static_cast<size_t>(r)].error().message.find("timed out after 200 ms"),
+              std::string::npos)
+        << st[static_cast<size_t>(r)].error().message;
+  }
+}
+
+}  // namespace
+}  // namespace tb::collective

@@ -10,6 +10,7 @@
 
 #include "plan/plan.h"
 #include "plan/shaping.h"
+#include "plan_ops.h"
 #include "scenario/loader.h"
 
 namespace tb::shaping {
@@ -23,13 +24,7 @@ plan::Plan hzbj() {
   return *p;
 }
 
-template <class T>
-std::vector<T> ops_of(const plan::Plan& p) {
-  std::vector<T> out;
-  for (const auto& op : p.ops)
-    if (auto* o = std::get_if<T>(&op)) out.push_back(*o);
-  return out;
-}
+using plan::ops_of;
 
 TEST(LabShaping, TbfLeavesDelayToStagesAtTheRightEnd) {
   auto p = hzbj();

@@ -422,6 +422,44 @@ TEST(VerifyReport, FailsWhenAnyClassFailsAndSaysWhy) {
   EXPECT_FALSE(VerifyReport{}.passed());  // nothing measured is not a pass
 }
 
+// A failed check is measured once more (not a failed step, not a pass) and the report shows the
+// first reading beside the second, which is judged.
+TEST(VerifyReport, AFailedCheckIsMeasuredAgainAndTheFirstReadingShown) {
+  ClassResult c;
+  c.cls = {plan::Tier::kUplink, "vpc", 0, 1};
+  c.link.emulated.rate = Rate{25e6};
+  c.link.emulated.delay = Duration{250'000};
+  c.outcome.m.goodput = goodput(25e6 * 1448 / 1514);
+  c.outcome.m.base = rtt(100, 5);
+  c.outcome.m.rtt = rtt(100 + 2 * 298, 5);  // one-way +48 us: over 10% + 20 us
+  c.checks = evaluate(c.link.emulated, c.outcome.m);
+  EXPECT_TRUE(measure_again(c.checks, c.outcome));
+  MeasureOutcome broken = c.outcome;
+  broken.errors.push_back("tb-probe exited 1");
+  EXPECT_FALSE(measure_again(c.checks, broken));  // a failed step is not a tolerance matter
+  c.first_checks = c.checks;
+  c.outcome.m.rtt = rtt(100 + 2 * 252, 5);
+  c.checks = evaluate(c.link.emulated, c.outcome.m);
+  EXPECT_FALSE(measure_again(c.checks, c.outcome));
+  VerifyReport rep;
+  rep.lab = "t";
+  rep.classes.push_back(c);
+  EXPECT_TRUE(rep.passed());
+  const auto text = report::verify_text(rep);
+  EXPECT_NE(text.find("measured twice: the first measurement's delay read 0.298ms"),
+            std::string::npos)
+      << text;
+  const auto j = report::verify_json(rep);
+  EXPECT_EQ(j["classes"][0]["first_measurement_checks"][1]["verdict"], "fail") << j.dump(1);
+  EXPECT_EQ(j["classes"][0]["checks"][1]["verdict"], "pass");
+  // Paths: the same rule.
+  PathCheck pc;
+  pc.verdict = Verdict::kFail;
+  EXPECT_TRUE(measure_again(pc, MeasureOutcome{}));
+  pc.verdict = Verdict::kPass;
+  EXPECT_FALSE(measure_again(pc, MeasureOutcome{}));
+}
+
 // The routes a plan installs, answered as the kernel would: the longest match over the
 // namespace's routes and its connected subnets (addresses shorter than /32).
 RouteLookup plan_lookup(const plan::Plan& p) {

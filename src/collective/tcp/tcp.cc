@@ -14,7 +14,7 @@
 namespace tb::collective {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = std::chrono::steady_clock;      // CLOCK_MONOTONIC: the progress board's clock
 constexpr uint32_t kHelloMagic = 0x74626331;  // "tbc1"
 constexpr size_t kMinStripe = 64 * 1024;      // smaller transfers use one connection
 // Receive low-water mark: poll reports a connection readable once this many bytes (or all the
@@ -28,6 +28,10 @@ struct Hello {
   int32_t rank;
   int32_t channel;
 };
+
+int64_t mono_ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
 int ms_left(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -91,6 +95,9 @@ Result<std::unique_ptr<TcpComm>> TcpComm::connect(const FileStore& store, const 
   const auto deadline = Clock::now() + o.timeout;
   const std::string me = "rank " + std::to_string(o.rank);
   if (!c->interrupt_) return sys_fail(me + ": eventfd");
+  auto board = ProgressBoard::open(store.dir() + "/" + o.key_prefix + "progress", o.rank, o.size);
+  if (!board) return std::unexpected(with_context(board.error(), me));
+  c->board_ = std::move(*board);
 
   UniqueFd lst(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!lst) return sys_fail(me + ": socket");
@@ -202,6 +209,7 @@ Status TcpComm::do_exchange(std::span<const Xfer> xfers) {
     }
   }
   auto idle_deadline = Clock::now() + timeout_;
+  board_->note(mono_ns(idle_deadline - timeout_));  // starting a step is progress too
   std::vector<pollfd> pfds;
   for (;;) {
     pfds.clear();
@@ -261,16 +269,27 @@ Status TcpComm::do_exchange(std::span<const Xfer> xfers) {
       if (pfds[i].revents & (POLLOUT | POLLERR | POLLHUP)) TB_TRY(pump(c.out, true));
     }
     if (moved) {
-      idle_deadline = Clock::now() + timeout_;
-    } else if (Clock::now() >= idle_deadline) {
+      const auto now = Clock::now();
+      idle_deadline = now + timeout_;
+      board_->note(mono_ns(now));
+    } else if (Clock::now() >= idle_deadline && !wait_on(&idle_deadline)) {
       std::string waiting;
       for (auto& c : conns)
         if (c.in.head < c.in.q.size() || c.out.head < c.out.q.size())
           waiting += (waiting.empty() ? "" : ", ") + std::to_string(c.peer);
       return fail("rank " + std::to_string(rank()) + ": timed out: no progress for " +
-                  std::to_string(timeout_.count()) + " ms on transfers with rank(s) " + waiting);
+                  std::to_string(timeout_.count()) + " ms on transfers with rank(s) " + waiting +
+                  ", nor by any other rank of the communicator");
     }
   }
+}
+
+bool TcpComm::wait_on(Clock::time_point* deadline) const {
+  const int64_t last = board_->latest();
+  const auto last_any = Clock::time_point(std::chrono::nanoseconds(last));
+  if (last_any + timeout_ <= *deadline) return false;
+  *deadline = last_any + timeout_;
+  return true;
 }
 
 void TcpComm::interrupt() {

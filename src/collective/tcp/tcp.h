@@ -10,8 +10,10 @@
 // the order cannot deadlock) and accepts from every higher one; a hello names rank and channel.
 // All I/O is non-blocking under one poll loop. A connection waiting for a receive has its
 // receive low-water mark (SO_RCVLOWAT) at min(64 KiB, the bytes still due), so a wake-up moves
-// tens of packets rather than one. The timeout is an idle timeout: a transfer
-// fails when no byte moved on any of its connections for that long. Single-threaded, except
+// tens of packets rather than one. The timeout is on the collective's progress: a
+// transfer fails when no byte moved on any of its connections for that long and no other rank
+// of the communicator moved a byte either (collective/progress.h: a rank idle while the others
+// work, as a folded rank of halving-doubling over a slow link, waits on). Single-threaded, except
 // interrupt(), which another thread may call while one is inside exchange().
 //
 // A peer mask (TcpOptions::use) restricts the mesh to some peers (RdmaComm carries the others):
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "collective/comm.h"
+#include "collective/progress.h"
 #include "collective/store.h"
 #include "core/unique_fd.h"
 #include "core/units.h"
@@ -66,14 +69,18 @@ class TcpComm final : public Comm {
  private:
   TcpComm(const TcpOptions& o);
   UniqueFd& conn(int peer, int ch) { return conns_[static_cast<size_t>(peer * channels_ + ch)]; }
+  // This rank's wait ran out at *deadline: whether another rank moved bytes within the timeout
+  // (then *deadline moves to the timeout after that rank's last byte).
+  bool wait_on(std::chrono::steady_clock::time_point* deadline) const;
 
   int channels_;
   std::chrono::milliseconds timeout_;
   std::vector<TcpPeer> peers_;
-  std::vector<char> use_;        // by rank, never empty (the mask, or all 1)
-  std::vector<UniqueFd> conns_;  // peer * channels + channel
-  std::vector<int> lowat_;       // each connection's SO_RCVLOWAT as last set (1: the default)
-  UniqueFd interrupt_;           // eventfd; readable once interrupt() was called
+  std::vector<char> use_;                 // by rank, never empty (the mask, or all 1)
+  std::vector<UniqueFd> conns_;           // peer * channels + channel
+  std::vector<int> lowat_;                // each connection's SO_RCVLOWAT as last set (1: default)
+  UniqueFd interrupt_;                    // eventfd; readable once interrupt() was called
+  std::unique_ptr<ProgressBoard> board_;  // when each rank last moved a byte
 };
 
 }  // namespace tb::collective
