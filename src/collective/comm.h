@@ -60,8 +60,11 @@ class Comm {
   const std::vector<int>& node_of() const { return node_of_; }
   void set_node_of(std::vector<int> node_of) { node_of_ = std::move(node_of); }
 
-  // Bytes the algorithms cut a transfer into (each received slice is reduced as it lands and
-  // forwarded by the next exchange); at least one exchange per slice.
+  // Bytes the algorithms cut a ring or halving-doubling step into (each received slice is
+  // reduced as it lands and forwarded by the next exchange); one exchange per slice. Transports
+  // that pipeline a whole step by themselves (TCP's socket buffers, RDMA's posted receives)
+  // return kWholeSteps: an exchange costs at least one wake-up.
+  static constexpr size_t kWholeSteps = size_t{1} << 40;
   virtual size_t slice_bytes() const { return 256 * 1024; }
 
   // Scratch memory kept for the communicator's life, so the algorithms allocate and zero

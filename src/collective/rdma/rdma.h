@@ -76,7 +76,7 @@ class RdmaComm final : public Comm {
   ~RdmaComm() override;
   // An exchange here ends when the peer acknowledged its last send (a round trip), so the
   // algorithms keep whole ring steps rather than 256 KiB slices over RDMA.
-  size_t slice_bytes() const override { return size_t{64} << 20; }
+  size_t slice_bytes() const override { return kWholeSteps; }
 
   const RdmaDescription& description() const { return description_; }
 
