@@ -35,7 +35,7 @@ struct BenchFlags {
   std::string coll;
   std::string min_bytes = "8K", max_bytes = "64M";
   double step_factor = 2;
-  int iters = 20, warmup = 5, check = 1, root = 0;
+  int iters = 20, warmup = 5, check = 1, root = 0, in_place = 1;
   std::string algo, type = "float", op = "sum", ranks = "all", impl = "native", json_path;
   double timeout_s = 30;
   workload::TransportOptions transport;  // --transport, its tunables, --channels
@@ -77,6 +77,7 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
   o.spec.iters = f.iters;
   o.spec.warmup = f.warmup;
   o.spec.check = f.check;
+  o.spec.in_place = f.in_place != 0;
   o.spec.root = f.root;
   o.ranks = f.ranks;
   auto impl = parse_impl(f.impl);
@@ -167,9 +168,17 @@ void add_bench(CLI::App& app, int& rc) {
   bench->add_option("-w,--warmup_iters", bf.warmup, "untimed warm-up iterations per size")
       ->capture_default_str()
       ->check(whole_in(workload::kWarmupRange));
-  bench->add_option("-c,--check", bf.check, "separate untimed correctness runs per size")
+  bench
+      ->add_option("-c,--check", bf.check,
+                   "untimed correctness runs per size and placement, before and after timing")
       ->capture_default_str()
       ->check(whole_in(workload::kCheckRange));
+  bench
+      ->add_option("--in-place", bf.in_place,
+                   "1: time and check in place too (nccl-tests' in-place columns); 0: out of "
+                   "place only")
+      ->capture_default_str()
+      ->check(whole_in({0, 1}));
   bench->add_option("--algo", bf.algo, "ring|tree|hd|hier (default: the implementation's)");
   bench->add_option("--ranks", bf.ranks, "GPUs: all, a region, a server or a GPU; ','-joined")
       ->capture_default_str();
@@ -183,7 +192,10 @@ void add_bench(CLI::App& app, int& rc) {
   bench->add_option("-r,--root", bf.root, "root rank (broadcast, reduce)")
       ->capture_default_str()
       ->check(whole_in({0, std::numeric_limits<int>::max()}));
-  bench->add_option("--timeout", bf.timeout_s, "seconds without progress before a rank fails")
+  bench
+      ->add_option(
+          "--timeout", bf.timeout_s,
+          "seconds the collective may make no progress (no rank moves a byte) before a rank fails")
       ->capture_default_str()
       ->check(real_in(workload::kRankTimeoutSeconds));
   bench->add_option("--json", bf.json_path, "also write the JSON twin here");

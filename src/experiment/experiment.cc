@@ -36,9 +36,12 @@ Status check_run(const scenario::Scenario& s, const lab::LabState& st, const Run
                                                          scenario::to_string(f.kind)));
   }
   if (!o.workload.empty() && o.workload != "none" && !pick_workload(s, o))
-    return bad_input("--workload " + o.workload + ": no collective [[workload]] of that name in " +
-                     s.file);
-  if (const auto* w = pick_workload(s, o)) {
+    return bad_input("--workload " + o.workload +
+                     ": no collective or command [[workload]] of that name in " + s.file);
+  if (const auto* w = pick_workload(s, o); w && w->kind == "command") {
+    launch::CommandOptions co;
+    if (auto j = command_job(*w, st, &co); !j) return std::unexpected(j.error());
+  } else if (w) {
     auto gpus = launch::select_ranks(st.topo, w->ranks);
     if (!gpus) return std::unexpected(gpus.error());
     if (o.transport.kind == workload::Transport::kRdma) {

@@ -76,7 +76,9 @@ std::string describe_transport(const workload::Job& j, const lab::LabState& st) 
 const scenario::Workload* pick_workload(const scenario::Scenario& s, const RunOptions& o) {
   if (o.workload == "none") return nullptr;
   for (const auto& w : s.workloads)
-    if (w.kind == "collective" && (o.workload.empty() || w.name == o.workload)) return &w;
+    if ((w.kind == "collective" || w.kind == "command") &&
+        (o.workload.empty() || w.name == o.workload))
+      return &w;
   return nullptr;
 }
 
@@ -108,9 +110,23 @@ Status ScenarioRun::start_monitors() {
   return monitors_.start({watch.begin(), watch.end()});
 }
 
+Result<launch::CommandJob> command_job(const scenario::Workload& w, const lab::LabState& st,
+                                       launch::CommandOptions* o) {
+  auto tier = launch::parse_tier(w.tier);
+  if (!tier) return std::unexpected(tier.error());
+  o->ranks = w.ranks;
+  o->tier = *tier;
+  o->argv = w.command;
+  auto job = launch::prepare_command(st, *o);
+  if (!job)
+    return std::unexpected(with_context(job.error(), "[[workload]] " + w.name + " (command)"));
+  return job;
+}
+
 Status ScenarioRun::start_workload() {
   const auto* w = pick_workload(s_, o_);
   if (!w) return {};
+  if (w->kind == "command") return start_command(*w);
   auto j = steady_job(*w, st_, o_, id_, res_.results_dir);
   if (!j) return std::unexpected(j.error());
   transport_ = describe_transport(*j, st_);
@@ -123,6 +139,30 @@ Status ScenarioRun::start_workload() {
   // The first iterations, bounded by twice the ranks' own timeout.
   if (!workload_->wait_iterating(3, int64_t{o_.timeout_ms} * 2'000'000, stop_))
     res_.errors.push_back("the workload did not start iterating");
+  return {};
+}
+
+Status ScenarioRun::start_command(const scenario::Workload& w) {
+  launch::CommandOptions co;
+  auto job = command_job(w, st_, &co);
+  if (!job) return std::unexpected(job.error());
+  job->run_id = id_;
+  job->results_dir = res_.results_dir + "/workload";
+  std::string cmd;
+  for (const auto& a : job->argv) cmd += (cmd.empty() ? "" : " ") + a;
+  transport_ =
+      std::string("command over ") + launch::to_string(job->tier) + " (" + job->ifname + ")";
+  progress_("workload " + w.name + ": " + cmd + " on " + std::to_string(job->ranks.size()) +
+            " ranks over " + launch::to_string(job->tier) + " (" + job->ifname + "); " +
+            (w.progress.empty() ? "no progress pattern: the whole job is one iteration"
+                                : "iterations: lines matching /" + w.progress + "/") +
+            "; logs in " + job->results_dir + "/logs");
+  command_.emplace(std::move(*job), co, w.progress);
+  command_->start();
+  // Its first iterations (a framework takes a while to import and rendezvous), bounded.
+  if (!w.progress.empty() && !command_->wait_iterating(3, 600'000'000'000, stop_))
+    res_.errors.push_back("the command workload did not report 3 iterations (no line matched /" +
+                          w.progress + "/, or it ended)");
   return {};
 }
 
@@ -155,6 +195,11 @@ void ScenarioRun::fire_timeline() {
 
 void ScenarioRun::collect() {
   if (workload_) workload_->stop(o_.timeout_ms, &res_.errors);
+  if (command_) {
+    bool early = false;
+    command_->stop(&res_.errors, &early);
+    if (early) progress_("the command workload ended before the run did");
+  }
   const auto changes = monitors_.stop();
   const auto outages = probes_.finish(&res_.errors);
   // events.jsonl of the run: the lab's events during it, route changes, probe outages and
@@ -252,8 +297,12 @@ void ScenarioRun::collect_outages(const std::vector<std::vector<metrics::Interva
 
 // The iterations every rank of the workload completed.
 void ScenarioRun::collect_iterations() {
-  if (!workload_) return;
-  in_.iterations = workload_->iterations(&wrong_, &res_.errors);
+  if (workload_)
+    in_.iterations = workload_->iterations(&wrong_, &res_.errors);
+  else if (command_)
+    in_.iterations = command_->iterations();
+  else
+    return;
   for (size_t i = 0; i < in_.iterations.size(); ++i)
     events_.push_back({{"event", "iteration"},
                        {"iter", i},

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "experiment/command_workload.h"
 #include "experiment/experiment.h"
 #include "experiment/monitors.h"
 #include "experiment/probes.h"
@@ -24,8 +25,14 @@
 
 namespace tb::experiment {
 
-// The collective [[workload]] a run drives: o.workload's, else the first; none for "none".
+// The [[workload]] a run drives (kind collective or command): o.workload's, else the first;
+// none for "none".
 const scenario::Workload* pick_workload(const scenario::Scenario& s, const RunOptions& o);
+
+// A command [[workload]]'s job on `st` (launch/command.h prepare_command: ranks, tier, the
+// program looked up): exit-2 errors naming the workload. Fills `o` from the workload.
+Result<launch::CommandJob> command_job(const scenario::Workload& w, const lab::LabState& st,
+                                       launch::CommandOptions* o);
 
 class ScenarioRun {
  public:
@@ -42,6 +49,7 @@ class ScenarioRun {
   RunResult summarise();
 
  private:
+  Status start_command(const scenario::Workload& w);
   void collect_lab_events();
   void collect_route_changes(
       const std::vector<std::pair<std::string, netlink::RouteChange>>& changes);
@@ -64,6 +72,7 @@ class ScenarioRun {
   // start_*; declared in start order, so destroyed in reverse
   RouteMonitors monitors_;
   std::optional<SteadyWorkload> workload_;
+  std::optional<CommandWorkload> command_;        // kind = "command" instead
   std::string transport_ = "none (no workload)";  // how the workload moves bytes, for reports
   ProbeSet probes_;
   // fire_timeline

@@ -33,10 +33,13 @@ std::string bench_transport_note(const BenchResult& r) {
 std::string bench_measured_note(const BenchResult& r) {
   return "time = wall time of " + std::to_string(r.spec.iters) +
          " back-to-back calls per rank on CLOCK_MONOTONIC after " + std::to_string(r.spec.warmup) +
-         " warm-up calls and a barrier, divided by the calls, averaged over ranks; #wrong from " +
+         " warm-up calls and a barrier, divided by the calls, averaged over ranks, out of place" +
+         (r.spec.in_place ? " and in place" : "") +
+         ", buffers at an offset shifted each iteration; #wrong from " +
          std::to_string(r.spec.check) +
-         " separate untimed check run(s) per size; impl: " + r.describe +
-         "; transport: " + bench_transport_note(r) +
+         " separate untimed check run(s) before and as many after the timed calls, per size and "
+         "placement; impl: " +
+         r.describe + "; transport: " + bench_transport_note(r) +
          "; link shaping: " + (r.shaping.empty() ? "none" : r.shaping);
 }
 
@@ -51,11 +54,20 @@ std::string bench_header(const BenchResult& r) {
   for (size_t i = 0; i < r.nodes.size(); ++i)
     s += fmt::format("#  Rank {:3} on {}\n", i, r.nodes[i]);
   s += "#\n";
-  s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>10}  {:>8}  {:>8}  {:>7}  {:>10}\n",
-                   "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
-                   "busbw");
-  s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>10}  {:>8}  {:>8}  {:>7}  {:>10}\n",
-                   "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(Gbit/s)");
+  // nccl-tests' columns: out-of-place then in-place time, algbw, busbw, #wrong; then the
+  // out-of-place busbw in Gbit/s (link rates are given in bits).
+  s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:^38}  {:^38}\n", "", "", "", "", "",
+                   "out-of-place", "in-place");
+  s += fmt::format(
+      "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>10}  {:>8}  {:>8}  {:>6}  {:>10}  {:>8}  {:>8}  "
+      "{:>6}  {:>10}\n",
+      "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+      "busbw", "#wrong", "busbw");
+  s += fmt::format(
+      "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>10}  {:>8}  {:>8}  {:>6}  {:>10}  {:>8}  {:>8}  "
+      "{:>6}  {:>10}\n",
+      "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+      "", "(Gbit/s)");
   return s;
 }
 
@@ -63,11 +75,16 @@ std::string bench_header(const BenchResult& r) {
 std::string bench_row(const BenchResult& r, const BenchRow& row) {
   const bool reduces = collective::reduces(r.spec.coll);
   const bool rooted = collective::rooted(r.spec.coll);
+  const std::string in_place =
+      row.in_place
+          ? fmt::format("{:>10.1f}  {:>8.4f}  {:>8.4f}  {:6}", row.in_place->time_us,
+                        row.in_place->algbw_gbps, row.in_place->busbw_gbps, row.in_place->wrong)
+          : fmt::format("{:>10}  {:>8}  {:>8}  {:>6}", "-", "-", "-", "-");
   return fmt::format(
-      "  {:10}  {:12}  {:>8}  {:>6}  {:6}  {:>10.1f}  {:>8.4f}  {:>8.4f}  {:7}  {:>10.4f}\n",
+      "  {:10}  {:12}  {:>8}  {:>6}  {:6}  {:>10.1f}  {:>8.4f}  {:>8.4f}  {:6}  {}  {:>10.4f}\n",
       row.bytes, row.count, collective::name(r.spec.type),
       reduces ? collective::name(r.spec.op) : "none", rooted ? r.spec.root : -1, row.time_us,
-      row.algbw_gbps, row.busbw_gbps, row.wrong, row.busbw_gbps * 8);
+      row.algbw_gbps, row.busbw_gbps, row.wrong, in_place, row.busbw_gbps * 8);
 }
 
 std::string bench_footer(const BenchResult& r) {
@@ -98,6 +115,15 @@ nlohmann::json bench_json(const BenchResult& r) {
          {"wrong", row.wrong},
          {"rank_time_us", row.rank_time_us},
          {"iterations", it}});
+    if (row.in_place) {  // the same figures in place (nccl-tests' second set of columns)
+      const auto& p = *row.in_place;
+      nlohmann::json pit = nlohmann::json::array();
+      for (auto [a, b] : p.iter_ns) pit.push_back({{"start_ns", a}, {"end_ns", b}});
+      rows.back()["in_place"] = {{"time_us", p.time_us},       {"algbw_gbps", p.algbw_gbps},
+                                 {"busbw_gbps", p.busbw_gbps}, {"busbw_gbit", p.busbw_gbps * 8},
+                                 {"wrong", p.wrong},           {"rank_time_us", p.rank_time_us},
+                                 {"iterations", pit}};
+    }
   }
   return {{"lab", r.lab},
           {"run_id", r.run_id},

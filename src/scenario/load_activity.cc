@@ -1,6 +1,8 @@
 // What runs on a lab: [[workload]] and [[fault]], and the node references they make.
 #include <algorithm>
 #include <map>
+#include <regex>
+#include <sstream>
 
 #include "scenario/names.h"
 #include "scenario/reader.h"
@@ -12,6 +14,9 @@ const std::vector<std::string> kCollectiveKeys = {"op",        "algo",        "r
                                                   "max_bytes", "step_factor", "iters", "warmup",
                                                   "channels",  "resilient"};
 const std::vector<std::string> kCheckpointKeys = {"from", "to", "bytes", "qos"};
+// kind = "command" takes "ranks" too (a collective key).
+const std::vector<std::string> kCommandKeys = {"command", "tier", "progress"};
+const std::vector<std::string> kTiers = {"auto", "nvl", "rail", "frontend"};
 const std::vector<std::string> kOps = {"allreduce", "allgather", "reducescatter", "broadcast",
                                        "reduce",    "alltoall",  "sendrecv"};
 // "s0..s3", or "s0" for one; `first` and `last` suffix the two ends ("tor0a..tor3b").
@@ -68,11 +73,7 @@ bool check_region(Table& t, std::string_view key, Loc at, const std::string& nam
   return false;
 }
 
-void read_collective(Table& t, Workload& w, const LoadState& st) {
-  if (auto op = t.str("op", true); op && t.one_of("op", *op, kOps)) w.op = *op;
-  w.algo = "ring";
-  if (auto a = t.str("algo"); a && t.one_of("algo", *a, {"ring", "tree", "hd", "hier"}))
-    w.algo = *a;
+void read_ranks(Table& t, Workload& w, const LoadState& st) {
   if (auto ranks = t.strings("ranks", false, true)) {
     w.rank_selectors.clear();
     for (const auto& [sel, at] : *ranks) {
@@ -97,6 +98,14 @@ void read_collective(Table& t, Workload& w, const LoadState& st) {
     if (ranks->empty()) t.error("ranks", "must name at least one region, server or GPU");
     w.ranks = join(w.rank_selectors, ",");
   }
+}
+
+void read_collective(Table& t, Workload& w, const LoadState& st) {
+  if (auto op = t.str("op", true); op && t.one_of("op", *op, kOps)) w.op = *op;
+  w.algo = "ring";
+  if (auto a = t.str("algo"); a && t.one_of("algo", *a, {"ring", "tree", "hd", "hier"}))
+    w.algo = *a;
+  read_ranks(t, w, st);
   auto min = t.size("min_bytes");
   auto max = t.size("max_bytes");
   if (min && *min == 0) {
@@ -116,6 +125,31 @@ void read_collective(Table& t, Workload& w, const LoadState& st) {
   if (auto n = t.integer("warmup", false, 0, 1000000)) w.warmup = static_cast<int>(*n);
   if (auto n = t.integer("channels", false, 1, 64)) w.channels = static_cast<int>(*n);
   if (auto r = t.boolean("resilient")) w.resilient = *r;
+}
+
+void read_command(Table& t, Workload& w, const LoadState& st) {
+  read_ranks(t, w, st);
+  if (auto cmd = t.strings("command", true, true)) {
+    for (const auto& [word, at] : *cmd) {
+      if (cmd->size() > 1) {
+        w.command.push_back(word);
+        continue;
+      }
+      std::istringstream in(word);  // one string: split at spaces (no shell)
+      for (std::string part; in >> part;) w.command.push_back(part);
+    }
+    if (w.command.empty() || w.command.front().empty())
+      t.error("command", "must name a program, e.g. [\"/usr/bin/python3\", \"train.py\"]");
+  }
+  if (auto tier = t.str("tier"); tier && t.one_of("tier", *tier, kTiers)) w.tier = *tier;
+  if (auto p = t.str("progress")) {
+    try {
+      std::regex re(*p);
+      w.progress = *p;
+    } catch (const std::regex_error& e) {
+      t.error("progress", "not a regular expression (ECMAScript): " + std::string(e.what()));
+    }
+  }
 }
 
 void read_checkpoint(Table& t, Workload& w, const LoadState& st) {
@@ -145,6 +179,7 @@ void read_workloads(Table& top, LoadState& st) {
     std::vector<std::string> keys = {"name", "kind"};
     keys.insert(keys.end(), kCollectiveKeys.begin(), kCollectiveKeys.end());
     keys.insert(keys.end(), kCheckpointKeys.begin(), kCheckpointKeys.end());
+    keys.insert(keys.end(), kCommandKeys.begin(), kCommandKeys.end());
     Table t(*e, "workload #" + std::to_string(index), "[[workload]]", keys, st.d);
     Workload w;
     w.loc = t.loc();
@@ -162,13 +197,22 @@ void read_workloads(Table& top, LoadState& st) {
       }
     }
     auto kind = t.str("kind", true);
-    if (kind && t.one_of("kind", *kind, {"collective", "checkpoint"})) {
+    if (kind && t.one_of("kind", *kind, {"collective", "checkpoint", "command"})) {
       w.kind = *kind;
       if (*kind == "collective") {
         t.not_for(kCheckpointKeys, "only for kind = \"checkpoint\"");
+        t.not_for(kCommandKeys, "only for kind = \"command\"");
         read_collective(t, w, st);
+      } else if (*kind == "command") {
+        std::vector<std::string> collective_only;
+        for (const auto& k : kCollectiveKeys)
+          if (k != "ranks") collective_only.push_back(k);
+        t.not_for(collective_only, "only for kind = \"collective\"");
+        t.not_for(kCheckpointKeys, "only for kind = \"checkpoint\"");
+        read_command(t, w, st);
       } else {
         t.not_for(kCollectiveKeys, "only for kind = \"collective\"");
+        t.not_for(kCommandKeys, "only for kind = \"command\"");
         read_checkpoint(t, w, st);
       }
     }

@@ -76,7 +76,7 @@ struct Wan {
 // A workload to run (executed by later verbs; parsed and validated now).
 struct Workload {
   std::string name;
-  std::string kind;  // "collective" | "checkpoint"
+  std::string kind;  // "collective" | "checkpoint" | "command"
   std::string
       op;  // collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv
   std::string algo;           // collective: ring tree hd hier
@@ -92,6 +92,13 @@ struct Workload {
   // run: when a rank fails (a transport error, a killed rank), restart the whole group from
   // the last iteration every rank completed, as elastic training does, instead of ending.
   bool resilient = false;
+  // command: any program, one process per selected GPU (`testbedctl launch`'s job): argv (a
+  // TOML string is split at spaces), the tier its ranks talk over (auto, nvl, rail, frontend),
+  // and an ECMAScript regular expression a line of its output matches once per iteration on
+  // each rank that reports progress ("" = the whole job is one iteration).
+  std::vector<std::string> command;
+  std::string tier = "auto";
+  std::string progress;
   std::string from, to;  // checkpoint: source and destination regions
   uint64_t bytes = 0;    // checkpoint: bytes per replication
   std::string qos;       // checkpoint: "gold" | "silver" | "bronze" | ""

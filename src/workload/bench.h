@@ -1,7 +1,12 @@
-// The nccl-tests loop one rank runs: for each size, separate untimed correctness runs
-// (`check` of them, fresh data each), `warmup` untimed calls, a barrier, then `iters` calls
-// back to back under one monotonic timer with a timestamp per iteration. Each finished size
-// becomes a Row the caller streams out (the orchestrator shows progress from them).
+// The nccl-tests loop one rank runs: for each size, out of place and then in place
+// (nccl-tests' layouts, collective/types.h), each: `check` untimed correctness runs (fresh
+// data each), `warmup` untimed calls, a barrier, `iters` calls back to back under one
+// monotonic timer with a timestamp per iteration, and `check` correctness runs again, so data
+// corrupted while timing shows too. The buffers are allocated once for the largest size and
+// each call's buffers sit at an offset shifted between iterations (nccl-tests' startColl), so
+// a call that reads a stale pointer or a previous call's data is caught by the checks, which
+// run at different offsets before and after the timed loop. Each finished size becomes a Row
+// the caller streams out (the orchestrator shows progress from them).
 // Not thread-safe: one Impl per rank.
 #pragma once
 
@@ -29,6 +34,7 @@ struct BenchSpec {
   uint64_t min_bytes = 8 * 1024, max_bytes = 64ull << 20;
   double step_factor = 2;
   int iters = 20, warmup = 5, check = 1;
+  bool in_place = true;  // also time and check in place (nccl-tests always does)
 };
 
 // What the flags may say (nccl-tests' -n, -w, -c, -f; -f must also be > 1 when -b < -e).
@@ -49,12 +55,16 @@ struct SizePoint {
 // -b .. -e by -f, through metrics::count_for; duplicates (tiny sizes) dropped.
 std::vector<SizePoint> sweep(const BenchSpec& s, int n);
 
-// One size's result on one rank.
+// One size's result on one rank: out of place, and in place (ip_*) when the spec asks.
 struct RankRow {
   uint64_t bytes = 0, count = 0;
-  double time_us = 0;                                // elapsed / iters on this rank
-  uint64_t wrong = 0;                                // mismatched elements over the check runs
+  double time_us = 0;  // elapsed / iters on this rank
+  uint64_t wrong = 0;  // mismatched elements over the check runs, before and after timing
   std::vector<std::pair<int64_t, int64_t>> iter_ns;  // CLOCK_MONOTONIC start, end per iteration
+  bool in_place = false;                             // whether the ip_* figures were measured
+  double ip_time_us = 0;
+  uint64_t ip_wrong = 0;
+  std::vector<std::pair<int64_t, int64_t>> ip_iter_ns;
 };
 nlohmann::json to_json(const RankRow& r);
 RankRow rank_row_from_json(const nlohmann::json& j);

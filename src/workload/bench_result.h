@@ -1,11 +1,12 @@
 // A bench run's results across ranks: one row per size with the figures nccl-tests reports
-// (time, algbw, busbw, #wrong) and per-iteration timestamps, and the run around them (ranks,
-// transport, errors). Time per size is the mean over ranks of each rank's elapsed / iters
-// (nccl-tests' default -a 1); #wrong is summed over ranks. The orchestrator builds it
-// (launch/bench_run.h); report/bench.h shows it. Plain values and pure functions; thread-safe.
+// (time, algbw, busbw, #wrong, out of place and in place) and per-iteration timestamps, and the run
+// around them (ranks, transport, errors). Time per size is the mean over ranks of each rank's
+// elapsed / iters (nccl-tests' default -a 1); #wrong is summed over ranks. The orchestrator builds
+// it (launch/bench_run.h); report/bench.h shows it. Plain values and pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,12 +14,21 @@
 
 namespace tb::workload {
 
-struct BenchRow {
-  uint64_t bytes = 0, count = 0;
+// One placement's figures (nccl-tests' four columns, and what they come from).
+struct BenchTiming {
   double time_us = 0, algbw_gbps = 0, busbw_gbps = 0;
   uint64_t wrong = 0;
   std::vector<double> rank_time_us;
   std::vector<std::pair<int64_t, int64_t>> iter_ns;  // per iteration: first start, last end
+};
+
+struct BenchRow {
+  uint64_t bytes = 0, count = 0;
+  double time_us = 0, algbw_gbps = 0, busbw_gbps = 0;  // out of place
+  uint64_t wrong = 0;
+  std::vector<double> rank_time_us;
+  std::vector<std::pair<int64_t, int64_t>> iter_ns;  // per iteration: first start, last end
+  std::optional<BenchTiming> in_place;               // when the ranks measured it
 };
 
 // Combines one size's rows from every rank (same bytes/count).
@@ -41,8 +51,8 @@ struct BenchResult {
   std::vector<BenchRow> rows;
   std::vector<std::string> errors;  // "rank 3 (dc/s1/g1): exit 1: <its error>"
   bool complete = false;            // every size finished on every rank
-  uint64_t wrong() const;
-  double avg_busbw() const;
+  uint64_t wrong() const;           // over both placements
+  double avg_busbw() const;         // over every row and placement measured (nccl-tests' footer)
   bool ok() const { return complete && errors.empty() && wrong() == 0; }
 };
 

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/ipv4.h"
 #include "workload/gloo_impl_ops.h"
@@ -132,8 +133,21 @@ class GlooImpl final : public Impl {
     if (failed_) return std::unexpected(*failed_);
     TB_TRY(check(call));
     if (call.count == 0) return {};
+    // In place (collective/types.h's layouts): Gloo's algorithms may overwrite input they have
+    // not sent yet, so they get a copy of the input.
+    Call c = call;
+    const size_t sb =
+        collective::send_elems(call.coll, call.count, o_.size) * collective::type_size(call.type);
+    const size_t rb =
+        collective::recv_elems(call.coll, call.count, o_.size) * collective::type_size(call.type);
+    const auto* s = static_cast<const std::byte*>(call.send);
+    const auto* r = static_cast<const std::byte*>(call.recv);
+    if (s < r + rb && r < s + sb) {
+      staged_.assign(s, s + sb);
+      c.send = staged_.data();
+    }
     try {
-      ops_->run(call);
+      ops_->run(c);
       return {};
     } catch (const std::exception& e) {
       failed_ =
@@ -166,6 +180,7 @@ class GlooImpl final : public Impl {
   std::shared_ptr<gloo::Context> ctx_;
   std::unique_ptr<gloo_detail::GlooOps> ops_;
   std::optional<Error> failed_;
+  std::vector<std::byte> staged_;  // the input of an in-place call
 };
 
 }  // namespace

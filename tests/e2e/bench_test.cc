@@ -1,4 +1,5 @@
-// bench on a live mini lab: every collective passes (#wrong = 0) natively and through Gloo;
+// bench on a live mini lab: every collective passes (#wrong = 0, checked before and after
+// timing, in and out of place) natively and through Gloo;
 // killing one rank makes every other rank exit with a clear error within its timeout, and the
 // lab runs the next bench cleanly. Results go to a temporary directory removed at the end.
 #include <signal.h>
@@ -58,17 +59,29 @@ class Bench : public testing::Test {
   static inline bool up_ok_ = false;
 };
 
-void expect_clean_run(const CmdResult& r, const nlohmann::json& j, const std::string& what) {
+// Every row checked clean out of place and in place (checks before and after the timed calls,
+// at shifted offsets), with nccl-tests' in-place columns printed beside the out-of-place ones.
+void expect_clean_run(const CmdResult& r, const nlohmann::json& j, const std::string& what,
+                      size_t min_rows = 3, size_t iters = 2) {
   EXPECT_EQ(r.rc, 0) << what << "\n" << r.out;
   EXPECT_TRUE(j.value("ok", false)) << what;
   EXPECT_TRUE(j.value("complete", false)) << what;
   EXPECT_EQ(j.value("wrong", -1), 0) << what;
-  ASSERT_GE(j["rows"].size(), 3u) << what;
+  ASSERT_GE(j["rows"].size(), min_rows) << what;
   for (const auto& row : j["rows"]) {
     EXPECT_EQ(row["wrong"], 0) << what;
     EXPECT_GT(row["busbw_gbps"].get<double>(), 0) << what;
-    EXPECT_EQ(row["iterations"].size(), 2u) << what;
+    EXPECT_EQ(row["iterations"].size(), iters) << what;
+    ASSERT_TRUE(row.contains("in_place")) << what;
+    EXPECT_EQ(row["in_place"]["wrong"], 0) << what;
+    EXPECT_GT(row["in_place"]["busbw_gbps"].get<double>(), 0) << what;
+    EXPECT_EQ(row["in_place"]["iterations"].size(), iters) << what;
   }
+  EXPECT_TRUE(j["spec"].value("in_place", false)) << what;
+  EXPECT_NE(j.value("measured", "").find("before and as many after the timed calls"),
+            std::string::npos)
+      << j.value("measured", "");
+  EXPECT_NE(r.out.find("in-place"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
 }
 
@@ -210,6 +223,46 @@ TEST_F(Bench, DownKillsRunningRanks) {
   EXPECT_TRUE(rank_pids().empty()) << "ranks survived down";
   // The bench notices within its idle limits (a bound on a hang).
   EXPECT_EQ(sweep.wait(30), 1) << "bench did not exit 1 after down";
+}
+
+// hz-bj: checks before and after timing, in and out of place, across the WAN and on 16 ranks.
+// Halving-doubling on 3 ranks (hz/s0/g0, hz/s0/g1, bj/s0/g0) folds rank 0 into rank 1, which
+// then runs the halving and doubling steps with the Beijing rank over the Express Connect WAN
+// (25 ms one way): an 8 MB call takes about 3 s there (measured here; TCP restarts slow start
+// after each idle step), so rank 0 waits longer than the 2 s --timeout with none of its own
+// bytes moving. The timeout is on the collective's progress, so the run must pass (it timed
+// out when the timeout meant "this rank moved no byte").
+TEST(BenchHz, ChecksBeforeAndAfterTimingAcrossTheWanAndOn16Ranks) {
+  TB_REQUIRE_ROOT();
+  char t[] = "/tmp/tb-e2e-benchhz-XXXXXX";
+  const std::string results = mkdtemp(t);
+  LabGuard g(unique_lab("ebh"));
+  auto up = testbedctl("up " + scenario("hz-bj.toml") + " --name " + g.lab());
+  ASSERT_EQ(up.rc, 0) << up.out;
+  auto bench = [&](const std::string& name, const std::string& args) {
+    const std::string json = results + "/" + name + ".json";
+    auto r = sh("TESTBEDCTL_RESULTS_DIR=" + results + " " + tbctl() + " bench " + g.lab() + " " +
+                args + " --json " + json);
+    std::ifstream in(json);
+    nlohmann::json j = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json::object();
+    return std::pair{r, j};
+  };
+  {
+    auto [r, j] = bench("hd-wan",
+                        "allreduce --algo hd --ranks hz/s0/g0,hz/s0/g1,bj/s0/g0 -b 8M -e 8M "
+                        "-n 1 -w 0 -c 1 --timeout 2");
+    expect_clean_run(r, j, "hd across the WAN", 1, 1);
+  }
+  {
+    auto [r, j] = bench("a2a-hz", "alltoall --ranks hz -b 256K -e 1M -f 4 -n 2 -w 1 -c 1");
+    expect_clean_run(r, j, "alltoall on hz's 16 ranks", 2, 2);
+  }
+  {
+    auto [r, j] =
+        bench("rs-hz", "reducescatter --ranks hz -b 256K -e 1M -f 4 -n 2 -w 1 -c 1 -o max");
+    expect_clean_run(r, j, "reducescatter on hz's 16 ranks", 2, 2);
+  }
+  std::filesystem::remove_all(results);
 }
 
 }  // namespace

@@ -174,6 +174,27 @@ TEST_F(Launch, PytorchDdpTrainsAndEveryRankEndsWithTheSameParameters) {
   EXPECT_TRUE(job_pids().empty());
 }
 
+TEST_F(Launch, ADdpRankExitingOneEndsTheJobWithExitOne) {
+  if (!have_torch()) GTEST_SKIP() << "no torch with gloo under /usr/bin/python3 (python3-torch)";
+  const std::string job = std::string(TB_SOURCE_DIR) + "/tests/e2e/jobs/ddp_train.py";
+  auto r = launch("--grace 2s --timeout 10m -- /usr/bin/python3 " + job +
+                  " --steps 100000 --fail-rank 2 --fail-step 2");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  const auto j = read_json(newest_job_dir() + "/job.json");
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["ranks"][2]["exit_code"], 1) << j.dump(1);
+  // The others' allreduce fails on its own (gloo: connection closed) or they are ended: either
+  // way within the grace (2 s) of the failure, with a generous margin for a loaded host.
+  const double failed_at = j["ranks"][2]["end_s"];
+  for (int i : {0, 1, 3}) {
+    EXPECT_NE(j["ranks"][i]["exit_code"], 0) << j.dump(1);
+    EXPECT_LT(j["ranks"][i]["end_s"].get<double>(), failed_at + 2 + 10) << j.dump(1);
+  }
+  EXPECT_NE(r.out.find("[rank 2 dc/s1/g0] rank 2: failing on purpose at step 2"), std::string::npos)
+      << r.out;
+  EXPECT_TRUE(job_pids().empty());
+}
+
 TEST_F(Launch, AFailingRankEndsTheJobWithinTheGracePeriod) {
   // Rank 2 exits 1; rank 1 ignores SIGTERM (its shell does; the sleep it waits on dies and the
   // loop goes on), so only the SIGKILL after --grace ends it; the rest end on SIGTERM.

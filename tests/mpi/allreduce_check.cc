@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
   }
   long long total = 0;
   MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-  std::printf("rank %d of %d on %s: allreduce of %d elements: %lld wrong here, %lld in all\n",
-              rank, n, host, count, wrong, total);
+  std::printf("rank %d of %d on %s: allreduce of %d elements: %lld wrong here, %lld in all\n", rank,
+              n, host, count, wrong, total);
   std::fflush(stdout);
   if (rank == 0 && total == 0) std::printf("mpi allreduce correct on %d ranks\n", n);
   MPI_Finalize();

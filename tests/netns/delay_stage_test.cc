@@ -596,11 +596,13 @@ TEST_F(EgressHoldTest, ALocalTcpSenderBehindAnEgressHoldReachesTheRate) {
             << " Mbit/s, ideal " << ideal << "\n";
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  // The median of 3: one run may lose a scheduler slice to a loaded host; TSQ costs every run.
-  // Seen with two other builds running: 950-956 with the sysctls, 875-915 without (97% = 928).
-  EXPECT_GE(runs[1], 0.97 * ideal)
+  // The best of 3: a loaded host can take CPU from any one run (274 and 765 of 3 runs at load
+  // 13-17, the third 955), but TSQ throttles every run, so without the sysctls not even the best
+  // one comes near the rate. Seen with two other builds running: 950-956 with the sysctls,
+  // 875-915 without (97% = 928).
+  EXPECT_GE(runs[2], 0.97 * ideal)
       << "runs " << runs[0] << " " << runs[1] << " " << runs[2] << " Mbit/s, ideal " << ideal;
-  EXPECT_LE(runs[1], 1.02 * ideal);
+  EXPECT_LE(runs[2], 1.02 * ideal);
 }
 
 }  // namespace

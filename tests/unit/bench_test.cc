@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -135,16 +137,26 @@ TEST(Bench, SweepFollowsMinMaxAndFactor) {
   EXPECT_FALSE(workload::validate(s));
 }
 
-// An Impl that breaks one element of every result: the check must see it.
-class Corrupting final : public workload::Impl {
+// An Impl that wraps another and forwards everything; subclasses spoil results.
+class Wrapping : public workload::Impl {
  public:
-  explicit Corrupting(std::unique_ptr<workload::Impl> in) : in_(std::move(in)) {}
+  explicit Wrapping(std::unique_ptr<workload::Impl> in) : in_(std::move(in)) {}
   int rank() const override { return in_->rank(); }
   int size() const override { return in_->size(); }
   Status supports(Coll c, Algo a) const override { return in_->supports(c, a); }
   Algo default_algo(Coll c) const override { return in_->default_algo(c); }
   std::string algo_label(const Call& c) const override { return in_->algo_label(c); }
-  std::string describe() const override { return "corrupting"; }
+  std::string describe() const override { return "wrapping"; }
+  Status run(const Call& c) override { return in_->run(c); }
+
+ protected:
+  std::unique_ptr<workload::Impl> in_;
+};
+
+// Breaks one element of every result (AllReduce: out of place only): the check must see it.
+class Corrupting final : public Wrapping {
+ public:
+  using Wrapping::Wrapping;
   Status run(const Call& c) override {
     TB_TRY(in_->run(c));
     if (c.count > 1 && c.coll != Coll::kAllReduce) static_cast<float*>(c.recv)[0] += 1;
@@ -152,13 +164,32 @@ class Corrupting final : public workload::Impl {
       static_cast<float*>(c.recv)[1] += 1;
     return {};
   }
-
- private:
-  std::unique_ptr<workload::Impl> in_;
 };
 
+// Leans on its first call's buffer: later calls of the same size return what that buffer
+// holds (a result cache keyed by size, a scratch pointer kept across calls). Calls at the
+// first call's offset look right; only a check at a shifted offset sees it.
+class Stale final : public Wrapping {
+ public:
+  using Wrapping::Wrapping;
+  Status run(const Call& c) override {
+    TB_TRY(in_->run(c));
+    if (c.count < 2) return {};  // the barrier
+    auto [it, fresh] = first_.try_emplace(c.count, c.recv);
+    if (!fresh && it->second != c.recv)
+      std::memcpy(c.recv, it->second, c.count * collective::type_size(c.type));
+    return {};
+  }
+
+ private:
+  std::map<uint64_t, void*> first_;
+};
+
+using Wrap = std::function<std::unique_ptr<workload::Impl>(std::unique_ptr<workload::Impl>)>;
+
+// Rows with #wrong summed over ranks (out of place and in place).
 std::vector<workload::RankRow> bench_on_threads(int n, const workload::BenchSpec& spec,
-                                                bool corrupt) {
+                                                const Wrap& wrap = {}) {
   auto comms = collective::make_inproc_comms(n);
   std::vector<std::vector<workload::RankRow>> rows(static_cast<size_t>(n));
   std::vector<std::thread> th;
@@ -166,23 +197,31 @@ std::vector<workload::RankRow> bench_on_threads(int n, const workload::BenchSpec
     th.emplace_back([&, r] {
       std::unique_ptr<workload::Impl> impl =
           workload::make_native_impl(std::move(comms[static_cast<size_t>(r)]), "inproc");
-      if (corrupt) impl = std::make_unique<Corrupting>(std::move(impl));
+      if (wrap) impl = wrap(std::move(impl));
       auto st = workload::run_bench(*impl, spec, [&](const workload::RankRow& row) {
         rows[static_cast<size_t>(r)].push_back(row);
       });
       EXPECT_TRUE(st) << st.error().message;
     });
   for (auto& t : th) t.join();
-  std::vector<workload::RankRow> out;  // rank-summed #wrong per size
+  std::vector<workload::RankRow> out;
   for (size_t i = 0; i < rows[0].size(); ++i) {
     workload::RankRow sum = rows[0][i];
-    for (int r = 1; r < n; ++r) sum.wrong += rows[static_cast<size_t>(r)][i].wrong;
+    for (int r = 1; r < n; ++r) {
+      sum.wrong += rows[static_cast<size_t>(r)][i].wrong;
+      sum.ip_wrong += rows[static_cast<size_t>(r)][i].ip_wrong;
+    }
     out.push_back(sum);
   }
   return out;
 }
 
-TEST(Bench, EveryCollectiveChecksCleanAndTimesEveryIteration) {
+template <class W>
+Wrap wrap_with() {
+  return [](std::unique_ptr<workload::Impl> in) { return std::make_unique<W>(std::move(in)); };
+}
+
+TEST(Bench, EveryCollectiveChecksCleanInAndOutOfPlaceAndTimesEveryIteration) {
   for (Coll c : {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kBroadcast,
                  Coll::kReduce, Coll::kAllToAll, Coll::kSendRecv}) {
     workload::BenchSpec s;
@@ -195,26 +234,57 @@ TEST(Bench, EveryCollectiveChecksCleanAndTimesEveryIteration) {
     s.check = 2;
     s.root = 2;
     s.op = RedOp::kMax;
-    auto rows = bench_on_threads(3, s, false);
+    auto rows = bench_on_threads(3, s);
     ASSERT_EQ(rows.size(), 3u) << collective::name(c);
     for (const auto& r : rows) {
       EXPECT_EQ(r.wrong, 0u) << collective::name(c) << " " << r.bytes;
+      EXPECT_EQ(r.ip_wrong, 0u) << collective::name(c) << " in place " << r.bytes;
+      ASSERT_TRUE(r.in_place);
       ASSERT_EQ(r.iter_ns.size(), 3u);
+      ASSERT_EQ(r.ip_iter_ns.size(), 3u);
       EXPECT_LE(r.iter_ns[0].first, r.iter_ns[0].second);
       EXPECT_LE(r.iter_ns[0].second, r.iter_ns[1].first);
+      EXPECT_LE(r.iter_ns[2].second, r.ip_iter_ns[0].first);  // in place after out of place
     }
   }
 }
 
-TEST(Bench, AWrongResultIsCounted) {
+TEST(Bench, AWrongResultIsCountedBeforeAndAfterTiming) {
   workload::BenchSpec s;
   s.coll = Coll::kAllGather;
   s.min_bytes = s.max_bytes = 4096;
   s.iters = 1;
   s.check = 3;
-  auto rows = bench_on_threads(2, s, true);
+  auto rows = bench_on_threads(2, s, wrap_with<Corrupting>());
   ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0].wrong, 6u);  // one element x 3 check runs x 2 ranks
+  EXPECT_EQ(rows[0].wrong, 12u);     // one element x (3 + 3) check runs x 2 ranks
+  EXPECT_EQ(rows[0].ip_wrong, 12u);  // and the same in place
+  s.coll = Coll::kAllReduce;         // Corrupting spoils AllReduce out of place only
+  rows = bench_on_threads(2, s, wrap_with<Corrupting>());
+  EXPECT_EQ(rows[0].wrong, 12u);
+  EXPECT_EQ(rows[0].ip_wrong, 0u);
+}
+
+// Buffers shift between iterations, and the checks after timing run at another offset than
+// those before: an implementation that returns a previous call's buffer is caught there.
+TEST(Bench, ShiftedBuffersCatchAnImplementationLeaningOnAnEarlierCall) {
+  workload::BenchSpec s;
+  s.coll = Coll::kAllReduce;
+  s.min_bytes = 1000;
+  s.max_bytes = 100'000;
+  s.step_factor = 10;
+  s.iters = 3;
+  s.warmup = 0;
+  s.check = 1;
+  auto rows = bench_on_threads(2, s, wrap_with<Stale>());
+  ASSERT_EQ(rows.size(), 3u);
+  // The two smaller sizes shift (the largest has one offset): wrong, and only after timing.
+  EXPECT_GT(rows[0].wrong, rows[0].count);
+  EXPECT_GT(rows[1].wrong, rows[1].count);
+  EXPECT_EQ(rows[2].wrong, 0u);
+  s.check = 0;  // without the checks nothing is counted
+  rows = bench_on_threads(2, s, wrap_with<Stale>());
+  EXPECT_EQ(rows[0].wrong, 0u);
 }
 
 TEST(BenchReport, CombinesRanksLikeNcclTests) {
@@ -237,6 +307,39 @@ TEST(BenchReport, CombinesRanksLikeNcclTests) {
   auto j = report::bench_json(r);
   EXPECT_EQ(j["rows"][0]["iterations"].size(), 2u);
   EXPECT_EQ(j["wrong"], 2);
+  EXPECT_FALSE(j["rows"][0].contains("in_place"));  // not measured: columns "-"
+  EXPECT_NE(report::bench_row(r, row).find("  -  "), std::string::npos);
+}
+
+TEST(BenchReport, InPlaceColumnsBesideOutOfPlaceLikeNcclTests) {
+  workload::RankRow a{1'000'000, 250'000, 1000, 0, {{10, 20}}, true, 2000, 3, {{30, 40}}};
+  workload::RankRow b{1'000'000, 250'000, 1000, 0, {{11, 21}}, true, 2000, 1, {{31, 41}}};
+  auto row = workload::combine_rows(Coll::kAllReduce, 2, {a, b});
+  ASSERT_TRUE(row.in_place);
+  EXPECT_DOUBLE_EQ(row.in_place->time_us, 2000);
+  EXPECT_DOUBLE_EQ(row.in_place->algbw_gbps, 0.5);
+  EXPECT_EQ(row.in_place->wrong, 4u);
+  EXPECT_EQ(row.in_place->iter_ns[0], (std::pair<int64_t, int64_t>{30, 41}));
+  workload::BenchResult r;
+  r.spec.coll = Coll::kAllReduce;
+  r.rows = {row};
+  r.complete = true;
+  EXPECT_EQ(r.wrong(), 4u);
+  EXPECT_DOUBLE_EQ(r.avg_busbw(), (1.0 + 0.5) / 2);  // both placements, as nccl-tests
+  const std::string header = report::bench_header(r);
+  EXPECT_NE(header.find("out-of-place"), std::string::npos) << header;
+  EXPECT_NE(header.find("in-place"), std::string::npos) << header;
+  const std::string line = report::bench_row(r, row);
+  EXPECT_NE(line.find("2000.0"), std::string::npos) << line;  // the in-place time
+  auto j = report::bench_json(r);
+  EXPECT_EQ(j["rows"][0]["in_place"]["wrong"], 4);
+  EXPECT_DOUBLE_EQ(j["rows"][0]["in_place"]["time_us"].get<double>(), 2000);
+  EXPECT_EQ(j["rows"][0]["in_place"]["iterations"].size(), 1u);
+  // The rank rows round-trip through tb-rank's JSON lines.
+  auto back = workload::rank_row_from_json(workload::to_json(a));
+  EXPECT_TRUE(back.in_place);
+  EXPECT_EQ(back.ip_wrong, 3u);
+  EXPECT_EQ(back.ip_iter_ns, a.ip_iter_ns);
 }
 
 plan::Topology topology_of(const std::string& scenario) {

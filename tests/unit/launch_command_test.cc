@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "experiment/command_workload.h"
 #include "launch/command.h"
 #include "plan/plan.h"
 #include "scenario/loader.h"
@@ -161,6 +162,24 @@ TEST(LaunchCommand, DurationsTakeSecondsMinutesAndHours) {
   EXPECT_EQ(launch::parse_job_duration_ms("1.5m").value(), 90'000);
   for (const char* bad : {"", "soon", "0", "-1s", "5x", "m"})
     EXPECT_FALSE(launch::parse_job_duration_ms(bad)) << bad;
+}
+
+}  // namespace
+}  // namespace tb
+
+namespace tb {
+namespace {
+
+TEST(CommandProgress, AnIterationEndsWhenEveryReportingRankPrintedItsLine) {
+  // Rank 1 prints nothing (it takes no part); rank 2 is one line behind.
+  const std::vector<std::vector<int64_t>> marks = {{100, 200, 300}, {}, {150, 260}};
+  const auto it = experiment::progress_iterations(marks, 10);
+  ASSERT_EQ(it.size(), 2u);
+  EXPECT_EQ(it[0].start_ns, 10);
+  EXPECT_EQ(it[0].end_ns, 150);
+  EXPECT_EQ(it[1].start_ns, 150);
+  EXPECT_EQ(it[1].end_ns, 260);
+  EXPECT_TRUE(experiment::progress_iterations({{}, {}}, 0).empty());
 }
 
 }  // namespace

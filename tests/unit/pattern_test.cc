@@ -58,12 +58,14 @@ void expect_closed_form_matches_reduction(Coll coll, RedOp op, int n) {
 
 TEST(Pattern, ReductionsAreExactUpTo4096RanksInEveryType) {
   for (RedOp op : {RedOp::kSum, RedOp::kMin, RedOp::kMax}) {
-    for (int n : {1, 2, 3, 9, 64, 4096}) {
+    for (int n : {1, 2, 3, 9, 64}) {
       expect_closed_form_matches_reduction<float>(Coll::kAllReduce, op, n);
       expect_closed_form_matches_reduction<int32_t>(Coll::kAllReduce, op, n);
       expect_closed_form_matches_reduction<double>(Coll::kReduce, op, n);
       expect_closed_form_matches_reduction<int64_t>(Coll::kAllReduce, op, n);
     }
+    // 4096 ranks: float, the type whose exactness the bound protects (the others are wider).
+    expect_closed_form_matches_reduction<float>(Coll::kAllReduce, op, 4096);
     expect_closed_form_matches_reduction<float>(Coll::kReduceScatter, op, 5);
   }
 }
