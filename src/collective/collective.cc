@@ -34,37 +34,38 @@ void copy_if_apart(void* dst, const void* src, size_t bytes) {
 
 Status allreduce(Comm& c, const Call& k) {
   const size_t es = type_size(k.type);
+  const auto* in = static_cast<const std::byte*>(k.send);
   auto* buf = static_cast<std::byte*>(k.recv);
-  copy_if_apart(buf, k.send, k.count * es);
-  if (c.size() == 1 || k.count == 0) return {};
+  if (c.size() == 1 || k.count == 0) {
+    copy_if_apart(buf, in, k.count * es);
+    return {};
+  }
   switch (k.algo) {
-    case Algo::kRing: {
+    case Algo::kRing: {  // reads send, writes recv: no copy first
       const auto blocks = detail::blocks_of(split(k.count, c.size()));
       const auto order = detail::ring_order(c);
       const int me = position_of(order, c.rank());
-      TB_TRY(detail::ring_reduce_scatter(c, order, me, buf, blocks, k.type, k.op));
+      TB_TRY(detail::ring_reduce_scatter(c, order, me, in, buf, blocks, k.type, k.op));
       return detail::ring_all_gather(c, order, me, buf, blocks, es);
     }
-    case Algo::kTree: {
-      int parent;
-      std::vector<int> children;
-      detail::tree_links(c.rank(), c.size(), 0, &parent, &children);
-      TB_TRY(detail::pipeline_up(c, parent, children, buf, k.count, k.type, k.op));
-      return detail::pipeline_down(c, parent, children, buf, k.count, es);
-    }
+    case Algo::kTree:
+      return detail::tree_allreduce(c, detail::tree_pos(c.rank(), c.size(), 0, {}), in, buf,
+                                    k.count, k.type, k.op);
     case Algo::kHalvingDoubling:
+      copy_if_apart(buf, in, k.count * es);
       return detail::allreduce_hd(c, buf, k.count, k.type, k.op);
     case Algo::kHier:
+      copy_if_apart(buf, in, k.count * es);
       return detail::allreduce_hier(c, buf, k.count, k.type, k.op);
   }
   return {};
 }
 
-void links(const Call& k, int rank, int size, int* parent, std::vector<int>* children) {
-  if (k.algo == Algo::kTree)
-    detail::tree_links(rank, size, k.root, parent, children);
-  else
-    detail::chain_links(rank, size, k.root, parent, children);
+// Broadcast and Reduce: a binary tree in rank order (tree), or a chain along the node-aware
+// ring order (ring), so each hop between servers joins two GPUs of one rail.
+detail::TreePos links(Comm& c, const Call& k) {
+  if (k.algo == Algo::kTree) return detail::tree_pos(c.rank(), c.size(), k.root, {});
+  return detail::chain_pos(c.rank(), c.size(), k.root, detail::ring_order(c));
 }
 
 Status broadcast(Comm& c, const Call& k) {
@@ -72,30 +73,20 @@ Status broadcast(Comm& c, const Call& k) {
   auto* buf = static_cast<std::byte*>(k.recv);
   if (c.rank() == k.root) copy_if_apart(buf, k.send, k.count * es);
   if (c.size() == 1 || k.count == 0) return {};
-  int parent;
-  std::vector<int> children;
-  links(k, c.rank(), c.size(), &parent, &children);
-  return detail::pipeline_down(c, parent, children, buf, k.count, es);
+  return detail::pipeline_down(c, links(c, k), buf, k.count, es);
 }
 
 Status reduce(Comm& c, const Call& k) {
   const size_t es = type_size(k.type);
-  // Non-roots reduce in a scratch copy: their recv buffer is the root's business only.
-  std::vector<std::byte> scratch;
-  std::byte* buf;
-  if (c.rank() == k.root) {
-    buf = static_cast<std::byte*>(k.recv);
-    copy_if_apart(buf, k.send, k.count * es);
-  } else {
-    scratch.assign(static_cast<const std::byte*>(k.send),
-                   static_cast<const std::byte*>(k.send) + k.count * es);
-    buf = scratch.data();
+  // The root reduces into its recv buffer; the others forward reduced chunks from scratch
+  // (their recv buffer is the root's business only) and copy nothing.
+  auto* out = c.rank() == k.root ? static_cast<std::byte*>(k.recv) : nullptr;
+  if (c.size() == 1 || k.count == 0) {
+    if (out) copy_if_apart(out, k.send, k.count * es);
+    return {};
   }
-  if (c.size() == 1 || k.count == 0) return {};
-  int parent;
-  std::vector<int> children;
-  links(k, c.rank(), c.size(), &parent, &children);
-  return detail::pipeline_up(c, parent, children, buf, k.count, k.type, k.op);
+  return detail::pipeline_up(c, links(c, k), static_cast<const std::byte*>(k.send), out, k.count,
+                             k.type, k.op);
 }
 
 Status allgather(Comm& c, const Call& k) {
@@ -115,13 +106,14 @@ Status reducescatter(Comm& c, const Call& k) {
     copy_if_apart(k.recv, static_cast<const std::byte*>(k.send) + mine, k.count * es);
     return {};
   }
+  // Reads send, reduces into the communicator's scratch; only the own block is copied out.
   const size_t total = k.count * static_cast<size_t>(c.size());
-  std::vector<std::byte> work(static_cast<const std::byte*>(k.send),
-                              static_cast<const std::byte*>(k.send) + total * es);
+  std::byte* work = c.scratch(detail::kSlotWhole, total * es);
   const auto order = detail::ring_order(c);
-  TB_TRY(detail::ring_reduce_scatter(c, order, position_of(order, c.rank()), work.data(),
+  TB_TRY(detail::ring_reduce_scatter(c, order, position_of(order, c.rank()),
+                                     static_cast<const std::byte*>(k.send), work,
                                      rank_blocks(order, k.count), k.type, k.op));
-  std::memcpy(k.recv, work.data() + mine, k.count * es);
+  std::memcpy(k.recv, work + mine, k.count * es);
   return {};
 }
 

@@ -34,6 +34,17 @@ Status Comm::exchange(std::span<const Xfer> xfers) {
   return {};
 }
 
+std::byte* Comm::scratch(int slot, size_t bytes) {
+  TB_CHECK(slot >= 0);
+  if (static_cast<size_t>(slot) >= scratch_.size()) scratch_.resize(static_cast<size_t>(slot) + 1);
+  Scratch& s = scratch_[static_cast<size_t>(slot)];
+  if (s.bytes < bytes) {
+    s.p.reset(new std::byte[bytes]);  // default-initialised: not zeroed
+    s.bytes = bytes;
+  }
+  return s.p.get();
+}
+
 void Comm::fail_with(Error e) {
   if (error_) return;
   error_ = std::move(e);

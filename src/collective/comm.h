@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -59,6 +60,18 @@ class Comm {
   const std::vector<int>& node_of() const { return node_of_; }
   void set_node_of(std::vector<int> node_of) { node_of_ = std::move(node_of); }
 
+  // Bytes the algorithms cut a ring or halving-doubling step into (each received slice is
+  // reduced as it lands and forwarded by the next exchange); one exchange per slice. Transports
+  // that pipeline a whole step by themselves (TCP's socket buffers, RDMA's posted receives)
+  // return kWholeSteps: an exchange costs at least one wake-up.
+  static constexpr size_t kWholeSteps = size_t{1} << 40;
+  virtual size_t slice_bytes() const { return 256 * 1024; }
+
+  // Scratch memory kept for the communicator's life, so the algorithms allocate and zero
+  // nothing per call: slot `slot` holds at least `bytes` (grown on demand, contents
+  // unspecified) until the next scratch() call on that slot asks for more.
+  std::byte* scratch(int slot, size_t bytes);
+
   // The stored first error, if any.
   const std::optional<Error>& failed() const { return error_; }
   // Fails the communicator from outside (a watchdog): later exchanges return `e`.
@@ -73,6 +86,11 @@ class Comm {
   int rank_, size_;
   std::vector<int> node_of_;
   std::optional<Error> error_;
+  struct Scratch {
+    std::unique_ptr<std::byte[]> p;
+    size_t bytes = 0;
+  };
+  std::vector<Scratch> scratch_;
 };
 
 }  // namespace tb::collective

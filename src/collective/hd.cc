@@ -1,7 +1,8 @@
 // Halving-doubling AllReduce (Rabenseifner; Thakur, Rabenseifner, Gropp 2005): recursive
 // halving reduce-scatter then recursive doubling all-gather among a power of two of ranks.
 // With n not a power of two, the first 2*(n - p) ranks fold pairwise first (the even one
-// hands its data to the odd one and sits out) and get the result back at the end.
+// hands its data to the odd one and sits out) and get the result back at the end. Every
+// transfer moves in slices, each reduced as it lands (no per-call buffer).
 #include <utility>
 
 #include "collective/algorithms.h"
@@ -14,17 +15,15 @@ Status allreduce_hd(Comm& c, std::byte* buf, size_t count, DataType t, RedOp op)
   int p = 1;
   while (p * 2 <= n) p *= 2;
   const int rem = n - p;
-  std::vector<std::byte> tmp(count * es);
 
   // Fold: ranks below 2*rem pair up; odd ones carry on with newrank r/2.
   int nr;
   if (r < 2 * rem) {
     if (r % 2 == 0) {
-      TB_TRY(c.exchange({Xfer::send(r + 1, buf, count * es)}));
+      TB_TRY(exchange_sliced(c, r + 1, buf, count * es, -1, nullptr, 0));
       nr = -1;
     } else {
-      TB_TRY(c.exchange({Xfer::recv(r - 1, tmp.data(), count * es)}));
-      reduce_into(buf, tmp.data(), count, t, op);
+      TB_TRY(exchange_reduce(c, -1, nullptr, 0, r - 1, buf, buf, count, t, op));
       nr = r / 2;
     }
   } else {
@@ -43,9 +42,8 @@ Status allreduce_hd(Comm& c, std::byte* buf, size_t count, DataType t, RedOp op)
       const bool lower = nr < partner;
       const size_t klo = lower ? lo : mid, khi = lower ? mid : hi;  // kept
       const size_t slo = lower ? mid : lo, shi = lower ? hi : mid;  // sent
-      TB_TRY(c.exchange({Xfer::send(real(partner), buf + slo * es, (shi - slo) * es),
-                         Xfer::recv(real(partner), tmp.data(), (khi - klo) * es)}));
-      reduce_into(buf + klo * es, tmp.data(), khi - klo, t, op);
+      TB_TRY(exchange_reduce(c, real(partner), buf + slo * es, shi - slo, real(partner),
+                             buf + klo * es, buf + klo * es, khi - klo, t, op));
       lo = klo;
       hi = khi;
     }
@@ -54,8 +52,8 @@ Status allreduce_hd(Comm& c, std::byte* buf, size_t count, DataType t, RedOp op)
       const int partner = nr ^ d;
       const auto [plo, phi] = ranges[static_cast<size_t>(i)];
       const size_t olo = lo == plo ? hi : plo, ohi = lo == plo ? phi : lo;  // partner's half
-      TB_TRY(c.exchange({Xfer::send(real(partner), buf + lo * es, (hi - lo) * es),
-                         Xfer::recv(real(partner), buf + olo * es, (ohi - olo) * es)}));
+      TB_TRY(exchange_sliced(c, real(partner), buf + lo * es, (hi - lo) * es, real(partner),
+                             buf + olo * es, (ohi - olo) * es));
       lo = plo;
       hi = phi;
     }
@@ -64,9 +62,9 @@ Status allreduce_hd(Comm& c, std::byte* buf, size_t count, DataType t, RedOp op)
   // Unfold: odd ranks of the folded pairs return the result.
   if (r < 2 * rem) {
     if (r % 2 == 1)
-      TB_TRY(c.exchange({Xfer::send(r - 1, buf, count * es)}));
+      TB_TRY(exchange_sliced(c, r - 1, buf, count * es, -1, nullptr, 0));
     else
-      TB_TRY(c.exchange({Xfer::recv(r + 1, buf, count * es)}));
+      TB_TRY(exchange_sliced(c, -1, nullptr, 0, r + 1, buf, count * es));
   }
   return {};
 }

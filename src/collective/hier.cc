@@ -42,13 +42,13 @@ Status allreduce_hier(Comm& c, std::byte* buf, size_t count, DataType t, RedOp o
   const size_t es = type_size(t);
   const int local_n = static_cast<int>(l->local.size());
   const auto off = split(count, local_n);
-  TB_TRY(ring_reduce_scatter(c, l->local, l->local_index, buf, blocks_of(off), t, op));
+  TB_TRY(ring_reduce_scatter(c, l->local, l->local_index, buf, buf, blocks_of(off), t, op));
   // My shard, all-reduced across nodes by a ring over my rail.
   std::byte* shard = buf + off[static_cast<size_t>(l->local_index)] * es;
   const size_t shard_n =
       off[static_cast<size_t>(l->local_index) + 1] - off[static_cast<size_t>(l->local_index)];
   const auto roff = split(shard_n, static_cast<int>(l->rail.size()));
-  TB_TRY(ring_reduce_scatter(c, l->rail, l->node_index, shard, blocks_of(roff), t, op));
+  TB_TRY(ring_reduce_scatter(c, l->rail, l->node_index, shard, shard, blocks_of(roff), t, op));
   TB_TRY(ring_all_gather(c, l->rail, l->node_index, shard, blocks_of(roff), es));
   return ring_all_gather(c, l->local, l->local_index, buf, blocks_of(off), es);
 }

@@ -136,9 +136,8 @@ void run_case(const Case& cs, const InprocOptions& opts) {
         case Coll::kAllReduce:
           want = reduced(i);
           break;
-        case Coll::kReduce:
-          if (r != cs.root) continue;
-          want = reduced(i);
+        case Coll::kReduce:  // a non-root's recv buffer is left as it was
+          want = r == cs.root ? reduced(i) : static_cast<T>(cs.in_place ? value(r, i) : -99);
           break;
         case Coll::kBroadcast:
           want = static_cast<T>(value(cs.root, i));
@@ -270,6 +269,29 @@ TEST(Collective, BoundedTransportBlocksASenderUntilTheReceiverReads) {
   auto st = comms[0]->exchange({Xfer::send(1, big.data(), big.size() * sizeof(int))});
   ASSERT_FALSE(st);
   EXPECT_NE(st.error().message.find("bytes to rank 1"), std::string::npos) << st.error().message;
+}
+
+// Buffers of several slices (detail::kSliceBytes) so the sliced ring steps, the halving-doubling
+// exchanges and the tree's overlapped reduce-up and broadcast-down run many pipeline steps, at
+// rank counts that give trees of depth 1..3 and chains of up to 9, in and out of place, on the
+// bounded transport (a schedule that needs buffering deadlocks there).
+TEST(Collective, SlicedPipelinesOverManySlices) {
+  const size_t per = detail::kSliceBytes / 4;
+  for (Coll coll :
+       {Coll::kAllReduce, Coll::kReduce, Coll::kBroadcast, Coll::kReduceScatter, Coll::kAllGather})
+    for (Algo algo : native_algos(coll))
+      for (int n : {2, 5, 9}) {
+        if (algo == Algo::kHier && n == 5) continue;  // no equal split but 1 or 5 a node
+        const bool big =
+            coll == Coll::kAllReduce || coll == Coll::kReduce || coll == Coll::kBroadcast;
+        const size_t count = big ? 4 * per + 3 : per + 5;  // per rank block: many slices
+        for (bool in_place : {false, true}) {
+          if (in_place && !big) continue;
+          run_any({coll, algo, DataType::kInt32, RedOp::kSum, n, count, n - 1, n == 9 ? 3 : 1,
+                   in_place},
+                  true);
+        }
+      }
 }
 
 TEST(Collective, RefusesWhatItDoesNotHave) {

@@ -74,6 +74,9 @@ class RdmaComm final : public Comm {
   // o.timeout. An error names rank, peer, addresses, tier and the rdma_cm event received.
   static Result<std::unique_ptr<RdmaComm>> connect(const FileStore& store, const RdmaOptions& o);
   ~RdmaComm() override;
+  // An exchange here ends when the peer acknowledged its last send (a round trip), so the
+  // algorithms keep whole ring steps rather than 256 KiB slices over RDMA.
+  size_t slice_bytes() const override { return kWholeSteps; }
 
   const RdmaDescription& description() const { return description_; }
 

@@ -17,6 +17,11 @@ namespace {
 using Clock = std::chrono::steady_clock;      // CLOCK_MONOTONIC: the progress board's clock
 constexpr uint32_t kHelloMagic = 0x74626331;  // "tbc1"
 constexpr size_t kMinStripe = 64 * 1024;      // smaller transfers use one connection
+// Receive low-water mark: poll reports a connection readable once this many bytes (or all the
+// transfer still waits for, if fewer) are queued. 64 KiB keeps the kernel's receive buffer and
+// window clamp as they are (tcp_set_rcvlowat grows them only for a mark over half the buffer,
+// whose default is 128 KiB), so long, delayed paths keep their window.
+constexpr size_t kRcvLowat = 64 * 1024;
 
 struct Hello {
   uint32_t magic;
@@ -77,6 +82,7 @@ TcpComm::TcpComm(const TcpOptions& o)
       peers_(o.peers),
       use_(o.use.empty() ? std::vector<char>(static_cast<size_t>(o.size), 1) : o.use),
       conns_(static_cast<size_t>(o.size * o.channels)),
+      lowat_(static_cast<size_t>(o.size * o.channels), 1),
       interrupt_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 TcpComm::~TcpComm() = default;
@@ -210,7 +216,15 @@ Status TcpComm::do_exchange(std::span<const Xfer> xfers) {
     for (auto& c : conns) {
       short ev = 0;
       if (c.out.head < c.out.q.size()) ev |= POLLOUT;
-      if (c.in.head < c.in.q.size()) ev |= POLLIN;
+      if (c.in.head < c.in.q.size()) {
+        ev |= POLLIN;
+        const Stripe& st = c.in.q[c.in.head];
+        const int want = static_cast<int>(std::min(kRcvLowat, st.len - st.done));
+        int& have = lowat_[static_cast<size_t>(c.peer * channels_ + c.ch)];
+        if (want != have && ::setsockopt(conn(c.peer, c.ch).get(), SOL_SOCKET, SO_RCVLOWAT, &want,
+                                         sizeof want) == 0)
+          have = want;
+      }
       pfds.push_back(pollfd{ev ? conn(c.peer, c.ch).get() : -1, ev, 0});
     }
     if (std::all_of(pfds.begin(), pfds.end(), [](const pollfd& p) { return p.fd < 0; })) return {};

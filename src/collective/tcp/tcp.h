@@ -8,7 +8,9 @@
 // Set-up (connect): each rank listens on every address, publishes its port in the FileStore,
 // connects to every lower rank (its listener's backlog accepts before anyone calls accept, so
 // the order cannot deadlock) and accepts from every higher one; a hello names rank and channel.
-// All I/O is non-blocking under one poll loop; the timeout is on the collective's progress: a
+// All I/O is non-blocking under one poll loop. A connection waiting for a receive has its
+// receive low-water mark (SO_RCVLOWAT) at min(64 KiB, the bytes still due), so a wake-up moves
+// tens of packets rather than one. The timeout is on the collective's progress: a
 // transfer fails when no byte moved on any of its connections for that long and no other rank
 // of the communicator moved a byte either (collective/progress.h: a rank idle while the others
 // work, as a folded rank of halving-doubling over a slow link, waits on). Single-threaded, except
@@ -54,6 +56,10 @@ class TcpComm final : public Comm {
   ~TcpComm() override;
 
   int channels() const { return channels_; }
+  // One exchange per ring step: the socket buffers keep the link busy while a received block is
+  // reduced, and with the receive low-water mark a whole-step exchange wakes the rank less often
+  // than 256 KiB slices do (scripts/bench-collectives, CPU-s/GB; docs in README's figures).
+  size_t slice_bytes() const override { return kWholeSteps; }
   // Whether this rank holds connections to `peer` (the mask).
   bool uses(int peer) const { return use_[static_cast<size_t>(peer)] != 0; }
   // Makes the exchange in progress on another thread (and every later one) fail at once, with
@@ -76,6 +82,7 @@ class TcpComm final : public Comm {
   std::vector<TcpPeer> peers_;
   std::vector<char> use_;                 // by rank, never empty (the mask, or all 1)
   std::vector<UniqueFd> conns_;           // peer * channels + channel
+  std::vector<int> lowat_;                // each connection's SO_RCVLOWAT as last set (1: default)
   UniqueFd interrupt_;                    // eventfd; readable once interrupt() was called
   std::unique_ptr<ProgressBoard> board_;  // when each rank last moved a byte
 };
