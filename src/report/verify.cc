@@ -136,7 +136,7 @@ std::string method_text(const Settings& s) {
          " us (longer on slow links: probes use <= 5% of the rate) from A, bound to its port on "
          "the link (SO_BINDTODEVICE), to tb-probe serve in B\n"
          "      base    the same probes over lo inside A's namespace (the probe's own software "
-         "path), sent at the same time as the link's, so both see the same host\n"
+         "path)\n"
          "      delay   one-way = (median RTT - median base) / 2: each direction is shaped alike\n"
          "      jitter  one-way stdev = sqrt((var RTT - (IQR/1.349 of base)^2) / 2)\n"
          "      loss    unanswered probes vs the 99% binomial interval of p_rtt = 1-(1-p)^2; "
@@ -171,7 +171,7 @@ std::string paths_text(const VerifyReport& r) {
        std::to_string(r.settings.interval_us) +
        " us from the first node to the second's address (plan::reach, as the hosts files name "
        "it), sent by the namespace's routes; base: the same probes over lo in the first node's "
-       "namespace, sent at the same time\n"
+       "namespace\n"
        "      path    the links the kernel's routes take now, out and back (RTM_GETROUTE in each "
        "namespace, bridges crossed by the next L3 hop), with the delays in force on each\n"
        "      judged  median RTT - (out + back delays + median base) within the sum of every "

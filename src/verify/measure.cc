@@ -65,15 +65,11 @@ std::string tail(const std::string& log) {
 }
 
 // Runs one client mode to completion and returns its JSON.
-Result<ProbeChild> start_client(const MeasureRequest& r, const std::string& what,
-                                const std::vector<std::string>& argv) {
-  return ProbeChild::start(r.target.a_netns, argv, r.owner, r.work_dir + "/" + what + ".log");
-}
-
-// Waits for a client start_client started and reads its result line.
-Result<nlohmann::json> finish_client(const MeasureRequest& r, const std::string& what,
-                                     Result<ProbeChild>& child, int timeout_ms,
-                                     const std::atomic<bool>& stop) {
+Result<nlohmann::json> run_client(const MeasureRequest& r, const std::string& what,
+                                  const std::vector<std::string>& argv, int timeout_ms,
+                                  const std::atomic<bool>& stop) {
+  const std::string log = r.work_dir + "/" + what + ".log";
+  auto child = ProbeChild::start(r.target.a_netns, argv, r.owner, log);
   if (!child) return std::unexpected(child.error());
   auto rc = child->wait(timeout_ms, stop);
   if (!rc) return std::unexpected(with_context(rc.error(), what));
@@ -83,13 +79,6 @@ Result<nlohmann::json> finish_client(const MeasureRequest& r, const std::string&
   auto j = result_line(child->log());
   if (!j) return fail(what + ": tb-probe printed no result: " + tail(child->log()));
   return *j;
-}
-
-Result<nlohmann::json> run_client(const MeasureRequest& r, const std::string& what,
-                                  const std::vector<std::string>& argv, int timeout_ms,
-                                  const std::atomic<bool>& stop) {
-  auto child = start_client(r, what, argv);
-  return finish_client(r, what, child, timeout_ms, stop);
 }
 
 std::vector<std::string> rtt_argv(const MeasureRequest& r, const std::string& to, uint16_t port,
@@ -214,16 +203,8 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
     }
   }
 
-  // The base and the link's probe trains run at the same time, so both see the same host: run
-  // one after the other, a load that came or went between them (another process's burst)
-  // moved the difference of their medians by tens of µs either way. Two trains of 32 B probes
-  // every millisecond or more cost the host nothing that matters.
-  const std::string base_what = "rtt over lo (base)", rtt_what = "rtt over the link";
-  auto base_child = start_client(r, base_what, rtt_argv(r, "127.0.0.1", r.port + 1, "lo"));
-  auto rtt_child = start_client(r, rtt_what,
-                                rtt_argv(r, r.target.addr.to_string(), r.port, r.target.a_dev));
-  auto base = finish_client(r, base_what, base_child, rtt_timeout_ms(r), stop);
-  auto rtt = finish_client(r, rtt_what, rtt_child, rtt_timeout_ms(r), stop);
+  auto base = run_client(r, "rtt over lo (base)", rtt_argv(r, "127.0.0.1", r.port + 1, "lo"),
+                         rtt_timeout_ms(r), stop);
   if (base) {
     if (auto v = probe::rtt_from_json(*base))
       out.m.base = *v;
@@ -233,6 +214,9 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
     out.errors.push_back(base.error().message);
   }
   if (stop) return out;
+  auto rtt = run_client(r, "rtt over the link",
+                        rtt_argv(r, r.target.addr.to_string(), r.port, r.target.a_dev),
+                        rtt_timeout_ms(r), stop);
   if (rtt) {
     if (auto v = probe::rtt_from_json(*rtt))
       out.m.rtt = *v;
