@@ -15,27 +15,9 @@
 namespace tb::e2e {
 namespace {
 
-class Bench : public testing::Test {
+class Bench : public SharedMiniLab<Bench> {
  protected:
-  static void SetUpTestSuite() {
-    if (!is_root()) return;
-    char t[] = "/tmp/tb-e2e-bench-XXXXXX";
-    results_ = mkdtemp(t);
-    lab_ = unique_lab("eb");
-    guard_ = new LabGuard(lab_);
-    auto r = testbedctl("up " + scenario("mini.toml") + " --name " + lab_);
-    up_ok_ = r.rc == 0;
-    if (!up_ok_) std::fprintf(stderr, "up failed: %s\n", r.out.c_str());
-  }
-  static void TearDownTestSuite() {
-    delete guard_;  // down + clean
-    guard_ = nullptr;
-    if (!results_.empty()) std::filesystem::remove_all(results_);
-  }
-  void SetUp() override {
-    TB_REQUIRE_ROOT();
-    ASSERT_TRUE(up_ok_) << "mini lab did not come up";
-  }
+  static void SetUpTestSuite() { up_shared("eb", "bench"); }
   static CmdResult bench(const std::string& args) {
     return sh("TESTBEDCTL_RESULTS_DIR=" + results_ + " " + tbctl() + " bench " + lab_ + " " + args);
   }
@@ -53,10 +35,6 @@ class Bench : public testing::Test {
     }
     return out;
   }
-
-  static inline std::string results_, lab_;
-  static inline LabGuard* guard_ = nullptr;
-  static inline bool up_ok_ = false;
 };
 
 // Every row checked clean out of place and in place (checks before and after the timed calls,

@@ -150,3 +150,38 @@ class Background {
 
 #define TB_REQUIRE_ROOT() \
   if (!::tb::e2e::is_root()) GTEST_SKIP() << "needs root: creates network namespaces"
+
+namespace tb::e2e {
+
+// One mini lab shared by a suite's tests (`up` costs seconds), with a results directory of its
+// own; both go when the suite ends. `Suite` (the deriving fixture) keeps the statics per suite.
+// The fixture's SetUpTestSuite calls up_shared; a test fails at once when the lab did not come up.
+template <class Suite>
+class SharedMiniLab : public testing::Test {
+ protected:
+  static void up_shared(const std::string& prefix, const std::string& what) {
+    if (!is_root()) return;
+    std::string t = "/tmp/tb-e2e-" + what + "-XXXXXX";
+    if (::mkdtemp(t.data()) == nullptr) return;
+    results_ = t;
+    lab_ = unique_lab(prefix);
+    guard_ = new LabGuard(lab_);
+    auto r = testbedctl("up " + scenario("mini.toml") + " --name " + lab_);
+    up_ok_ = r.rc == 0;
+    if (!up_ok_) std::fprintf(stderr, "up failed: %s\n", r.out.c_str());
+  }
+  static void TearDownTestSuite() {
+    delete guard_;  // down + clean
+    guard_ = nullptr;
+    if (!results_.empty()) std::filesystem::remove_all(results_);
+  }
+  void SetUp() override {
+    TB_REQUIRE_ROOT();
+    ASSERT_TRUE(up_ok_) << "mini lab did not come up";
+  }
+  static inline std::string results_, lab_;
+  static inline LabGuard* guard_ = nullptr;
+  static inline bool up_ok_ = false;
+};
+
+}  // namespace tb::e2e

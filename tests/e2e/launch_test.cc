@@ -21,30 +21,15 @@ bool have_torch() {
              .rc == 0;
 }
 
-class Launch : public testing::Test {
+class Launch : public SharedMiniLab<Launch> {
  protected:
   static void SetUpTestSuite() {
-    if (!is_root()) return;
-    char t[] = "/tmp/tb-e2e-launch-XXXXXX";
-    results_ = mkdtemp(t);
-    lab_ = unique_lab("el");
-    guard_ = new LabGuard(lab_);
+    up_shared("el", "launch");
+    if (results_.empty()) return;
     forever_ = results_ + "/forever.sh";  // a rank that runs until it is ended (bounded: 10 min)
     std::ofstream(forever_)
         << "#!/bin/sh\ni=0\nwhile [ $i -lt 600 ]; do sleep 1; i=$((i+1)); done\n";
     std::filesystem::permissions(forever_, std::filesystem::perms::owner_all);
-    auto r = testbedctl("up " + scenario("mini.toml") + " --name " + lab_);
-    up_ok_ = r.rc == 0;
-    if (!up_ok_) std::fprintf(stderr, "up failed: %s\n", r.out.c_str());
-  }
-  static void TearDownTestSuite() {
-    delete guard_;  // down + clean
-    guard_ = nullptr;
-    if (!results_.empty()) std::filesystem::remove_all(results_);
-  }
-  void SetUp() override {
-    TB_REQUIRE_ROOT();
-    ASSERT_TRUE(up_ok_) << "mini lab did not come up";
   }
   static std::string env() { return "TESTBEDCTL_RESULTS_DIR=" + results_; }
   static CmdResult launch(const std::string& args) {
@@ -85,9 +70,7 @@ class Launch : public testing::Test {
     return out;
   }
 
-  static inline std::string results_, lab_, forever_;
-  static inline LabGuard* guard_ = nullptr;
-  static inline bool up_ok_ = false;
+  static inline std::string forever_;
 };
 
 TEST_F(Launch, EveryRankGetsTorchrunsEnvironmentTheTiersInterfaceAndTheLabsNames) {
