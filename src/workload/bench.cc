@@ -179,12 +179,27 @@ int64_t read_stop(const std::string& path) {
   return in ? k : -1;
 }
 
+// `check` correctness runs of `call` (fresh data each, seeds from `salt`); mismatches added to
+// *wrong. The output is poisoned before the input is written: in place the input lies inside it.
+Status check_runs(Impl& impl, const BenchSpec& spec, const Call& call, uint64_t salt,
+                  uint64_t* wrong) {
+  const int n = impl.size(), r = impl.rank();
+  for (int c = 0; c < spec.check; ++c) {
+    const uint64_t seed = salt * 1000 + static_cast<uint64_t>(c) + 1;
+    poison_output(call, n);
+    fill_input(call, r, n, seed);
+    TB_TRY(impl.run(call));
+    *wrong += count_wrong(call, r, n, seed);
+  }
+  return {};
+}
+
 }  // namespace
 
 Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_path,
                   int64_t start_iter, const std::function<void(int64_t, int64_t, int64_t)>& on_iter,
                   uint64_t* wrong) {
-  const int n = impl.size(), r = impl.rank();
+  const int n = impl.size();
   const auto algo = spec.algo.value_or(impl.default_algo(spec.coll));
   TB_TRY(impl.supports(spec.coll, algo));
   const uint64_t count = metrics::count_for(spec.coll, spec.max_bytes, n, spec.type);
@@ -193,17 +208,7 @@ Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_pat
   std::vector<std::byte> recv(collective::recv_elems(spec.coll, count, n) * es);
   Call call{spec.coll, algo, spec.type, spec.op, spec.root, send.data(), recv.data(), count};
   *wrong = 0;
-  auto check = [&](uint64_t salt) -> Status {
-    for (int c = 0; c < spec.check; ++c) {
-      const uint64_t seed = salt * 1000 + static_cast<uint64_t>(c) + 1;
-      poison_output(call, n);
-      fill_input(call, r, n, seed);
-      TB_TRY(impl.run(call));
-      *wrong += count_wrong(call, r, n, seed);
-    }
-    return {};
-  };
-  TB_TRY(check(1));
+  TB_TRY(check_runs(impl, spec, call, 1, wrong));
   for (int w = 0; w < spec.warmup; ++w) TB_TRY(impl.run(call));
   OneElementBarrier barrier(impl);
   TB_TRY(barrier.run());
@@ -214,7 +219,7 @@ Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_pat
     TB_TRY(impl.run(call));
     on_iter(i, s, mono_ns());
   }
-  TB_TRY(check(2));
+  TB_TRY(check_runs(impl, spec, call, 2, wrong));
   return barrier.run();
 }
 
@@ -262,21 +267,6 @@ class Buffers {
   size_t cap_ = 0;
   std::vector<std::byte> send_, recv_;
 };
-
-// `check` correctness runs of `call` (fresh data each, seeds from `salt`); mismatches added to
-// *wrong. The output is poisoned before the input is written: in place the input lies inside it.
-Status check_runs(Impl& impl, const BenchSpec& spec, const Call& call, uint64_t salt,
-                  uint64_t* wrong) {
-  const int n = impl.size(), r = impl.rank();
-  for (int c = 0; c < spec.check; ++c) {
-    const uint64_t seed = salt * 1000 + static_cast<uint64_t>(c) + 1;
-    poison_output(call, n);
-    fill_input(call, r, n, seed);
-    TB_TRY(impl.run(call));
-    *wrong += count_wrong(call, r, n, seed);
-  }
-  return {};
-}
 
 // One placement of one size: checks, warm-up, barrier, the timed loop, checks again.
 Status time_one(Impl& impl, const BenchSpec& spec, Buffers& bufs, const Call& base, bool in_place,
