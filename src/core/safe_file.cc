@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <deque>
+#include <filesystem>
 
 namespace tb {
 namespace {
@@ -274,6 +276,28 @@ Status write_all(int fd, std::string_view data, const std::string& what) {
     off += static_cast<size_t>(n);
   }
   return {};
+}
+
+Result<TempDir> TempDir::make(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" + prefix + ".XXXXXX";
+  if (!::mkdtemp(tmpl.data())) return sys_fail("mkdtemp " + tmpl);
+  return TempDir(std::move(tmpl));
+}
+
+TempDir& TempDir::operator=(TempDir&& o) noexcept {
+  if (this != &o) {
+    remove();
+    path_ = std::exchange(o.path_, {});
+  }
+  return *this;
+}
+
+void TempDir::remove() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+  path_.clear();
 }
 
 }  // namespace tb

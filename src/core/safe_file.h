@@ -24,6 +24,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/error.h"
 #include "core/unique_fd.h"
@@ -73,5 +74,24 @@ Result<UniqueFd> open_file(const std::string& path, int flags, mode_t mode = kFi
 
 // Writes all of `data` to `fd` (retrying short writes and EINTR); `what` names it in the error.
 Status write_all(int fd, std::string_view data, const std::string& what);
+
+// A fresh private directory (mkdtemp, mode 0700) under $TMPDIR or /tmp, named PREFIX.XXXXXX,
+// removed with all it holds when the TempDir is destroyed. Move-only.
+class TempDir {
+ public:
+  TempDir() = default;
+  static Result<TempDir> make(const std::string& prefix);
+  TempDir(TempDir&& o) noexcept : path_(std::exchange(o.path_, {})) {}
+  TempDir& operator=(TempDir&& o) noexcept;
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() { remove(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  void remove();
+  std::string path_;
+};
 
 }  // namespace tb

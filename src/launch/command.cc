@@ -248,29 +248,16 @@ Result<CommandJob> prepare_command(const lab::LabState& lab, const CommandOption
                        "installs it)");
     if (o.testbedctl.empty()) return bad_input("--mpi: testbedctl's own path is unknown");
     const std::string n = std::to_string(job.ranks.size());
-    job.mpi_argv = {*mpirun,
-                    "-np",
-                    n,
-                    "--hostfile",
-                    job.results_dir + "/hostfile",
-                    "--mca",
-                    "plm_rsh_agent",
-                    job.results_dir + "/rsh-agent",
-                    "--mca",
-                    "plm_rsh_no_tree_spawn",
-                    "1",
-                    "--mca",
-                    "btl",
-                    "tcp,self",
-                    "--mca",
-                    "btl_tcp_if_include",
-                    job.ifname,
-                    "--mca",
-                    "oob_tcp_if_include",
-                    job.ifname,
-                    "--bind-to",
-                    "none",
-                    "--tag-output"};
+    job.mpi_argv = {*mpirun, "-np", n, "--hostfile", job.results_dir + "/hostfile", "--mca",
+                    "plm_rsh_agent", job.results_dir + "/rsh-agent", "--mca",
+                    "plm_rsh_no_tree_spawn", "1", "--mca", "btl", "tcp,self", "--mca",
+                    "btl_tcp_if_include", job.ifname, "--mca", "oob_tcp_if_include", job.ifname,
+                    // Each orted stays attached to its rsh agent instead of daemonizing (as
+                    // no_tree_spawn would have it): an orted that fails then ends its agent,
+                    // mpirun reports it and its stderr reaches the job's log. Daemonized, one
+                    // that failed (orteds racing for a shared session directory, before each
+                    // got its own TMPDIR) left mpirun waiting for ever.
+                    "--leave-session-attached", "--bind-to", "none", "--tag-output"};
     for (const auto& a : job.argv) job.mpi_argv.push_back(a);
   }
   return job;
@@ -322,17 +309,24 @@ std::string mpi_hostfile(const CommandJob& job) {
   return out;
 }
 
-std::string mpi_agent_script(const CommandJob& job, const std::string& testbedctl) {
+std::string mpi_agent_script(const CommandJob& job, const std::string& testbedctl,
+                             const std::string& tmp_base) {
   std::string s =
       "#!/bin/sh\n"
       "# mpirun's rsh agent for testbedctl launch " +
       job.run_id +
-      ": HOST COMMAND... runs COMMAND in HOST's namespace\n"
+      ": HOST COMMAND... runs COMMAND in HOST's namespace, with a TMPDIR of its own (every\n"
+      "# emulated host has the same host name and /tmp: orteds sharing Open MPI's session\n"
+      "# directory race to create it and one fails)\n"
       "host=$1; shift\n"
       "case \"$host\" in\n";
-  for (const auto& r : job.ranks) s += "  " + r.addr + ") node=" + sh_quote(r.node) + " ;;\n";
+  for (size_t i = 0; i < job.ranks.size(); ++i)
+    s += "  " + job.ranks[i].addr + ") node=" + sh_quote(job.ranks[i].node) +
+         " tmp=" + sh_quote(tmp_base + "/" + std::to_string(i)) + " ;;\n";
   s += "  *) echo \"rsh-agent: $host is not a host of this job\" >&2; exit 1 ;;\n"
        "esac\n"
+       "mkdir -p \"$tmp\" || exit 1\n"
+       "TMPDIR=$tmp; export TMPDIR\n"
        "exec " +
        sh_quote(testbedctl) + " exec " + sh_quote(job.lab) + " \"$node\" -- /bin/sh -c \"$*\"\n";
   return s;
@@ -493,9 +487,14 @@ Result<CommandResult> run_command(const CommandJob& job, const CommandOptions& o
   auto logs = dir->sub("logs");
   if (!logs) return std::unexpected(with_context(logs.error(), "create results directory"));
   TB_TRY(dir->write("job.json", to_json(job, nullptr).dump(1) + "\n"));
+  // mpi: the orteds' TMPDIRs, under one private directory removed when the job ends.
+  TempDir mpi_tmp;
   if (job.mpi) {
+    auto t = TempDir::make("tbmpi");
+    if (!t) return std::unexpected(with_context(t.error(), "MPI temporary directory"));
+    mpi_tmp = std::move(*t);
     TB_TRY(dir->write("hostfile", mpi_hostfile(job)));
-    TB_TRY(dir->write("rsh-agent", mpi_agent_script(job, o.testbedctl), 0755));
+    TB_TRY(dir->write("rsh-agent", mpi_agent_script(job, o.testbedctl, mpi_tmp.path()), 0755));
   }
   const std::string owner = plan::owner_marker(job.lab);
 

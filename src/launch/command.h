@@ -89,7 +89,9 @@ std::vector<std::string> rank_environment(const CommandJob& job, int rank);
 
 // The MPI hostfile's text and the rsh agent script (mpi jobs).
 std::string mpi_hostfile(const CommandJob& job);
-std::string mpi_agent_script(const CommandJob& job, const std::string& testbedctl);
+// The agent gives host i the TMPDIR tmp_base/i (made on first use).
+std::string mpi_agent_script(const CommandJob& job, const std::string& testbedctl,
+                             const std::string& tmp_base);
 
 struct RankEnd {
   int pid = 0;

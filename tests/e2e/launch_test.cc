@@ -225,7 +225,7 @@ TEST_F(Launch, MpiRunsEachRankInItsGpusNamespaceAndAllreduceIsCorrect) {
   if (sh("command -v mpirun").rc != 0) GTEST_SKIP() << "no mpirun (openmpi-bin)";
   // Where each MPI rank runs: its own namespace, with the rail address of its GPU.
   auto r = launch(
-      "--mpi --timeout 5m -- /bin/sh -c 'echo where $OMPI_COMM_WORLD_RANK "
+      "--mpi --timeout 90s -- /bin/sh -c 'echo where $OMPI_COMM_WORLD_RANK "
       "$(readlink /proc/self/ns/net)'");
   ASSERT_EQ(r.rc, 0) << r.out;
   std::set<std::string> namespaces;  // mpirun --tag-output: "[1,R]<stdout>:where R net:[INODE]"
@@ -238,7 +238,7 @@ TEST_F(Launch, MpiRunsEachRankInItsGpusNamespaceAndAllreduceIsCorrect) {
   EXPECT_EQ(read_json(dir + "/job.json")["kind"], "mpi");
   EXPECT_TRUE(std::filesystem::exists(dir + "/hostfile"));
 
-  r = launch("--mpi --timeout 5m -- " + std::string(TB_MPI_ALLREDUCE) + " 4096");
+  r = launch("--mpi --timeout 90s -- " + std::string(TB_MPI_ALLREDUCE) + " 4096");
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("mpi allreduce correct on 4 ranks"), std::string::npos) << r.out;
   EXPECT_TRUE(job_pids().empty());

@@ -133,11 +133,18 @@ TEST(LaunchCommand, MpiGetsAHostfileOfTierAddressesAndAnAgentPerHost) {
   auto job = launch::prepare_command(mini, o);
   ASSERT_TRUE(job) << job.error().message;
   const std::string hosts = launch::mpi_hostfile(*job);
-  const std::string agent = launch::mpi_agent_script(*job, o.testbedctl);
-  for (const auto& r : job->ranks) {
+  const std::string agent = launch::mpi_agent_script(*job, o.testbedctl, "/tmp/tbmpi.x");
+  for (size_t i = 0; i < job->ranks.size(); ++i) {
+    const auto& r = job->ranks[i];
     EXPECT_NE(hosts.find(r.addr + " slots=1"), std::string::npos) << hosts;
-    EXPECT_NE(agent.find(r.addr + ") node='" + r.node + "'"), std::string::npos) << agent;
+    // Each host its own TMPDIR: the emulated hosts share a host name and /tmp, and orteds
+    // sharing Open MPI's session directory race to create it.
+    EXPECT_NE(
+        agent.find(r.addr + ") node='" + r.node + "' tmp='/tmp/tbmpi.x/" + std::to_string(i) + "'"),
+        std::string::npos)
+        << agent;
   }
+  EXPECT_NE(agent.find("export TMPDIR"), std::string::npos) << agent;
   EXPECT_NE(agent.find("'/usr/local/bin/testbedctl' exec 'mini'"), std::string::npos) << agent;
   const auto& a = job->mpi_argv;
   auto after = [&](const std::string& flag) {
@@ -151,6 +158,7 @@ TEST(LaunchCommand, MpiGetsAHostfileOfTierAddressesAndAnAgentPerHost) {
   EXPECT_NE(joined.find("btl_tcp_if_include rail"), std::string::npos) << joined;
   EXPECT_NE(joined.find("oob_tcp_if_include rail"), std::string::npos) << joined;
   EXPECT_NE(joined.find("plm_rsh_agent " + job->results_dir + "/rsh-agent"), std::string::npos);
+  EXPECT_NE(joined.find("--leave-session-attached"), std::string::npos) << joined;
 }
 
 TEST(LaunchCommand, DurationsTakeSecondsMinutesAndHours) {

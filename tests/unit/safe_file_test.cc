@@ -244,5 +244,24 @@ TEST_F(LabStateFiles, SaveStateRefusesASymlinkedStateFileOrLock) {
   EXPECT_EQ(read(victim), "precious");
 }
 
+TEST(TempDirTest, IsPrivateAndRemovedWithAllItHoldsWhenDestroyed) {
+  std::string path;
+  {
+    auto t = tb::TempDir::make("tbtest");
+    ASSERT_TRUE(t) << t.error().message;
+    path = t->path();
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    fs::create_directories(path + "/0/ompi");
+    std::ofstream(path + "/0/ompi/f") << "x";
+    tb::TempDir moved = std::move(*t);
+    EXPECT_TRUE(t->path().empty());
+    EXPECT_EQ(moved.path(), path);
+  }
+  EXPECT_FALSE(fs::exists(path));
+}
+
 }  // namespace
 }  // namespace tb
