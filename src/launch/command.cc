@@ -248,16 +248,22 @@ Result<CommandJob> prepare_command(const lab::LabState& lab, const CommandOption
                        "installs it)");
     if (o.testbedctl.empty()) return bad_input("--mpi: testbedctl's own path is unknown");
     const std::string n = std::to_string(job.ranks.size());
-    job.mpi_argv = {*mpirun, "-np", n, "--hostfile", job.results_dir + "/hostfile", "--mca",
-                    "plm_rsh_agent", job.results_dir + "/rsh-agent", "--mca",
-                    "plm_rsh_no_tree_spawn", "1", "--mca", "btl", "tcp,self", "--mca",
-                    "btl_tcp_if_include", job.ifname, "--mca", "oob_tcp_if_include", job.ifname,
-                    // Each orted stays attached to its rsh agent instead of daemonizing (as
-                    // no_tree_spawn would have it): an orted that fails then ends its agent,
-                    // mpirun reports it and its stderr reaches the job's log. Daemonized, one
-                    // that failed (orteds racing for a shared session directory, before each
-                    // got its own TMPDIR) left mpirun waiting for ever.
-                    "--leave-session-attached", "--bind-to", "none", "--tag-output"};
+    auto& a = job.mpi_argv;
+    a = {*mpirun, "-np", n, "--hostfile", job.results_dir + "/hostfile"};
+    auto mca = [&a](const std::string& key, const std::string& value) {
+      a.insert(a.end(), {"--mca", key, value});
+    };
+    mca("plm_rsh_agent", job.results_dir + "/rsh-agent");
+    mca("plm_rsh_no_tree_spawn", "1");
+    mca("btl", "tcp,self");
+    mca("btl_tcp_if_include", job.ifname);
+    mca("oob_tcp_if_include", job.ifname);
+    // Each orted stays attached to its rsh agent instead of daemonizing (as no_tree_spawn
+    // would have it): an orted that fails then ends its agent, mpirun reports it and its
+    // stderr reaches the job's log. Daemonized, one that failed (orteds racing for a shared
+    // session directory, before each got its own TMPDIR) left mpirun waiting for ever.
+    a.push_back("--leave-session-attached");
+    a.insert(a.end(), {"--bind-to", "none", "--tag-output"});
     for (const auto& a : job.argv) job.mpi_argv.push_back(a);
   }
   return job;
