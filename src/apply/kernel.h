@@ -26,6 +26,10 @@ struct IfaceInfo {
   int mtu = 0;
   std::vector<Prefix> addrs;
   uint64_t rx_bytes = 0, tx_bytes = 0;
+  uint64_t rx_dropped = 0, tx_dropped = 0;  // the device's own drops
+  // The root qdisc's counters (they include its children's): packets dropped (a full
+  // TBF/HTB/netem queue, a netem loss) and bytes held now.
+  uint64_t qdisc_drops = 0, qdisc_backlog = 0;
 };
 
 class Kernel {

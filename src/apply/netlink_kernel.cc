@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <linux/if.h>
+#include <linux/pkt_sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -387,6 +388,8 @@ Result<std::vector<IfaceInfo>> NetlinkKernel::interfaces(const std::string& netn
   if (!links) return std::unexpected(links.error());
   auto addrs = nl::list_ipv4_addrs(ns->sock, "netns " + netns);
   if (!addrs) return std::unexpected(addrs.error());
+  auto qdiscs = nl::list_qdiscs(ns->sock, "netns " + netns);
+  if (!qdiscs) return std::unexpected(qdiscs.error());
   std::sort(links->begin(), links->end(),
             [](const auto& x, const auto& y) { return x.ifindex < y.ifindex; });
   std::vector<IfaceInfo> out;
@@ -401,6 +404,14 @@ Result<std::vector<IfaceInfo>> NetlinkKernel::interfaces(const std::string& netn
     i.mtu = l.mtu;
     i.rx_bytes = l.rx_bytes;
     i.tx_bytes = l.tx_bytes;
+    i.rx_dropped = l.rx_dropped;
+    i.tx_dropped = l.tx_dropped;
+    // The root qdisc alone: a parent counts its children's drops and backlog as its own.
+    for (const auto& q : *qdiscs)
+      if (q.ifindex == l.ifindex && q.parent == TC_H_ROOT) {
+        i.qdisc_drops += q.drops;
+        i.qdisc_backlog += q.backlog;
+      }
     for (const auto& a : *addrs)
       if (a.ifindex == l.ifindex) i.addrs.push_back(a.addr);
     out.push_back(std::move(i));

@@ -29,5 +29,6 @@ void add_launch(CLI::App& app, int& rc);     // cmd_launch.cc
 void add_fault(CLI::App& app, int& rc);      // cmd_fault.cc
 void add_run(CLI::App& app, int& rc);        // cmd_run.cc
 void add_report(CLI::App& app, int& rc);     // cmd_report.cc
+void add_watch(CLI::App& app, int& rc);      // cmd_watch.cc
 
 }  // namespace tb::cli

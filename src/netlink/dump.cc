@@ -2,9 +2,11 @@
 
 #include <arpa/inet.h>
 #include <libmnl/libmnl.h>
+#include <linux/gen_stats.h>
 #include <linux/if_addr.h>
 #include <linux/if_arp.h>
 #include <linux/if_link.h>
+#include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 
 #include <cstring>
@@ -51,6 +53,8 @@ int link_cb(const nlattr* a, void* data) {
         std::memcpy(&st, mnl_attr_get_payload(a), sizeof(st));
         r->rx_bytes = st.rx_bytes;
         r->tx_bytes = st.tx_bytes;
+        r->rx_dropped = st.rx_dropped;
+        r->tx_dropped = st.tx_dropped;
       }
       break;
     default:
@@ -132,7 +136,65 @@ int route_cb(const nlattr* a, void* data) {
   return MNL_CB_OK;
 }
 
+int qdisc_stats2_cb(const nlattr* a, void* data) {
+  auto* r = static_cast<QdiscRecord*>(data);
+  switch (mnl_attr_get_type(a)) {
+    case TCA_STATS_BASIC:
+      if (mnl_attr_get_payload_len(a) >= sizeof(gnet_stats_basic)) {
+        gnet_stats_basic b;
+        std::memcpy(&b, mnl_attr_get_payload(a), sizeof(b));
+        r->bytes = b.bytes;
+        r->packets = b.packets;
+      }
+      break;
+    case TCA_STATS_QUEUE:
+      if (mnl_attr_get_payload_len(a) >= sizeof(gnet_stats_queue)) {
+        gnet_stats_queue q;
+        std::memcpy(&q, mnl_attr_get_payload(a), sizeof(q));
+        r->drops = q.drops;
+        r->overlimits = q.overlimits;
+        r->qlen = q.qlen;
+        r->backlog = q.backlog;
+      }
+      break;
+    default:
+      break;
+  }
+  return MNL_CB_OK;
+}
+
+int qdisc_cb(const nlattr* a, void* data) {
+  auto* r = static_cast<QdiscRecord*>(data);
+  switch (mnl_attr_get_type(a)) {
+    case TCA_KIND:
+      if (mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0) r->kind = mnl_attr_get_str(a);
+      break;
+    case TCA_STATS2:
+      mnl_attr_parse_nested(a, qdisc_stats2_cb, r);
+      break;
+    default:
+      break;
+  }
+  return MNL_CB_OK;
+}
+
 }  // namespace
+
+std::optional<QdiscRecord> parse_qdisc(const nlmsghdr* nlh) {
+  if (nlh->nlmsg_type != RTM_NEWQDISC || nlh->nlmsg_len < NLMSG_LENGTH(sizeof(tcmsg)))
+    return std::nullopt;
+  const auto* t = static_cast<const tcmsg*>(mnl_nlmsg_get_payload(nlh));
+  QdiscRecord r;
+  r.ifindex = t->tcm_ifindex;
+  r.handle = t->tcm_handle;
+  r.parent = t->tcm_parent;
+  mnl_attr_parse(nlh, sizeof(tcmsg), qdisc_cb, &r);
+  return r;
+}
+
+Result<std::vector<QdiscRecord>> list_qdiscs(NlSocket& sock, const std::string& where) {
+  return dump_all<QdiscRecord>(sock, dump_qdiscs, "dump qdiscs in " + where, parse_qdisc);
+}
 
 std::optional<RouteMatch> parse_route_match(const nlmsghdr* nlh) {
   if (nlh->nlmsg_type != RTM_NEWROUTE || nlh->nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg)))

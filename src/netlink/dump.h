@@ -27,6 +27,16 @@ struct LinkRecord {
   int mtu = 0;
   int master = 0;  // IFLA_MASTER, 0 = none
   uint64_t rx_bytes = 0, tx_bytes = 0;
+  uint64_t rx_dropped = 0, tx_dropped = 0;  // the device's own drops (IFLA_STATS64)
+};
+
+// A qdisc and its statistics (TCA_STATS2: basic and queue), from an RTM_NEWQDISC message.
+struct QdiscRecord {
+  int ifindex = 0;
+  uint32_t handle = 0, parent = 0;
+  std::string kind;  // "tbf", "htb", "netem", "ingress", ...
+  uint64_t bytes = 0, packets = 0;
+  uint32_t drops = 0, overlimits = 0, qlen = 0, backlog = 0;  // backlog in bytes
 };
 
 struct AddrRecord {
@@ -51,6 +61,8 @@ struct RouteMatch {
 
 // An RTM_NEWLINK message (a dump entry or a get reply).
 std::optional<LinkRecord> parse_link(const nlmsghdr* nlh);
+// An RTM_NEWQDISC message (a dump entry).
+std::optional<QdiscRecord> parse_qdisc(const nlmsghdr* nlh);
 // An RTM_NEWADDR message; nullopt for other families.
 std::optional<AddrRecord> parse_ipv4_addr(const nlmsghdr* nlh);
 
@@ -60,6 +72,7 @@ std::optional<RouteMatch> parse_route_match(const nlmsghdr* nlh);
 // `where` names the namespace for error messages ("netns tb-x-a").
 Result<std::vector<LinkRecord>> list_links(NlSocket& sock, const std::string& where);
 Result<std::vector<AddrRecord>> list_ipv4_addrs(NlSocket& sock, const std::string& where);
+Result<std::vector<QdiscRecord>> list_qdiscs(NlSocket& sock, const std::string& where);
 Result<LinkRecord> query_link(NlSocket& sock, int ifindex, const std::string& where);
 // The route to `dst` right now (get_route); no route is an error (ENETUNREACH).
 Result<RouteMatch> lookup_route(NlSocket& sock, Ipv4 dst, const std::string& where);

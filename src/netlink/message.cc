@@ -106,6 +106,13 @@ NlMsg dump_links() {
   return m.finish();
 }
 
+NlMsg dump_qdiscs() {
+  MessageBuilder m(RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP);
+  auto* t = m.put_extra<tcmsg>();
+  t->tcm_family = AF_UNSPEC;
+  return m.finish();
+}
+
 NlMsg get_link(int ifindex) {
   MessageBuilder m(RTM_GETLINK, NLM_F_REQUEST);
   put_ifinfo(m, ifindex, /*up=*/false);

@@ -3,10 +3,12 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <libmnl/libmnl.h>
+#include <linux/gen_stats.h>
 #include <linux/if.h>
 #include <linux/if_addr.h>
 #include <linux/if_arp.h>
 #include <linux/if_link.h>
+#include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 
@@ -355,6 +357,8 @@ TEST(NetlinkDump, ParsesLinkWithKindAliasAndStats) {
   rtnl_link_stats64 st{};
   st.rx_bytes = 1000;
   st.tx_bytes = 2000;
+  st.rx_dropped = 3;
+  st.tx_dropped = 4;
   mnl_attr_put(nlh, IFLA_STATS64, sizeof(st), &st);
   auto r = parse_link(nlh);
   ASSERT_TRUE(r.has_value());
@@ -366,7 +370,44 @@ TEST(NetlinkDump, ParsesLinkWithKindAliasAndStats) {
   EXPECT_EQ(r->master, 2);
   EXPECT_EQ(r->rx_bytes, 1000u);
   EXPECT_EQ(r->tx_bytes, 2000u);
+  EXPECT_EQ(r->rx_dropped, 3u);
+  EXPECT_EQ(r->tx_dropped, 4u);
   EXPECT_TRUE(r->flags & IFF_LOWER_UP);
+}
+
+TEST(NetlinkDump, ParsesAQdiscWithItsQueueStatistics) {
+  std::vector<uint8_t> buf(1024);
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
+  nlh->nlmsg_type = RTM_NEWQDISC;
+  auto* t = static_cast<tcmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(tcmsg)));
+  t->tcm_ifindex = 5;
+  t->tcm_handle = 0x10000;
+  t->tcm_parent = TC_H_ROOT;
+  mnl_attr_put_strz(nlh, TCA_KIND, "tbf");
+  nlattr* st = mnl_attr_nest_start(nlh, TCA_STATS2);
+  gnet_stats_basic b{};
+  b.bytes = 123456;
+  b.packets = 100;
+  mnl_attr_put(nlh, TCA_STATS_BASIC, sizeof(b), &b);
+  gnet_stats_queue q{};
+  q.qlen = 2;
+  q.backlog = 3000;
+  q.drops = 7;
+  q.overlimits = 9;
+  mnl_attr_put(nlh, TCA_STATS_QUEUE, sizeof(q), &q);
+  mnl_attr_nest_end(nlh, st);
+  auto r = parse_qdisc(nlh);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->ifindex, 5);
+  EXPECT_EQ(r->parent, TC_H_ROOT);
+  EXPECT_EQ(r->kind, "tbf");
+  EXPECT_EQ(r->bytes, 123456u);
+  EXPECT_EQ(r->drops, 7u);
+  EXPECT_EQ(r->backlog, 3000u);
+  EXPECT_EQ(r->qlen, 2u);
+  EXPECT_EQ(r->overlimits, 9u);
+  nlh->nlmsg_type = RTM_NEWLINK;
+  EXPECT_FALSE(parse_qdisc(nlh).has_value());
 }
 
 TEST(NetlinkDump, ParsesIpv4AddressAndSkipsOthers) {

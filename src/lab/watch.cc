@@ -1,0 +1,179 @@
+#include "lab/watch.h"
+
+#include <algorithm>
+#include <deque>
+#include <fstream>
+#include <map>
+
+#include "lab/daemons.h"
+#include "lab/status.h"
+#include "runner/supervisor.h"
+
+namespace tb::lab {
+namespace {
+
+using nlohmann::json;
+
+std::string end_name(const plan::LinkEnd& e) {
+  return e.node + ":" + e.ifname;
+}
+
+const apply::IfaceInfo* find_iface(const LiveInterfaces& live, const std::string& netns,
+                                   const std::string& ifname) {
+  const auto it = live.find(netns);
+  if (it == live.end()) return nullptr;
+  for (const auto& i : it->second)
+    if (i.ifname == ifname) return &i;
+  return nullptr;
+}
+
+// Per link: packets its delay-stage queues hold now and have dropped in all (full queue, or
+// refused by the kernel), from the stages' stats files; -1 held when no stage serves it.
+struct StageView {
+  int held = -1;
+  uint64_t drops = 0;
+};
+
+std::vector<StageView> stage_views(const LabState& st) {
+  std::vector<StageView> out(st.topo.links.size());
+  std::map<std::string, size_t> by_direction;  // "a:if -> b:if" → link
+  for (size_t i = 0; i < st.topo.links.size(); ++i) {
+    const auto& l = st.topo.links[i];
+    by_direction[end_name(l.a) + " -> " + end_name(l.b)] = i;
+    by_direction[end_name(l.b) + " -> " + end_name(l.a)] = i;
+  }
+  for (const auto& stage : st.stages) {
+    std::ifstream in(stage_stats_path(st.lab, stage.netns));
+    const auto stats = json::parse(in, nullptr, false);
+    const json list = stats.is_object() ? stats.value("queues", json::array()) : json::array();
+    std::map<int, const json*> queues;
+    for (const auto& q : list)
+      if (q.is_object()) queues[q.value("num", -1)] = &q;
+    for (const auto& q : stage.queues) {
+      const auto it = by_direction.find(q.link);
+      if (it == by_direction.end()) continue;
+      auto& v = out[it->second];
+      if (v.held < 0) v.held = 0;
+      if (const auto s = queues.find(q.queue); s != queues.end()) {
+        v.held += s->second->value("held", 0);
+        v.drops += s->second->value("drops_full", uint64_t{0});
+        const int64_t kernel = s->second->value("kernel_dropped", int64_t{-1});
+        if (kernel > 0) v.drops += static_cast<uint64_t>(kernel);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<json> last_events(const std::string& lab, size_t n) {
+  std::ifstream in(lab_dir(lab) + "/events.jsonl", std::ios::binary);
+  std::vector<json> out;
+  if (!in) return out;
+  // The tail: the last 64 KiB hold far more than n lines.
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(std::max<std::streamoff>(0, size - 65536));
+  std::deque<json> keep;
+  std::string line;
+  if (size > 65536) std::getline(in, line);  // a partial first line
+  while (std::getline(in, line)) {
+    auto j = json::parse(line, nullptr, false);
+    if (!j.is_object()) continue;
+    keep.push_back(std::move(j));
+    if (keep.size() > n) keep.pop_front();
+  }
+  out.assign(keep.begin(), keep.end());
+  return out;
+}
+
+Result<Watcher> Watcher::open(const std::string& lab) {
+  auto st = load_state(lab);
+  if (!st) return std::unexpected(Error{st.error().message, 0, kExitBadInput});
+  if (st->phase != "up") return bad_input("lab " + lab + " is " + st->phase + ", not up");
+  return Watcher(std::move(*st));
+}
+
+Result<WatchFrame> Watcher::sample() {
+  auto status = read_status(st_.lab);
+  if (!status) return std::unexpected(status.error());
+  if (!status->live) return bad_input("watch reads the lab's namespaces: run it as root");
+  const auto now = std::chrono::steady_clock::now();
+  st_ = status->state;  // the figures in force now (link set, faults)
+  const auto& live = *status->live;
+  const auto stages = stage_views(st_);
+
+  WatchFrame f;
+  std::vector<Counters> cur(st_.topo.links.size());
+  for (size_t i = 0; i < st_.topo.links.size(); ++i) {
+    const auto& l = st_.topo.links[i];
+    WatchLink w;
+    w.link = i;
+    w.a = end_name(l.a);
+    w.b = end_name(l.b);
+    w.tier = plan::to_string(l.tier);
+    w.emulated_bps = l.emulated.rate.bps;
+    const auto* na = st_.topo.node(l.a.node);
+    const auto* nb = st_.topo.node(l.b.node);
+    const auto* a = na ? find_iface(live, na->netns, l.a.ifname) : nullptr;
+    const auto* b = nb ? find_iface(live, nb->netns, l.b.ifname) : nullptr;
+    w.seen = a && b;
+    auto& c = cur[i];
+    if (a) {
+      c.tx = a->tx_bytes;
+      c.rx = a->rx_bytes;
+      c.drops += a->rx_dropped + a->tx_dropped + a->qdisc_drops;
+      w.backlog_bytes += a->qdisc_backlog;
+    }
+    if (b) {
+      c.drops += b->rx_dropped + b->tx_dropped + b->qdisc_drops;
+      w.backlog_bytes += b->qdisc_backlog;
+    }
+    w.up = a && b && a->oper_up && b->oper_up;
+    w.stage_held = stages[i].held;
+    c.stage_drops = stages[i].drops;
+    f.links.push_back(w);
+  }
+  if (!started_ || first_.size() != cur.size()) {
+    started_ = true;
+    t0_ = prev_ = now;
+    first_ = last_ = cur;
+  }
+  const double dt = std::chrono::duration<double>(now - prev_).count();
+  f.t_s = std::chrono::duration<double>(now - t0_).count();
+  f.interval_s = dt;
+  // Counters that went back (an interface made again by a fault's repair) count from zero.
+  auto delta = [](uint64_t now_v, uint64_t then_v) {
+    return now_v >= then_v ? now_v - then_v : now_v;
+  };
+  for (size_t i = 0; i < f.links.size(); ++i) {
+    auto& w = f.links[i];
+    if (dt > 0) {
+      w.ab_bps = static_cast<double>(delta(cur[i].tx, last_[i].tx)) * 8 / dt;
+      w.ba_bps = static_cast<double>(delta(cur[i].rx, last_[i].rx)) * 8 / dt;
+    }
+    w.drops = delta(cur[i].drops, first_[i].drops);
+    w.stage_drops = delta(cur[i].stage_drops, first_[i].stage_drops);
+  }
+  last_ = cur;
+  prev_ = now;
+  std::stable_sort(f.links.begin(), f.links.end(), [](const WatchLink& x, const WatchLink& y) {
+    const double bx = std::max(x.ab_bps, x.ba_bps), by = std::max(y.ab_bps, y.ba_bps);
+    if (bx != by) return bx > by;
+    return x.a + x.b < y.a + y.b;
+  });
+
+  std::ifstream sup_in(lab_dir(st_.lab) + "/supervisor.json");
+  const auto sup = json::parse(sup_in, nullptr, false);
+  for (const auto& c : runner::states_from_json(sup)) {
+    if (!c.name.starts_with("stage ")) continue;
+    ++f.stages;
+    f.stages_running += c.running;
+    f.stage_restarts += c.restarts;
+  }
+  f.events = last_events(st_.lab, 8);
+  return f;
+}
+
+}  // namespace tb::lab

@@ -1,0 +1,64 @@
+// The `watch` use case: a live lab sampled at an interval — every link's rate in each direction
+// (the a end's byte counters over the interval, IFLA_STATS64) against its emulated rate, its
+// drops since watching began (both ends' device drops and root qdisc drops, the delay stages'
+// drops for its queues), what its queues hold now (root qdisc backlog, packets the delay stage
+// holds), the delay stages' restarts, and the lab's last events. Reads only, takes no lock.
+// Needs root (namespaces). Not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "lab/state.h"
+
+namespace tb::lab {
+
+struct WatchLink {
+  size_t link = 0;   // index in the topology's links
+  std::string a, b;  // "node:ifname"
+  std::string tier;
+  double emulated_bps = 0;        // the figure in force (0: unlimited)
+  double ab_bps = 0, ba_bps = 0;  // over the last interval: a's tx, a's rx
+  uint64_t drops = 0;             // since the first sample: device + root qdisc, both ends
+  uint64_t backlog_bytes = 0;     // held now by both ends' root qdiscs
+  int stage_held = -1;            // packets the delay stages hold now for it (-1: no stage)
+  uint64_t stage_drops = 0;       // the stages' drops for it since the first sample
+  bool up = true;                 // both ends have carrier
+  bool seen = false;              // both ends were read
+};
+
+struct WatchFrame {
+  double t_s = 0;                // since the first sample
+  double interval_s = 0;         // since the previous one (0 on the first)
+  std::vector<WatchLink> links;  // busiest first (max of both directions), then by name
+  int stages = 0, stages_running = 0, stage_restarts = 0;
+  std::vector<nlohmann::json> events;  // the lab's last events, oldest first (at most 8)
+};
+
+class Watcher {
+ public:
+  // Exit code 2 when the lab is not up.
+  static Result<Watcher> open(const std::string& lab);
+  // One sample; rates are 0 on the first. An error when the lab has gone.
+  Result<WatchFrame> sample();
+  const LabState& state() const { return st_; }
+
+ private:
+  explicit Watcher(LabState st) : st_(std::move(st)) {}
+  struct Counters {
+    uint64_t tx = 0, rx = 0, drops = 0, stage_drops = 0;
+  };
+  LabState st_;
+  std::vector<Counters> first_, last_;
+  std::chrono::steady_clock::time_point t0_, prev_;
+  bool started_ = false;
+};
+
+// The last `n` lines of the lab's events.jsonl that parse, oldest first.
+std::vector<nlohmann::json> last_events(const std::string& lab, size_t n);
+
+}  // namespace tb::lab

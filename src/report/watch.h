@@ -1,0 +1,21 @@
+// What `watch` prints: one frame of a live lab's links (lab/watch.h) as a terminal table, busiest
+// first, with the delay stages and the last events; or as one JSON line per frame. Pure;
+// thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lab/watch.h"
+
+namespace tb::report {
+
+// `max_links`: rows of links at most (0: all); the rest are counted in one line.
+std::string watch_text(const std::string& lab, const lab::WatchFrame& f, size_t max_links);
+nlohmann::json watch_json(const std::string& lab, const lab::WatchFrame& f);
+
+// "395.2M", "12.0K", "0": bit/s in a short form for a table cell.
+std::string short_rate(double bps);
+
+}  // namespace tb::report
