@@ -10,6 +10,7 @@
 #include "cli/exit_code.h"
 #include "cli/flag_checks.h"
 #include "cli/lab_text.h"
+#include "cli/progress.h"
 #include "lab/down.h"
 #include "lab/exec.h"
 #include "lab/status.h"
@@ -25,8 +26,11 @@ struct StatusFlags {
   bool json = false;
 };
 
-int cmd_up(const lab::UpOptions& o) {
+int cmd_up(lab::UpOptions o) {
+  Progress progress("up " + (o.plan.lab.empty() ? o.scenario_path : o.plan.lab));
+  o.progress = [&progress](size_t done, size_t total) { progress.step(done, total, "ops"); };
   auto r = lab::bring_up(o);
+  progress.done();
   if (!r) return report(r.error());
   print_up(*r);
   return kExitOk;

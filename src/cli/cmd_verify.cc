@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "cli/exit_code.h"
 #include "cli/flag_checks.h"
+#include "cli/progress.h"
 #include "cli/stop_signals.h"
 #include "lab/daemons.h"
 #include "lab/link_change.h"
@@ -201,22 +202,21 @@ int cmd_verify_paths(const lab::LabState& st, const std::string& tb_probe, bool 
     }
   }
   const auto before = verify::sample_host(stage_files);
+  Progress progress("verify " + lab + " --paths");
   for (size_t n = 0; n < rep.paths.size(); ++n) {
     auto& p = rep.paths[n];
     if (stop_requested()) {
       rep.interrupted = true;
       break;
     }
-    std::fprintf(stderr, "verify %s: path [%zu/%zu] %s  %s -> %s %s\n", lab.c_str(), n + 1,
-                 rep.paths.size(), p.pair.cls.c_str(), p.pair.from.c_str(), p.pair.to.c_str(),
-                 p.pair.addr.to_string().c_str());
+    progress.step(n + 1, rep.paths.size(),
+                  "path " + p.pair.cls + "  " + p.pair.from + " -> " + p.pair.to);
     if (!p.errors.empty()) continue;
     p.request.work_dir = work + "/path" + std::to_string(n);
     p.outcome = verify::measure_link(p.request, signals.flag());
     p.check = verify::check_path(p.out, p.back, p.outcome.m.rtt, p.outcome.m.base);
     if (verify::measure_again(p.check, p.outcome) && !stop_requested()) {
-      std::fprintf(stderr, "verify %s: path [%zu/%zu] out of tolerance: measuring it again\n",
-                   lab.c_str(), n + 1, rep.paths.size());
+      progress.step(n + 1, rep.paths.size(), "path " + p.pair.cls + ": measuring it again");
       p.first_check = p.check;
       p.request.work_dir += "-again";
       p.outcome = verify::measure_link(p.request, signals.flag());
@@ -232,6 +232,7 @@ int cmd_verify_paths(const lab::LabState& st, const std::string& tb_probe, bool 
   if (stop_requested()) rep.interrupted = true;
   std::error_code ec;
   std::filesystem::remove_all(work, ec);
+  progress.done();
   return print_report(rep, json, html, st);
 }
 
@@ -276,6 +277,7 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   rep.settings = verify::settings(quick);
   rep.single_link = !link.empty();
   const std::string work = lab::lab_dir(lab) + "/verify-" + std::to_string(::getpid());
+  Progress progress("verify " + lab);
   for (size_t n = 0; n < classes.size(); ++n) {
     if (stop_requested()) {
       rep.interrupted = true;
@@ -287,9 +289,9 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
     c.link.emulated = figures(classes[n].link);
     if (!same_figures(c.link.emulated, l.emulated)) c.scenario = l.emulated;
     l.emulated = c.link.emulated;
-    std::fprintf(stderr, "verify %s: [%zu/%zu] %s  %s:%s -> %s:%s\n", lab.c_str(), n + 1,
-                 classes.size(), c.cls.name().c_str(), l.a.node.c_str(), l.a.ifname.c_str(),
-                 l.b.node.c_str(), l.b.ifname.c_str());
+    progress.step(
+        n + 1, classes.size(),
+        c.cls.name() + "  " + l.a.node + ":" + l.a.ifname + " -> " + l.b.node + ":" + l.b.ifname);
     auto ifaces = lab::interfaces_in(st->topo.node(l.b.node)->netns);
     auto target = ifaces ? verify::probe_target(st->topo, l, *ifaces)
                          : Result<verify::ProbeTarget>(std::unexpected(ifaces.error()));
@@ -305,8 +307,7 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
     }
     c.checks = verify::evaluate(c.link.emulated, c.outcome.m);
     if (target && verify::measure_again(c.checks, c.outcome) && !stop_requested()) {
-      std::fprintf(stderr, "verify %s: [%zu/%zu] out of tolerance: measuring it again\n",
-                   lab.c_str(), n + 1, classes.size());
+      progress.step(n + 1, classes.size(), c.cls.name() + ": measuring it again");
       c.first_checks = c.checks;
       c.request.work_dir += "-again";
       c.outcome = verify::measure_link(c.request, signals.flag());
@@ -317,6 +318,7 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   if (stop_requested()) rep.interrupted = true;
   std::error_code ec;
   std::filesystem::remove_all(work, ec);
+  progress.done();
   return print_report(rep, json, html, *st);
 }
 

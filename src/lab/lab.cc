@@ -106,8 +106,8 @@ std::vector<std::string> overlapping_host_routes(const Prefix& space) {
   return out;
 }
 
-Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path,
-                    apply::Kernel& kernel) {
+Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, apply::Kernel& kernel,
+                    const std::function<void(size_t, size_t)>& progress) {
   const std::string& lab = plan.lab;
   auto left = kernel.owned_netns(plan::owner_marker(lab) + " ");
   if (!left) return std::unexpected(left.error());
@@ -145,6 +145,7 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path,
   SignalGuard signals;
   ApplyOptions opts;
   opts.interrupted = &g_interrupted;
+  opts.progress = progress;
   LabKernel machine(lab, kernel);  // daemons start once every kernel object is in place
   const auto t0 = std::chrono::steady_clock::now();
   if (auto r = apply_plan(plan, machine, *journal, opts); !r) {

@@ -3,6 +3,7 @@
 // Thread-safety: one call at a time per process (signal handlers are process-wide).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,9 @@ struct UpResult {
 // daemons through a LabKernel around it (lab/daemons.h), all journaled. Refuses (exit code 2)
 // when the lab is already up, being built, or left over. SIGINT/SIGTERM during the apply, or
 // any failure, roll everything back.
-Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path,
-                    apply::Kernel& kernel);
+// `progress`, when given, hears (ops applied, ops in all) as the apply goes.
+Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, apply::Kernel& kernel,
+                    const std::function<void(size_t, size_t)>& progress = nullptr);
 
 // Removes everything the lab made; succeeds when it is already gone.
 Status down(const std::string& lab, apply::Kernel& kernel);

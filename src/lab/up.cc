@@ -38,7 +38,7 @@ Result<UpReport> bring_up(const UpOptions& o) {
   auto p = plan::compile(*s, host, o.plan);
   if (!p) return std::unexpected(p.error());
   apply::NetlinkKernel kernel;
-  auto r = up(*p, std::filesystem::absolute(o.scenario_path).string(), kernel);
+  auto r = up(*p, std::filesystem::absolute(o.scenario_path).string(), kernel, o.progress);
   if (!r) return std::unexpected(r.error());
   return UpReport{std::move(*p), std::move(r->state), r->seconds};
 }

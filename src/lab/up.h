@@ -6,6 +6,7 @@
 // Not thread-safe (signal handlers are process-wide).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "core/error.h"
@@ -16,7 +17,8 @@ namespace tb::lab {
 
 struct UpOptions {
   std::string scenario_path;
-  plan::PlanOptions plan;  // lab name, shaping and rdma as asked
+  plan::PlanOptions plan;                                  // lab name, shaping and rdma as asked
+  std::function<void(size_t, size_t)> progress = nullptr;  // (ops applied, ops in all)
 };
 
 struct UpReport {
