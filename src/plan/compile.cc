@@ -384,6 +384,7 @@ Status Compiler::build_wan() {
     const bool primary = w.role == scenario::WanRole::kPrimary;
     link(ta, w.name, nth(*p, 0), "", tb, w.name, nth(*p, 1), "", Tier::kWan, w.profile, w.name,
          primary ? "primary" : "backup");
+    plan_.topo.links.back().emulated.qos = qos_classes(s_.qos);  // [qos]: every WAN link
     int metric = kMetricPrimary;
     if (!primary) metric = kMetricBackup + backups[std::minmax(w.a, w.b)]++;
     // [failover] mode = "none": static routes over the primary only, nothing to fail over to;
