@@ -49,6 +49,15 @@ class Compiler {
     add_rxe(host, o);
     auto choice = choose_shaping(o.shaping, host);
     if (!choice) return std::unexpected(choice.error());
+    // QoS classes are HTB classes whatever the backend (shaping/backend_qos.cc): a kernel found
+    // without sch_htb keeps one rate limit per WAN link, and the plan says so.
+    if (host.probed && !host.htb)
+      for (auto& l : plan_.topo.links)
+        if (!l.emulated.qos.empty()) {
+          l.emulated.qos = {};
+          l.emulated.notes.push_back(
+              "QoS classes not built: this kernel has no sch_htb (testbedctl doctor)");
+        }
     TB_TRY(add_shaping(plan_, choice->backend, [&](const Link& l) {
       auto p = s_.profiles.find(l.profile);
       if (p == s_.profiles.end() || p->second.loc.line == 0)
