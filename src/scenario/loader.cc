@@ -179,7 +179,9 @@ void read_expect(Table& top, LoadState& st) {
     return;
   }
   Table t(*v, "expect", "[expect]",
-          {"max_stall_ms", "min_busbw_fraction", "max_detection_ms", "max_recovery_ms"}, st.d);
+          {"max_stall_ms", "min_busbw_fraction", "max_detection_ms", "max_recovery_ms",
+           "checkpoint_on_time"},
+          st.d);
   Expect& e = st.s.expect;
   e.loc = t.loc();
   constexpr double kBig = 1e12;
@@ -187,6 +189,7 @@ void read_expect(Table& top, LoadState& st) {
   e.min_busbw_fraction = t.number("min_busbw_fraction", false, 0, 1);
   e.max_detection_ms = t.number("max_detection_ms", false, 0, kBig);
   e.max_recovery_ms = t.number("max_recovery_ms", false, 0, kBig);
+  e.checkpoint_on_time = t.boolean("checkpoint_on_time");
   t.finish();
 }
 

@@ -100,8 +100,17 @@ struct Workload {
   std::string tier = "auto";
   std::string progress;
   std::string from, to;  // checkpoint: source and destination regions
-  uint64_t bytes = 0;    // checkpoint: bytes per replication
+  uint64_t bytes = 0;    // checkpoint: bytes per replication, real (scaled by [scale] bandwidth)
   std::string qos;       // checkpoint: "gold" | "silver" | "bronze" | ""
+  // checkpoint: "full" (everything every time), "incremental" (only the blocks changed since the
+  // last replication), "layered" (full every `full_every`, incremental in between).
+  std::string mode = "full";
+  double changed = 0.1;           // checkpoint: fraction of blocks changed between replications
+  int full_every = 4;             // checkpoint, layered: a full replication every K
+  Duration every{5'000'000'000};  // checkpoint: cadence, one replication due every this long
+  int every_steps = 0;    // checkpoint: cadence in the run's workload iterations (0 = by `every`)
+  int streams = 1;        // checkpoint: parallel TCP streams per shard
+  uint64_t block = 4096;  // checkpoint: the changed-block bookkeeping's block size (bytes)
   Loc loc;
 };
 
@@ -127,6 +136,8 @@ struct Expect {
   std::optional<double> min_busbw_fraction;
   std::optional<double> max_detection_ms;
   std::optional<double> max_recovery_ms;
+  // checkpoint: every replication finished before the next was due (its cadence kept up).
+  std::optional<bool> checkpoint_on_time;
   Loc loc;
 };
 
