@@ -1,7 +1,8 @@
 // QoS classes and the checkpoint workload end to end (issue 16), on a two-region lab of three
 // servers joined by an Express Connect (20 Mbit/s emulated) and a VPN backup (1 Mbit/s):
 //  - the HTB classes and DSCP filters are on both ends of every WAN link once the lab is up,
-//    `status` shows them, and `down` leaves nothing;
+//    the failover agent's hellos are counted in gold, `status` shows the classes, and `down`
+//    leaves nothing;
 //  - with bronze saturating the Express Connect, a gold request/response probe does not wait in
 //    bronze's queue (a bronze probe does), and bronze drops toward its share when silver wants
 //    the link — judged with generous bounds, never tight timing;
@@ -116,7 +117,13 @@ nlohmann::json last_json(const std::string& out) {
 TEST_F(QosCheckpoint, ClassesComeWithTheLabAndKeepGoldOutOfBronzesQueue) {
   LabGuard g(unique_lab("ckq"));
   const std::string lab = g.lab();
-  auto up = testbedctl("up " + write("lab.toml", kLab) + " --name " + lab);
+  // With the failover agent, whose hellos are marked CS6 (gold); a loose interval and miss count,
+  // so a loaded host does not flap the paths while the link is saturated.
+  auto up = testbedctl("up " +
+                       write("lab.toml", std::string(kLab) +
+                                             "\n[failover]\nmode = \"agent\"\nprobe_interval = "
+                                             "\"100ms\"\nmisses = 10\n") +
+                       " --name " + lab);
   ASSERT_EQ(up.rc, 0) << up.out;
   // Both ends of both WAN links: the classes, their priorities and a filter per DSCP.
   for (const char* tr : {"hz/tr", "bj/tr"})
@@ -131,6 +138,15 @@ TEST_F(QosCheckpoint, ClassesComeWithTheLabAndKeepGoldOutOfBronzesQueue) {
       EXPECT_NE(flt.out.find("match 00b80000/00fc0000"), std::string::npos) << flt.out;  // EF
       EXPECT_NE(flt.out.find("match 00200000/00fc0000"), std::string::npos) << flt.out;  // CS1
     }
+  // Control traffic is gold: the agent's hellos are counted in class 7:10.
+  ::sleep(1);
+  auto counted = sh("tc -n " + ns(lab, "hz/tr") + " -s class show dev ec");
+  const size_t gold_at = counted.out.find("class htb 7:10 ");
+  ASSERT_NE(gold_at, std::string::npos) << counted.out;
+  const size_t sent = counted.out.find("Sent ", gold_at);
+  ASSERT_NE(sent, std::string::npos) << counted.out;
+  const size_t pkt = counted.out.find(" bytes ", sent);
+  EXPECT_GE(std::atoll(counted.out.c_str() + pkt + 7), 5) << counted.out;
   auto st = testbedctl("status " + lab);
   EXPECT_NE(st.out.find("QOS CLASSES"), std::string::npos) << st.out;
   EXPECT_NE(st.out.find("gold 30%..100% prio 0"), std::string::npos) << st.out;
