@@ -1,7 +1,8 @@
 // NetlinkKernel's SetShape: an interface's egress qdisc tree, built by a shaping backend
 // (shaping/backend.h) and sent as replace requests, so that applying a new shape to a shaped
 // interface changes it in place (shaping/qdisc_plan.h explains the handles that make this so).
-// Undo deletes the root qdisc, which takes its children with it and puts the default back.
+// QoS classes' u32 filters follow their qdisc. Undo deletes the root qdisc, which takes its
+// children (classes, leaves, filters) with it and puts the default back.
 #include <linux/pkt_sched.h>
 
 #include "apply/netlink_kernel.h"
@@ -40,6 +41,13 @@ Status NetlinkKernel::submit_op(const plan::SetShape& op) {
     } else {
       TB_TRY(ns.sock.send(nl::new_tc(at, node.options), w));
     }
+  }
+  // QoS filters (shaping/backend_qos.cc) after the qdisc they hang on. Synchronous and
+  // create-only: a u32 node's selector cannot change in place, and "File exists" means this
+  // filter is there already (the tree was re-applied in place: a live link change).
+  for (const auto& f : tree->filters) {
+    const std::string w = what + " (" + shaping::to_text(f) + ")";
+    TB_TRY(ok_if(ns.sock.call(nl::new_u32_dscp_filter(*idx, f.f), w), EEXIST));
   }
   return {};
 }

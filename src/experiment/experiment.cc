@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/units.h"
+#include "experiment/checkpoint_workload.h"
 #include "experiment/scenario_run.h"
 #include "fault/fault.h"
 #include "launch/place.h"
@@ -35,6 +36,9 @@ Status check_run(const scenario::Scenario& s, const lab::LabState& st, const Run
                                                          ": [[fault]] " +
                                                          scenario::to_string(f.kind)));
   }
+  for (const auto& w : s.workloads)
+    if (w.kind == "checkpoint")
+      if (auto p = plan_checkpoint(s, w, st); !p) return std::unexpected(p.error());
   if (!o.workload.empty() && o.workload != "none" && !pick_workload(s, o))
     return bad_input("--workload " + o.workload +
                      ": no collective or command [[workload]] of that name in " + s.file);
@@ -81,6 +85,16 @@ std::vector<Verdict> check_expectations(const scenario::Expect& e, const metrics
   add("min_busbw_fraction", e.min_busbw_fraction, busbw_fraction, false,
       "workload throughput over the run / before the first fault");
   return out;
+}
+
+std::optional<Verdict> checkpoint_verdict(const scenario::Expect& e, int late, int total,
+                                          const std::string& what) {
+  if (!e.checkpoint_on_time) return std::nullopt;
+  Verdict v{"checkpoint_on_time", 0, static_cast<double>(late), true, ""};
+  v.ok = *e.checkpoint_on_time ? late == 0 && total > 0 : true;
+  v.text = fmt::format("checkpoint_on_time = {}: {} of {} replication(s) late ({})",
+                       *e.checkpoint_on_time, late, total, what);
+  return v;
 }
 
 Result<RunResult> run_scenario(const scenario::Scenario& s, lab::LabState& st, const RunOptions& o,

@@ -1,5 +1,6 @@
 // `testbedctl run`: a scenario end to end on a live lab. Its collective workload runs steadily
-// (one tb-rank per GPU, iterations back to back), continuous UDP probes cross every path a
+// (one tb-rank per GPU, iterations back to back), its checkpoint workloads replicate across the
+// WAN beside it (checkpoint_workload.h), continuous UDP probes cross every path a
 // fault affects, route monitors watch the routers and the faulted nodes, and the scenario's
 // [[fault]] timeline fires; then everything stops, and the results directory
 // (<results root>/<lab>/run-<time>-<pid>/) gets events.jsonl (faults, link and route changes,
@@ -47,7 +48,8 @@ struct RunResult {
   std::string results_dir;
   metrics::RecoveryReport recovery;
   std::vector<Verdict> verdicts;
-  std::vector<std::string> errors;  // a rank, a probe or a fault step that failed
+  std::vector<std::string> errors;    // a rank, a probe or a fault step that failed
+  std::vector<std::string> warnings;  // what the run could not do as asked (a checkpoint late)
   nlohmann::json summary;
   bool ok() const;
 };
@@ -72,5 +74,10 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, lab::LabState& st, c
 // [expect] against a recovery report and the workload's throughput fraction.
 std::vector<Verdict> check_expectations(const scenario::Expect& e, const metrics::RecoveryReport& r,
                                         std::optional<double> busbw_fraction);
+
+// [expect] checkpoint_on_time: one verdict over every checkpoint workload's replications
+// (`late` of `total` finished after the next was due); none when the key is absent.
+std::optional<Verdict> checkpoint_verdict(const scenario::Expect& e, int late, int total,
+                                          const std::string& what);
 
 }  // namespace tb::experiment

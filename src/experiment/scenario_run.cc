@@ -125,8 +125,11 @@ Result<launch::CommandJob> command_job(const scenario::Workload& w, const lab::L
 
 Status ScenarioRun::start_workload() {
   const auto* w = pick_workload(s_, o_);
-  if (!w) return {};
-  if (w->kind == "command") return start_command(*w);
+  if (!w) return start_checkpoints();
+  if (w->kind == "command") {
+    TB_TRY(start_command(*w));
+    return start_checkpoints();
+  }
   auto j = steady_job(*w, st_, o_, id_, res_.results_dir);
   if (!j) return std::unexpected(j.error());
   transport_ = describe_transport(*j, st_);
@@ -139,6 +142,42 @@ Status ScenarioRun::start_workload() {
   // The first iterations, bounded by twice the ranks' own timeout.
   if (!workload_->wait_iterating(3, int64_t{o_.timeout_ms} * 2'000'000, stop_))
     res_.errors.push_back("the workload did not start iterating");
+  return start_checkpoints();
+}
+
+// Every checkpoint [[workload]], beside the collective or command one (checkpoint_workload.h).
+Status ScenarioRun::start_checkpoints() {
+  for (const auto& w : s_.workloads) {
+    if (w.kind != "checkpoint") continue;
+    auto plan = plan_checkpoint(s_, w, st_);
+    if (!plan) return std::unexpected(plan.error());
+    progress_(fmt::format(
+        "workload {}: checkpoint {} -> {}, {} real = {} emulated in {} shard(s) of {}, {} mode, "
+        "every {}, {} stream(s) per shard, qos {} (DSCP {}) over {}",
+        w.name, w.from, w.to, format_size(w.bytes), format_size(plan->emulated_bytes),
+        plan->sources.size(), format_size(plan->shard_bytes), w.mode,
+        w.every_steps ? std::to_string(w.every_steps) + " steps" : format_duration(w.every),
+        w.streams, w.qos.empty() ? "none" : w.qos, plan->dscp,
+        plan->wan.empty() ? std::string("the WAN") : "WAN link " + plan->wan));
+    if (!plan->warning.empty()) {
+      progress_("warning: " + plan->warning);
+      res_.warnings.push_back(plan->warning);
+    }
+    CheckpointWorkload::WaitSteps wait;
+    if (workload_)
+      wait = [this](int64_t n, const std::atomic<bool>& stop) {
+        return workload_->wait_iterating(n, 3'600'000'000'000, stop);
+      };
+    else if (command_)
+      wait = [this](int64_t n, const std::atomic<bool>& stop) {
+        return command_->wait_iterating(n, 3'600'000'000'000, stop);
+      };
+    auto c = std::make_unique<CheckpointWorkload>(s_, w, st_, std::move(*plan), res_.results_dir,
+                                                  o_.tb_probe, fault::events_path(st_.lab),
+                                                  std::move(wait));
+    TB_TRY(c->start());
+    checkpoints_.push_back(std::move(c));
+  }
   return {};
 }
 
@@ -194,6 +233,7 @@ void ScenarioRun::fire_timeline() {
 }
 
 void ScenarioRun::collect() {
+  for (auto& c : checkpoints_) c->stop(&res_.errors);
   if (workload_) workload_->stop(o_.timeout_ms, &res_.errors);
   if (command_) {
     bool early = false;
@@ -320,6 +360,26 @@ RunResult ScenarioRun::summarise() {
     fraction = *res_.recovery.baseline_iter_ms / (sum / in_.iterations.size());
   }
   res_.verdicts = check_expectations(s_.expect, res_.recovery, fraction);
+  // Checkpoints: late replications are a warning, and a failed verdict when [expect] asks.
+  nlohmann::json checkpoints = nlohmann::json::array();
+  int late = 0, total = 0;
+  std::string what;
+  for (const auto& c : checkpoints_) {
+    checkpoints.push_back(c->to_json());
+    int n = 0, l = 0;
+    for (const auto& r : c->reps())
+      if (r.error != "unfinished when the run ended") ++n, l += !r.on_time;
+    total += n, late += l;
+    what += (what.empty() ? "" : "; ") + c->workload().name + " every " +
+            (c->workload().every_steps ? std::to_string(c->workload().every_steps) + " steps"
+                                       : format_duration(c->workload().every));
+    if (l > 0)
+      res_.warnings.push_back(fmt::format(
+          "checkpoint {}: {} of {} replication(s) finished after the next was due (the cadence "
+          "did not keep up with the {} link)",
+          c->workload().name, l, n, c->plan().wan.empty() ? "WAN" : c->plan().wan));
+  }
+  if (auto v = checkpoint_verdict(s_.expect, late, total, what)) res_.verdicts.push_back(*v);
   if (wrong_ > 0)
     res_.errors.push_back(std::to_string(wrong_) + " wrong elements in the workload's checks");
   if (!timeline_ && res_.errors.empty()) res_.errors.push_back(timeline_.error().message);
@@ -352,6 +412,8 @@ RunResult ScenarioRun::summarise() {
       {"probe_interval_us", o_.probe_interval_us},
       {"recovery", metrics::to_json(res_.recovery)},
       {"expect", verdicts},
+      {"checkpoints", checkpoints},
+      {"warnings", res_.warnings},
       {"errors", res_.errors},
       {"ok", res_.ok()},
       {"measured",

@@ -1,20 +1,22 @@
 // The steps of one `run` (experiment.h run_scenario), as a class holding what each step leaves
 // for the next: prepare (results directory, faults resolved and scheduled, paths to probe),
-// start the route monitors, the workload and the probes, fire the timeline, collect
-// (everything stopped, events.jsonl written) and summarise (recovery, [expect], summary.json).
-// Call the steps in that order, once each. Destroying it part-way stops what was started
-// (probes, then the workload, then the monitors). One thread; not thread-safe.
+// start the route monitors, the workload (and the checkpoint workloads beside it) and the probes,
+// fire the timeline, collect (everything stopped, events.jsonl written) and summarise (recovery,
+// [expect], summary.json). Call the steps in that order, once each. Destroying it part-way stops
+// what was started (probes, then the workload, then the monitors). One thread; not thread-safe.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "experiment/checkpoint_workload.h"
 #include "experiment/command_workload.h"
 #include "experiment/experiment.h"
 #include "experiment/monitors.h"
@@ -50,6 +52,7 @@ class ScenarioRun {
 
  private:
   Status start_command(const scenario::Workload& w);
+  Status start_checkpoints();
   void collect_lab_events();
   void collect_route_changes(
       const std::vector<std::pair<std::string, netlink::RouteChange>>& changes);
@@ -74,6 +77,7 @@ class ScenarioRun {
   std::optional<SteadyWorkload> workload_;
   std::optional<CommandWorkload> command_;        // kind = "command" instead
   std::string transport_ = "none (no workload)";  // how the workload moves bytes, for reports
+  std::vector<std::unique_ptr<CheckpointWorkload>> checkpoints_;  // beside it
   ProbeSet probes_;
   // fire_timeline
   int64_t t0_ = 0, t_end_ = 0;

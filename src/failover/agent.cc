@@ -97,6 +97,7 @@ Status run_agent(const AgentConfig& c, const std::string& events_path,
   if (!nl) return std::unexpected(nl.error());
   auto lst = probe::open_socket(SOCK_DGRAM, "");
   if (!lst) return std::unexpected(lst.error());
+  TB_TRY(probe::set_dscp(lst->get(), probe::kControlDscp));  // answers go in the gold class
   auto any = probe::ipv4_endpoint("0.0.0.0", c.port);
   if (::bind(lst->get(), reinterpret_cast<const sockaddr*>(&*any), sizeof *any) != 0)
     return sys_fail("agent: bind UDP port " + std::to_string(c.port));
@@ -104,6 +105,7 @@ Status run_agent(const AgentConfig& c, const std::string& events_path,
   for (size_t i = 0; i < c.paths.size(); ++i) {
     auto fd = probe::open_socket(SOCK_DGRAM, c.paths[i].dev);
     if (!fd) return std::unexpected(fd.error());
+    TB_TRY(probe::set_dscp(fd->get(), probe::kControlDscp));
     auto to = probe::ipv4_endpoint(c.paths[i].peer, c.port);
     if (!to) return std::unexpected(to.error());
     if (::connect(fd->get(), reinterpret_cast<const sockaddr*>(&*to), sizeof *to) != 0)

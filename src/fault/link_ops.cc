@@ -141,7 +141,11 @@ Status set_link_state(const lab::LabState& st, apply::Kernel& kernel, size_t idx
 plan::EmulatedFigures current_figures(const lab::LabState& st, size_t idx) {
   const plan::Link& link = st.topo.links[idx];
   auto overrides = lab::load_link_overrides(st.lab);
-  if (auto it = overrides.find(lab::link_key(link)); it != overrides.end()) return it->second;
+  if (auto it = overrides.find(lab::link_key(link)); it != overrides.end()) {
+    plan::EmulatedFigures f = it->second;
+    f.qos = link.emulated.qos;  // QoS classes are the scenario's; links.json keeps the figures
+    return f;
+  }
   return link.emulated;
 }
 

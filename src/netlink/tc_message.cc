@@ -1,7 +1,10 @@
 // Traffic-control builders (declared in netlink/tc_message.h).
 #include "netlink/tc_message.h"
 
+#include <arpa/inet.h>
 #include <libmnl/libmnl.h>
+#include <linux/if_ether.h>
+#include <linux/pkt_cls.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
@@ -9,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "core/error.h"
@@ -116,6 +120,8 @@ void put_htb_class(MessageBuilder& m, const HtbClassOptions& o) {
   h.buffer = xmit_ticks(o.rate, o.burst);
   h.cbuffer = xmit_ticks(o.ceil, o.cburst);
   h.quantum = o.quantum;
+  TB_CHECK(o.prio < TC_HTB_NUMPRIO);
+  h.prio = o.prio;
   nlattr* opts = m.nest_start(TCA_OPTIONS);
   if (needs_rate64(o.rate)) put_u64(m, TCA_HTB_RATE64, o.rate);
   if (needs_rate64(o.ceil)) put_u64(m, TCA_HTB_CEIL64, o.ceil);
@@ -181,6 +187,43 @@ NlMsg del_qdisc(int ifindex, uint32_t parent, uint32_t handle) {
   MessageBuilder m(RTM_DELQDISC, NLM_F_REQUEST);
   put_tcmsg(m, {ifindex, parent, handle});
   return m.finish();
+}
+
+NlMsg new_u32_dscp_filter(int ifindex, const U32DscpFilter& f, TcWrite write) {
+  TB_CHECK(f.dscp < 64 && f.prio > 0 && f.classid != 0);
+  uint16_t flags = NLM_F_REQUEST | NLM_F_CREATE;
+  if (write == TcWrite::kCreateOnly) flags |= NLM_F_EXCL;
+  MessageBuilder m(RTM_NEWTFILTER, flags);
+  tcmsg* t = put_tcmsg(m, {ifindex, f.parent, f.handle});
+  t->tcm_info = TC_H_MAKE(static_cast<uint32_t>(f.prio) << 16, htons(ETH_P_IP));
+  m.put_str(TCA_KIND, "u32");
+  // The selector and its one key, as iproute2 tc/f_u32.c packs "match ip dsfield V M": the TOS
+  // byte is byte 1 of the IPv4 header, so the key is the header's first word, masked.
+  tc_u32_sel sel{};
+  sel.flags = TC_U32_TERMINAL;
+  sel.nkeys = 1;
+  tc_u32_key key{};
+  key.mask = htonl(0x00fc0000u);
+  key.val = htonl(static_cast<uint32_t>(f.dscp) << 18);
+  key.off = 0;
+  uint8_t s[sizeof(tc_u32_sel) + sizeof(tc_u32_key)];
+  std::memcpy(s, &sel, sizeof(sel));
+  std::memcpy(s + sizeof(sel), &key, sizeof(key));
+  nlattr* opts = m.nest_start(TCA_OPTIONS);
+  m.put_u32(TCA_U32_CLASSID, f.classid);
+  m.put_bytes(TCA_U32_SEL, s, sizeof(s));
+  m.nest_end(opts);
+  return m.finish();
+}
+
+std::string format_u32_handle(uint32_t handle) {
+  char buf[32];
+  const uint32_t hash = (handle >> 12) & 0xFF;
+  if (hash)
+    std::snprintf(buf, sizeof(buf), "%x:%x:%x", handle >> 20, hash, handle & 0xFFF);
+  else
+    std::snprintf(buf, sizeof(buf), "%x::%x", handle >> 20, handle & 0xFFF);
+  return buf;
 }
 
 std::string format_handle(uint32_t handle) {

@@ -1,5 +1,6 @@
 // Traffic-control request builders: RTM_NEWQDISC / RTM_NEWTCLASS / RTM_DELQDISC for the qdiscs
-// testbedctl shapes links with (tbf, netem, htb and its class, bfifo). Like message.h, each
+// testbedctl shapes links with (tbf, netem, htb and its class, bfifo), and RTM_NEWTFILTER for the
+// u32 filters that classify a WAN link's traffic into its QoS classes by DSCP. Like message.h, each
 // returns the bytes of one request with seq 0 and no NLM_F_ACK (NlSocket::send adds both), and
 // makes no system calls, so tests/unit/tc_message_test.cc checks them without root.
 //
@@ -53,6 +54,9 @@ struct HtbClassOptions {
   uint32_t burst = 0;    // bytes sendable at once at `rate`
   uint32_t cburst = 0;   // bytes sendable at once at `ceil`
   uint32_t quantum = 0;  // bytes per round (0 = the kernel derives it from the rate)
+  // 0 (served first) .. 7 (TC_HTB_NUMPRIO - 1): among classes that may send, HTB dequeues the
+  // lowest prio first and lends spare rate to it first (sch_htb.c htb_dequeue_tree).
+  uint32_t prio = 0;
 };
 
 // Byte-limited FIFO (net/sched/sch_fifo.c); its TCA_OPTIONS is a bare tc_fifo_qopt.
@@ -94,6 +98,32 @@ NlMsg new_tc(const TcPlace& at, const TcOptions& options, TcWrite write = TcWrit
 // non-default qdisc is there; a default one (handle 0) is ENOENT (net/sched/sch_api.c
 // tc_get_qdisc: "Cannot delete qdisc with handle of zero").
 NlMsg del_qdisc(int ifindex, uint32_t parent, uint32_t handle = 0);
+
+// A u32 filter (net/sched/cls_u32.c) that sends IPv4 packets whose DSCP (the top six bits of
+// the TOS byte) is `dscp` to class `classid`: `tc filter add dev D parent P protocol ip prio N
+// handle H u32 match ip dsfield (dscp << 2) 0xfc classid C`. One key on the header's first
+// 32-bit word (mask 0x00fc0000), terminal, so the first match classifies.
+struct U32DscpFilter {
+  uint32_t parent = 0;   // the classful qdisc it hangs on ("7:")
+  uint16_t prio = 1;     // filter priority (tcm_info's upper 16 bits)
+  uint32_t handle = 0;   // u32 node handle, "800::N" = 0x80000000 | N (u32_handle below)
+  uint8_t dscp = 0;      // 0..63
+  uint32_t classid = 0;  // "7:10"
+};
+
+// "800::n": node n in u32's root hash table 800: (cls_u32.c gen_new_htid starts at 0x800).
+inline constexpr uint32_t u32_handle(uint32_t node) {
+  return 0x80000000u | (node & 0xFFFu);
+}
+
+// RTM_NEWTFILTER for `f` on `ifindex`, protocol ETH_P_IP. kCreateOnly (NLM_F_EXCL) answers
+// EEXIST when a filter with that handle is there (a u32 node's selector cannot change in place:
+// u32_change copies the old one).
+NlMsg new_u32_dscp_filter(int ifindex, const U32DscpFilter& f,
+                          TcWrite write = TcWrite::kCreateOnly);
+
+// "800::1", as tc prints u32 handles.
+std::string format_u32_handle(uint32_t handle);
 
 // "major:minor" as tc prints handles ("1:", "1:1", "root").
 std::string format_handle(uint32_t handle);

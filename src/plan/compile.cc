@@ -49,6 +49,15 @@ class Compiler {
     add_rxe(host, o);
     auto choice = choose_shaping(o.shaping, host);
     if (!choice) return std::unexpected(choice.error());
+    // QoS classes are HTB classes whatever the backend (shaping/backend_qos.cc): a kernel found
+    // without sch_htb keeps one rate limit per WAN link, and the plan says so.
+    if (host.probed && !host.htb)
+      for (auto& l : plan_.topo.links)
+        if (!l.emulated.qos.empty()) {
+          l.emulated.qos = {};
+          l.emulated.notes.push_back(
+              "QoS classes not built: this kernel has no sch_htb (testbedctl doctor)");
+        }
     TB_TRY(add_shaping(plan_, choice->backend, [&](const Link& l) {
       auto p = s_.profiles.find(l.profile);
       if (p == s_.profiles.end() || p->second.loc.line == 0)
@@ -384,6 +393,7 @@ Status Compiler::build_wan() {
     const bool primary = w.role == scenario::WanRole::kPrimary;
     link(ta, w.name, nth(*p, 0), "", tb, w.name, nth(*p, 1), "", Tier::kWan, w.profile, w.name,
          primary ? "primary" : "backup");
+    plan_.topo.links.back().emulated.qos = qos_classes(s_.qos);  // [qos]: every WAN link
     int metric = kMetricPrimary;
     if (!primary) metric = kMetricBackup + backups[std::minmax(w.a, w.b)]++;
     // [failover] mode = "none": static routes over the primary only, nothing to fail over to;

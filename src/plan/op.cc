@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plan/topology.h"
+#include "shaping/backend.h"
+
 namespace tb::plan {
 namespace {
 
@@ -33,7 +36,9 @@ std::string shape_text(const shaping::LinkShape& s) {
   if (s.jitter.ns) t += " jitter " + format_duration(s.jitter);
   if (s.reorder) t += " reorder";
   if (s.loss_pct > 0) t += fmt::format(" loss {:g}%", s.loss_pct);
-  return t + " mtu " + std::to_string(s.mtu);
+  t += " mtu " + std::to_string(s.mtu);
+  if (!s.qos.empty()) t += " qos " + shaping::qos_text(s.qos);
+  return t;
 }
 
 }  // namespace
@@ -163,6 +168,7 @@ nlohmann::json to_json(const Op& op) {
                              {"loss_pct", o.shape.loss_pct},
                              {"mtu", o.shape.mtu}};
             if (o.shape.reorder) j["jitter_mode"] = "reorder";
+            if (!o.shape.qos.empty()) j["qos"] = qos_to_json(o.shape.qos);
             return j;
           },
           [](const CreateRxe& o) -> nlohmann::json {
@@ -219,6 +225,7 @@ Result<Op> op_from_json(const nlohmann::json& j) {
                            j.at("loss_pct").get<double>(),
                            j.at("mtu").get<int>(),
                            j.value("jitter_mode", "ordered") == "reorder"};
+      if (j.contains("qos")) s.qos = qos_from_json(j.at("qos"));
       return SetShape{j.at("netns"), j.at("ifname"), s, j.at("backend")};
     }
     if (kind == "stage-rule")  // journals written before 0.0001 % steps say loss_per_10000

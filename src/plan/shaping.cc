@@ -18,7 +18,17 @@ namespace tb::plan {
 using shaping::LinkShape;
 
 LinkShape shape_of(const EmulatedFigures& f) {
-  return LinkShape{f.rate, f.delay, f.jitter, f.loss_pct, f.mtu, f.reorder};
+  return LinkShape{f.rate, f.delay, f.jitter, f.loss_pct, f.mtu, f.reorder, f.qos};
+}
+
+shaping::Qos qos_classes(const scenario::Qos& q) {
+  shaping::Qos out;
+  if (!q.enabled) return out;
+  for (const auto& c : q.classes) {
+    if (c.name == q.default_class) out.default_class = out.classes.size();
+    out.classes.push_back({c.name, c.share, c.ceiling, c.priority, c.dscp});
+  }
+  return out;
 }
 
 std::vector<SetShape> shape_ops(const Topology& topo, const std::string& backend) {
@@ -131,6 +141,10 @@ Status add_shaping(Plan& p, const std::string& backend, const LinkWhere& where) 
       const Node* dn = p.topo.node(dst.node);
       LinkShape shape = shape_of(l.emulated);
       if (shape.rate > kHostVethRate) shape.rate = Rate{0};
+      if (!shape.qos.empty() && shape.rate.bps == 0 && dir == 0)
+        l.emulated.notes.push_back(
+            "QoS classes need a rate limit to share; this link runs unlimited, so its traffic is "
+            "not classified");
       if (nothing_to_shape(shape)) continue;
       auto qp = shaping::plan_qdiscs(shape, backend);
       if (!qp)

@@ -24,14 +24,18 @@
 #include "core/error.h"
 #include "plan/op.h"
 #include "plan/topology.h"
+#include "scenario/model.h"
 #include "shaping/link_shape.h"
 
 namespace tb::plan {
 
 struct Plan;
 
-// A link's emulated figures as one direction's shape.
+// A link's emulated figures as one direction's shape (its QoS classes included).
 shaping::LinkShape shape_of(const EmulatedFigures& f);
+
+// The scenario's [qos] as the classes every WAN link gets; none when it is disabled.
+shaping::Qos qos_classes(const scenario::Qos& q);
 
 // For every link, in topology order: side a's egress, then side b's. Links with nothing to
 // shape get an op too (its plan is the default qdisc), so applying them is uniform. Every

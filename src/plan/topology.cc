@@ -108,8 +108,33 @@ nlohmann::json to_json(const Topology& t) {
           {"notes", l.emulated.notes}}},
     });
     if (l.emulated.reorder) links.back()["emulated"]["jitter_mode"] = "reorder";
+    if (!l.emulated.qos.empty()) links.back()["emulated"]["qos"] = qos_to_json(l.emulated.qos);
   }
   return {{"nodes", nodes}, {"links", links}};
+}
+
+nlohmann::json qos_to_json(const shaping::Qos& q) {
+  nlohmann::json classes = nlohmann::json::array();
+  for (size_t i = 0; i < q.classes.size(); ++i) {
+    const auto& c = q.classes[i];
+    classes.push_back({{"name", c.name},
+                       {"share", c.share},
+                       {"ceiling", c.ceiling},
+                       {"priority", c.priority},
+                       {"dscp", c.dscp},
+                       {"default", i == q.default_class}});
+  }
+  return classes;
+}
+
+shaping::Qos qos_from_json(const nlohmann::json& j) {
+  shaping::Qos q;
+  for (const auto& c : j) {
+    if (c.value("default", false)) q.default_class = q.classes.size();
+    q.classes.push_back({c.at("name"), c.at("share"), c.at("ceiling"), c.at("priority"),
+                         c.at("dscp").get<std::vector<int>>()});
+  }
+  return q;
 }
 
 Topology topology_from_json(const nlohmann::json& j) {
@@ -145,6 +170,7 @@ Topology topology_from_json(const nlohmann::json& j) {
                      e.at("mtu"),
                      e.at("notes").get<std::vector<std::string>>(),
                      e.value("jitter_mode", "ordered") == "reorder"};
+    if (e.contains("qos")) link.emulated.qos = qos_from_json(e.at("qos"));
     t.links.push_back(std::move(link));
   }
   return t;

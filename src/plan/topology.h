@@ -13,6 +13,7 @@
 
 #include "core/ipv4.h"
 #include "core/units.h"
+#include "shaping/link_shape.h"
 
 namespace tb::plan {
 
@@ -43,6 +44,7 @@ struct EmulatedFigures {
   int mtu = 1500;
   std::vector<std::string> notes;
   bool reorder = false;  // jitter may reorder (scenario jitter_mode = "reorder")
+  shaping::Qos qos;      // QoS classes under the rate ([qos]; WAN links only)
 };
 
 struct RealFigures {
@@ -78,6 +80,9 @@ struct Topology {
 };
 
 nlohmann::json to_json(const Topology& t);
+// QoS classes as the journal and the lab's state keep them ([] for none).
+nlohmann::json qos_to_json(const shaping::Qos& q);
+shaping::Qos qos_from_json(const nlohmann::json& j);
 Topology topology_from_json(const nlohmann::json& j);
 
 }  // namespace tb::plan

@@ -119,6 +119,7 @@ Result<GoodputResult> run_goodput(const GoodputOptions& o) {
       o.to + ":" + std::to_string(o.port) + (o.dev.empty() ? "" : " via " + o.dev);
   auto fd = open_socket(SOCK_STREAM, o.dev);
   if (!fd) return std::unexpected(fd.error());
+  TB_TRY(set_dscp(fd->get(), o.dscp));
   if (o.buffer > 0) {
     auto b = set_buffer(fd->get(), SO_SNDBUF, o.buffer);
     if (!b) return std::unexpected(b.error());

@@ -29,6 +29,7 @@ struct GoodputOptions {
   // rate, so no queue fills and every retransmission is a loss the link made (verify's TCP loss
   // check); it also keeps GSO super-packets to ~1 ms of data at this rate (tcp_tso_autosize).
   uint64_t pace_bps = 0;
+  int dscp = 0;  // IP_TOS = dscp << 2 on the transfer (a QoS class: docs/scenario.md "qos")
 };
 
 struct GoodputResult {

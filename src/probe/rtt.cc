@@ -37,6 +37,7 @@ Result<RttResult> run_rtt(const RttOptions& o) {
       o.to + ":" + std::to_string(o.port) + (o.dev.empty() ? "" : " via " + o.dev);
   auto fd = open_socket(SOCK_DGRAM, o.dev);
   if (!fd) return std::unexpected(fd.error());
+  TB_TRY(set_dscp(fd->get(), o.dscp));
   // Connected: the kernel drops datagrams from anyone else and reports ICMP errors to us.
   if (::connect(fd->get(), reinterpret_cast<const sockaddr*>(&*to), sizeof *to) != 0)
     return sys_fail("rtt to " + what);

@@ -28,6 +28,7 @@ struct RttOptions {
   int interval_us = 1000;
   int wait_ms = 1000;
   bool samples = false;  // also print every RTT
+  int dscp = 0;          // IP_TOS = dscp << 2 on the probes (a QoS class: docs/scenario.md "qos")
 };
 
 struct RttResult {

@@ -155,6 +155,7 @@ Result<ServeStats> serve(const ServeOptions& o, const std::atomic<bool>& stop,
       o.addr + ":" + std::to_string(o.port) + (o.dev.empty() ? "" : " on " + o.dev);
   auto udp = open_socket(SOCK_DGRAM, o.dev);
   if (!udp) return std::unexpected(udp.error());
+  TB_TRY(set_dscp(udp->get(), o.dscp));
   const int on = 1;
   if (::setsockopt(udp->get(), IPPROTO_IP, IP_PKTINFO, &on, sizeof on) != 0)
     return sys_fail("IP_PKTINFO on the UDP echo");
@@ -162,6 +163,7 @@ Result<ServeStats> serve(const ServeOptions& o, const std::atomic<bool>& stop,
     return sys_fail("bind UDP echo to " + where);
   auto tcp = open_socket(SOCK_STREAM, o.dev);
   if (!tcp) return std::unexpected(tcp.error());
+  TB_TRY(set_dscp(tcp->get(), o.dscp));  // accepted sockets inherit it (inet_csk_clone_lock)
   const int one = 1;
   ::setsockopt(tcp->get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   int rcvbuf = get_buffer(tcp->get(), SO_RCVBUF);

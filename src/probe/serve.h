@@ -28,6 +28,7 @@ struct ServeOptions {
   std::string addr = "0.0.0.0";
   int seconds = 60;
   uint64_t buffer = 0;  // SO_RCVBUF of the sink; 0 = autotuning (net.ipv4.tcp_rmem)
+  int dscp = 0;         // IP_TOS = dscp << 2 on the echoes and the sink's ACKs
 };
 
 struct ServeStats {

@@ -23,6 +23,14 @@ Result<sockaddr_in> ipv4_endpoint(const std::string& addr, uint16_t port) {
   return sa;
 }
 
+Status set_dscp(int fd, int dscp) {
+  if (dscp < 0 || dscp > 63) return bad_input("DSCP " + std::to_string(dscp) + " is outside 0..63");
+  const int tos = dscp << 2;
+  if (::setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos) != 0)
+    return sys_fail("setsockopt IP_TOS " + std::to_string(tos));
+  return {};
+}
+
 Result<UniqueFd> open_socket(int type, const std::string& dev) {
   UniqueFd fd(::socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) return sys_fail("open socket");

@@ -16,6 +16,15 @@ namespace tb::probe {
 
 int64_t now_ns();  // CLOCK_MONOTONIC
 
+// CS6, network control (RFC 4594): what the failover agent's hellos carry, as FRR's BGP and BFD
+// sessions do (IPTOS_PREC_INTERNETCONTROL), so a WAN link's QoS classes ([qos] gold) put them
+// ahead of bulk traffic.
+inline constexpr int kControlDscp = 48;
+
+// Marks what `fd` sends with DSCP `dscp` (0..63): IP_TOS = dscp << 2, ECN bits left 0. A TCP
+// socket's ACKs and a UDP socket's datagrams both carry it.
+Status set_dscp(int fd, int dscp);
+
 Result<sockaddr_in> ipv4_endpoint(const std::string& addr, uint16_t port);
 
 // SOCK_CLOEXEC | SOCK_NONBLOCK socket of `type` (SOCK_DGRAM / SOCK_STREAM), bound to `dev`

@@ -16,8 +16,32 @@ std::string run_text(const experiment::RunResult& r) {
                      ms(f.outage_ms), ms(f.stall_ms),
                      f.degraded_fraction ? ms(*f.degraded_fraction * 100) + "%" : "-");
   s += "# " + r.summary.at("measured").get<std::string>() + "\n";
+  for (const auto& c : r.summary.value("checkpoints", nlohmann::json::array())) {
+    s += fmt::format(
+        "\nCHECKPOINT {} ({} -> {}, {} mode, {} real = {} emulated in {} shard(s), qos {}, "
+        "over {})\n",
+        c.value("workload", ""), c.value("from", ""), c.value("to", ""), c.value("mode", ""),
+        format_size(c.value("real_bytes", uint64_t{0})),
+        format_size(c.value("emulated_bytes", uint64_t{0})), c.value("shards", 0),
+        c.value("qos", ""), c.value("wan", "").empty() ? "the WAN" : c.value("wan", ""));
+    s += fmt::format("{:>4} {:<5} {:>11} {:>9} {:>11} {:>7} {:>8} {}\n", "REP", "KIND", "BYTES",
+                     "SECONDS", "MBIT/S", "WAN%", "ON-TIME", "CHECKSUMS");
+    for (const auto& rep : c.value("replications", nlohmann::json::array())) {
+      const double sec = rep.value("seconds", 0.0);
+      const uint64_t bytes = rep.value("payload_bytes", uint64_t{0});
+      const std::string err = rep.value("error", "");
+      s += fmt::format("{:>4} {:<5} {:>11} {:>9.3f} {:>11.1f} {:>6.1f}% {:>8} {}\n",
+                       rep.value("rep", 0), rep.value("full", false) ? "full" : "incr", bytes, sec,
+                       sec > 0 ? bytes * 8 / sec / 1e6 : 0.0,
+                       rep.value("wan_utilisation", 0.0) * 100,
+                       rep.value("on_time", false) ? "yes" : "LATE",
+                       rep.value("ok", false) ? "match" : (err.empty() ? "MISMATCH" : err));
+    }
+    s += "# " + c.value("measured", "") + "\n";
+  }
   for (const auto& v : r.verdicts)
     s += fmt::format("expect {} {}\n", v.ok ? "ok    " : "FAILED", v.text);
+  for (const auto& w : r.warnings) s += "warning: " + w + "\n";
   for (const auto& e : r.errors) s += "error: " + e + "\n";
   s += "results: " + r.results_dir + "\n";
   return s;

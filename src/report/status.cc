@@ -11,6 +11,7 @@
 #include "lab/daemons.h"
 #include "report/format.h"
 #include "runner/supervisor.h"
+#include "shaping/backend.h"
 
 namespace tb::report {
 namespace {
@@ -229,6 +230,15 @@ std::string status_text(const lab::LabState& st, const LiveState* live) {
          link_state(st.topo, l, live) + "\n";
     for (const auto& n : l.emulated.notes) notes.insert(l.profile + ": " + n);
   }
+  std::string qos;
+  for (const auto& l : st.topo.links)
+    if (!l.emulated.qos.empty())
+      qos += "  " + l.a.node + ":" + l.a.ifname + " <-> " + l.b.node + ":" + l.b.ifname + "  " +
+             shaping::qos_text(l.emulated.qos) + "\n";
+  if (!qos.empty())
+    s += "\nQOS CLASSES (HTB classes under each WAN link's rate, both directions; share..ceiling "
+         "of the link's rate, classified by DSCP)\n" +
+         qos;
   if (!notes.empty()) {
     s += "\nNOT EMULATED\n";
     for (const auto& n : notes) s += "  " + n + "\n";

@@ -13,7 +13,8 @@ namespace {
 const std::vector<std::string> kCollectiveKeys = {"op",        "algo",        "ranks", "min_bytes",
                                                   "max_bytes", "step_factor", "iters", "warmup",
                                                   "channels",  "resilient"};
-const std::vector<std::string> kCheckpointKeys = {"from", "to", "bytes", "qos"};
+const std::vector<std::string> kCheckpointKeys = {
+    "from", "to", "bytes", "qos", "mode", "changed", "full_every", "every", "streams", "block"};
 // kind = "command" takes "ranks" too (a collective key).
 const std::vector<std::string> kCommandKeys = {"command", "tier", "progress"};
 const std::vector<std::string> kTiers = {"auto", "nvl", "rail", "frontend"};
@@ -167,6 +168,36 @@ void read_checkpoint(Table& t, Workload& w, const LoadState& st) {
       w.bytes = *b;
   }
   if (auto q = t.str("qos"); q && t.one_of("qos", *q, {"gold", "silver", "bronze"})) w.qos = *q;
+  if (auto m = t.str("mode"); m && t.one_of("mode", *m, {"full", "incremental", "layered"}))
+    w.mode = *m;
+  if (auto c = t.percent("changed")) {
+    if (*c > 0)
+      w.changed = *c / 100;
+    else
+      t.error("changed", "must be above 0% (an incremental checkpoint of nothing sends nothing)");
+  }
+  if (auto k = t.integer("full_every", false, 2, 1000000)) w.full_every = static_cast<int>(*k);
+  if (w.mode != "incremental" && w.mode != "layered" && t.has("changed"))
+    t.error("changed", "only for mode = \"incremental\" or \"layered\"");
+  if (w.mode != "layered" && t.has("full_every"))
+    t.error("full_every", "only for mode = \"layered\"");
+  if (const toml::value* e = t.find("every")) {
+    if (e->is_integer()) {
+      if (auto n = t.integer("every", false, 1, 1000000)) w.every_steps = static_cast<int>(*n);
+    } else if (auto d = t.duration("every")) {
+      if (d->ns >= 100'000'000 && d->ns <= 86'400'000'000'000)
+        w.every = *d;
+      else
+        t.error("every", "must be 100ms..24h, or a whole number of the run's workload steps");
+    }
+  }
+  if (auto n = t.integer("streams", false, 1, 64)) w.streams = static_cast<int>(*n);
+  if (auto b = t.size("block")) {
+    if (*b >= 512 && *b <= (64u << 20))
+      w.block = *b;
+    else
+      t.error("block", "must be 512 bytes..64M (got " + format_size(*b) + ")");
+  }
 }
 
 }  // namespace

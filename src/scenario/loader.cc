@@ -8,8 +8,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <toml.hpp>
 
 #include "core/ipv4.h"
@@ -177,7 +179,9 @@ void read_expect(Table& top, LoadState& st) {
     return;
   }
   Table t(*v, "expect", "[expect]",
-          {"max_stall_ms", "min_busbw_fraction", "max_detection_ms", "max_recovery_ms"}, st.d);
+          {"max_stall_ms", "min_busbw_fraction", "max_detection_ms", "max_recovery_ms",
+           "checkpoint_on_time"},
+          st.d);
   Expect& e = st.s.expect;
   e.loc = t.loc();
   constexpr double kBig = 1e12;
@@ -185,6 +189,7 @@ void read_expect(Table& top, LoadState& st) {
   e.min_busbw_fraction = t.number("min_busbw_fraction", false, 0, 1);
   e.max_detection_ms = t.number("max_detection_ms", false, 0, kBig);
   e.max_recovery_ms = t.number("max_recovery_ms", false, 0, kBig);
+  e.checkpoint_on_time = t.boolean("checkpoint_on_time");
   t.finish();
 }
 
@@ -227,6 +232,93 @@ void read_failover(Table& top, LoadState& st) {
   t.finish();
 }
 
+// [qos]: enabled, default, and one table per class (gold, silver, bronze) with share, ceiling,
+// priority and dscp; what is not written keeps its default (model.h Qos).
+void read_qos(Table& top, LoadState& st) {
+  const toml::value* v = top.find("qos");
+  if (!v) return;
+  if (!v->is_table()) {
+    top.error("qos", "must be a table, written [qos] (got " + detail::type_name(*v) + ")");
+    return;
+  }
+  Qos& q = st.s.qos;
+  std::vector<std::string> names;
+  for (const auto& c : q.classes) names.push_back(c.name);
+  std::vector<std::string> keys = {"enabled", "default"};
+  keys.insert(keys.end(), names.begin(), names.end());
+  Table t(*v, "qos", "[qos]", keys, st.d);
+  q.loc = t.loc();
+  if (auto e = t.boolean("enabled")) q.enabled = *e;
+  if (auto d = t.str("default"); d && t.one_of("default", *d, names)) q.default_class = *d;
+  double total = 0;
+  for (auto& c : q.classes) {
+    const toml::value* cv = t.find(c.name);
+    if (cv && !cv->is_table()) {
+      t.error(c.name,
+              "must be a table, written [qos." + c.name + "] (got " + detail::type_name(*cv) + ")");
+      continue;
+    }
+    if (cv) {
+      Table ct(*cv, "qos." + c.name, "[qos." + c.name + "]",
+               {"share", "ceiling", "priority", "dscp"}, st.d);
+      c.loc = ct.loc();
+      if (auto p = ct.percent("share")) {
+        if (*p > 0)
+          c.share = *p / 100;
+        else
+          ct.error("share", "must be above 0% (a class with no guaranteed rate starves)");
+      }
+      if (auto p = ct.percent("ceiling")) c.ceiling = *p / 100;
+      if (c.ceiling < c.share)
+        ct.error(ct.has("ceiling") ? "ceiling" : "share",
+                 "the ceiling (" + fmt::format("{:g}%", c.ceiling * 100) +
+                     ") must be at least the share (" + fmt::format("{:g}%", c.share * 100) + ")");
+      if (auto p = ct.integer("priority", false, 0, 7, "HTB has 8 priorities, 0 first"))
+        c.priority = static_cast<int>(*p);
+      if (const toml::value* d = ct.find("dscp")) {
+        std::vector<int> values;
+        const bool array = d->is_array();
+        if (!array && !d->is_integer()) {
+          ct.error("dscp", "must be a DSCP value 0..63 or an array of them (got " +
+                               detail::type_name(*d) + ")");
+        } else {
+          std::vector<const toml::value*> items;
+          if (array)
+            for (const auto& e : d->as_array()) items.push_back(&e);
+          else
+            items.push_back(d);
+          for (const toml::value* e : items) {
+            if (!e->is_integer() || e->as_integer() < 0 || e->as_integer() > 63)
+              ct.error_at(detail::loc_of(*e), "dscp",
+                          "each value must be an integer 0..63 (a DSCP: EF is 46, CS6 48, AF21 "
+                          "18, CS1 8)");
+            else
+              values.push_back(static_cast<int>(e->as_integer()));
+          }
+          if (array && d->as_array().empty()) ct.error("dscp", "must list at least one value");
+          if (!values.empty()) c.dscp = values;
+        }
+      }
+      ct.finish();
+    }
+    total += c.share;
+  }
+  // A DSCP value in two classes: the later class's table names it.
+  std::map<int, std::string> owner;
+  for (const auto& c : q.classes)
+    for (int d : c.dscp) {
+      auto [it, fresh] = owner.try_emplace(d, c.name);
+      if (!fresh)
+        st.d.add(c.loc.line ? c.loc : q.loc, "qos." + c.name + ": dscp: " + std::to_string(d) +
+                                                 " is already in class \"" + it->second +
+                                                 "\"; a DSCP value selects one class");
+    }
+  if (total > 1 + 1e-9)
+    st.d.add(q.loc, "qos: the classes' shares add up to " + fmt::format("{:g}%", total * 100) +
+                        "; at most 100% of a link's rate can be guaranteed");
+  t.finish();
+}
+
 // At most kMaxNamespaces in the lab; reported once, at the region that goes over.
 void check_namespaces(LoadState& st) {
   using detail::kMaxNamespaces;
@@ -260,9 +352,10 @@ Result<Scenario> load_text(const std::string& text, const std::string& name) {
   Scenario s;
   s.file = name;
   LoadState st{s, d, {}, {}, {}};
-  Table top(
-      *root, "", "the top level",
-      {"lab", "scale", "profiles", "region", "wan", "workload", "fault", "expect", "failover"}, d);
+  Table top(*root, "", "the top level",
+            {"lab", "scale", "profiles", "region", "wan", "workload", "fault", "expect", "failover",
+             "qos"},
+            d);
   read_lab(top, st);
   read_scale(top, st);
   detail::read_profiles(top, st);
@@ -274,6 +367,7 @@ Result<Scenario> load_text(const std::string& text, const std::string& name) {
   detail::read_faults(top, st);
   read_expect(top, st);
   read_failover(top, st);
+  read_qos(top, st);
   top.finish();
 
   if (!d.empty()) return bad_input(d.text());

@@ -100,8 +100,17 @@ struct Workload {
   std::string tier = "auto";
   std::string progress;
   std::string from, to;  // checkpoint: source and destination regions
-  uint64_t bytes = 0;    // checkpoint: bytes per replication
+  uint64_t bytes = 0;    // checkpoint: bytes per replication, real (scaled by [scale] bandwidth)
   std::string qos;       // checkpoint: "gold" | "silver" | "bronze" | ""
+  // checkpoint: "full" (everything every time), "incremental" (only the blocks changed since the
+  // last replication), "layered" (full every `full_every`, incremental in between).
+  std::string mode = "full";
+  double changed = 0.1;           // checkpoint: fraction of blocks changed between replications
+  int full_every = 4;             // checkpoint, layered: a full replication every K
+  Duration every{5'000'000'000};  // checkpoint: cadence, one replication due every this long
+  int every_steps = 0;    // checkpoint: cadence in the run's workload iterations (0 = by `every`)
+  int streams = 1;        // checkpoint: parallel TCP streams per shard
+  uint64_t block = 4096;  // checkpoint: the changed-block bookkeeping's block size (bytes)
   Loc loc;
 };
 
@@ -127,6 +136,8 @@ struct Expect {
   std::optional<double> min_busbw_fraction;
   std::optional<double> max_detection_ms;
   std::optional<double> max_recovery_ms;
+  // checkpoint: every replication finished before the next was due (its cadence kept up).
+  std::optional<bool> checkpoint_on_time;
   Loc loc;
 };
 
@@ -156,6 +167,41 @@ struct Failover {
   Loc loc;
 };
 
+// QoS classes on every WAN link ([qos], docs/scenario.md "QoS classes"), after the white
+// paper's intent: gold for latency-sensitive inference and control traffic (BFD, BGP and the
+// failover agent's hellos are marked CS6), silver for data movement (and anything unmarked),
+// bronze for bulk checkpoints. Classified by the DSCP the sender sets (a workload's `qos`).
+struct QosClassSpec {
+  std::string name;  // gold | silver | bronze
+  double share = 0;  // guaranteed fraction of the link's rate, (0, 1]
+  double ceiling = 1;
+  int priority = 0;       // 0..7, 0 first
+  std::vector<int> dscp;  // the first is what a workload with this qos marks
+  Loc loc;
+};
+
+struct Qos {
+  bool enabled = true;
+  // Defaults: gold 30% (up to 100%), prio 0, EF 46 + CS6 48 + CS7 56; silver 50%, prio 1,
+  // AF11 10, AF21 18, AF31 26; bronze 20%, prio 2, CS1 8 and LE 1 (RFC 8622).
+  std::vector<QosClassSpec> classes = {{"gold", 0.3, 1.0, 0, {46, 48, 56}, {}},
+                                       {"silver", 0.5, 1.0, 1, {18, 10, 26}, {}},
+                                       {"bronze", 0.2, 1.0, 2, {8, 1}, {}}};
+  std::string default_class = "silver";  // unmarked traffic
+  Loc loc;
+
+  const QosClassSpec* find(const std::string& name) const {
+    for (const auto& c : classes)
+      if (c.name == name) return &c;
+    return nullptr;
+  }
+  // The DSCP a sender in class `name` marks (its first), 0 for "" (unmarked).
+  int dscp_of(const std::string& name) const {
+    const QosClassSpec* c = find(name);
+    return c && !c->dscp.empty() ? c->dscp.front() : 0;
+  }
+};
+
 struct Scenario {
   std::string file;  // the path it was loaded from
   std::string lab;   // [a-z][a-z0-9]{0,7}; namespaces are tb-<lab>-...
@@ -169,6 +215,7 @@ struct Scenario {
   std::vector<Fault> faults;
   Expect expect;
   Failover failover;
+  Qos qos;
 
   const LinkProfile& profile(const std::string& name) const { return profiles.at(name); }
   int rails(const Region& r) const { return r.rails > 0 ? r.rails : r.gpus_per_server; }

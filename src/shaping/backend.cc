@@ -30,6 +30,41 @@ std::string number(double v) {
   return fmt::format("{:g}", v);
 }
 
+Status validate_qos(const Qos& q) {
+  if (q.classes.empty()) return {};
+  if (q.classes.size() > kMaxQosClasses)
+    return bad_input("qos: " + std::to_string(q.classes.size()) + " classes; at most " +
+                     std::to_string(kMaxQosClasses));
+  if (q.default_class >= q.classes.size())
+    return bad_input("qos: default class #" + std::to_string(q.default_class) + " of " +
+                     std::to_string(q.classes.size()));
+  double total = 0;
+  std::array<std::string, 64> owner;
+  for (const auto& c : q.classes) {
+    const std::string at = "qos class \"" + c.name + "\": ";
+    if (!std::isfinite(c.share) || c.share <= 0 || c.share > 1)
+      return bad_input(at + "share " + number(c.share * 100) + "% is outside (0, 100%]");
+    if (!std::isfinite(c.ceiling) || c.ceiling < c.share || c.ceiling > 1)
+      return bad_input(at + "ceiling " + number(c.ceiling * 100) + "% is outside [share " +
+                       number(c.share * 100) + "%, 100%]");
+    if (c.priority < 0 || c.priority > 7)
+      return bad_input(at + "priority " + std::to_string(c.priority) + " is outside 0..7");
+    if (c.dscp.empty()) return bad_input(at + "no DSCP value is classified into it");
+    for (int d : c.dscp) {
+      if (d < 0 || d > 63) return bad_input(at + "DSCP " + std::to_string(d) + " is outside 0..63");
+      if (!owner[d].empty())
+        return bad_input(at + "DSCP " + std::to_string(d) + " is already in class \"" + owner[d] +
+                         "\"");
+      owner[d] = c.name;
+    }
+    total += c.share;
+  }
+  if (total > 1 + 1e-9)
+    return bad_input("qos: the classes' shares add up to " + number(total * 100) +
+                     "%, more than the link's rate");
+  return {};
+}
+
 }  // namespace
 
 std::span<const Backend> backend_registry() {
@@ -69,6 +104,7 @@ Status validate(const LinkShape& s) {
   if (s.jitter.ns < 0) return bad_input("jitter " + format_duration(s.jitter) + " is negative");
   if (!std::isfinite(s.loss_pct) || s.loss_pct < 0 || s.loss_pct > 100)
     return bad_input("loss " + number(s.loss_pct) + "% is outside 0..100%");
+  TB_TRY(validate_qos(s.qos));
   if (s.mtu < kMinMtu || s.mtu > kMaxMtu)
     return bad_input("mtu " + std::to_string(s.mtu) + " is outside " + std::to_string(kMinMtu) +
                      ".." + std::to_string(kMaxMtu));

@@ -12,6 +12,10 @@
 //   htb    rate only, as one HTB class with a byte-limited bfifo leaf; residual as tbf. Kept for
 //          kernels without sch_tbf; tbf is the better single-rate limiter (research/limits.md 3).
 //
+// A shape with QoS classes (LinkShape::qos, WAN links) and a rate gets an HTB class tree instead
+// of the single rate limit (backend_qos.cc): at the root for tbf and htb, under netem's class for
+// netem. So every backend needs sch_htb for it (and cls_u32 for the filters).
+//
 // Adding a backend is a new backend_<kind>.cc and one row in backend.cc. The registry order is
 // the order of preference pick_backend() uses. Bursts and limits come from sizing.h.
 //
@@ -49,6 +53,15 @@ Status validate(const LinkShape& s);
 
 // validate() + find_backend() + build. Unknown backend or invalid shape: bad input.
 Result<QdiscPlan> plan_qdiscs(const LinkShape& s, std::string_view backend);
+
+// The QoS class tree (backend_qos.cc): htb `htb` at `parent` with s.qos's classes under the
+// link's rate, leaves and DSCP filters. Needs s.qos non-empty and a rate.
+void add_qos_tree(QdiscPlan& p, const LinkShape& s, uint32_t parent, uint32_t htb);
+// Class i's handle under htb `htb` ("7:10" for i = 0), and its leaf qdisc's ("71:").
+uint32_t qos_class_handle(uint32_t htb, size_t index);
+uint32_t qos_leaf_handle(uint32_t htb, size_t index);
+// "gold 30%..100% prio 0 dscp 46,48,56, silver ... (default), ...": for plans and status.
+std::string qos_text(const Qos& q);
 
 // The builders, one file each.
 QdiscPlan build_netem(const LinkShape& s);

@@ -25,7 +25,9 @@ QdiscPlan build_htb(const LinkShape& s) {
   p.backend = "htb";
   p.residual = Residual{s.delay, s.jitter, s.loss_pct};
   const uint64_t rate = bytes_per_second(s.rate);
-  if (rate > 0) {
+  if (rate > 0 && !s.qos.empty()) {
+    add_qos_tree(p, s, kRootParent, kQosHtbRoot);
+  } else if (rate > 0) {
     const uint32_t burst = burst_bytes(s);
     const uint64_t quantum =
         std::clamp<uint64_t>(rate / kRate2Quantum, frame_bytes(s.mtu), kMaxQuantum);

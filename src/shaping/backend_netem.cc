@@ -27,7 +27,15 @@ QdiscPlan build_netem(const LinkShape& s) {
   const uint64_t own_rate = s.reorder ? 0 : kOrderingRate;
   netlink::NetemOptions netem{s.delay.ns, s.jitter.ns, s.loss_pct, 0, own_rate, {}};
   if (s.jitter.ns > 0) netem.jitter_table = netlink::normal_jitter_table();
-  if (rate > 0) {
+  if (rate > 0 && !s.qos.empty()) {
+    // The QoS classes take tbf's place under netem: the delay line first, then the classes
+    // sharing the rate limit. netem's limit covers every class's buffer.
+    const uint64_t leaves = uint64_t{limit_bytes(s)} * s.qos.classes.size();
+    netem.limit = netem_limit_packets(s, leaves);
+    p.nodes.push_back(TcNode{kRootParent, s.reorder ? kNetemReorderQosRoot : kNetemQosRoot, netem});
+    add_qos_tree(p, s, s.reorder ? kNetemReorderQosClass : kNetemQosClass,
+                 s.reorder ? kNetemReorderQosHtb : kNetemQosHtb);
+  } else if (rate > 0) {
     // The same layout with or without delay, so a fault that adds or removes delay on a
     // rate-limited link changes parameters in place instead of grafting a new tree.
     const uint32_t limit = limit_bytes(s);

@@ -1,6 +1,7 @@
 // Backend "tbf": the rate limit alone, one tbf at the root. Its queue is the bfifo the kernel
 // gives tbf, `limit` bytes long (sch_tbf.c tbf_change: fifo_create_dflt(sch, &bfifo_qdisc_ops,
-// qopt->limit)); a change of rate or buffer resizes it in place (fifo_set_limit).
+// qopt->limit)); a change of rate or buffer resizes it in place (fifo_set_limit). With QoS
+// classes the rate limit is the HTB class tree of backend_qos.cc instead (tbf has no classes).
 #include "shaping/backend.h"
 #include "shaping/sizing.h"
 
@@ -10,10 +11,12 @@ QdiscPlan build_tbf(const LinkShape& s) {
   QdiscPlan p;
   p.backend = "tbf";
   p.residual = Residual{s.delay, s.jitter, s.loss_pct};
-  if (bytes_per_second(s.rate) > 0) {
-    p.nodes.push_back(
-        TcNode{kRootParent, kTbfRoot,
-               netlink::TbfOptions{bytes_per_second(s.rate), burst_bytes(s), limit_bytes(s)}});
+  if (bytes_per_second(s.rate) > 0 && !s.qos.empty()) {
+    add_qos_tree(p, s, kRootParent, kQosHtbRoot);
+  } else if (bytes_per_second(s.rate) > 0) {
+    TcNode& root = p.nodes.emplace_back();
+    root.handle = kTbfRoot;
+    root.options = netlink::TbfOptions{bytes_per_second(s.rate), burst_bytes(s), limit_bytes(s)};
     p.notes.push_back("buffer " + std::to_string(queue_bytes(s)) + " bytes (" +
                       format_duration(queue_latency(s)) + " at the rate)");
   }

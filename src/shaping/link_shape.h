@@ -5,6 +5,9 @@
 // Plain values; thread-safe to copy and read.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "core/units.h"
 
 namespace tb::shaping {
@@ -12,6 +15,28 @@ namespace tb::shaping {
 // What a veth carries on this kind of host (research/limits.md): links emulated faster run at host
 // speed, unshaped, and buffers are sized for this rate when a link has none.
 inline constexpr Rate kHostVethRate{20e9};
+
+// One QoS class of a link (scenario [qos]; docs/scenario.md "QoS classes"): a share of the
+// link's rate it is guaranteed, a ceiling it may borrow up to when others leave rate unused, a
+// priority (0 first) and the DSCP values classified into it.
+struct QosClass {
+  std::string name;       // "gold", "silver", "bronze"
+  double share = 0;       // guaranteed fraction of the link's rate, (0, 1]
+  double ceiling = 1;     // fraction it may reach by borrowing, [share, 1]
+  int priority = 0;       // 0..7 (HTB's TC_HTB_NUMPRIO), 0 served first
+  std::vector<int> dscp;  // 0..63 each; a value in one class only
+
+  friend bool operator==(const QosClass&, const QosClass&) = default;
+};
+
+// A link's QoS classes; no classes = none (one rate limit for all traffic).
+struct Qos {
+  std::vector<QosClass> classes;
+  size_t default_class = 0;  // where unmarked (and unlisted DSCP) traffic goes
+
+  bool empty() const { return classes.empty(); }
+  friend bool operator==(const Qos&, const Qos&) = default;
+};
 
 struct LinkShape {
   Rate rate;            // 0 = not rate-limited
@@ -22,6 +47,8 @@ struct LinkShape {
   // Jitter may reorder: each packet leaves at its own drawn delay. Default false: a packet never
   // leaves before the one sent ahead of it (docs/scenario.md "jitter").
   bool reorder = false;
+  // QoS classes under the rate limit (backend_qos.cc); only WAN links get them.
+  Qos qos;
 
   friend bool operator==(const LinkShape&, const LinkShape&) = default;
 };

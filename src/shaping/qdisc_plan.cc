@@ -40,7 +40,7 @@ std::string options_text(const netlink::TcOptions& o) {
           [](const netlink::HtbClassOptions& c) {
             return "rate " + rate_text(c.rate) + " ceil " + rate_text(c.ceil) + " burst " +
                    std::to_string(c.burst) + "b cburst " + std::to_string(c.cburst) + "b quantum " +
-                   std::to_string(c.quantum);
+                   std::to_string(c.quantum) + (c.prio ? " prio " + std::to_string(c.prio) : "");
           },
           [](const netlink::BfifoOptions& b) { return "limit " + std::to_string(b.limit) + "b"; },
       },
@@ -53,12 +53,21 @@ std::string to_text(const TcNode& n) {
   std::string s = n.is_class() ? "class " : "qdisc ";
   s += std::string(n.kind()) + " " + netlink::format_handle(n.handle);
   s += n.parent == kRootParent ? " root " : " parent " + netlink::format_handle(n.parent) + " ";
-  return s + options_text(n.options);
+  s += options_text(n.options);
+  return n.label.empty() ? s : s + " (" + n.label + ")";
+}
+
+std::string to_text(const QdiscPlan::Filter& f) {
+  return "filter u32 parent " + netlink::format_handle(f.f.parent) + " protocol ip prio " +
+         std::to_string(f.f.prio) + " handle " + netlink::format_u32_handle(f.f.handle) +
+         fmt::format(" match ip dsfield {:#04x} 0xfc", f.f.dscp << 2) + " classid " +
+         netlink::format_handle(f.f.classid) + (f.label.empty() ? "" : " (" + f.label + ")");
 }
 
 std::string to_text(const QdiscPlan& p) {
   std::string s;
   for (const auto& n : p.nodes) s += to_text(n) + "\n";
+  for (const auto& f : p.filters) s += to_text(f) + "\n";
   if (p.nodes.empty()) s += "qdisc default root\n";
   if (!p.residual.empty()) {
     s += "residual";

@@ -49,6 +49,19 @@ inline constexpr uint32_t kNetemReorderRoot = tc_handle(6);
 inline constexpr uint32_t kHtbRoot = tc_handle(4);
 inline constexpr uint32_t kHtbClass = tc_handle(4, 1);
 inline constexpr uint32_t kHtbLeaf = tc_handle(0x40);
+// Layouts with QoS classes (backend_qos.cc). "htb-qos" (tbf and htb backends): htb 7: at the
+// root, the link's rate in class 7:1, QoS class i in 7:(i+1)0 with a bfifo leaf 7(i+1):.
+// "netem+htb-qos": netem 8: (its reorder twin 9:) holding the delay line, htb 80: (90:) at 8:1
+// (9:1), classes and leaves as above under it (80:10, 81:, ...). Filters hang on the htb.
+inline constexpr uint32_t kQosHtbRoot = tc_handle(7);
+inline constexpr uint32_t kNetemQosRoot = tc_handle(8);
+inline constexpr uint32_t kNetemQosClass = tc_handle(8, 1);
+inline constexpr uint32_t kNetemQosHtb = tc_handle(0x80);
+inline constexpr uint32_t kNetemReorderQosRoot = tc_handle(9);
+inline constexpr uint32_t kNetemReorderQosClass = tc_handle(9, 1);
+inline constexpr uint32_t kNetemReorderQosHtb = tc_handle(0x90);
+// At most this many classes fit the leaf handle scheme (7(i+1):, 8(i+1):).
+inline constexpr size_t kMaxQosClasses = 8;
 
 struct TcNode {
   uint32_t parent = kRootParent;
@@ -56,6 +69,7 @@ struct TcNode {
   netlink::TcOptions options;
   // Sent with NLM_F_EXCL; "File exists" means it is already there (netlink::TcWrite).
   bool create_only = false;
+  std::string label;  // what it is for, shown in text ("gold"); "" = nothing to say
 
   std::string_view kind() const { return netlink::tc_kind(options); }
   bool is_class() const { return netlink::is_class(options); }
@@ -74,6 +88,12 @@ struct Residual {
 struct QdiscPlan {
   std::string backend;
   std::vector<TcNode> nodes;  // root first; empty = leave (or put back) the default qdisc
+  // Classifiers, applied after the nodes (create-only: "File exists" = already there).
+  struct Filter {
+    netlink::U32DscpFilter f;
+    std::string label;  // the class it feeds ("gold")
+  };
+  std::vector<Filter> filters;
   Residual residual;
   std::vector<std::string> notes;  // what a reader should know about how it is emulated
 };
@@ -82,5 +102,6 @@ struct QdiscPlan {
 // "residual delay 5ms jitter 1ms loss 0.1%" when there is one.
 std::string to_text(const QdiscPlan& p);
 std::string to_text(const TcNode& n);
+std::string to_text(const QdiscPlan::Filter& f);
 
 }  // namespace tb::shaping

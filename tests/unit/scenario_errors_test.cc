@@ -63,7 +63,7 @@ TEST(ScenarioErrors, UnknownKeyListsValidKeys) {
   auto m = load_error(std::string(kHead) + "[expect]\nzzzzzz = 1\n");
   EXPECT_EQ(m,
             "x.toml:12:1: unknown key \"zzzzzz\" in [expect]; valid keys: max_stall_ms, "
-            "min_busbw_fraction, max_detection_ms, max_recovery_ms");
+            "min_busbw_fraction, max_detection_ms, max_recovery_ms, checkpoint_on_time");
 }
 
 TEST(ScenarioErrors, UnknownTopLevelTable) {

@@ -1,8 +1,11 @@
 // Traffic-control builders, checked byte by byte without root: each request is parsed back with
 // libmnl and its header, tcmsg, kind and options compared with what iproute2's tc sends
 // (tc/q_tbf.c, q_netem.c, q_htb.c, q_fifo.c), minus the legacy rate tables.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <libmnl/libmnl.h>
+#include <linux/if_ether.h>
+#include <linux/pkt_cls.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 
@@ -240,6 +243,67 @@ TEST(TcMessage, NormalJitterTableHasUnitSigma) {
   EXPECT_NEAR(mean, 0, 1);
   EXPECT_NEAR(sigma, 1.0, 0.02);
   EXPECT_EQ(t[512], 10);  // quantile of 0.5 + 0.5/1024 = 0.00122 sigma
+}
+
+}  // namespace
+}  // namespace tb::netlink
+
+namespace tb::netlink {
+namespace {
+
+// A QoS class's priority travels in tc_htb_opt.prio, as `tc class ... htb prio N` sends it.
+TEST(TcMessageQos, HtbClassCarriesItsPriority) {
+  NlMsg m = new_tc({4, 0x70001, 0x70030},
+                   HtbClassOptions{10'000'000, 50'000'000, 50'000, 50'000, 1514, 2});
+  auto h = payload_as<tc_htb_opt>(nested(attrs_of(m.header()).at(TCA_OPTIONS)).at(TCA_HTB_PARMS));
+  EXPECT_EQ(h.prio, 2u);
+  EXPECT_EQ(h.rate.rate, 10'000'000u);
+  EXPECT_EQ(h.ceil.rate, 50'000'000u);
+}
+
+// `tc filter add dev D parent 7: protocol ip prio 1 handle 800::3 u32 match ip dsfield 0xb8
+// 0xfc classid 7:10`, byte for byte as iproute2 tc/f_u32.c packs it (sans its TCA_U32_FLAGS,
+// which only asks for hardware offload policy).
+TEST(TcMessageQos, U32DscpFilterMatchesTheTosByteAndNamesItsClass) {
+  NlMsg m = new_u32_dscp_filter(9, U32DscpFilter{0x70000, 1, u32_handle(3), 46, 0x70010});
+  const nlmsghdr* h = m.header();
+  EXPECT_EQ(h->nlmsg_type, RTM_NEWTFILTER);
+  EXPECT_EQ(h->nlmsg_flags, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL);
+  const tcmsg* t = tcm_of(m);
+  EXPECT_EQ(t->tcm_ifindex, 9);
+  EXPECT_EQ(t->tcm_parent, 0x70000u);
+  EXPECT_EQ(t->tcm_handle, 0x80000003u);
+  EXPECT_EQ(TC_H_MAJ(t->tcm_info) >> 16, 1u);         // prio 1
+  EXPECT_EQ(TC_H_MIN(t->tcm_info), htons(ETH_P_IP));  // protocol ip
+  Attrs a = attrs_of(h);
+  EXPECT_EQ(kind_of(a), "u32");
+  Attrs o = nested(a.at(TCA_OPTIONS));
+  EXPECT_EQ(mnl_attr_get_u32(o.at(TCA_U32_CLASSID)), 0x70010u);
+  ASSERT_EQ(mnl_attr_get_payload_len(o.at(TCA_U32_SEL)), sizeof(tc_u32_sel) + sizeof(tc_u32_key));
+  const auto* p = static_cast<const uint8_t*>(mnl_attr_get_payload(o.at(TCA_U32_SEL)));
+  tc_u32_sel sel;
+  tc_u32_key key;
+  std::memcpy(&sel, p, sizeof sel);
+  std::memcpy(&key, p + sizeof sel, sizeof key);
+  EXPECT_EQ(sel.flags, TC_U32_TERMINAL);
+  EXPECT_EQ(sel.nkeys, 1);
+  EXPECT_EQ(sel.off, 0);
+  EXPECT_EQ(sel.hmask, 0u);
+  EXPECT_EQ(ntohl(key.mask), 0x00fc0000u);  // the TOS byte's DSCP bits (ECN left out)
+  EXPECT_EQ(ntohl(key.val), 0x00b80000u);   // 46 << 2 = 0xb8
+  EXPECT_EQ(key.off, 0);
+  // A packet with TOS 0xb9 (EF + ECT(1)) still matches; one with CS6 (0xc0) does not.
+  const uint32_t word_ef_ecn = 0x45b90000u, word_cs6 = 0x45c00000u;
+  EXPECT_EQ(word_ef_ecn & ntohl(key.mask), ntohl(key.val));
+  EXPECT_NE(word_cs6 & ntohl(key.mask), ntohl(key.val));
+  // Replace without EXCL when asked.
+  EXPECT_EQ(new_u32_dscp_filter(9, U32DscpFilter{0x70000, 1, u32_handle(3), 46, 0x70010},
+                                TcWrite::kReplace)
+                .header()
+                ->nlmsg_flags,
+            NLM_F_REQUEST | NLM_F_CREATE);
+  EXPECT_EQ(format_u32_handle(u32_handle(3)), "800::3");
+  EXPECT_EQ(format_u32_handle(0x80001005u), "800:1:5");
 }
 
 }  // namespace

@@ -2,13 +2,17 @@
 //
 //   tb-probe [--realtime PRIO] MODE ...: run SCHED_FIFO PRIO where the host allows it (verify
 //   does, for serve, rtt and goodput: core/realtime.h); refused, it says so on stderr and runs on.
-//   tb-probe serve   --port P --seconds N [--dev IF] [--addr A] [--buffer BYTES]
+//   tb-probe serve   --port P --seconds N [--dev IF] [--addr A] [--buffer BYTES] [--dscp N]
 //   tb-probe rtt     --to ADDR --port P [--dev IF] --count N --interval-us I [--wait-ms W]
-//                    [--samples]
+//                    [--samples] [--dscp N]
 //   tb-probe agent   --config FILE --events FILE   (runs until SIGTERM)
 //   tb-probe fabric  --config FILE --events FILE   (runs until SIGTERM)
 //   tb-probe goodput --to ADDR --port P [--dev IF] --seconds T [--warmup-ms W] [--pace-bps R]
-//                    [--buffer BYTES] [--drain-ms D]
+//                    [--buffer BYTES] [--drain-ms D] [--dscp N]
+//   tb-probe ckpt-recv --port P --dir D [--dscp N] [--seconds S]
+//   tb-probe ckpt-send --to ADDR --port P --shard I --bytes B [--block N] [--seed S]
+//                    [--mode full|incremental|layered] [--changed F] [--full-every K] --rep R
+//                    [--streams N] [--dscp N] [--timeout-ms T]     (probe/checkpoint.h)
 //
 // rtt and goodput print one JSON object on stdout; serve prints JSON lines ("ready", then
 // "done"). Every mode is bounded in time. Exit codes: 0 done, 1 failed, 2 bad command line.
@@ -23,6 +27,7 @@
 #include "core/realtime.h"
 #include "failover/agent.h"
 #include "failover/fabric.h"
+#include "probe/checkpoint.h"
 #include "probe/goodput.h"
 #include "probe/rtt.h"
 #include "probe/serve.h"
@@ -63,6 +68,8 @@ int main(int argc, char** argv) {
   serve->add_option("--dev", so.dev, "bind to this interface (SO_BINDTODEVICE)");
   serve->add_option("--addr", so.addr, "local address to bind")->capture_default_str();
   serve->add_option("--buffer", so.buffer, "SO_RCVBUF of the TCP sink in bytes (0 = autotune)");
+  serve->add_option("--dscp", so.dscp, "DSCP of the echoes and the sink's ACKs")
+      ->check(CLI::Range(0, 63));
 
   auto* rtt = app.add_subcommand("rtt", "UDP echo probes with sequence numbers");
   rtt->add_option("--to", ro.to)->required();
@@ -73,6 +80,7 @@ int main(int argc, char** argv) {
   rtt->add_option("--wait-ms", ro.wait_ms, "wait for late echoes after the last send")
       ->capture_default_str();
   rtt->add_flag("--samples", ro.samples, "print every RTT too");
+  rtt->add_option("--dscp", ro.dscp, "DSCP of the probes (a QoS class)")->check(CLI::Range(0, 63));
 
   auto* goodput = app.add_subcommand("goodput", "TCP bulk transfer counted by the receiver");
   goodput->add_option("--to", go.to)->required();
@@ -85,6 +93,8 @@ int main(int argc, char** argv) {
   goodput->add_option("--pace-bps", go.pace_bps, "SO_MAX_PACING_RATE in bit/s (0 = none)");
   goodput->add_option("--drain-ms", go.drain_ms, "wait this long for the receiver's report")
       ->capture_default_str();
+  goodput->add_option("--dscp", go.dscp, "DSCP of the transfer (a QoS class)")
+      ->check(CLI::Range(0, 63));
 
   std::string agent_config, agent_events;
   auto* agent = app.add_subcommand("agent", "the WAN failover agent of a transit router");
@@ -94,6 +104,34 @@ int main(int argc, char** argv) {
       app.add_subcommand("fabric", "dual-ToR host-route withdrawal for the spines of a region");
   fabric->add_option("--config", agent_config, "its JSON config (written by `up`)")->required();
   fabric->add_option("--events", agent_events, "the lab's events.jsonl")->required();
+
+  tb::probe::CkptServeOptions cro;
+  auto* ckrecv = app.add_subcommand("ckpt-recv", "checkpoint receiver: rebuilds shards in --dir");
+  ckrecv->add_option("--port", cro.port)->required();
+  ckrecv->add_option("--dir", cro.dir, "where shard-<N>.bin files are written")->required();
+  ckrecv->add_option("--dscp", cro.dscp, "DSCP of its answers and ACKs")->check(CLI::Range(0, 63));
+  ckrecv->add_option("--seconds", cro.seconds, "exit after this many seconds")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  tb::probe::CkptSendOptions cso;
+  std::string ckpt_mode = "full";
+  auto* cksend = app.add_subcommand("ckpt-send", "one checkpoint replication of one shard");
+  cksend->add_option("--to", cso.to)->required();
+  cksend->add_option("--port", cso.port)->required();
+  cksend->add_option("--shard", cso.shard)->required();
+  cksend->add_option("--bytes", cso.data.bytes)->required();
+  cksend->add_option("--block", cso.data.block)->capture_default_str();
+  cksend->add_option("--seed", cso.data.seed)->capture_default_str();
+  cksend->add_option("--mode", ckpt_mode)
+      ->check(CLI::IsMember({"full", "incremental", "layered"}))
+      ->capture_default_str();
+  cksend->add_option("--changed", cso.changed, "fraction of blocks changed per replication")
+      ->capture_default_str();
+  cksend->add_option("--full-every", cso.full_every)->capture_default_str();
+  cksend->add_option("--rep", cso.rep, "the replication's number, 0 first")->required();
+  cksend->add_option("--streams", cso.streams)->capture_default_str();
+  cksend->add_option("--dscp", cso.dscp)->capture_default_str();
+  cksend->add_option("--timeout-ms", cso.timeout_ms)->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -141,6 +179,22 @@ int main(int argc, char** argv) {
     auto r = tb::failover::run_agent(*c, agent_events, g_stop);
     if (!r) return fail_with(r.error());
     return tb::kExitOk;
+  }
+  if (*ckrecv) {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    auto r = tb::probe::serve_ckpt(cro, g_stop, print);
+    if (!r) return fail_with(r.error());
+    return tb::kExitOk;
+  }
+  if (*cksend) {
+    cso.mode = *tb::probe::parse_ckpt_mode(ckpt_mode);
+    auto r = tb::probe::run_ckpt_send(cso);
+    if (!r) return fail_with(r.error());
+    print(tb::probe::to_json(cso, *r));
+    return r->ok() ? tb::kExitOk : tb::kExitFailed;
   }
   if (*rtt) {
     auto r = tb::probe::run_rtt(ro);

@@ -1,0 +1,110 @@
+// The `checkpoint` workload of `run` (docs/scenario.md "workload"): a checkpoint replicated from
+// one region's servers to another's over the WAN, with real bytes, on a cadence, beside the run's
+// collective or command workload and under its fault timeline.
+//
+// Each server of `from` holds one shard (the checkpoint's emulated size, bytes / [scale]
+// bandwidth, split evenly); shard i goes to server i mod n of `to`, where a receiver
+// (`tb-probe ckpt-recv`) rebuilds it under <results>/checkpoint/<workload>/. Replication k starts
+// when it is due (k x `every`, or k x `every` steps of the run's workload) and never overlaps the
+// one before: one `tb-probe ckpt-send` per shard, all at once, each with `streams` TCP streams
+// marked with the workload's QoS class's DSCP. A replication is ok when every shard's checksum
+// matched at both ends; on time when it ended before the next was due. Per replication: bytes,
+// duration (first start to last end), WAN utilisation (bytes x 8 / duration / the primary WAN
+// link's emulated rate between the regions, as planned) and whether it kept up.
+//
+// Thread-safe: start/stop/results from one thread; the cadence runs on an internal one.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "lab/state.h"
+#include "scenario/model.h"
+
+namespace tb::experiment {
+
+struct CheckpointRep {
+  int rep = 0;
+  bool full = false;
+  uint64_t payload = 0;  // block bytes sent, all shards
+  uint64_t wire = 0;     // bytes written to sockets (headers and block indices too)
+  int64_t due_ns = 0, start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC
+  double seconds = 0;
+  double wan_utilisation = 0;  // payload x 8 / seconds / the WAN link's emulated rate
+  bool ok = false;             // every shard's checksum matched at both ends
+  bool on_time = true;         // ended before the next replication was due
+  std::string error;
+};
+
+// What a workload's replication needs at best: its full size over the primary WAN's rate.
+struct CheckpointPlan {
+  std::vector<std::string> sources, destinations;  // server nodes, shard i: sources[i]
+  uint64_t shard_bytes = 0;
+  uint64_t emulated_bytes = 0;  // the whole checkpoint, as replicated
+  std::string wan;              // the primary WAN link between the regions ("" = none)
+  double wan_bps = 0;           // its emulated rate (0 = unlimited)
+  int dscp = 0;
+  double min_seconds = 0;  // average bytes per replication x 8 / wan_bps (0 when unlimited)
+  std::string warning;     // the cadence cannot keep up, in numbers; "" when it can
+};
+
+// The plan of workload `w` on `st` (exit-2 errors: a region without servers).
+Result<CheckpointPlan> plan_checkpoint(const scenario::Scenario& s, const scenario::Workload& w,
+                                       const lab::LabState& st);
+
+class CheckpointWorkload {
+ public:
+  // `wait_steps(n, stop)`: blocks until the run's workload completed n iterations (false when it
+  // never will); needed when the cadence is in steps.
+  using WaitSteps = std::function<bool(int64_t, const std::atomic<bool>&)>;
+  CheckpointWorkload(const scenario::Scenario& s, const scenario::Workload& w,
+                     const lab::LabState& st, CheckpointPlan plan, std::string results_dir,
+                     std::string tb_probe, std::string events_path, WaitSteps wait_steps = {})
+      : s_(s),
+        w_(w),
+        st_(st),
+        plan_(std::move(plan)),
+        dir_(std::move(results_dir)),
+        tb_probe_(std::move(tb_probe)),
+        events_(std::move(events_path)),
+        wait_steps_(std::move(wait_steps)) {}
+  ~CheckpointWorkload();
+
+  // Receivers up and answering, then the cadence starts (replication 0 now).
+  Status start();
+  // No replication starts after this; the one in flight finishes (bounded by its own timeout);
+  // receivers end. Errors: replications that failed.
+  void stop(std::vector<std::string>* errors);
+  std::vector<CheckpointRep> reps() const;
+  const CheckpointPlan& plan() const { return plan_; }
+  const scenario::Workload& workload() const { return w_; }
+  nlohmann::json to_json() const;
+
+ private:
+  void cadence();
+  CheckpointRep replicate(int rep, int64_t due_ns);
+
+  const scenario::Scenario& s_;
+  const scenario::Workload& w_;
+  const lab::LabState& st_;
+  const CheckpointPlan plan_;
+  const std::string dir_, tb_probe_, events_;
+  const WaitSteps wait_steps_;
+  uint16_t port_ = 0;
+  std::vector<int> receivers_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  mutable std::mutex mu_;
+  std::vector<CheckpointRep> reps_;
+};
+
+}  // namespace tb::experiment
