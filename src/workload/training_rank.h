@@ -1,0 +1,25 @@
+// tb-rank's side of the training workload: one communicator per parallel group this rank is in
+// (tensor parallel, data parallel, the pipeline neighbours), each a TcpComm (or RdmaComm for a
+// job over RDMA) over the job's peers restricted to the group, with its own store keys; then
+// run_training, one JSON line per step ({"train_step": ...}) through `put`.
+#pragma once
+
+#include <functional>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/error.h"
+#include "workload/job.h"
+
+namespace tb::workload {
+
+// The tier a group's bytes travel on: the tier of this rank's pair with the group's next member
+// ("nvl", "rail", "wan"), or "" for a group of one.
+std::string group_tier(const Job& job, int rank, const std::vector<int>& group);
+
+// Runs job.training on `rank`; `stop` as run_training's.
+Status run_training_job(const Job& job, int rank,
+                        const std::function<void(const nlohmann::json&)>& put,
+                        const std::function<bool()>& stop);
+
+}  // namespace tb::workload
