@@ -1,8 +1,9 @@
 // train: the training-step workload on live labs and the scaling efficiency it gives
 // (experiment/train_sweep.h). The model comes from the lab's scenario (its kind = "training"
-// workload, the first or --workload NAME; the defaults of docs/scenario.md when it has none),
-// each flag overrides one field. With several labs each runs the same sweep and the curves are
-// printed side by side (the VPC vs HPN experiment: scenarios/vpc-vs-hpn*.toml).
+// workloads, or --workload NAME; the defaults of docs/scenario.md when it has none),
+// each flag overrides one field; without --workload every training workload of the scenario
+// runs. With several curves (labs or workloads) they are printed side by side too (the VPC vs
+// HPN experiment: scenarios/vpc-vs-hpn.toml).
 // Output: per lab the assumptions, one row per server count, the guard's verdicts; the lab's
 // JSON as train.json in its last row's results directory, and every lab's in --json FILE.
 // Exit 0 when every row ran every step with #wrong = 0; 1 on a failed rank or a wrong value;
@@ -32,7 +33,7 @@ namespace tb::cli {
 namespace {
 
 struct TrainFlags {
-  std::string workload, ranks, servers, activation_bytes, bucket_bytes, compute, json_path;
+  std::string workload, ranks, tier, servers, activation_bytes, bucket_bytes, compute, json_path;
   int64_t params = -1;
   int grad_bytes = -1, layers = -1, micro_batches = -1, samples = -1, tp = -1, pp = -1, steps = -1,
       warmup = -1;
@@ -57,30 +58,11 @@ Result<std::vector<int>> parse_servers(const std::string& text) {
   return out;
 }
 
-// The options for one lab: its scenario's training workload, then the flags.
-Result<experiment::TrainOptions> options_for(const lab::LabState& st, const TrainFlags& f) {
-  auto s = scenario::load(st.scenario);
-  if (!s) return std::unexpected(with_context(s.error(), "lab " + st.lab + "'s scenario"));
-  experiment::TrainOptions o;
-  const scenario::Workload* w = nullptr;
-  for (const auto& x : s->workloads)
-    if (x.kind == "training" && (f.workload.empty() || x.name == f.workload)) {
-      w = &x;
-      break;
-    }
-  if (!f.workload.empty() && !w)
-    return bad_input("--workload " + f.workload + ": no kind = \"training\" [[workload]] of that " +
-                     "name in " + st.scenario);
-  if (w) {
-    o = experiment::train_options(*s, *w);
-  } else {
-    scenario::Workload defaults;
-    defaults.kind = "training";
-    defaults.warmup = 1;
-    o = experiment::train_options(*s, defaults);
-  }
+// Applies the flags on top of a workload's options.
+Status apply_flags(experiment::TrainOptions& o, const TrainFlags& f) {
   auto& p = o.spec;
   if (!f.ranks.empty()) o.ranks = f.ranks;
+  if (!f.tier.empty()) o.frontend = f.tier == "frontend";
   if (!f.servers.empty()) {
     auto v = parse_servers(f.servers);
     if (!v) return std::unexpected(v.error());
@@ -104,23 +86,50 @@ Result<experiment::TrainOptions> options_for(const lab::LabState& st, const Trai
   o.transport = f.transport;
   if (!f.channels_set) o.transport.channels = channels;
   o.timeout_ms = static_cast<int>(f.timeout_s * 1000);
-  return o;
+  return {};
+}
+
+struct Run {
+  std::string label;  // "lab" or "lab/workload"
+  lab::LabState st;
+  experiment::TrainOptions o;
+};
+
+// One lab's runs: its scenario's kind = "training" workloads (every one, or --workload NAME;
+// the defaults of docs/scenario.md when it has none), each with the flags on top.
+Status runs_for(const lab::LabState& st, const TrainFlags& f, std::vector<Run>& out) {
+  auto s = scenario::load(st.scenario);
+  if (!s) return std::unexpected(with_context(s.error(), "lab " + st.lab + "'s scenario"));
+  std::vector<const scenario::Workload*> ws;
+  for (const auto& x : s->workloads)
+    if (x.kind == "training" && (f.workload.empty() || x.name == f.workload)) ws.push_back(&x);
+  if (!f.workload.empty() && ws.empty())
+    return bad_input("--workload " + f.workload + ": no kind = \"training\" [[workload]] of " +
+                     "that name in " + st.scenario);
+  scenario::Workload defaults;
+  defaults.kind = "training";
+  defaults.warmup = 1;
+  if (ws.empty()) ws.push_back(&defaults);
+  for (const auto* w : ws) {
+    Run r{ws.size() > 1 ? st.lab + "/" + w->name : st.lab, st, experiment::train_options(*s, *w)};
+    TB_TRY(apply_flags(r.o, f));
+    if (auto c = experiment::check_train(st, r.o); !c)
+      return std::unexpected(with_context(c.error(), r.label));
+    out.push_back(std::move(r));
+  }
+  return {};
 }
 
 int cmd_train(const std::vector<std::string>& labs, const TrainFlags& f) {
   if (!f.servers.empty())
     if (auto v = parse_servers(f.servers); !v) return report(v.error());
-  std::vector<std::pair<lab::LabState, experiment::TrainOptions>> runs;
+  std::vector<Run> runs;
   for (const auto& name : labs) {
     auto st = lab::load_state(name);
     if (!st) return report(Error{st.error().message, 0, kExitBadInput});
     if (st->phase != "up")
       return report(Error{"lab " + name + " is " + st->phase + ", not up", 0, kExitBadInput});
-    auto o = options_for(*st, f);
-    if (!o) return report(o.error());
-    if (auto c = experiment::check_train(*st, *o); !c)
-      return report(with_context(c.error(), "lab " + name));
-    runs.emplace_back(std::move(*st), std::move(*o));
+    if (auto r = runs_for(*st, f, runs); !r) return report(r.error());
   }
   if (auto rc = require_root("train")) return *rc;
   auto tb_rank = find_companion("tb-rank", "TESTBEDCTL_RANK");
@@ -130,7 +139,7 @@ int cmd_train(const std::vector<std::string>& labs, const TrainFlags& f) {
   std::vector<experiment::TrainResult> results;
   nlohmann::json all = nlohmann::json::array();
   bool ok = true;
-  for (auto& [st, o] : runs) {
+  for (auto& [label, st, o] : runs) {
     o.tb_rank = *tb_rank;
     bool header = false;
     auto res = experiment::run_train(
@@ -144,6 +153,7 @@ int cmd_train(const std::vector<std::string>& labs, const TrainFlags& f) {
         },
         signals.flag());
     if (!res) return report(res.error());
+    res->label = label;
     // Efficiency may have moved once the whole sweep was in (a failed smallest row).
     std::cout << report::train_footer(*res) << std::flush;
     const auto j = report::train_json(*res);
@@ -151,15 +161,17 @@ int cmd_train(const std::vector<std::string>& labs, const TrainFlags& f) {
     if (!res->rows.empty()) {
       const std::string path = res->rows.back().results_dir + "/train.json";
       if (auto w = write_file(path, j.dump(1) + "\n"); !w)
-        std::fprintf(stderr, "train %s: %s\n", st.lab.c_str(), w.error().message.c_str());
+        std::fprintf(stderr, "train %s: %s\n", label.c_str(), w.error().message.c_str());
       else
-        std::printf("train %s: JSON in %s\n", st.lab.c_str(), path.c_str());
+        std::printf("train %s: JSON in %s\n", label.c_str(), path.c_str());
     }
     ok = ok && res->ok();
     results.push_back(std::move(*res));
     if (signals.flag().load()) break;
   }
-  if (results.size() > 1) std::cout << "\nside by side:\n" << report::train_compare(results);
+  if (results.size() > 1)
+    std::cout << "\nside by side (samples/s marked (host) were host-bound):\n"
+              << report::train_compare(results);
   if (!f.json_path.empty()) {
     if (auto w = write_file(f.json_path, all.dump(1) + "\n"); !w)
       return report(Error{"--json: " + w.error().message, w.error().sys_errno, kExitBadInput});
@@ -183,6 +195,9 @@ void add_train(CLI::App& app, int& rc) {
   t->add_option("--workload", f.workload,
                 "the scenario's kind = \"training\" workload (default: the first)");
   t->add_option("--ranks", f.ranks, "GPUs: all, a region, a server or a GPU; ','-joined");
+  t->add_option("--tier", f.tier,
+                "between servers: rail (auto) or frontend (the VPC); default: the scenario's")
+      ->check(CLI::IsMember({"auto", "rail", "frontend"}));
   t->add_option("--servers", f.servers, "server counts of the sweep, e.g. 1,2,4")
       ->check(checked_by([](const std::string& s) { return parse_servers(s); }, "N,N,..."));
   t->add_option("--params", f.params, "model parameters")

@@ -34,7 +34,10 @@ namespace tb::experiment {
 
 struct TrainOptions {
   std::string ranks = "all";
-  std::vector<int> servers;     // the sweep; empty = every selected server, once
+  std::vector<int> servers;  // the sweep; empty = every selected server, once
+  // Pairs on different servers talk over the frontend (the VPC: each GPU's NVLink-side address,
+  // routed through its server) instead of the rail; pairs inside a server stay on NVLink.
+  bool frontend = false;
   workload::TrainingSpec spec;  // compute_ns already scaled
   int64_t compute_real_ns = 0;  // the scenario's figure, for the report
   double compute_scale = 1;     // [scale] compute
@@ -60,7 +63,9 @@ struct TrainRow {
 };
 
 struct TrainResult {
+  std::string label;  // the curve's name in reports: "lab" or "lab/workload"
   std::string lab, scenario, shaping, transport;
+  std::string tier = "rail";  // between servers: "rail" or "frontend"
   workload::TrainingSpec spec;
   int64_t compute_real_ns = 0;
   double compute_scale = 1, bandwidth_scale = 0;

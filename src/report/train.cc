@@ -28,8 +28,9 @@ std::string host_text(const experiment::TrainRow& row) {
 
 std::string train_header(const experiment::TrainResult& r) {
   const auto& s = r.spec;
-  std::string out = fmt::format("train {}: {} over {}, shaping {}\n", r.lab, r.scenario,
-                                r.transport, r.shaping.empty() ? "none" : r.shaping);
+  std::string out = fmt::format("train {}: {} over {}, between servers the {} tier, shaping {}\n",
+                                r.label.empty() ? r.lab : r.label, r.scenario, r.transport, r.tier,
+                                r.shaping.empty() ? "none" : r.shaping);
   out += fmt::format(
       "model: {} parameters, {} B per gradient element, {} layers, activations {} B per "
       "micro-batch, {} micro-batch(es) of {} samples per step; tp {} x pp {} x dp (the rest); "
@@ -99,8 +100,8 @@ std::string train_compare(const std::vector<experiment::TrainResult>& labs) {
     for (const auto& row : l.rows) counts.insert(row.servers);
   std::string out = cell("servers", 7);
   for (const auto& l : labs)
-    out += cell(l.lab + " samples/s", 16) + cell("effic.", 7) + cell("step ms", 8) +
-           cell("exposed", 8);
+    out += cell((l.label.empty() ? l.lab : l.label) + " samples/s", 24) + cell("effic.", 7) +
+           cell("step ms", 8) + cell("exposed", 8);
   out += "\n";
   for (int n : counts) {
     out += cell(std::to_string(n), 7);
@@ -109,12 +110,12 @@ std::string train_compare(const std::vector<experiment::TrainResult>& labs) {
       for (const auto& x : l.rows)
         if (x.servers == n) row = &x;
       if (!row || !row->ok()) {
-        out += cell("-", 16) + cell("-", 7) + cell("-", 8) + cell("-", 8);
+        out += cell("-", 24) + cell("-", 7) + cell("-", 8) + cell("-", 8);
         continue;
       }
       out +=
           cell(fmt::format("{:.1f}{}", row->samples_per_s, row->host.host_bound ? " (host)" : ""),
-               16) +
+               24) +
           cell(fmt::format("{:.1f}%", row->efficiency * 100), 7) +
           cell(fmt::format("{:.2f}", row->step_ms), 8) +
           cell(fmt::format("{:.2f}", row->exposed_ms), 8);
@@ -148,10 +149,12 @@ nlohmann::json train_json(const experiment::TrainResult& r) {
                     {"host", verify::to_json(row.host)},
                     {"host_bound", row.host.host_bound},
                     {"errors", row.errors}});
-  return {{"lab", r.lab},
+  return {{"label", r.label},
+          {"lab", r.lab},
           {"scenario", r.scenario},
           {"shaping", r.shaping},
           {"transport", r.transport},
+          {"tier", r.tier},
           {"model", workload::to_json(r.spec)},
           {"compute_real_ns", r.compute_real_ns},
           {"compute_scale", r.compute_scale},

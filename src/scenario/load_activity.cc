@@ -158,6 +158,9 @@ void read_command(Table& t, Workload& w, const LoadState& st) {
 
 void read_training(Table& t, Workload& w, const LoadState& st) {
   read_ranks(t, w, st);
+  // Between servers: the rail ("auto") or the frontend (the VPC experiment).
+  if (auto tier = t.str("tier"); tier && t.one_of("tier", *tier, {"auto", "rail", "frontend"}))
+    w.tier = *tier;
   auto& m = w.training;
   w.warmup = 1;
   if (auto n = t.integer("warmup", false, 0, 1000)) w.warmup = static_cast<int>(*n);
@@ -280,7 +283,7 @@ void read_workloads(Table& top, LoadState& st) {
           if (k != "ranks" && k != "channels" && k != "warmup") collective_only.push_back(k);
         t.not_for(collective_only, "only for kind = \"collective\"");
         t.not_for(kCheckpointKeys, "only for kind = \"checkpoint\"");
-        t.not_for(kCommandKeys, "only for kind = \"command\"");
+        t.not_for({"command", "progress"}, "only for kind = \"command\"");
         read_training(t, w, st);
       } else {
         t.not_for(kCollectiveKeys, "only for kind = \"collective\"");
