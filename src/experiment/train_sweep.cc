@@ -173,6 +173,35 @@ void fill_efficiency(TrainResult& r) {
                          : 0;
 }
 
+Result<workload::Job> training_run_job(const scenario::Scenario& s, const scenario::Workload& w,
+                                       const lab::LabState& st,
+                                       const workload::TransportOptions& transport, int timeout_ms,
+                                       const std::string& id, const std::string& results_dir) {
+  auto o = train_options(s, w);
+  o.transport.kind = transport.kind;
+  o.transport.qps = transport.qps;
+  o.transport.ib_timeout = transport.ib_timeout;
+  o.transport.ib_retry_cnt = transport.ib_retry_cnt;
+  o.timeout_ms = timeout_ms;
+  o.servers.clear();  // every selected server
+  TB_TRY(check_train(st, o));
+  auto gpus = launch::select_ranks(st.topo, o.ranks);
+  if (!gpus) return std::unexpected(gpus.error());
+  workload::Job j;
+  j.lab = st.lab;
+  j.run_id = id;
+  j.results_dir = results_dir + "/workload";
+  j.store_dir = j.results_dir + "/store";
+  j.timeout_ms = timeout_ms;
+  j.transport = o.transport;
+  j.training = o.spec;
+  j.steady = true;
+  TB_TRY(launch::place_ranks(j, st.topo, *gpus));
+  if (o.frontend) TB_TRY(use_frontend(j, *gpus));
+  launch::mark_rdma_pairs(j, st.rxe);
+  return j;
+}
+
 Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
                               const std::function<void(const TrainResult&)>& on_row,
                               const std::atomic<bool>& stop) {

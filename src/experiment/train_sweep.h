@@ -89,6 +89,13 @@ TrainRow summarise_steps(const std::vector<std::vector<workload::StepRow>>& by_r
 // Fills each row's efficiency against the sweep's smallest count (pure).
 void fill_efficiency(TrainResult& r);
 
+// run's training workload: every selected GPU as one steady job (workload/training_rank.h: steps
+// until run's stop file), results in `results_dir`, the transport's kind and the timeout given.
+Result<workload::Job> training_run_job(const scenario::Scenario& s, const scenario::Workload& w,
+                                       const lab::LabState& st,
+                                       const workload::TransportOptions& transport, int timeout_ms,
+                                       const std::string& id, const std::string& results_dir);
+
 // Runs the sweep; on_row after each count (with efficiency filled so far). `stop` kills the
 // ranks. Rows that failed keep their errors; later counts still run.
 Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,

@@ -165,6 +165,7 @@ void read_training(Table& t, Workload& w, const LoadState& st) {
   w.warmup = 1;
   if (auto n = t.integer("warmup", false, 0, 1000)) w.warmup = static_cast<int>(*n);
   if (auto n = t.integer("channels", false, 1, 64)) w.channels = static_cast<int>(*n);
+  if (auto r = t.boolean("resilient")) w.resilient = *r;
   // A count, not a size: 50_000_000 (TOML's digit separators), never "50M" (which is MiB).
   if (auto n = t.integer("params", true, 1, 1'000'000'000'000))
     m.params = static_cast<uint64_t>(*n);
@@ -280,7 +281,8 @@ void read_workloads(Table& top, LoadState& st) {
       } else if (*kind == "training") {
         std::vector<std::string> collective_only;
         for (const auto& k : kCollectiveKeys)
-          if (k != "ranks" && k != "channels" && k != "warmup") collective_only.push_back(k);
+          if (k != "ranks" && k != "channels" && k != "warmup" && k != "resilient")
+            collective_only.push_back(k);
         t.not_for(collective_only, "only for kind = \"collective\"");
         t.not_for(kCheckpointKeys, "only for kind = \"checkpoint\"");
         t.not_for({"command", "progress"}, "only for kind = \"command\"");

@@ -106,7 +106,7 @@ int rank_main(const std::string& job_path, int rank) {
                  job->ranks[static_cast<size_t>(rank)].node.c_str(),
                  std::string(to_string(job->transport.kind)).c_str());
     put(nlohmann::json{{"ready", true}, {"describe", "training"}});
-    auto st = run_training_job(*job, rank, put, {});
+    auto st = run_training_job(*job, rank, put);
     if (!st) return report_error(st.error());
     put(nlohmann::json{{"done", true}});
     return kExitOk;

@@ -316,7 +316,7 @@ class BucketRunner {
 
 Status run_training(const TrainingSpec& s, const TrainPos& p, const TrainComms& comms,
                     const std::function<void(const StepRow&)>& on_step,
-                    const std::function<bool()>& stop) {
+                    const std::function<bool(int64_t)>& stop) {
   if (auto st = validate(s); !st) return st;
   const auto schedule = step_schedule(s, p);
   const uint64_t grad = grad_bytes_per_rank(s);
@@ -332,8 +332,8 @@ Status run_training(const TrainingSpec& s, const TrainPos& p, const TrainComms& 
     return bad_input("training: no comm to stage s+1");
 
   for (int64_t i = 0; i < s.warmup + s.steps; ++i) {
-    if (stop && stop()) break;
     const int64_t step = i - s.warmup;  // negative: warm-up
+    if (step >= 0 && stop && stop(step)) break;
     StepRow row;
     row.step = step;
     // The gradients a real backward writes on the GPU: written before the step's timer.

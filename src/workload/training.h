@@ -139,10 +139,11 @@ struct TrainComms {
 };
 
 // Runs `warmup` then `steps` steps; on_step after each timed one. Stops at the first error.
-// `stop` (may be null) is polled between steps: true ends the run early (run's stop file).
+// `stop` (may be null) is asked before each timed step with its number (0, 1, ...): true ends
+// the run there (run's stop file; every rank must answer the same for the same step).
 Status run_training(const TrainingSpec& s, const TrainPos& p, const TrainComms& comms,
                     const std::function<void(const StepRow&)>& on_step,
-                    const std::function<bool()>& stop = {});
+                    const std::function<bool(int64_t)>& stop = {});
 
 // Throughput and scaling efficiency (the report's arithmetic).
 // Samples one step trains across the whole job: dp * micro_batches * samples.

@@ -1,6 +1,7 @@
 #include "workload/training_rank.h"
 
 #include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "collective/rdma/rdma.h"
@@ -66,9 +67,9 @@ std::string group_tier(const Job& job, int rank, const std::vector<int>& group) 
 }
 
 Status run_training_job(const Job& job, int rank,
-                        const std::function<void(const nlohmann::json&)>& put,
-                        const std::function<bool()>& stop) {
-  const auto& spec = *job.training;
+                        const std::function<void(const nlohmann::json&)>& put) {
+  TrainingSpec spec = *job.training;
+  if (job.steady) spec.steps = kTrainStepsRange.hi;  // until the stop file
   std::vector<int> server_of;
   for (const auto& r : job.ranks) server_of.push_back(r.server);
   auto pos = train_position(spec, static_cast<int>(job.ranks.size()), rank, server_of);
@@ -120,12 +121,24 @@ Status run_training_job(const Job& job, int rank,
                        {"tp_tier", tp ? c.tp_tier : ""},
                        {"dp_tier", dp ? c.dp_tier : ""},
                        {"pp_tier", prev || next ? c.pp_tier : ""}}}});
-  return run_training(
-      spec, p, c,
-      [&](const StepRow& r) {
-        put(nlohmann::json{{"train_step", to_json(r)}});
-      },
-      stop);
+  uint64_t wrong = 0;
+  auto on_step = [&](const StepRow& r) {
+    put(nlohmann::json{{"train_step", to_json(r)}});
+    wrong += r.wrong;
+    if (job.steady)
+      put(nlohmann::json{{"iter", job.start_iter + r.step}, {"s", r.start_ns}, {"e", r.end_ns}});
+  };
+  // run's stop file: K, the first step no rank starts (read as run_steady reads it).
+  auto stop = [&](int64_t step) {
+    if (!job.steady) return false;
+    std::ifstream in(stop_path(job));
+    int64_t k = -1;
+    if (in) in >> k;
+    return in && k >= 0 && job.start_iter + step >= k;
+  };
+  auto st = run_training(spec, p, c, on_step, stop);
+  if (job.steady) put(nlohmann::json{{"wrong", wrong}});
+  return st;
 }
 
 }  // namespace tb::workload

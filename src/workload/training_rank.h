@@ -17,9 +17,10 @@ namespace tb::workload {
 // ("nvl", "rail", "wan"), or "" for a group of one.
 std::string group_tier(const Job& job, int rank, const std::vector<int>& group);
 
-// Runs job.training on `rank`; `stop` as run_training's.
+// Runs job.training on `rank`. With job.steady (run's workload) the steps go on until the stop
+// file says K (steps numbered from job.start_iter; K and later are not started), each also
+// written as run's iteration line ({"iter", "s", "e"}), and the wrong values as {"wrong": n}.
 Status run_training_job(const Job& job, int rank,
-                        const std::function<void(const nlohmann::json&)>& put,
-                        const std::function<bool()>& stop);
+                        const std::function<void(const nlohmann::json&)>& put);
 
 }  // namespace tb::workload

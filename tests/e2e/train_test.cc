@@ -135,5 +135,53 @@ TEST_F(Train, BadInputIsExit2BeforeAnyRankStarts) {
   EXPECT_NE(r.out.find("must increase"), std::string::npos) << r.out;
 }
 
+// run with a training workload: its steps are run's iterations through a link-down on the rail;
+// the lab is run's own (mini with the workload and the fault appended), taken down by --down.
+TEST(TrainRun, TrainingStepsAreRunsIterationsThroughAFault) {
+  TB_REQUIRE_ROOT();
+  std::string dir = "/tmp/tb-e2e-trainrun-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string lab = unique_lab("trr");
+  LabGuard guard(lab);
+  std::ifstream in(scenario("mini.toml"));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  text += R"(
+[[workload]]
+name = "t"
+kind = "training"
+params = 100000
+grad_bytes = 4
+layers = 2
+bucket_bytes = "64K"
+activation_bytes = "16K"
+compute = "20ms"
+
+[[fault]]
+at = "1s"
+kind = "link-down"
+a = "dc/s1/g1"
+b = "dc/tor0"
+for = "500ms"
+)";
+  const std::string path = dir + "/train-run.toml";
+  std::ofstream(path) << text;
+  auto r = sh("TESTBEDCTL_RESULTS_DIR=" + dir + " timeout 300 " + tbctl() + " run " + path +
+              " --name " + lab + " --workload t --down");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("workload t: training steps (100000 parameters) over 4 ranks"),
+            std::string::npos)
+      << r.out;
+  nlohmann::json summary;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.path().filename() == "summary.json") {
+      std::ifstream f(e.path());
+      summary = nlohmann::json::parse(f, nullptr, false);
+    }
+  ASSERT_TRUE(summary.is_object()) << r.out;
+  EXPECT_GE(summary["iterations"].get<int>(), 3) << summary.dump(1);
+  EXPECT_EQ(summary["workload_wrong"], 0) << summary.dump(1);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tb::e2e

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -342,8 +343,8 @@ TEST(TrainingRun, JobOverTcpMakesOneCommPerGroup) {
   std::vector<std::thread> th;
   for (int r = 0; r < n; ++r)
     th.emplace_back([&, r] {
-      st[r] = workload::run_training_job(
-          *back, r, [&](const nlohmann::json& j) { lines[r].push_back(j); }, {});
+      st[r] = workload::run_training_job(*back, r,
+                                         [&](const nlohmann::json& j) { lines[r].push_back(j); });
     });
   for (auto& t : th) t.join();
   for (int r = 0; r < n; ++r) {
@@ -356,6 +357,43 @@ TEST(TrainingRun, JobOverTcpMakesOneCommPerGroup) {
     const auto row = workload::step_row_from_json(lines[r][1].at("train_step"));
     EXPECT_EQ(row.wrong, 0u);
     EXPECT_EQ(row.bytes.at("nvl"), 16u * 4096);
+  }
+}
+
+// run's workload: steps until the stop file's K, each also an iteration line, then the wrong count.
+TEST(TrainingRun, SteadyJobStopsAtTheStopFilesStep) {
+  testing_util::TempDir dir;
+  workload::Job job;
+  job.run_id = "t2";
+  job.store_dir = dir.path();
+  job.results_dir = dir.path();
+  job.timeout_ms = 20000;
+  job.steady = true;
+  job.start_iter = 5;  // as after a restart: steps are numbered from here
+  auto s = small_spec();
+  s.steps = 1;  // steady ignores it
+  job.training = s;
+  const int n = 2;
+  for (int r = 0; r < n; ++r) job.ranks.push_back({"g" + std::to_string(r), "", r, ""});
+  job.peers.assign(n, std::vector<collective::TcpPeer>(n, {"127.0.0.1", "127.0.0.1", "rail"}));
+  std::ofstream(workload::stop_path(job)) << 8 << "\n";
+  std::vector<std::vector<nlohmann::json>> lines(n);
+  std::vector<Status> st(n);
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; ++r)
+    th.emplace_back([&, r] {
+      st[r] = workload::run_training_job(job, r,
+                                         [&](const nlohmann::json& j) { lines[r].push_back(j); });
+    });
+  for (auto& t : th) t.join();
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(st[r]) << st[r].error().message;
+    std::vector<int64_t> iters;
+    for (const auto& l : lines[r])
+      if (l.contains("iter")) iters.push_back(l["iter"].get<int64_t>());
+    EXPECT_EQ(iters, (std::vector<int64_t>{5, 6, 7}));
+    ASSERT_FALSE(lines[r].empty());
+    EXPECT_EQ(lines[r].back(), (nlohmann::json{{"wrong", 0}}));
   }
 }
 
