@@ -61,9 +61,11 @@ Result<std::unique_ptr<collective::Comm>> group_comm(const Job& job, int rank,
 }  // namespace
 
 std::string group_tier(const Job& job, int rank, const std::vector<int>& group) {
-  for (int g : group)
-    if (g != rank) return job.peers[static_cast<size_t>(rank)][static_cast<size_t>(g)].tier;
-  return "";
+  // The ring's successor: the peer this rank's AllReduce sends to.
+  const auto me = std::find(group.begin(), group.end(), rank) - group.begin();
+  const int next = group[static_cast<size_t>(me + 1) % group.size()];
+  if (next == rank) return "";
+  return job.peers[static_cast<size_t>(rank)][static_cast<size_t>(next)].tier;
 }
 
 Status run_training_job(const Job& job, int rank,

@@ -13,8 +13,9 @@
 
 namespace tb::workload {
 
-// The tier a group's bytes travel on: the tier of this rank's pair with the group's next member
-// ("nvl", "rail", "wan"), or "" for a group of one.
+// The tier this rank's bytes in a group travel on: its pair with the group's next member after
+// it (the ring's successor, whom a ring AllReduce sends to; "nvl", "rail", "wan", "frontend"),
+// or "" for a group of one.
 std::string group_tier(const Job& job, int rank, const std::vector<int>& group);
 
 // Runs job.training on `rank`. With job.steady (run's workload) the steps go on until the stop

@@ -397,6 +397,19 @@ TEST(TrainingRun, SteadyJobStopsAtTheStopFilesStep) {
   }
 }
 
+TEST(TrainingRun, GroupTierIsTheRingSuccessors) {
+  workload::Job job;
+  const int n = 4;
+  job.peers.assign(n, std::vector<collective::TcpPeer>(n));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) job.peers[i][j].tier = i / 2 == j / 2 ? "nvl" : "rail";
+  const std::vector<int> ring = {0, 1, 2, 3};
+  EXPECT_EQ(workload::group_tier(job, 0, ring), "nvl");   // 0 -> 1, one server
+  EXPECT_EQ(workload::group_tier(job, 1, ring), "rail");  // 1 -> 2, across
+  EXPECT_EQ(workload::group_tier(job, 3, ring), "rail");  // 3 -> 0, around
+  EXPECT_EQ(workload::group_tier(job, 2, {2}), "");
+}
+
 TEST(TrainingRun, StepRowJsonRoundTrips) {
   workload::StepRow r;
   r.step = 3;
