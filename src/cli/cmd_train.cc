@@ -193,7 +193,7 @@ void add_train(CLI::App& app, int& rc) {
       ->required()
       ->check(lab_name());
   t->add_option("--workload", f.workload,
-                "the scenario's kind = \"training\" workload (default: the first)");
+                "one kind = \"training\" workload of the scenario (default: every one)");
   t->add_option("--ranks", f.ranks, "GPUs: all, a region, a server or a GPU; ','-joined");
   t->add_option("--tier", f.tier,
                 "between servers: rail (auto) or frontend (the VPC); default: the scenario's")
