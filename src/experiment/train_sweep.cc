@@ -240,7 +240,11 @@ Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
     const int nr = static_cast<int>(job.ranks.size());
 
     TrainRow row;
-    const auto before = verify::sample_host(stage_files);
+    // The guard's window opens once every rank has joined its groups (its "train_layout" line):
+    // starting processes and connecting are not the steps' load.
+    auto before = verify::sample_host(stage_files);
+    int joined = 0;
+    bool window_open = false;
     auto group = launch::start_ranks(job, o.tb_rank);
     if (!group) return std::unexpected(group.error());
     std::vector<std::vector<workload::StepRow>> steps(static_cast<size_t>(nr));
@@ -259,6 +263,7 @@ Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
           offsets[static_cast<size_t>(r)] = in.tellg();
           any = true;
           auto j = nlohmann::json::parse(line, nullptr, false);
+          if (j.contains("train_layout")) ++joined;
           if (j.contains("train_step"))
             steps[static_cast<size_t>(r)].push_back(workload::step_row_from_json(j["train_step"]));
           if (j.contains("error")) errors[static_cast<size_t>(r)] = j["error"].get<std::string>();
@@ -271,6 +276,10 @@ Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
     const auto idle_limit = std::chrono::milliseconds(std::max(2 * o.timeout_ms, 120000));
     for (;;) {
       const bool activity = group->poll() | read_more();
+      if (!window_open && joined == nr) {
+        before = verify::sample_host(stage_files);
+        window_open = true;
+      }
       if (activity) last_activity = Clock::now();
       const bool any_failed =
           std::any_of(group->ranks().begin(), group->ranks().end(),

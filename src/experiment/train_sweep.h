@@ -11,7 +11,8 @@
 // by N / its N, and the report says so).
 //
 // The fidelity guard: the host's CPU busy share and the delay stages' lateness over each row's
-// run (verify/host.h, as `verify --under-load`): a row whose host was this busy, or whose stages
+// steps, from the moment every rank has joined its groups to the end (verify/host.h, as
+// `verify --under-load`): a row whose host was this busy, or whose stages
 // released packets late, is flagged host-bound with the evidence instead of being the network's.
 // Not thread-safe.
 #pragma once
