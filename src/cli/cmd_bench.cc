@@ -24,6 +24,7 @@
 #include "lab/state.h"
 #include "launch/bench_run.h"
 #include "report/bench.h"
+#include "report/html.h"
 
 namespace tb::cli {
 using tb::launch::BenchOptions;
@@ -132,6 +133,11 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
     std::fprintf(stderr, "bench %s: %s\n", lab.c_str(), w.error().message.c_str());
   if (res->describe.empty()) std::cout << report::bench_header(*res);
   std::cout << report::bench_footer(*res) << std::flush;
+  // The HTML twin (report/html.h), with the lab's topology saved beside for later reports.
+  if (auto h = report::write_html_report(res->results_dir, "", &st->topo))
+    std::fprintf(stderr, "bench %s: report: %s\n", lab.c_str(), h->c_str());
+  else
+    std::fprintf(stderr, "bench %s: no HTML report: %s\n", lab.c_str(), h.error().message.c_str());
   if (!f.json_path.empty()) {
     // The user's path: its directory as named, the file itself never a symlink (core/safe_file.h).
     if (auto w = write_file(f.json_path, res_json.dump(1) + "\n"); !w)

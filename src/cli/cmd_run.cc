@@ -20,6 +20,7 @@
 #include "lab/state.h"
 #include "lab/up.h"
 #include "plan/host.h"
+#include "report/html.h"
 #include "report/run.h"
 #include "scenario/loader.h"
 #include "workload/job.h"
@@ -87,6 +88,11 @@ int cmd_run(const std::string& target, const RunFlags& f) {
     });
     if (!res) return report(res.error());
     std::fputs(report::run_text(*res).c_str(), stdout);
+    // The HTML twin (report/html.h), with the lab's topology saved beside for later reports.
+    if (auto h = report::write_html_report(res->results_dir, "", &st->topo))
+      std::printf("report: %s\n", h->c_str());
+    else
+      std::fprintf(stderr, "run: no HTML report: %s\n", h.error().message.c_str());
     rc = res->ok() ? kExitOk : kExitFailed;
   }
   if (f.down) {

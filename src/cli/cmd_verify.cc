@@ -29,6 +29,7 @@
 #include "lab/live.h"
 #include "lab/state.h"
 #include "plan/plan.h"
+#include "report/html.h"
 #include "report/status.h"
 #include "report/verify.h"
 
@@ -39,6 +40,7 @@ struct VerifyFlags {
   std::string lab;
   std::vector<std::string> link_ends;
   bool json = false, quick = false, paths = false, under_load = false;
+  std::string html;  // --html FILE
 };
 
 // The figures in force on each link: the scenario's, or the last `link set`.
@@ -58,11 +60,26 @@ bool same_figures(const plan::EmulatedFigures& x, const plan::EmulatedFigures& y
          x.loss_pct == y.loss_pct && x.mtu == y.mtu;
 }
 
-void print_report(const verify::VerifyReport& rep, bool json) {
+// The text or JSON on stdout; with --html also the page (report/html.h), its path on stderr. A
+// page that cannot be written is an error of its own (exit 2) after the measurement is shown.
+int print_report(const verify::VerifyReport& rep, bool json, const std::string& html,
+                 const lab::LabState& st) {
   if (json)
     std::cout << report::verify_json(rep).dump(1) << "\n";
   else
     std::cout << report::verify_text(rep);
+  std::cout << std::flush;
+  const int rc = rep.passed() ? kExitOk : kExitFailed;
+  if (html.empty()) return rc;
+  report::ReportInput in;
+  in.kind = report::ReportKind::kVerify;
+  in.source = "testbedctl verify " + st.lab + (rep.paths.empty() ? "" : " --paths");
+  in.doc = report::verify_json(rep);
+  in.topo = st.topo;
+  auto w = report::write_html(in, html);
+  if (!w) return report(Error{"--html: " + w.error().message, w.error().sys_errno, kExitBadInput});
+  std::fprintf(stderr, "verify %s: report: %s\n", st.lab.c_str(), w->c_str());
+  return rc;
 }
 
 // --under-load: the candidate flows whose paths (out and back) share no link with a probed one.
@@ -106,7 +123,7 @@ std::vector<verify::LoadFlow> load_flows(const lab::LabState& st,
 }
 
 int cmd_verify_paths(const lab::LabState& st, const std::string& tb_probe, bool json, bool quick,
-                     bool under_load) {
+                     bool under_load, const std::string& html) {
   StopSignals signals;
   const std::string& lab = st.lab;
   verify::VerifyReport rep;
@@ -215,12 +232,11 @@ int cmd_verify_paths(const lab::LabState& st, const std::string& tb_probe, bool 
   if (stop_requested()) rep.interrupted = true;
   std::error_code ec;
   std::filesystem::remove_all(work, ec);
-  print_report(rep, json);
-  return rep.passed() ? kExitOk : kExitFailed;
+  return print_report(rep, json, html, st);
 }
 
 int cmd_verify(const std::string& lab, const std::vector<std::string>& link, bool json, bool quick,
-               bool paths, bool under_load) {
+               bool paths, bool under_load, const std::string& html) {
   if (paths && !link.empty())
     return report(
         Error{"--paths measures whole paths; --link one link: give one of them", 0, kExitBadInput});
@@ -246,7 +262,7 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   if (!tb_probe) return report(tb_probe.error());
   auto lock = lab::LabLock::acquire(lab);
   if (!lock) return report(Error{lock.error().message, 0, kExitBadInput});
-  if (paths) return cmd_verify_paths(*st, *tb_probe, json, quick, under_load);
+  if (paths) return cmd_verify_paths(*st, *tb_probe, json, quick, under_load, html);
   StopSignals signals;
   const auto figures = figures_in_force(*st);
 
@@ -301,8 +317,7 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   if (stop_requested()) rep.interrupted = true;
   std::error_code ec;
   std::filesystem::remove_all(work, ec);
-  print_report(rep, json);
-  return rep.passed() ? kExitOk : kExitFailed;
+  return print_report(rep, json, html, *st);
 }
 
 }  // namespace
@@ -321,8 +336,10 @@ void add_verify(CLI::App& app, int& rc) {
                    "end-to-end RTT of one pair per path class against the sum of its hops' delays");
   verify->add_flag("--under-load", f->under_load,
                    "with --paths: measure while bulk TCP flows load the lab's other links");
+  verify->add_option("--html", f->html,
+                     "also write an HTML report (charts, topology) to this file");
   verify->callback([f, &rc] {
-    rc = cmd_verify(f->lab, f->link_ends, f->json, f->quick, f->paths, f->under_load);
+    rc = cmd_verify(f->lab, f->link_ends, f->json, f->quick, f->paths, f->under_load, f->html);
   });
 }
 

@@ -28,6 +28,7 @@ void add_bench(CLI::App& app, int& rc);      // cmd_bench.cc
 void add_launch(CLI::App& app, int& rc);     // cmd_launch.cc
 void add_fault(CLI::App& app, int& rc);      // cmd_fault.cc
 void add_run(CLI::App& app, int& rc);        // cmd_run.cc
+void add_report(CLI::App& app, int& rc);     // cmd_report.cc
 void add_train(CLI::App& app, int& rc);      // cmd_train.cc
 
 }  // namespace tb::cli

@@ -1,0 +1,239 @@
+// HTML reports (report/html.h): the charts' configurations built from a run's, a bench's and
+// verify's JSON, the topology's dot and SVG, the page, and bad input. The browser test
+// (tests/e2e/report_test.cc) checks that Chromium draws them.
+#include "report/html.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "plan/plan.h"
+#include "scenario/loader.h"
+#include "temp_dir.h"
+
+namespace tb {
+namespace {
+
+using nlohmann::json;
+
+plan::Topology mini_topology() {
+  auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/mini.toml");
+  EXPECT_TRUE(s) << s.error().message;
+  auto p = plan::compile(*s);
+  EXPECT_TRUE(p) << p.error().message;
+  return p->topo;
+}
+
+// A run of 10 iterations of 1 MiB, 0.1 s each, with one fault from 0.3 s to 0.6 s.
+report::ReportInput a_run() {
+  report::ReportInput in;
+  in.kind = report::ReportKind::kRun;
+  const int64_t t0 = 1'000'000'000;
+  in.doc = {{"lab", "mini"},
+            {"t0_ns", t0},
+            {"t_end_ns", t0 + 1'000'000'000},
+            {"probe_interval_us", 5000},
+            {"measured", "CLOCK_MONOTONIC throughout"},
+            {"probes", json::array({{{"from", "dc/s0/g0"}, {"to", "dc/s1/g0"}}})},
+            {"expect", json::array()},
+            {"recovery",
+             {{"baseline_iter_ms", 100.0},
+              {"faults", json::array({{{"fault", 0},
+                                       {"target", "link-down dc/s1/g1:rail <-> dc/tor0:s1g1"},
+                                       {"inject_ns", t0 + 300'000'000},
+                                       {"revert_ns", t0 + 600'000'000},
+                                       {"detection_ms", 8.5},
+                                       {"reroute_ms", nullptr},
+                                       {"outage_ms", 300.0},
+                                       {"stall_ms", 320.0}}})}}}};
+  for (int i = 0; i < 10; ++i)
+    in.events.push_back({{"event", "iteration"},
+                         {"iter", i},
+                         {"start_ns", t0 + i * 100'000'000},
+                         {"t_mono_ns", t0 + (i + 1) * 100'000'000}});
+  in.events.push_back({{"event", "probe_outage"},
+                       {"from", "dc/s0/g0"},
+                       {"to", "dc/s1/g0"},
+                       {"t_mono_ns", t0 + 300'000'000},
+                       {"end_ns", t0 + 600'000'000}});
+  in.workload_job = {{"bench", {{"min_bytes", 1 << 20}, {"max_bytes", 1 << 20}}}};
+  return in;
+}
+
+TEST(ReportHtml, RunChartsPlotEveryIterationShadeEachFaultAndMarkItsDetection) {
+  const auto charts = report::run_charts(a_run());
+  ASSERT_EQ(charts.size(), 2u);
+  const auto& ds = charts[0].config["data"]["datasets"];
+  ASSERT_EQ(ds.size(), 4u);              // iterations, one fault band, detected, rerouted
+  ASSERT_EQ(ds[0]["data"].size(), 20u);  // each iteration a level from its start to its end
+  // 1 MiB × 8 in 0.1 s = 0.0839 Gbit/s, from 0.0 to 0.1 s.
+  EXPECT_NEAR(ds[0]["data"][0]["y"].get<double>(), 1048576 * 8 / 0.1 / 1e9, 1e-9);
+  EXPECT_NEAR(ds[0]["data"][1]["y"].get<double>(), 1048576 * 8 / 0.1 / 1e9, 1e-9);
+  EXPECT_NEAR(ds[0]["data"][0]["x"].get<double>(), 0.0, 1e-9);
+  EXPECT_NEAR(ds[0]["data"][1]["x"].get<double>(), 0.1, 1e-9);
+  EXPECT_NEAR(ds[1]["data"][0]["x"].get<double>(), 0.3, 1e-9);
+  EXPECT_NEAR(ds[1]["data"][1]["x"].get<double>(), 0.6, 1e-9);
+  EXPECT_EQ(ds[1]["fill"], "origin");
+  ASSERT_EQ(ds[2]["data"].size(), 1u);  // detected 8.5 ms after injection
+  EXPECT_NEAR(ds[2]["data"][0]["x"].get<double>(), 0.3085, 1e-9);
+  EXPECT_TRUE(ds[3]["data"].empty());  // no reroute
+  EXPECT_NE(charts[0].method.find("1M bytes"), std::string::npos) << charts[0].method;
+  // The probe chart: the path drops to 0 for the outage's span.
+  const auto& probe = charts[1].config["data"]["datasets"][0]["data"];
+  bool down_at_04 = false;
+  for (size_t i = 0; i + 1 < probe.size(); ++i)
+    if (probe[i]["y"] == 0 && probe[i + 1]["y"] == 0 && probe[i]["x"].get<double>() <= 0.4 &&
+        probe[i + 1]["x"].get<double>() >= 0.4)
+      down_at_04 = true;
+  EXPECT_TRUE(down_at_04) << probe.dump();
+}
+
+TEST(ReportHtml, BenchChartDrawsTheBottleneckRateOfTheTierTheRanksCross) {
+  report::ReportInput in;
+  in.kind = report::ReportKind::kBench;
+  in.topo = mini_topology();
+  in.doc = {{"lab", "mini"},
+            {"collective", "allreduce"},
+            {"algo", "ring"},
+            {"impl", "native"},
+            {"nranks", 4},
+            {"ranks", {"dc/s0/g0", "dc/s0/g1", "dc/s1/g0", "dc/s1/g1"}},
+            {"rows", json::array({{{"size_bytes", 65536}, {"busbw_gbit", 0.2}, {"wrong", 0}},
+                                  {{"size_bytes", 1048576}, {"busbw_gbit", 0.35}, {"wrong", 3}}})}};
+  double rail = 0;
+  for (const auto& l : in.topo->links)
+    if (l.tier == plan::Tier::kScaleOut) rail = l.emulated.rate.bps;
+  ASSERT_GT(rail, 0);
+  const auto charts = report::bench_charts(in);
+  ASSERT_EQ(charts.size(), 2u);
+  const auto& ds = charts[0].config["data"]["datasets"];
+  ASSERT_EQ(ds.size(), 2u);
+  EXPECT_EQ(ds[0]["data"].size(), 2u);
+  EXPECT_NEAR(ds[1]["data"][0]["y"].get<double>(), rail / 1e9, 1e-9);
+  EXPECT_NE(charts[0].method.find("scale-out"), std::string::npos) << charts[0].method;
+  EXPECT_EQ(charts[1].config["data"]["datasets"][0]["data"][1]["y"], 3);
+  // Two GPUs of one server: the scale-up tier is the bottleneck.
+  in.doc["ranks"] = {"dc/s0/g0", "dc/s0/g1"};
+  EXPECT_NE(report::bench_charts(in)[0].method.find("scale-up"), std::string::npos);
+  // Without topology.json there is no line, and the method says why.
+  in.topo.reset();
+  const auto bare = report::bench_charts(in);
+  EXPECT_EQ(bare[0].config["data"]["datasets"].size(), 1u);
+  EXPECT_NE(bare[0].method.find("no bottleneck line"), std::string::npos);
+}
+
+TEST(ReportHtml, VerifyChartsOnePerCheckWithTheToleranceBand) {
+  report::ReportInput in;
+  in.kind = report::ReportKind::kVerify;
+  auto check = [](const char* name, const char* unit, double conf, double got, double lo,
+                  double hi) {
+    return json{{"check", name}, {"unit", unit}, {"configured", conf}, {"achieved", got},
+                {"low", lo},     {"high", hi},   {"verdict", "pass"}};
+  };
+  in.doc = {{"lab", "mini"},
+            {"classes",
+             json::array({{{"class", "scale-out/hpn"},
+                           {"checks", json::array({check("rate", "bit/s", 4e8, 3.9e8, 3.6e8, 4.2e8),
+                                                   check("delay", "ms", 0.01, 0.012, 0, 0.05)})}},
+                          {{"class", "uplink/vpc"},
+                           {"checks",
+                            json::array({check("rate", "bit/s", 2.5e7, 2.4e7, 2.2e7, 2.6e7)})}}})},
+            {"paths", json::array({{{"label", "s0 -> s1"},
+                                    {"expected_rtt_ms", 1.0},
+                                    {"measured_rtt_ms", 1.02},
+                                    {"tolerance_ms", 0.1}}})}};
+  const auto charts = report::verify_charts(in);
+  ASSERT_EQ(charts.size(), 3u);  // rate, delay, paths
+  EXPECT_EQ(charts[0].id, "verify-rate");
+  const auto& rate = charts[0].config;
+  EXPECT_EQ(rate["data"]["labels"].size(), 2u);
+  EXPECT_EQ(rate["data"]["datasets"][0]["data"][0], json::array({360.0, 420.0}));  // Mbit/s
+  EXPECT_EQ(rate["data"]["datasets"][2]["data"][1], 24.0);
+  EXPECT_EQ(charts[1].config["data"]["labels"].size(), 1u);
+  EXPECT_EQ(charts[2].id, "verify-paths");
+  EXPECT_EQ(charts[2].config["data"]["datasets"][0]["data"][0], json::array({0.9, 1.1}));
+}
+
+TEST(ReportHtml, TopologyColoursTiersLabelsDelaysAndMarksTheFaultedLinkRed) {
+  const auto topo = mini_topology();
+  const std::string dot =
+      report::report_dot("mini", topo, {"link-down dc/s1/g1:rail <-> dc/tor0:s1g1"});
+  EXPECT_NE(dot.find("subgraph \"cluster_dc\""), std::string::npos);
+  EXPECT_NE(dot.find("\"dc/s1/g1\" -- \"dc/tor0\" [label=\"scale-out"), std::string::npos) << dot;
+  size_t red = 0;
+  for (size_t at = 0;
+       (at = dot.find("color=red, penwidth=3, style=dashed", at)) != std::string::npos; ++at)
+    ++red;
+  EXPECT_EQ(red, 1u) << dot;
+  auto svg = report::dot_to_svg(dot);
+  ASSERT_TRUE(svg) << svg.error().message;
+  EXPECT_EQ(svg->rfind("<svg", 0), 0u);
+  size_t nodes = 0, edges = 0;
+  for (size_t at = 0; (at = svg->find("class=\"node\"", at)) != std::string::npos; ++at) ++nodes;
+  for (size_t at = 0; (at = svg->find("class=\"edge\"", at)) != std::string::npos; ++at) ++edges;
+  EXPECT_EQ(nodes, topo.nodes.size());
+  EXPECT_EQ(edges, topo.links.size());
+  EXPECT_FALSE(report::dot_to_svg("graph {").has_value());
+}
+
+TEST(ReportHtml, PageInlinesTheLibraryAndNothingInItsDataClosesTheScript) {
+  auto in = a_run();
+  in.doc["recovery"]["faults"][0]["target"] = "link-down </script><b>x";
+  auto page = report::html_page(in, "/* chart library */ window.Chart = function () {};");
+  ASSERT_TRUE(page) << page.error().message;
+  EXPECT_NE(page->find("/* chart library */"), std::string::npos);
+  EXPECT_NE(page->find("<canvas id=\"run-throughput\">"), std::string::npos);
+  EXPECT_NE(page->find("<canvas id=\"run-probes\">"), std::string::npos);
+  EXPECT_EQ(page->find("</script><b>"), std::string::npos);
+  EXPECT_NE(page->find("CLOCK_MONOTONIC throughout"), std::string::npos);  // the method line
+  EXPECT_NE(page->find("Recovery (ms)"), std::string::npos);
+}
+
+TEST(ReportHtml, BadInputNamesThePathAndWhatWouldBeValid) {
+  testing_util::TempDir dir;
+  auto missing = report::read_report_input(dir.path() + "/nope");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().exit_code, 2);
+  EXPECT_NE(missing.error().message.find("does not exist"), std::string::npos);
+  auto empty = report::read_report_input(dir.path());
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error().exit_code, 2);
+  EXPECT_NE(empty.error().message.find("summary.json"), std::string::npos);
+  std::ofstream(dir.path() + "/x.json") << "{\"a\": 1}";
+  auto other = report::read_report_input(dir.path() + "/x.json");
+  ASSERT_FALSE(other);
+  EXPECT_NE(other.error().message.find("verify --json"), std::string::npos);
+  std::ofstream(dir.path() + "/bad.json") << "{";
+  auto bad = report::read_report_input(dir.path() + "/bad.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("not valid JSON"), std::string::npos);
+}
+
+TEST(ReportHtml, AResultsDirectoryGivesItsReportWithTheTopologySavedBeside) {
+  testing_util::TempDir dir;
+  const auto run = a_run();
+  std::ofstream(dir.path() + "/summary.json") << run.doc.dump();
+  {
+    std::ofstream ev(dir.path() + "/events.jsonl");
+    for (const auto& e : run.events) ev << e.dump() << "\n";
+  }
+  const auto topo = mini_topology();
+  ::setenv("TESTBEDCTL_CHART_JS", (dir.path() + "/chart.js").c_str(), 1);
+  std::ofstream(dir.path() + "/chart.js") << "window.Chart = function () {};";
+  auto out = report::write_html_report(dir.path(), "", &topo);
+  ::unsetenv("TESTBEDCTL_CHART_JS");
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(*out, dir.path() + "/report.html");
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/topology.json"));
+  // Read back alone (as on another machine): the topology comes from topology.json.
+  auto again = report::read_report_input(dir.path());
+  ASSERT_TRUE(again) << again.error().message;
+  ASSERT_TRUE(again->topo.has_value());
+  EXPECT_EQ(again->topo->links.size(), topo.links.size());
+  std::ifstream page(*out);
+  std::string text((std::istreambuf_iterator<char>(page)), {});
+  EXPECT_NE(text.find("id=tb-topology"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tb
