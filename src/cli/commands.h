@@ -30,5 +30,6 @@ void add_fault(CLI::App& app, int& rc);      // cmd_fault.cc
 void add_run(CLI::App& app, int& rc);        // cmd_run.cc
 void add_report(CLI::App& app, int& rc);     // cmd_report.cc
 void add_watch(CLI::App& app, int& rc);      // cmd_watch.cc
+void add_train(CLI::App& app, int& rc);      // cmd_train.cc
 
 }  // namespace tb::cli

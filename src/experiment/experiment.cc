@@ -7,6 +7,7 @@
 #include "core/units.h"
 #include "experiment/checkpoint_workload.h"
 #include "experiment/scenario_run.h"
+#include "experiment/train_sweep.h"
 #include "fault/fault.h"
 #include "launch/place.h"
 #include "workload/job.h"
@@ -41,10 +42,13 @@ Status check_run(const scenario::Scenario& s, const lab::LabState& st, const Run
       if (auto p = plan_checkpoint(s, w, st); !p) return std::unexpected(p.error());
   if (!o.workload.empty() && o.workload != "none" && !pick_workload(s, o))
     return bad_input("--workload " + o.workload +
-                     ": no collective or command [[workload]] of that name in " + s.file);
+                     ": no collective, command or training [[workload]] of that name in " + s.file);
   if (const auto* w = pick_workload(s, o); w && w->kind == "command") {
     launch::CommandOptions co;
     if (auto j = command_job(*w, st, &co); !j) return std::unexpected(j.error());
+  } else if (w && w->kind == "training") {
+    auto j = training_run_job(s, *w, st, o.transport, o.timeout_ms, "check", "/nonexistent");
+    if (!j) return std::unexpected(with_context(j.error(), "[[workload]] " + w->name));
   } else if (w) {
     auto gpus = launch::select_ranks(st.topo, w->ranks);
     if (!gpus) return std::unexpected(gpus.error());

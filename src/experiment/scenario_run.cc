@@ -11,6 +11,7 @@
 
 #include "apply/netlink_kernel.h"
 #include "core/events.h"
+#include "experiment/train_sweep.h"
 #include "fault/link_ops.h"
 #include "fault/timeline.h"
 #include "launch/bench_run.h"
@@ -76,7 +77,7 @@ std::string describe_transport(const workload::Job& j, const lab::LabState& st) 
 const scenario::Workload* pick_workload(const scenario::Scenario& s, const RunOptions& o) {
   if (o.workload == "none") return nullptr;
   for (const auto& w : s.workloads)
-    if ((w.kind == "collective" || w.kind == "command") &&
+    if ((w.kind == "collective" || w.kind == "command" || w.kind == "training") &&
         (o.workload.empty() || w.name == o.workload))
       return &w;
   return nullptr;
@@ -130,13 +131,20 @@ Status ScenarioRun::start_workload() {
     TB_TRY(start_command(*w));
     return start_checkpoints();
   }
-  auto j = steady_job(*w, st_, o_, id_, res_.results_dir);
+  // A training workload iterates training steps instead of one collective (train_sweep.h).
+  const bool training = w->kind == "training";
+  auto j = training
+               ? training_run_job(s_, *w, st_, o_.transport, o_.timeout_ms, id_, res_.results_dir)
+               : steady_job(*w, st_, o_, id_, res_.results_dir);
   if (!j) return std::unexpected(j.error());
   transport_ = describe_transport(*j, st_);
   const bool resilient = w->resilient || o_.resilient;
-  progress_("workload " + w->name + ": " + w->op + " of " + std::to_string(o_.size_bytes) +
-            " bytes over " + std::to_string(j->ranks.size()) + " ranks, steady, transport " +
-            transport_ + (resilient ? ", resilient (the group restarts after a rank fails)" : ""));
+  const std::string what =
+      training ? "training steps (" + std::to_string(w->training.params) + " parameters)"
+               : w->op + " of " + std::to_string(o_.size_bytes) + " bytes";
+  progress_("workload " + w->name + ": " + what + " over " + std::to_string(j->ranks.size()) +
+            " ranks, steady, transport " + transport_ +
+            (resilient ? ", resilient (the group restarts after a rank fails)" : ""));
   workload_.emplace(*j, o_.tb_rank, resilient, fault::events_path(st_.lab));
   TB_TRY(workload_->start());
   // The first iterations, bounded by twice the ranks' own timeout.

@@ -17,6 +17,10 @@ const std::vector<std::string> kCheckpointKeys = {
     "from", "to", "bytes", "qos", "mode", "changed", "full_every", "every", "streams", "block"};
 // kind = "command" takes "ranks" too (a collective key).
 const std::vector<std::string> kCommandKeys = {"command", "tier", "progress"};
+// kind = "training" takes "ranks", "channels" and "warmup" too (collective keys).
+const std::vector<std::string> kTrainingKeys = {
+    "params", "grad_bytes", "activation_bytes", "layers",  "micro_batches", "samples",
+    "tp",     "pp",         "bucket_bytes",     "compute", "steps",         "servers"};
 const std::vector<std::string> kTiers = {"auto", "nvl", "rail", "frontend"};
 const std::vector<std::string> kOps = {"allreduce", "allgather", "reducescatter", "broadcast",
                                        "reduce",    "alltoall",  "sendrecv"};
@@ -153,6 +157,68 @@ void read_command(Table& t, Workload& w, const LoadState& st) {
   }
 }
 
+void read_training(Table& t, Workload& w, const LoadState& st) {
+  read_ranks(t, w, st);
+  // Between servers: the rail ("auto") or the frontend (the VPC experiment).
+  if (auto tier = t.str("tier"); tier && t.one_of("tier", *tier, {"auto", "rail", "frontend"}))
+    w.tier = *tier;
+  auto& m = w.training;
+  w.warmup = 1;
+  if (auto n = t.integer("warmup", false, 0, 1000)) w.warmup = static_cast<int>(*n);
+  if (auto n = t.integer("channels", false, 1, 64)) w.channels = static_cast<int>(*n);
+  if (auto r = t.boolean("resilient")) w.resilient = *r;
+  // A count, not a size: 50_000_000 (TOML's digit separators), never "50M" (which is MiB).
+  if (auto n = t.integer("params", true, 1, 1'000'000'000'000))
+    m.params = static_cast<uint64_t>(*n);
+  if (auto n = t.integer("grad_bytes", false, 1, 8)) m.grad_bytes = static_cast<int>(*n);
+  if (auto n = t.size("activation_bytes")) {
+    if (*n < 4)
+      t.error("activation_bytes", "must be at least 4 bytes (one float32 element)");
+    else
+      m.activation_bytes = *n;
+  }
+  if (auto n = t.integer("layers", false, 1, 1024)) m.layers = static_cast<int>(*n);
+  if (auto n = t.integer("micro_batches", false, 1, 1024)) m.micro_batches = static_cast<int>(*n);
+  if (auto n = t.integer("samples", false, 1, 1024)) m.samples = static_cast<int>(*n);
+  if (auto n = t.integer("tp", false, 1, 1024)) m.tp = static_cast<int>(*n);
+  if (auto n = t.integer("pp", false, 1, 1024)) m.pp = static_cast<int>(*n);
+  if (auto n = t.size("bucket_bytes")) {
+    if (*n < 4)
+      t.error("bucket_bytes", "must be at least 4 bytes (DDP's default is 25M)");
+    else
+      m.bucket_bytes = *n;
+  }
+  if (auto d = t.duration("compute")) m.compute = *d;
+  if (auto n = t.integer("steps", false, 1, 100000)) m.steps = static_cast<int>(*n);
+  if (m.layers % m.pp != 0)
+    t.error(t.has("layers") ? "layers" : "pp",
+            "layers (" + std::to_string(m.layers) +
+                ") must divide into pp = " + std::to_string(m.pp) + " pipeline stages");
+  if (const toml::value* v = t.find("servers")) {
+    if (!v->is_array() || v->as_array().empty()) {
+      t.error("servers", "must be an array of server counts, e.g. [1, 2, 4]");
+    } else {
+      for (const auto& e : v->as_array()) {
+        if (!e.is_integer() || e.as_integer() < 1 || e.as_integer() > 100000) {
+          t.error_at(loc_of(e), "servers",
+                     "each entry must be a server count 1..100000 (e.g. [1, 2, 4])");
+          m.servers.clear();
+          break;
+        }
+        const int n = static_cast<int>(e.as_integer());
+        if (!m.servers.empty() && n <= m.servers.back()) {
+          t.error_at(loc_of(e), "servers",
+                     "must increase (got " + std::to_string(n) + " after " +
+                         std::to_string(m.servers.back()) + ")");
+          m.servers.clear();
+          break;
+        }
+        m.servers.push_back(n);
+      }
+    }
+  }
+}
+
 void read_checkpoint(Table& t, Workload& w, const LoadState& st) {
   auto from = t.str("from", true);
   auto to = t.str("to", true);
@@ -211,6 +277,7 @@ void read_workloads(Table& top, LoadState& st) {
     keys.insert(keys.end(), kCollectiveKeys.begin(), kCollectiveKeys.end());
     keys.insert(keys.end(), kCheckpointKeys.begin(), kCheckpointKeys.end());
     keys.insert(keys.end(), kCommandKeys.begin(), kCommandKeys.end());
+    keys.insert(keys.end(), kTrainingKeys.begin(), kTrainingKeys.end());
     Table t(*e, "workload #" + std::to_string(index), "[[workload]]", keys, st.d);
     Workload w;
     w.loc = t.loc();
@@ -228,8 +295,9 @@ void read_workloads(Table& top, LoadState& st) {
       }
     }
     auto kind = t.str("kind", true);
-    if (kind && t.one_of("kind", *kind, {"collective", "checkpoint", "command"})) {
+    if (kind && t.one_of("kind", *kind, {"collective", "checkpoint", "command", "training"})) {
       w.kind = *kind;
+      if (*kind != "training") t.not_for(kTrainingKeys, "only for kind = \"training\"");
       if (*kind == "collective") {
         t.not_for(kCheckpointKeys, "only for kind = \"checkpoint\"");
         t.not_for(kCommandKeys, "only for kind = \"command\"");
@@ -241,6 +309,15 @@ void read_workloads(Table& top, LoadState& st) {
         t.not_for(collective_only, "only for kind = \"collective\"");
         t.not_for(kCheckpointKeys, "only for kind = \"checkpoint\"");
         read_command(t, w, st);
+      } else if (*kind == "training") {
+        std::vector<std::string> collective_only;
+        for (const auto& k : kCollectiveKeys)
+          if (k != "ranks" && k != "channels" && k != "warmup" && k != "resilient")
+            collective_only.push_back(k);
+        t.not_for(collective_only, "only for kind = \"collective\"");
+        t.not_for(kCheckpointKeys, "only for kind = \"checkpoint\"");
+        t.not_for({"command", "progress"}, "only for kind = \"command\"");
+        read_training(t, w, st);
       } else {
         t.not_for(kCollectiveKeys, "only for kind = \"collective\"");
         t.not_for(kCommandKeys, "only for kind = \"command\"");

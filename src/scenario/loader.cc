@@ -164,10 +164,11 @@ void read_scale(Table& top, LoadState& st) {
     top.error("scale", "must be a table, written [scale] (got " + detail::type_name(*v) + ")");
     return;
   }
-  Table t(*v, "scale", "[scale]", {"bandwidth", "delay"}, st.d);
+  Table t(*v, "scale", "[scale]", {"bandwidth", "delay", "compute"}, st.d);
   st.s.scale.loc = t.loc();
   if (auto b = t.number("bandwidth", false, 0, 1e12, true)) st.s.scale.bandwidth = *b;
   if (auto d = t.number("delay", false, 0, 1e6, true)) st.s.scale.delay = *d;
+  if (auto c = t.number("compute", false, 0, 1e6, true)) st.s.scale.compute = *c;
   t.finish();
 }
 

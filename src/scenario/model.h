@@ -38,10 +38,12 @@ struct LinkProfile {
   bool reorder = false;
 };
 
-// The emulation scale: emulated rate = real rate / bandwidth; emulated delay = real delay * delay.
+// The emulation scale: emulated rate = real rate / bandwidth; emulated delay = real delay * delay;
+// a training step's emulated compute time = its real compute time * compute (docs/scenario.md).
 struct Scale {
   double bandwidth = 1000;
   double delay = 1;
+  double compute = 1;
   Loc loc;
 };
 
@@ -73,10 +75,26 @@ struct Wan {
   Loc loc;
 };
 
+// kind = "training": the model and parallelism of one training step (workload/training.h has
+// the step it becomes); compute is the real time per micro-batch per GPU, before [scale] compute.
+struct TrainingModel {
+  uint64_t params = 25'000'000;
+  int grad_bytes = 2;
+  uint64_t activation_bytes = 1 << 20;
+  int layers = 8;
+  int micro_batches = 1;
+  int samples = 8;
+  int tp = 1, pp = 1;
+  uint64_t bucket_bytes = 25ull << 20;
+  Duration compute{100'000'000};
+  int steps = 10;
+  std::vector<int> servers;  // the sweep of server counts; empty = every selected server
+};
+
 // A workload to run (executed by later verbs; parsed and validated now).
 struct Workload {
   std::string name;
-  std::string kind;  // "collective" | "checkpoint" | "command"
+  std::string kind;  // "collective" | "checkpoint" | "command" | "training"
   std::string
       op;  // collective: allreduce allgather reducescatter broadcast reduce alltoall sendrecv
   std::string algo;           // collective: ring tree hd hier
@@ -111,6 +129,7 @@ struct Workload {
   int every_steps = 0;    // checkpoint: cadence in the run's workload iterations (0 = by `every`)
   int streams = 1;        // checkpoint: parallel TCP streams per shard
   uint64_t block = 4096;  // checkpoint: the changed-block bookkeeping's block size (bytes)
+  TrainingModel training;  // training (with ranks, channels, warmup)
   Loc loc;
 };
 

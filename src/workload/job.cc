@@ -24,24 +24,26 @@ nlohmann::json to_json(const Job& j) {
     for (char c : row) r.push_back(c ? 1 : 0);
     rdma.push_back(r);
   }
-  return {{"lab", j.lab},
-          {"run_id", j.run_id},
-          {"results_dir", j.results_dir},
-          {"store_dir", j.store_dir},
-          {"impl", to_string(j.impl)},
-          {"channels", j.transport.channels},
-          {"timeout_ms", j.timeout_ms},
-          {"bench", to_json(j.bench)},
-          {"steady", j.steady},
-          {"start_iter", j.start_iter},
-          {"ranks", ranks},
-          {"peers", peers},
-          {"transport", to_string(j.transport.kind)},
-          {"qps", j.transport.qps},
-          {"ib_timeout", j.transport.ib_timeout},
-          {"ib_retry_cnt", j.transport.ib_retry_cnt},
-          {"rdma", rdma},
-          {"rdma_fallback", j.rdma_fallback}};
+  nlohmann::json out = {{"lab", j.lab},
+                        {"run_id", j.run_id},
+                        {"results_dir", j.results_dir},
+                        {"store_dir", j.store_dir},
+                        {"impl", to_string(j.impl)},
+                        {"channels", j.transport.channels},
+                        {"timeout_ms", j.timeout_ms},
+                        {"bench", to_json(j.bench)},
+                        {"steady", j.steady},
+                        {"start_iter", j.start_iter},
+                        {"ranks", ranks},
+                        {"peers", peers},
+                        {"transport", to_string(j.transport.kind)},
+                        {"qps", j.transport.qps},
+                        {"ib_timeout", j.transport.ib_timeout},
+                        {"ib_retry_cnt", j.transport.ib_retry_cnt},
+                        {"rdma", rdma},
+                        {"rdma_fallback", j.rdma_fallback}};
+  if (j.training) out["training"] = to_json(*j.training);
+  return out;
 }
 
 Result<Job> job_from_json(const nlohmann::json& in) {
@@ -85,6 +87,11 @@ Result<Job> job_from_json(const nlohmann::json& in) {
       }
     if (in.contains("rdma_fallback"))
       j.rdma_fallback = in.at("rdma_fallback").get<std::vector<std::string>>();
+    if (in.contains("training")) {
+      auto t = training_spec_from_json(in.at("training"));
+      if (!t) return std::unexpected(t.error());
+      j.training = *t;
+    }
     if (auto t = parse_transport(transport))
       j.transport.kind = *t;
     else

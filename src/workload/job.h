@@ -14,6 +14,7 @@
 // "rdma") and the transport's fields sit at the top level, as they always have.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "collective/tcp/tcp.h"
 #include "core/error.h"
 #include "workload/bench.h"
+#include "workload/training.h"
 #include "workload/transport.h"
 
 namespace tb::workload {
@@ -51,6 +53,9 @@ struct Job {
   BenchSpec bench;
   bool steady = false;     // run's workload: run_steady until <results_dir>/stop says K
   int64_t start_iter = 0;  // steady: the first iteration's number (after a restart)
+  // The training-step workload (workload/training.h) instead of the bench: each rank runs its
+  // steps over one communicator per parallel group, made from the same peers.
+  std::optional<TrainingSpec> training;
   std::vector<RankPlace> ranks;
   std::vector<std::vector<collective::TcpPeer>> peers;  // [rank][peer], native only
   std::vector<std::vector<char>> rdma;                  // [rank][peer]: 1 = over RDMA; empty = none

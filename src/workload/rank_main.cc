@@ -11,6 +11,7 @@
 #include "workload/gloo_impl.h"
 #include "workload/job.h"
 #include "workload/native_impl.h"
+#include "workload/training_rank.h"
 
 namespace tb::workload {
 namespace {
@@ -99,6 +100,17 @@ int rank_main(const std::string& job_path, int rank) {
     put(nlohmann::json{{"error", e.message}});
     return e.exit_code == kExitBadInput ? kExitBadInput : kExitFailed;
   };
+  if (job->training) {
+    // The training workload makes its own communicators, one per parallel group.
+    std::fprintf(stderr, "tb-rank %d/%zu on %s: training, native %s\n", rank, job->ranks.size(),
+                 job->ranks[static_cast<size_t>(rank)].node.c_str(),
+                 std::string(to_string(job->transport.kind)).c_str());
+    put(nlohmann::json{{"ready", true}, {"describe", "training"}});
+    auto st = run_training_job(*job, rank, put);
+    if (!st) return report_error(st.error());
+    put(nlohmann::json{{"done", true}});
+    return kExitOk;
+  }
   std::vector<std::string> devices;
   auto impl = make_impl(*job, rank, devices);
   if (!impl) return report_error(impl.error());

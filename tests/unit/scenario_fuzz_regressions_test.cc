@@ -90,7 +90,7 @@ TEST(ScenarioFuzzRegressions, ManyUnknownKeysLoadInLinearTime) {
   EXPECT_HAS(m, "x.toml:50012:1: unknown key \"k49999\" in [profiles.p]");
   // A key is placed where it is written, not at an earlier occurrence of its name on the line.
   EXPECT_EQ(load_error(std::string(kHead) + "[scale]\nbandwidth = 1\nx = {zz = 1}\n"),
-            "x.toml:13:1: unknown key \"x\" in [scale]; valid keys: bandwidth, delay");
+            "x.toml:13:1: unknown key \"x\" in [scale]; valid keys: bandwidth, delay, compute");
   EXPECT_EQ(load_error(std::string(kHead) + "[profiles]\nzz = {rate = \"1gbit\", zz = 1}\n"),
             "x.toml:12:23: unknown key \"zz\" in [profiles.zz]; valid keys: preset, rate, delay, "
             "jitter, jitter_mode, loss, mtu, source");
