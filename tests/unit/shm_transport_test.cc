@@ -221,6 +221,43 @@ TEST(ShmComm, APeerThatFailsClosesItsSideAndTheWaiterFailsAtOnce) {
       << waiter.error().message;
 }
 
+// Rank 0 sends to rank 1 and receives from rank 2 in one exchange. Rank 1 takes its bytes and
+// is gone (its comm destroyed: closed) while rank 2 sends late: rank 0 must not count rank 1,
+// whose transfers are done, as a failure while it waits on rank 2.
+TEST(ShmComm, APeerThatFinishedIsNoFailureWhileTheExchangeWaitsOnAnother) {
+  TempDir d;
+  std::vector<std::unique_ptr<ShmComm>> c(3);
+  std::vector<std::thread> th;
+  for (int r = 0; r < 3; ++r)
+    th.emplace_back([&, r] {
+      auto made = ShmComm::connect(options(d, r, 3, std::chrono::seconds(60)), nullptr);
+      ASSERT_TRUE(made) << made.error().message;
+      c[static_cast<size_t>(r)] = std::move(*made);
+    });
+  for (auto& t : th) t.join();
+  th.clear();
+  ASSERT_TRUE(c[0] && c[1] && c[2]);
+  std::vector<std::byte> to1(1000), from2(1000), at1(1000);
+  std::vector<std::byte> send2(1000, std::byte{7});
+  Status s0, s1, s2;
+  th.emplace_back([&] {
+    s0 = c[0]->exchange({Xfer::send(1, to1.data(), 1000), Xfer::recv(2, from2.data(), 1000)});
+  });
+  th.emplace_back([&] {
+    s1 = c[1]->exchange({Xfer::recv(0, at1.data(), 1000)});
+    c[1].reset();  // finished and gone: its side is closed
+  });
+  th.emplace_back([&] {
+    std::this_thread::sleep_for(kPeerCheck * 4);  // rank 0 looks at its peers meanwhile
+    s2 = c[2]->exchange({Xfer::send(0, send2.data(), 1000)});
+  });
+  for (auto& t : th) t.join();
+  ASSERT_TRUE(s1) << s1.error().message;
+  ASSERT_TRUE(s2) << s2.error().message;
+  ASSERT_TRUE(s0) << s0.error().message;
+  EXPECT_EQ(from2, send2);
+}
+
 // A peer process killed mid-transfer (no chance to close anything): its neighbour notices
 // through the pidfd and fails naming it, not by timing out.
 TEST(ShmComm, APeerProcessKilledMidTransferFailsItsNeighbour) {

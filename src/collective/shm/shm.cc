@@ -238,8 +238,6 @@ Status ShmComm::exchange_shm(std::span<const Xfer> xfers, bool* interrupted) {
     TB_CHECK(it->s != nullptr);
     (x.kind == Xfer::kSend ? it->out : it->in).q.push_back(&x);
   }
-  std::vector<int> active;
-  for (const auto& p : peers) active.push_back(p.peer);
   const std::string me = "rank " + std::to_string(rank());
 
   auto idle_deadline = Clock::now() + o_.timeout;
@@ -294,7 +292,12 @@ Status ShmComm::exchange_shm(std::span<const Xfer> xfers, bool* interrupted) {
     }
     if (gone || now - last_check >= kPeerCheck) {
       last_check = now;
-      if (auto st = check_peers(active); !st) {
+      // Only the peers this rank still waits for: one whose transfers are done may have finished
+      // and closed its side already.
+      std::vector<int> waiting_for;
+      for (const auto& p : peers)
+        if (p.in.busy() || p.out.busy()) waiting_for.push_back(p.peer);
+      if (auto st = check_peers(waiting_for); !st) {
         if (gone) return st;
         gone = true;  // bytes it wrote before it went are still its data
         continue;
