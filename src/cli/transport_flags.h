@@ -1,6 +1,7 @@
-// bench's and run's transport flags, one definition for both verbs. --transport is checked here
-// against its name table, the tunables against their ranges (collective/rdma/rdma.h), both while
-// the command line is parsed (exit 2). Not thread-safe (CLI11 set-up).
+// bench's and run's transport flags, one definition for both verbs. --transport and
+// --intra-server are checked here against their name tables, the tunables against their ranges
+// (collective/rdma/rdma.h), both while the command line is parsed (exit 2). Not thread-safe
+// (CLI11 set-up).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -22,6 +23,16 @@ inline void add_transport_flags(CLI::App* app, workload::TransportOptions& t) {
          },
          "tcp, or rdma (rail pairs over RDMA verbs on the lab's rxe devices)")
       ->default_str(workload::to_string(t.kind));
+  app->add_option_function<std::string>(
+         "--intra-server",
+         [&t](const std::string& text) {
+           auto i = workload::parse_intra_server_flag(text);
+           if (!i) throw CLI::ValidationError(i.error().message);
+           t.intra_server = *i;
+         },
+         "native: GPUs of one server talk over net (the emulated NVLink link, shaped and "
+         "faultable) or shm (shared memory, as NCCL's SHM/P2P: bypasses the NVLink emulation)")
+      ->default_str(std::string(workload::name(t.intra_server)));
   app->add_option("--qps", t.qps, "--transport rdma: queue pairs per peer")
       ->capture_default_str()
       ->check(whole_in(collective::kQpsRange));

@@ -11,9 +11,10 @@
 // instead of waiting out their timeouts. Every wait is bounded by the communicator's timeout.
 //
 // Implementations, one folder each: InprocComm (inproc/: threads in one process, for unit
-// tests), TcpComm (tcp/: one process per rank over the lab's links) and RdmaComm (rdma/: RC
-// queue pairs over the lab's Soft-RoCE devices for the rail pairs, TCP for the rest). One
-// thread uses a Comm at a time.
+// tests), TcpComm (tcp/: one process per rank over the lab's links), RdmaComm (rdma/: RC
+// queue pairs over the lab's Soft-RoCE devices for the rail pairs, TCP for the rest) and
+// ShmComm (shm/: the pairs on one server over shared memory, another Comm for the rest). One
+// thread uses a Comm at a time (interrupt() excepted).
 #pragma once
 
 #include <cstddef>
@@ -76,6 +77,10 @@ class Comm {
   const std::optional<Error>& failed() const { return error_; }
   // Fails the communicator from outside (a watchdog): later exchanges return `e`.
   void fail_with(Error e);
+  // Makes the exchange in progress on another thread, and every later one, fail soon with
+  // "interrupted"; a transport made of two (RdmaComm, ShmComm) stops its other part this way
+  // when one part fails. Thread-safe.
+  virtual void interrupt() = 0;
 
  protected:
   virtual Status do_exchange(std::span<const Xfer> xfers) = 0;

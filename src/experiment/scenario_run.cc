@@ -69,6 +69,10 @@ std::string describe_transport(const workload::Job& j, const lab::LabState& st) 
            " QP(s)/peer, ib_timeout " + std::to_string(j.transport.ib_timeout) + ", retry " +
            std::to_string(j.transport.ib_retry_cnt) + "), the rest over TCP";
   }
+  if (j.transport.intra_server == workload::IntraServer::kShm)
+    out +=
+        "; intra-server pairs over SHARED MEMORY (--intra-server shm): they bypass the "
+        "emulated NVLink links, their shaping and faults";
   return out + "; lab rdma: " + st.rdma + (st.rdma_why.empty() ? "" : " (" + st.rdma_why + ")");
 }
 

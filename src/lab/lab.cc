@@ -12,6 +12,7 @@
 #include "apply/applier.h"
 #include "apply/marker.h"
 #include "apply/rxe.h"
+#include "core/shm_names.h"
 #include "lab/daemons.h"
 
 namespace tb::lab {
@@ -202,6 +203,9 @@ Result<int> clean(const std::string& lab, apply::Kernel& kernel) {
   for (const auto& ns : *owned)
     if (auto r = kernel.undo(plan::CreateNetns{ns, "", select}); !r) note(r.error().message);
   remove_marked_hosts(lab);
+  // Shared-memory segments a job's rank left when it died during set-up (--intra-server shm).
+  for (const auto& l : lab.empty() ? list_labs() : std::vector<std::string>{lab})
+    if (auto r = remove_shm_files(shm_lab_prefix(l)); !r) note(r.error().message);
   for (const auto& l : list_labs()) {
     if (!lab.empty() && l != lab) continue;
     auto st = load_state(l);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/shm_names.h"
 #include "launch/place.h"
 #include "launch/rank_group.h"
 #include "plan/plan.h"
@@ -92,6 +93,10 @@ Status check_options(const BenchOptions& o) {
     return bad_input(
         "--channels: Gloo 5b14351's tcp transport has one connection per pair; "
         "use --channels 1 with --impl gloo");
+  if (o.transport.intra_server == workload::IntraServer::kShm && o.impl == ImplKind::kGloo)
+    return bad_input(
+        "--intra-server shm: Gloo's tcp transport has no shared-memory path; use --impl native "
+        "(or --intra-server net)");
   if (o.transport.kind == Transport::kRdma && o.impl == ImplKind::kGloo)
     return bad_input(
         "--transport rdma: Gloo's ibverbs transport in Debian's snapshot sets hop limit 1 (IP "
@@ -190,6 +195,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
   res.lab_rdma = lab.rdma;
   res.lab_rdma_why = lab.rdma_why;
   res.transport = workload::to_string(job.transport.kind);
+  res.intra_server = std::string(workload::name(job.transport.intra_server));
   if (job.impl == workload::ImplKind::kNative && job.transport.kind == workload::Transport::kRdma) {
     res.rdma_devices.assign(job.ranks.size(), "");
     res.qps = job.transport.qps;
@@ -282,6 +288,11 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   for (auto& f : feeds) f.read_more();
+  // The ranks unlink their shared-memory segments once both sides hold them; a rank that died
+  // during set-up leaves its file, removed here (by the job's name prefix, core/shm_names.h).
+  if (job.transport.intra_server == workload::IntraServer::kShm)
+    if (auto left = remove_shm_files(shm_job_prefix(job.lab, job.run_id)); !left)
+      res.errors.push_back("remove shared-memory segments: " + left.error().message);
   for (int r = 0; r < n; ++r) {
     const auto& e = group->ranks()[static_cast<size_t>(r)];
     if (e.code == 0) continue;

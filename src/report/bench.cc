@@ -25,6 +25,9 @@ std::string bench_transport_note(const BenchResult& r) {
     }
     if (known) s += "; RDMA devices by rank: " + devs;
   }
+  if (r.intra_server == "shm")
+    s += "; intra-server pairs over SHARED MEMORY (--intra-server shm): they bypass the emulated "
+         "NVLink links, their shaping and faults";
   s += "; lab rdma: " + (r.lab_rdma.empty() ? std::string("none") : r.lab_rdma);
   if (!r.lab_rdma_why.empty()) s += " (" + r.lab_rdma_why + ")";
   return s;
@@ -135,6 +138,7 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"shaping", r.shaping},
           {"transport",
            {{"kind", r.transport},
+            {"intra_server", r.intra_server},
             {"qps", r.qps},
             {"ib_timeout", r.ib_timeout},
             {"ib_retry_cnt", r.ib_retry_cnt},

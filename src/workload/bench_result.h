@@ -41,6 +41,8 @@ struct BenchResult {
   // tunables, how many rail pairs went over RDMA, each rank's RDMA devices ("-" = none) and
   // why pairs fell back; and the lab's RDMA status ("rxe" | "none") with its reason.
   std::string transport = "tcp";
+  // GPUs of one server: "net" (the emulated NVLink link) or "shm" (shared memory, bypassing it).
+  std::string intra_server = "net";
   int qps = 0, ib_timeout = 0, ib_retry_cnt = 0;
   int rdma_pairs = 0, rail_pairs = 0;
   std::vector<std::string> rdma_devices;  // by rank

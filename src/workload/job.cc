@@ -37,6 +37,7 @@ nlohmann::json to_json(const Job& j) {
                         {"ranks", ranks},
                         {"peers", peers},
                         {"transport", to_string(j.transport.kind)},
+                        {"intra_server", std::string(name(j.transport.intra_server))},
                         {"qps", j.transport.qps},
                         {"ib_timeout", j.transport.ib_timeout},
                         {"ib_retry_cnt", j.transport.ib_retry_cnt},
@@ -92,6 +93,12 @@ Result<Job> job_from_json(const nlohmann::json& in) {
       if (!t) return std::unexpected(t.error());
       j.training = *t;
     }
+    // Absent in jobs written before the shared-memory transport: net.
+    const auto intra = in.value("intra_server", std::string("net"));
+    if (auto i = parse_intra_server(intra))
+      j.transport.intra_server = *i;
+    else
+      return bad_input("job: intra_server '" + intra + "' is not " + intra_server_choices());
     if (auto t = parse_transport(transport))
       j.transport.kind = *t;
     else

@@ -6,8 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "collective/rdma/rdma.h"
+#include "collective/shm/shm.h"
 #include "collective/tcp/tcp.h"
 #include "core/safe_file.h"
+#include "core/shm_names.h"
 #include "workload/gloo_impl.h"
 #include "workload/job.h"
 #include "workload/native_impl.h"
@@ -33,6 +35,21 @@ Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank,
   std::vector<int> node_of;
   for (const auto& r : job.ranks) node_of.push_back(r.server);
   const collective::FileStore store(job.store_dir);
+  const std::string key_prefix = job.run_id + ".";
+  // --intra-server shm: the pairs on this rank's server over shared memory, the rest below.
+  const bool shm = job.transport.intra_server == IntraServer::kShm;
+  std::vector<char> on_shm(static_cast<size_t>(n), 0);
+  std::vector<char> on_net(static_cast<size_t>(n), 1);
+  int shm_peers = 0, net_peers = 0;
+  for (int j = 0; j < n; ++j) {
+    if (j == rank) continue;
+    const bool same = shm && node_of[static_cast<size_t>(j)] == node_of[static_cast<size_t>(rank)];
+    on_shm[static_cast<size_t>(j)] = same ? 1 : 0;
+    on_net[static_cast<size_t>(j)] = same ? 0 : 1;
+    ++(same ? shm_peers : net_peers);
+  }
+  std::unique_ptr<collective::Comm> net;
+  std::string description;
   if (job.transport.kind == Transport::kRdma) {
     collective::RdmaOptions o;
     o.rank = rank;
@@ -42,30 +59,54 @@ Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank,
     o.peers = job.peers[static_cast<size_t>(rank)];
     o.rdma = job.rdma.empty() ? std::vector<char>(static_cast<size_t>(n), 0)
                               : job.rdma[static_cast<size_t>(rank)];
+    if (shm) o.use = on_net;
     o.timeout = std::chrono::milliseconds(job.timeout_ms);
-    o.key_prefix = job.run_id + ".";
+    o.key_prefix = key_prefix;
     o.ib_timeout = job.transport.ib_timeout;
     o.ib_retry_cnt = job.transport.ib_retry_cnt;
     auto comm = collective::RdmaComm::connect(store, o);
     if (!comm) return std::unexpected(comm.error());
-    (*comm)->set_node_of(std::move(node_of));
-    std::string description = (*comm)->description().to_string();
+    description = (*comm)->description().to_string();
     devices = (*comm)->description().devices;
-    return make_native_impl(std::move(*comm), std::move(description));
+    net = std::move(*comm);
+  } else if (!shm || net_peers > 0) {
+    collective::TcpOptions o;
+    o.rank = rank;
+    o.size = n;
+    o.channels = job.transport.channels;
+    o.peers = job.peers[static_cast<size_t>(rank)];
+    o.timeout = std::chrono::milliseconds(job.timeout_ms);
+    o.key_prefix = key_prefix;
+    if (shm) o.use = on_net;
+    auto comm = collective::TcpComm::connect(store, o);
+    if (!comm) return std::unexpected(comm.error());
+    description = "native tcp, " + std::to_string(job.transport.channels) +
+                  " connection(s) per peer, bound per tier (" +
+                  (shm ? std::string("rail/wan") : std::string("nvl/rail/wan")) + ")";
+    net = std::move(*comm);
+  } else {
+    description = "native, no pair off this rank's server";
   }
-  collective::TcpOptions o;
+  if (!shm) {
+    net->set_node_of(std::move(node_of));
+    return make_native_impl(std::move(net), std::move(description));
+  }
+  collective::ShmOptions o;
   o.rank = rank;
   o.size = n;
-  o.channels = job.transport.channels;
-  o.peers = job.peers[static_cast<size_t>(rank)];
+  o.shm = on_shm;
+  o.prefix = shm_job_prefix(job.lab, job.run_id);
+  o.board_path = store.dir() + "/" + key_prefix + "progress";
   o.timeout = std::chrono::milliseconds(job.timeout_ms);
-  o.key_prefix = job.run_id + ".";
-  auto comm = collective::TcpComm::connect(store, o);
+  auto comm = collective::ShmComm::connect(o, std::move(net));
   if (!comm) return std::unexpected(comm.error());
   (*comm)->set_node_of(std::move(node_of));
-  return make_native_impl(std::move(*comm),
-                          "native tcp, " + std::to_string(job.transport.channels) +
-                              " connection(s) per peer, bound per tier (nvl/rail/wan)");
+  description += "; intra-server pairs (" + std::to_string(shm_peers) +
+                 " of this rank's peers) over shared memory (--intra-server shm, " +
+                 std::to_string(collective::kShmRingBytes >> 10) +
+                 " KiB ring per direction): they bypass the emulated NVLink link, its shaping "
+                 "and faults";
+  return make_native_impl(std::move(*comm), std::move(description));
 }
 
 }  // namespace

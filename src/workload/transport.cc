@@ -13,6 +13,8 @@ using Table = std::array<std::pair<std::string_view, E>, N>;
 
 constexpr Table<ImplKind, 2> kImpls{{{"native", ImplKind::kNative}, {"gloo", ImplKind::kGloo}}};
 constexpr Table<Transport, 2> kTransports{{{"tcp", Transport::kTcp}, {"rdma", Transport::kRdma}}};
+constexpr Table<IntraServer, 2> kIntraServers{
+    {{"net", IntraServer::kNet}, {"shm", IntraServer::kShm}}};
 
 template <class E, size_t N>
 std::string_view name_of(const Table<E, N>& table, E e) {
@@ -48,6 +50,9 @@ std::string_view name(ImplKind i) {
 std::string_view name(Transport t) {
   return name_of(kTransports, t);
 }
+std::string_view name(IntraServer i) {
+  return name_of(kIntraServers, i);
+}
 std::string to_string(ImplKind i) {
   return std::string(name(i));
 }
@@ -60,6 +65,12 @@ std::optional<ImplKind> parse_impl(std::string_view s) {
 std::optional<Transport> parse_transport(std::string_view s) {
   return find(kTransports, s);
 }
+std::optional<IntraServer> parse_intra_server(std::string_view s) {
+  return find(kIntraServers, s);
+}
+std::string intra_server_choices() {
+  return choices(kIntraServers);
+}
 std::string impl_choices() {
   return choices(kImpls);
 }
@@ -70,6 +81,11 @@ std::string transport_choices() {
 Result<Transport> parse_transport_flag(std::string_view text) {
   if (auto t = parse_transport(text)) return *t;
   return bad_input("--transport: '" + std::string(text) + "' is not " + transport_choices());
+}
+
+Result<IntraServer> parse_intra_server_flag(std::string_view text) {
+  if (auto i = parse_intra_server(text)) return *i;
+  return bad_input("--intra-server: '" + std::string(text) + "' is not " + intra_server_choices());
 }
 
 bool TransportOptions::rdma_tuned() const {

@@ -15,24 +15,34 @@ namespace tb::workload {
 
 enum class ImplKind { kNative, kGloo };
 enum class Transport { kTcp, kRdma };
+// How native moves bytes between GPUs of one emulated server: over the lab's network like every
+// other pair ("net": the emulated NVLink link, its shaping and faults), or over shared memory
+// ("shm", collective/shm/shm.h: as NCCL's SHM/P2P; it bypasses the NVLink emulation).
+enum class IntraServer { kNet, kShm };
 
-std::string_view name(ImplKind i);   // "native" "gloo"
-std::string_view name(Transport t);  // "tcp" "rdma"
+std::string_view name(ImplKind i);     // "native" "gloo"
+std::string_view name(Transport t);    // "tcp" "rdma"
+std::string_view name(IntraServer i);  // "net" "shm"
 std::string to_string(ImplKind i);
 std::string to_string(Transport t);
 std::optional<ImplKind> parse_impl(std::string_view s);
 std::optional<Transport> parse_transport(std::string_view s);
+std::optional<IntraServer> parse_intra_server(std::string_view s);
 // The valid names for messages: "native or gloo", "tcp or rdma".
 std::string impl_choices();
 std::string transport_choices();
+std::string intra_server_choices();  // "net or shm"
 
 // The --transport flag's value, checked: "--transport: 'foo' is not tcp or rdma" (exit 2).
 Result<Transport> parse_transport_flag(std::string_view text);
+// The --intra-server flag's value: "--intra-server: 'foo' is not net or shm" (exit 2).
+Result<IntraServer> parse_intra_server_flag(std::string_view text);
 
-// The transport and its tunables, as `bench` and `run` take them (--transport, --qps,
-// --ib-timeout, --ib-retry-cnt; bench's --channels) and the job carries them.
+// The transport and its tunables, as `bench` and `run` take them (--transport, --intra-server,
+// --qps, --ib-timeout, --ib-retry-cnt; bench's --channels) and the job carries them.
 struct TransportOptions {
   Transport kind = Transport::kTcp;
+  IntraServer intra_server = IntraServer::kNet;  // native: pairs of one server over shm or not
   int qps = 1;           // RDMA: queue pairs per peer (NCCL_IB_QPS_PER_CONNECTION)
   int ib_timeout = 14;   // RDMA: ACK timeout exponent, 4.096 us * 2^t (NCCL_IB_TIMEOUT)
   int ib_retry_cnt = 7;  // RDMA: retries before a peer counts as gone (NCCL_IB_RETRY_CNT)

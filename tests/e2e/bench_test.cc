@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -185,6 +186,83 @@ TEST_F(Bench, KillingOneRankFailsTheOthersClearlyAndTheLabStaysHealthy) {
     auto r = bench("allreduce -b 8K -e 64K -n 2 -w 1 --impl " + impl + " --json " + after);
     expect_clean_run(r, read_json(after), "after kill " + impl);
   }
+}
+
+// --intra-server shm: the GPUs of one server over shared memory, the rest over TCP. Every row is
+// checked clean before and after timing, in and out of place; the header, the JSON and each
+// rank's description say so; no segment is left in /dev/shm; a bad value is exit 2.
+TEST_F(Bench, SharedMemoryInsideServersChecksCleanSaysSoAndLeavesNoSegment) {
+  auto shm_left = [] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+      n += e.path().filename().string().starts_with("testbedctl." + lab_ + ".");
+    return n;
+  };
+  for (std::string args : {"allreduce", "allreduce --algo hier", "allreduce --algo tree",
+                           "allgather", "alltoall", "broadcast -r 3"}) {
+    SCOPED_TRACE(args);
+    const std::string json = results_ + "/shm-" + std::to_string(shm_left()) + "-" +
+                             args.substr(0, args.find(' ')) + ".json";
+    auto r = bench(args + " -b 8K -e 4M -f 8 -n 2 -w 1 -c 2 --intra-server shm --json " + json);
+    auto j = read_json(json);
+    expect_clean_run(r, j, args);
+    EXPECT_EQ(j["transport"]["intra_server"], "shm");
+    EXPECT_NE(r.out.find("intra-server pairs over SHARED MEMORY"), std::string::npos) << r.out;
+    EXPECT_NE(j.value("describe", "").find("over shared memory"), std::string::npos)
+        << j.value("describe", "");
+    EXPECT_EQ(shm_left(), 0);
+  }
+  auto bad = bench("allreduce --intra-server nvlink");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_NE(bad.out.find("'nvlink' is not net or shm"), std::string::npos) << bad.out;
+  bad = bench("allreduce --intra-server shm --impl gloo");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_TRUE(rank_pids().empty());
+}
+
+// A rank killed mid-run with --intra-server shm: its server neighbour sees it through the
+// shared-memory segment (closed flag or pidfd), the others through TCP, and every rank fails
+// with a clear error well within its timeout; no segment is left behind.
+TEST_F(Bench, KillingOneRankOverSharedMemoryFailsTheOthersFast) {
+  const std::string out = results_ + "/kill-shm.out";
+  const std::string json = results_ + "/kill-shm.json";
+  const int timeout_s = 10;
+  Background sweep("bench " + lab_ + " allreduce -b 64M -e 64M -n 200 -w 0 --intra-server shm" +
+                       " --timeout " + std::to_string(timeout_s) + " --json " + json,
+                   out, "TESTBEDCTL_RESULTS_DIR=" + results_);
+  std::vector<int> ranks;
+  for (int i = 0; i < 200 && ranks.size() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ranks = rank_pids();
+  }
+  ASSERT_EQ(ranks.size(), 4u);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // into the timed loop
+  ASSERT_EQ(::kill(ranks[2], SIGKILL), 0);
+  const auto killed_at = std::chrono::steady_clock::now();
+  const int rc = sweep.wait(timeout_s + 20);
+  ASSERT_NE(rc, -1) << "bench did not finish after a rank was killed";
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(timeout_s))
+      << "the other ranks did not fail within their timeout";
+  EXPECT_EQ(rc, 1);
+  auto j = read_json(json);
+  const auto& errors = j["errors"];
+  ASSERT_EQ(errors.size(), 4u) << errors.dump(1);
+  int killed = 0, failed_clearly = 0;
+  for (const auto& e : errors) {
+    const std::string s = e.get<std::string>();
+    if (s.find("signal Killed") != std::string::npos)
+      ++killed;
+    else if (s.find("exit 1: ") != std::string::npos &&
+             (s.find("(it exited or failed)") != std::string::npos ||
+              s.find("closed the shared-memory connection") != std::string::npos ||
+              s.find("exited while transfers over shared memory") != std::string::npos))
+      ++failed_clearly;
+  }
+  EXPECT_EQ(killed, 1) << errors.dump(1);
+  EXPECT_EQ(failed_clearly, 3) << errors.dump(1);
+  EXPECT_TRUE(rank_pids().empty()) << "ranks left running";
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    EXPECT_FALSE(e.path().filename().string().starts_with("testbedctl." + lab_ + ".")) << e.path();
 }
 
 TEST_F(Bench, DownKillsRunningRanks) {

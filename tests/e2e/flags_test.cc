@@ -182,6 +182,8 @@ TEST_F(Flags, Bench) {
           {b + " --algo bogus", "--algo: 'bogus' is not ring, tree, hd or hier"},
           {b + " --impl cuda", "--impl: 'cuda' is not native or gloo"},
           {b + " --transport ib", "--transport: 'ib' is not tcp or rdma"},
+          {b + " --intra-server nvlink", "--intra-server: 'nvlink' is not net or shm"},
+          {b + " --intra-server shm --impl gloo", "--intra-server shm: Gloo's tcp transport"},
           {b + " --transport rdma --qps 0", "--qps: \"0\" is out of range; use 1..16"},
           {b + " --transport rdma --qps 17", "--qps: \"17\" is out of range; use 1..16"},
           {b + " --transport rdma --ib-timeout 0",
@@ -258,6 +260,7 @@ TEST_F(Flags, Run) {
                 {r + " --shaping foo", "--shaping: \"foo\" is not a shaping backend"},
                 {"run " + mini_ + " --name Bad_Name", "--name: \"Bad_Name\" is not a lab name"},
                 {r + " --transport ib", "--transport: 'ib' is not tcp or rdma"},
+                {r + " --intra-server pcie", "--intra-server: 'pcie' is not net or shm"},
                 {r + " --transport rdma --qps 99", "--qps: \"99\" is out of range; use 1..16"},
                 {r + " --qps 2", "--qps, --ib-timeout and --ib-retry-cnt tune --transport rdma"},
                 // A lab that is not up: the flag's error still comes first.

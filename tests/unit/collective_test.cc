@@ -11,7 +11,9 @@
 #include "collective/algorithms.h"
 #include "collective/collective.h"
 #include "collective/inproc/inproc.h"
+#include "collective/shm/shm.h"
 #include "slow_comm.h"
+#include "temp_dir.h"
 
 namespace tb::collective {
 namespace {
@@ -61,10 +63,13 @@ InprocOptions transport(bool bounded) {
   return o;
 }
 
+// With `shm`, the ranks of one node (cs.local of them) talk over ShmComm's rings (4093 bytes:
+// odd, and smaller than most messages, so they wrap and block), the rest over `opts`.
 template <class T>
-void run_case(const Case& cs, const InprocOptions& opts) {
+void run_case(const Case& cs, const InprocOptions& opts, bool shm = false) {
   const int n = cs.n;
   auto comms = make_inproc_comms(n, opts);
+  testing_util::TempDir seg_dir;
   std::vector<int> node_of(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) node_of[static_cast<size_t>(r)] = r / cs.local;
   const size_t sn = send_elems(cs.coll, cs.count, n), rn = recv_elems(cs.coll, cs.count, n);
@@ -103,7 +108,28 @@ void run_case(const Case& cs, const InprocOptions& opts) {
   std::vector<std::thread> th;
   for (int r = 0; r < n; ++r) {
     th.emplace_back([&, r] {
-      auto& c = *comms[static_cast<size_t>(r)];
+      const size_t ri = static_cast<size_t>(r);
+      Comm* cp = comms[ri].get();
+      std::unique_ptr<ShmComm> sc;
+      if (shm) {
+        ShmOptions so;
+        so.rank = r;
+        so.size = n;
+        for (int j = 0; j < n; ++j)
+          so.shm.push_back(j != r && node_of[static_cast<size_t>(j)] == node_of[ri] ? 1 : 0);
+        so.prefix = seg_dir.path() + "/seg.";
+        so.board_path = seg_dir.path() + "/progress";
+        so.timeout = opts.timeout;
+        so.ring_bytes = 4093;
+        auto made = ShmComm::connect(so, std::move(comms[ri]));
+        if (!made) {
+          st[ri] = std::unexpected(made.error());
+          return;
+        }
+        sc = std::move(*made);
+        cp = sc.get();
+      }
+      auto& c = *cp;
       c.set_node_of(node_of);
       Call k{cs.coll,
              cs.algo,
@@ -164,17 +190,17 @@ void run_case(const Case& cs, const InprocOptions& opts) {
                        << " in_place=" << cs.in_place;
 }
 
-void run_any(const Case& c, bool bounded = false) {
+void run_any(const Case& c, bool bounded = false, bool shm = false) {
   const auto o = transport(bounded);
   switch (c.type) {
     case DataType::kFloat32:
-      return run_case<float>(c, o);
+      return run_case<float>(c, o, shm);
     case DataType::kInt32:
-      return run_case<int32_t>(c, o);
+      return run_case<int32_t>(c, o, shm);
     case DataType::kFloat64:
-      return run_case<double>(c, o);
+      return run_case<double>(c, o, shm);
     case DataType::kInt64:
-      return run_case<int64_t>(c, o);
+      return run_case<int64_t>(c, o, shm);
   }
 }
 
@@ -253,6 +279,36 @@ TEST(Collective, BoundedTransportEveryCollectiveAlgorithmRankCountSizeAndPlace) 
               ++cases;
               if (HasFatalFailure()) return;
             }
+          }
+      }
+  EXPECT_GT(cases, 900);
+}
+
+// The same over the shared-memory transport for the ranks of one node (2 or 3 per node, all of
+// them, or none) and the bounded in-process one between nodes: mixed exchanges, rings that wrap
+// and fill, and every algorithm's hops over both.
+TEST(Collective, SharedMemoryWithinNodesEveryCollectiveAlgorithmRankCountSizeAndPlace) {
+  const Coll colls[] = {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kBroadcast,
+                        Coll::kReduce,    Coll::kAllToAll,  Coll::kSendRecv};
+  const DataType types[] = {DataType::kFloat32, DataType::kInt32, DataType::kFloat64,
+                            DataType::kInt64};
+  int cases = 0;
+  for (Coll coll : colls)
+    for (Algo algo : native_algos(coll))
+      for (int n = 1; n <= 9; ++n) {
+        std::vector<size_t> counts{1, 7, 1023, 4099};
+        if (n == 2 || n == 5) counts.push_back(70001);  // many times the ring
+        for (size_t count : counts)
+          for (bool in_place : {false, true}) {
+            const int choices[] = {2, 3, n, 1};
+            int local = choices[static_cast<size_t>(cases) % 4];
+            if (algo == Algo::kHier && n % local != 0) local = n;
+            const int root = rooted(coll) ? (cases % n) : 0;
+            const DataType type = types[static_cast<size_t>(cases) % 4];
+            const RedOp op = static_cast<RedOp>((cases / 4) % 3);  // sum, min, max
+            run_any({coll, algo, type, op, n, count, root, local, in_place}, true, true);
+            ++cases;
+            if (HasFatalFailure()) return;
           }
       }
   EXPECT_GT(cases, 900);

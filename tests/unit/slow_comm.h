@@ -44,6 +44,9 @@ class SlowComm final : public collective::Comm {
   }
   void abort() override { inner_.fail_with(*failed()); }
 
+ public:
+  void interrupt() override { inner_.interrupt(); }
+
  private:
   collective::Comm& inner_;
   size_t piece_;

@@ -90,6 +90,9 @@ Status InprocComm::do_exchange(std::span<const Xfer> xfers) {
   hub_->last_progress = Clock::now();  // a rank starting a step is progress too
   for (;;) {
     if (hub_->poison) return std::unexpected(*hub_->poison);
+    if (interrupted_.load())
+      return fail("rank " + std::to_string(rank()) +
+                  ": in-process transfers interrupted (the communicator's other transport failed)");
     bool moved = false, busy = false;
     // Receives first, as TcpComm: a peer's bytes may land before ours leave.
     for (size_t i = 0; i < slots; ++i) {
@@ -149,6 +152,12 @@ Status InprocComm::do_exchange(std::span<const Xfer> xfers) {
                   " ms with no rank moving a byte, waiting for " + waiting);
     }
   }
+}
+
+void InprocComm::interrupt() {
+  interrupted_.store(true);
+  std::lock_guard lk(hub_->mu);  // a waiter between its check and its wait sees the notify
+  hub_->cv.notify_all();
 }
 
 void InprocComm::abort() {

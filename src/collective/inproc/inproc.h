@@ -18,6 +18,7 @@
 // The hub is shared by its comms (shared_ptr); each InprocComm is used by one thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -45,6 +46,7 @@ inline constexpr size_t kInprocBoundedBytes = 4096;
 class InprocComm final : public Comm {
  public:
   InprocComm(std::shared_ptr<InprocHub> hub, int rank, int size, const InprocOptions& o);
+  void interrupt() override;
 
  protected:
   Status do_exchange(std::span<const Xfer> xfers) override;
@@ -53,6 +55,7 @@ class InprocComm final : public Comm {
  private:
   std::shared_ptr<InprocHub> hub_;
   InprocOptions options_;
+  std::atomic<bool> interrupted_{false};
 };
 
 // `size` comms sharing one hub; hand comms[i] to thread i.

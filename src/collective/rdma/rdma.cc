@@ -69,6 +69,9 @@ Status validate(const RdmaOptions& o) {
   if (!kChannelsRange.contains(o.channels))
     return bad_input("--channels: must be " + kChannelsRange.text());
   if (o.timeout.count() < 1) return bad_input("--timeout: must be positive");
+  if (!o.use.empty() && static_cast<int>(o.use.size()) != o.size)
+    return bad_input("rdma: use flags must have one entry per rank (" + std::to_string(o.size) +
+                     ")");
   for (int j = 0; j < o.size; ++j) {
     const auto& p = o.peers[static_cast<size_t>(j)];
     if (j == o.rank || !o.rdma[static_cast<size_t>(j)]) continue;
@@ -117,6 +120,11 @@ Result<std::unique_ptr<RdmaComm>> RdmaComm::connect(const FileStore& store, cons
   std::vector<char> tcp_mask(static_cast<size_t>(o.size), 0);
   for (int j = 0; j < o.size; ++j) {
     if (j == o.rank) continue;
+    if (!o.use.empty() && !o.use[static_cast<size_t>(j)]) {
+      c->rdma_[static_cast<size_t>(j)] = 0;
+      c->s_->o.rdma[static_cast<size_t>(j)] = 0;
+      continue;
+    }
     const auto& tier = o.peers[static_cast<size_t>(j)].tier;
     if (c->rdma_[static_cast<size_t>(j)]) {
       d.rdma_peers.push_back(j);
@@ -251,6 +259,11 @@ Status RdmaComm::exchange_rdma(std::span<const Xfer> xfers, bool* interrupted) {
   auto idle_deadline = Clock::now() + s.o.timeout;
   std::vector<pollfd> pfds;
   for (;;) {
+    if (interrupted_.load()) {
+      *interrupted = true;
+      clear();
+      return fail(me + ": RDMA transfers interrupted (the communicator's other transport failed)");
+    }
     bool moved = false;
     for (Qp* q : active)
       if (auto st = progress(*q, moved); !st) {
@@ -304,7 +317,7 @@ Status RdmaComm::exchange_rdma(std::span<const Xfer> xfers, bool* interrupted) {
       return sys_fail(me + ": poll");
     }
     if (ready <= 0) continue;
-    if (pfds[1].revents & POLLIN) {
+    if ((pfds[1].revents & POLLIN) && !interrupted_.load()) {
       *interrupted = true;
       clear();
       return fail(me + ": RDMA transfers interrupted (the TCP part failed)");
@@ -344,6 +357,15 @@ Status RdmaComm::exchange_rdma(std::span<const Xfer> xfers, bool* interrupted) {
                     std::to_string(e->status) + ")";
     }
   }
+}
+
+void RdmaComm::interrupt() {
+  interrupted_.store(true);
+  if (s_->wake) {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(s_->wake.get(), &one, sizeof one);
+  }
+  if (tcp_) tcp_->interrupt();
 }
 
 void RdmaComm::abort() {

@@ -20,6 +20,7 @@
 // at once. Otherwise single-threaded, like every Comm.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -38,6 +39,7 @@ struct RdmaOptions {
   int channels = 1;            // TCP connections per peer that is not over RDMA
   std::vector<TcpPeer> peers;  // by rank: addresses and tier, as for TcpComm
   std::vector<char> rdma;      // by rank: 1 = this pair goes over RDMA, 0 = TCP
+  std::vector<char> use;       // by rank: 0 = another transport carries it (ShmComm); empty = all
   std::chrono::milliseconds timeout{30000};
   std::string key_prefix;  // store keys for this run
   int ib_timeout = 14;     // local ACK timeout exponent: 4.096 us * 2^t (NCCL_IB_TIMEOUT)
@@ -79,6 +81,8 @@ class RdmaComm final : public Comm {
   size_t slice_bytes() const override { return kWholeSteps; }
 
   const RdmaDescription& description() const { return description_; }
+  // Makes the exchange in progress (its RDMA and TCP parts) and every later one fail at once.
+  void interrupt() override;
 
   struct State;  // the verbs objects (collective/rdma/state.h)
 
@@ -95,6 +99,7 @@ class RdmaComm final : public Comm {
   std::unique_ptr<State> s_;
   std::unique_ptr<TcpComm> tcp_;  // the non-RDMA pairs; null when there are none
   RdmaDescription description_;
+  std::atomic<bool> interrupted_{false};  // interrupt() was called
 };
 
 }  // namespace tb::collective

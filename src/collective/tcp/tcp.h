@@ -64,7 +64,7 @@ class TcpComm final : public Comm {
   bool uses(int peer) const { return use_[static_cast<size_t>(peer)] != 0; }
   // Makes the exchange in progress on another thread (and every later one) fail at once, with
   // "interrupted". Thread-safe: it only writes an eventfd the exchange polls.
-  void interrupt();
+  void interrupt() override;
 
  protected:
   Status do_exchange(std::span<const Xfer> xfers) override;
