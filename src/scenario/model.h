@@ -126,9 +126,9 @@ struct Workload {
   double changed = 0.1;           // checkpoint: fraction of blocks changed between replications
   int full_every = 4;             // checkpoint, layered: a full replication every K
   Duration every{5'000'000'000};  // checkpoint: cadence, one replication due every this long
-  int every_steps = 0;    // checkpoint: cadence in the run's workload iterations (0 = by `every`)
-  int streams = 1;        // checkpoint: parallel TCP streams per shard
-  uint64_t block = 4096;  // checkpoint: the changed-block bookkeeping's block size (bytes)
+  int every_steps = 0;     // checkpoint: cadence in the run's workload iterations (0 = by `every`)
+  int streams = 1;         // checkpoint: parallel TCP streams per shard
+  uint64_t block = 4096;   // checkpoint: the changed-block bookkeeping's block size (bytes)
   TrainingModel training;  // training (with ranks, channels, warmup)
   Loc loc;
 };
