@@ -207,6 +207,9 @@ class CorruptComm final : public collective::Comm {
   }
   void abort() override { inner_->fail_with(*failed()); }
 
+ public:
+  void interrupt() override { inner_->interrupt(); }
+
  private:
   std::unique_ptr<collective::Comm> inner_;
 };
