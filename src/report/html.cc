@@ -1,5 +1,6 @@
 #include "report/html.h"
 
+#include <dlfcn.h>
 #include <graphviz/gvc.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "core/safe_file.h"
 #include "core/units.h"
@@ -643,36 +645,85 @@ std::string report_dot(const std::string& lab, const plan::Topology& t,
 }
 
 namespace {
+
 // Graphviz's messages, kept for the error instead of going to stderr.
 std::string gv_messages;
 int keep_gv_message(char* m) {
   gv_messages += m;
   return 0;
 }
+
+// libgvc, loaded when a report draws a topology and not linked: testbedctl runs where Graphviz
+// is not installed (the lab VM, a lean host) and only the topology picture needs it.
+struct Gvc {
+  decltype(&::gvContext) context = nullptr;
+  decltype(&::gvFreeContext) free_context = nullptr;
+  decltype(&::gvLayout) layout = nullptr;
+  decltype(&::gvFreeLayout) free_layout = nullptr;
+  decltype(&::gvRenderData) render_data = nullptr;
+  decltype(&::gvFreeRenderData) free_render_data = nullptr;
+  decltype(&::agmemread) memread = nullptr;
+  decltype(&::agclose) close = nullptr;
+  decltype(&::agseterrf) seterrf = nullptr;
+};
+
+Result<const Gvc*> load_gvc() {
+  static Gvc gvc;
+  static std::string error;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    void* h = ::dlopen("libgvc.so.6", RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+      error = std::string("graphviz: ") + ::dlerror() +
+              " (Debian: apt install graphviz; scripts/setup installs it)";
+    } else {
+      auto sym = [&](auto& fn, const char* name) {
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(h, name));
+        if (!fn && error.empty()) error = std::string("graphviz: libgvc has no ") + name;
+      };
+      sym(gvc.context, "gvContext");
+      sym(gvc.free_context, "gvFreeContext");
+      sym(gvc.layout, "gvLayout");
+      sym(gvc.free_layout, "gvFreeLayout");
+      sym(gvc.render_data, "gvRenderData");
+      sym(gvc.free_render_data, "gvFreeRenderData");
+      sym(gvc.memread, "agmemread");
+      sym(gvc.close, "agclose");
+      sym(gvc.seterrf, "agseterrf");
+    }
+  }
+  if (!error.empty()) return bad_input(error);
+  return &gvc;
+}
+
 }  // namespace
 
 Result<std::string> dot_to_svg(const std::string& dot) {
+  auto lib = load_gvc();
+  if (!lib) return std::unexpected(lib.error());
+  const Gvc& gv = **lib;
   gv_messages.clear();
-  agseterrf(keep_gv_message);
-  GVC_t* gvc = gvContext();
+  gv.seterrf(keep_gv_message);
+  GVC_t* gvc = gv.context();
   if (!gvc) return bad_input("graphviz: no context (libgvc)");
-  Agraph_t* g = agmemread(dot.c_str());
+  Agraph_t* g = gv.memread(dot.c_str());
   if (!g) {
-    gvFreeContext(gvc);
+    gv.free_context(gvc);
     return bad_input("graphviz: the topology's dot did not parse: " + gv_messages);
   }
   std::string svg;
-  int rc = gvLayout(gvc, g, "dot");
+  int rc = gv.layout(gvc, g, "dot");
   if (rc == 0) {
     char* buf = nullptr;
     unsigned int len = 0;
-    rc = gvRenderData(gvc, g, "svg", &buf, &len);
+    rc = gv.render_data(gvc, g, "svg", &buf, &len);
     if (rc == 0 && buf) svg.assign(buf, len);
-    if (buf) gvFreeRenderData(buf);
-    gvFreeLayout(gvc, g);
+    if (buf) gv.free_render_data(buf);
+    gv.free_layout(gvc, g);
   }
-  agclose(g);
-  gvFreeContext(gvc);
+  gv.close(g);
+  gv.free_context(gvc);
   if (rc != 0 || svg.empty())
     return bad_input(
         "graphviz: layout or SVG rendering failed (is Debian's graphviz installed with its "
