@@ -47,21 +47,6 @@ Status recv_all(int fd, std::span<uint8_t> out, int64_t deadline_ns, const std::
   return {};
 }
 
-Status send_all(int fd, std::span<const uint8_t> data, int64_t deadline_ns,
-                const std::string& what) {
-  size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n > 0) {
-      off += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EINTR) return sys_fail(what);
-    if (wait_fd(fd, POLLOUT, deadline_ns) == 0) return fail(what + ": timed out");
-  }
-  return {};
-}
-
 template <class T>
 std::span<const uint8_t> bytes_of(const T& v) {
   return {reinterpret_cast<const uint8_t*>(&v), sizeof v};

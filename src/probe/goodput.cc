@@ -19,22 +19,6 @@ namespace {
 constexpr size_t kChunk = 256 * 1024;
 constexpr int kConnectTimeoutMs = 3000;
 
-// Writes all of `data` before `deadline_ns`.
-Status send_all(int fd, std::span<const uint8_t> data, int64_t deadline_ns,
-                const std::string& what) {
-  size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n > 0) {
-      off += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EINTR) return sys_fail("send to " + what);
-    if (wait_fd(fd, POLLOUT, deadline_ns) == 0) return fail("send to " + what + ": timed out");
-  }
-  return {};
-}
-
 }  // namespace
 
 Status validate(const GoodputOptions& o) {
@@ -132,7 +116,8 @@ Result<GoodputResult> run_goodput(const GoodputOptions& o) {
   }
   TB_TRY(connect_by(fd->get(), *to, what, now_ns() + int64_t{kConnectTimeoutMs} * 1'000'000));
   const auto hello = encode(GoodputHello{static_cast<uint32_t>(o.warmup_ms)});
-  TB_TRY(send_all(fd->get(), hello, now_ns() + int64_t{kConnectTimeoutMs} * 1'000'000, what));
+  TB_TRY(send_all(fd->get(), hello, now_ns() + int64_t{kConnectTimeoutMs} * 1'000'000,
+                  "send to " + what));
   auto measured = measure(fd->get(), o, what);
   if (!measured) {
     // Nothing of a failed run may outlive it: a plain close would leave the kernel sending the

@@ -57,6 +57,21 @@ int get_buffer(int fd, int which) {
   return v;
 }
 
+Status send_all(int fd, std::span<const uint8_t> data, int64_t deadline_ns,
+                const std::string& what) {
+  size_t off = 0;
+  while (off < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EINTR) return sys_fail(what);
+    if (wait_fd(fd, POLLOUT, deadline_ns) == 0) return fail(what + ": timed out");
+  }
+  return {};
+}
+
 int wait_fd(int fd, short events, int64_t deadline_ns) {
   for (;;) {
     const int64_t left = deadline_ns - now_ns();

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "core/error.h"
@@ -41,6 +42,11 @@ int get_buffer(int fd, int which);
 // Waits for `events` on fd until `deadline_ns`; 0 when the deadline passed, else revents.
 // Restarts after EINTR.
 int wait_fd(int fd, short events, int64_t deadline_ns);
+
+// Writes all of `data` to a non-blocking socket before `deadline_ns` (MSG_NOSIGNAL); errors are
+// "WHAT: <errno text>" or "WHAT: timed out".
+Status send_all(int fd, std::span<const uint8_t> data, int64_t deadline_ns,
+                const std::string& what);
 
 // Non-blocking connect with a deadline; the error names the target and the device.
 Status connect_by(int fd, const sockaddr_in& to, const std::string& what, int64_t deadline_ns);
