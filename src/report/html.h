@@ -1,8 +1,9 @@
-// HTML reports (`testbedctl report`, and `run`/`bench`/`verify --html` on their own): one
-// self-contained file per result that opens offline in any browser. It is made from the
+// HTML reports (`testbedctl report`, and `run`/`bench`/`train`/`verify --html` on their own):
+// one self-contained file per result that opens offline in any browser. It is made from the
 // result's JSON only (summary.json + events.jsonl of a run, bench.json of a bench, the JSON
-// `verify --json` prints) and the lab's topology.json saved beside it, so a results directory
-// copied to another machine gives the same report with the lab gone.
+// `verify --json` prints, train.json or train-all.json of `train`) and the lab's topology.json
+// saved beside it, so a results directory copied to another machine gives the same report with
+// the lab gone.
 //
 // The pictures: the topology as inline SVG drawn by Graphviz (libgvc; regions as clusters,
 // tiers coloured, emulated rate and delay on each edge, faulted links red); charts drawn by
@@ -26,20 +27,21 @@
 
 namespace tb::report {
 
-enum class ReportKind { kRun, kBench, kVerify };
+enum class ReportKind { kRun, kBench, kVerify, kTrain };
 const char* to_string(ReportKind k);
 
 struct ReportInput {
   ReportKind kind = ReportKind::kRun;
-  std::string source;                  // the directory or file it was read from
-  nlohmann::json doc;                  // summary.json, bench.json, or verify's JSON
+  std::string source;  // the directory or file it was read from
+  nlohmann::json doc;  // summary.json, bench.json, verify's JSON, or train's curves (an array)
   std::vector<nlohmann::json> events;  // a run's events.jsonl
   nlohmann::json workload_job;         // a run's workload/job.json (its message size), or null
   std::optional<plan::Topology> topo;  // topology.json beside the result, when there
 };
 
-// PATH is a results directory (a run's: summary.json; a bench's: bench.json) or a JSON file
-// `verify --json` wrote. What it is not is exit 2 saying what would be valid.
+// PATH is a results directory (a run's: summary.json; a bench's: bench.json; train's:
+// train-all.json, else train.json) or a JSON file `verify --json` or `train --json` wrote.
+// What it is not is exit 2 saying what would be valid.
 Result<ReportInput> read_report_input(const std::string& path);
 
 // One chart: an id for its canvas, a title, how it was measured, and the Chart.js
@@ -51,6 +53,9 @@ struct Chart {
 std::vector<Chart> run_charts(const ReportInput& in);
 std::vector<Chart> bench_charts(const ReportInput& in);
 std::vector<Chart> verify_charts(const ReportInput& in);
+// Scaling efficiency and samples/s over server count, one curve per train result, and the step
+// time split into compute and exposed communication; host-bound rows marked.
+std::vector<Chart> train_charts(const ReportInput& in);
 
 // The topology as Graphviz dot in the report's style: regions as clusters, a colour per tier,
 // each edge labelled with its emulated rate and delay; links named in `faulted` (targets as the

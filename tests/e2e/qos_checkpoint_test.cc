@@ -14,7 +14,7 @@
 #include <fstream>
 #include <map>
 
-#include "e2e_util.h"
+#include "browser.h"
 
 namespace tb::e2e {
 namespace {
@@ -338,6 +338,14 @@ for = "1500ms"
       EXPECT_EQ(std::filesystem::file_size(e.path()), shard_bytes[w]) << e.path();
     }
   EXPECT_EQ(shards, 3 * 2);
+  // The run's HTML report draws each checkpoint's replications (report/html.cc).
+  if (have_chromium()) {
+    const auto p =
+        open_in_chromium(std::filesystem::path(s["results_dir"].get<std::string>()) / "report.html",
+                         "checkpoint-run-report.png");
+    expect_drawn(p, p.canvases.size());
+    EXPECT_EQ(count(p.dom, "<canvas id=\"run-checkpoint-"), 3u);
+  }
 }
 
 TEST_F(QosCheckpoint, HzBjRunsItsShippedCheckpoint) {
