@@ -89,6 +89,7 @@ constexpr const char* kRed = "rgb(220,53,69)";
 constexpr const char* kGreen = "rgb(40,167,69)";
 constexpr const char* kOrange = "rgb(253,126,20)";
 constexpr const char* kGrey = "rgb(108,117,125)";
+constexpr const char* kPurple = "rgb(111,66,193)";
 constexpr const char* kFaultFill = "rgba(220,53,69,0.15)";
 constexpr const char* kBandFill = "rgba(40,167,69,0.25)";
 
@@ -459,6 +460,18 @@ std::vector<Chart> run_charts(const ReportInput& in) {
   for (const auto& f : faults) data.push_back(fault_band(f, t0, top));
   data.push_back(fault_marks(faults, t0, top, "detection_ms", "detected", kOrange, "triangle"));
   data.push_back(fault_marks(faults, t0, top, "reroute_ms", "rerouted", kGreen, "rectRot"));
+  json back = json::array();
+  for (const auto& f : faults)
+    if (const int64_t at = f.value("outage_end_ns", int64_t{0});
+        at > 0 && dbl(f, "outage_ms", 0) > 0)
+      back.push_back({{"x", static_cast<double>(at - t0) / 1e9}, {"y", top}});
+  data.push_back({{"type", "scatter"},
+                  {"label", "recovered (probes through again)"},
+                  {"data", back},
+                  {"pointRadius", 6},
+                  {"pointStyle", "star"},
+                  {"backgroundColor", kPurple},
+                  {"borderColor", kPurple}});
   json cfg = {{"type", "line"}, {"data", {{"datasets", data}}}};
   cfg["options"] = base_options("seconds since the run started", y_title);
   cfg["options"]["scales"]["x"]["min"] = 0;
@@ -480,7 +493,8 @@ std::vector<Chart> run_charts(const ReportInput& in) {
               : std::string("each level: 1 / that iteration's time, drawn from its start to "
                             "its end")) +
              "; shaded: each fault from injection to revert; markers: detection and reroute "
-             "after injection, from the recovery table",
+             "after injection, from the recovery table, and recovery: the end of the longest "
+             "probe outage on the fault's path",
          cfg});
 
   // Probe reachability per probed path on the same time axis.

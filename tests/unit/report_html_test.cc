@@ -45,6 +45,7 @@ report::ReportInput a_run() {
                                        {"detection_ms", 8.5},
                                        {"reroute_ms", nullptr},
                                        {"outage_ms", 300.0},
+                                       {"outage_end_ns", t0 + 600'000'000},
                                        {"stall_ms", 320.0}}})}}}};
   for (int i = 0; i < 10; ++i)
     in.events.push_back({{"event", "iteration"},
@@ -64,7 +65,7 @@ TEST(ReportHtml, RunChartsPlotEveryIterationShadeEachFaultAndMarkItsDetection) {
   const auto charts = report::run_charts(a_run());
   ASSERT_EQ(charts.size(), 2u);
   const auto& ds = charts[0].config["data"]["datasets"];
-  ASSERT_EQ(ds.size(), 4u);              // iterations, one fault band, detected, rerouted
+  ASSERT_EQ(ds.size(), 5u);  // iterations, one fault band, detected, rerouted, recovered
   ASSERT_EQ(ds[0]["data"].size(), 20u);  // each iteration a level from its start to its end
   // 1 MiB × 8 in 0.1 s = 0.0839 Gbit/s, from 0.0 to 0.1 s.
   EXPECT_NEAR(ds[0]["data"][0]["y"].get<double>(), 1048576 * 8 / 0.1 / 1e9, 1e-9);
@@ -76,7 +77,9 @@ TEST(ReportHtml, RunChartsPlotEveryIterationShadeEachFaultAndMarkItsDetection) {
   EXPECT_EQ(ds[1]["fill"], "origin");
   ASSERT_EQ(ds[2]["data"].size(), 1u);  // detected 8.5 ms after injection
   EXPECT_NEAR(ds[2]["data"][0]["x"].get<double>(), 0.3085, 1e-9);
-  EXPECT_TRUE(ds[3]["data"].empty());  // no reroute
+  EXPECT_TRUE(ds[3]["data"].empty());   // no reroute
+  ASSERT_EQ(ds[4]["data"].size(), 1u);  // probes through again at 0.6 s
+  EXPECT_NEAR(ds[4]["data"][0]["x"].get<double>(), 0.6, 1e-9);
   EXPECT_NE(charts[0].method.find("1M bytes"), std::string::npos) << charts[0].method;
   // The probe chart: the path drops to 0 for the outage's span.
   const auto& probe = charts[1].config["data"]["datasets"][0]["data"];
