@@ -288,17 +288,17 @@ std::string run_tables(const ReportInput& in) {
     s += "<p class=method>" + esc(str(c, "measured")) + "</p>";
   }
   std::vector<std::vector<std::string>> ex;
+  // summary.json's verdicts (experiment::Verdict): name, limit, measured (null when nothing
+  // was measured), ok, and the sentence the text report prints.
   for (const auto& e : in.doc.value("expect", json::array())) {
-    std::vector<std::string> r;
-    for (const char* k : {"key", "want", "got", "verdict"}) {
-      const auto it = e.find(k);
-      r.push_back(it == e.end() ? "" : it->is_string() ? it->get<std::string>() : it->dump());
-    }
-    ex.push_back(r);
+    const double measured = dbl(e, "measured");
+    ex.push_back({str(e, "name"), num(dbl(e, "limit", 0), 1),
+                  std::isnan(measured) ? "-" : num(measured, 1),
+                  e.value("ok", false) ? "ok" : "FAILED", str(e, "text")});
   }
   s += "<h2>[expect]</h2>";
   s += ex.empty() ? "<p>no [expect] in the scenario</p>"
-                  : table({"key", "wanted", "measured", "verdict"}, ex);
+                  : table({"key", "limit", "measured", "verdict", "detail"}, ex);
   return s;
 }
 
@@ -596,7 +596,7 @@ std::vector<Chart> run_charts(const ReportInput& in) {
     cc["options"]["scales"]["x"]["min"] = 0;
     cc["options"]["scales"]["x"]["max"] = end_s;
     cc["options"]["scales"]["y"]["min"] = 0;
-    cc["options"]["scales"]["y"]["max"] = ctop;
+    cc["options"]["scales"]["y"]["suggestedMax"] = ctop;
     charts.push_back({"run-checkpoint-" + std::to_string(ck++),
                       "Checkpoint " + str(c, "workload") + ": " + str(c, "from") + " → " +
                           str(c, "to") + " (" + str(c, "mode") + ", qos " + str(c, "qos") + ")",
@@ -1038,7 +1038,7 @@ Result<std::string> html_page(const ReportInput& in, std::string_view chart_js) 
       "font-size:.85em;overflow-wrap:anywhere}.chart{position:relative;height:340px}table{border-"
       "collapse:collapse;"
       "font-size:.85em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}"
-      "#tb-errors{color:#b00;white-space:pre}.topo svg{max-width:100%;height:auto}</style>\n"
+      "#tb-errors{color:#b00;white-space:pre}.topo{overflow-x:auto}.topo svg{height:auto}</style>\n"
       "</head><body>\n<h1>" +
       esc(title) + "</h1>\n<p class=method>from " + esc(in.source) + "</p>\n";
   h += "<p class=method>how it was measured: " + esc(method_of(in)) + "</p>\n";

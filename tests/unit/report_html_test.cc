@@ -145,8 +145,23 @@ TEST(ReportHtml, ATrainingRunPlotsSamplesPerSecondAndACheckpointItsReplications)
   EXPECT_NEAR(ck[0]["data"][2]["x"].get<double>(), 0.6, 1e-9);
   EXPECT_NEAR(ck[1]["data"][0]["y"].get<double>(), 100.0, 1e-9);  // the WAN's 100 Mbit/s
   EXPECT_EQ(ck[2]["data"].size(), 2u);                            // both due marks
+  in.doc["expect"] =
+      json::array({{{"name", "max_stall_ms"},
+                    {"limit", 500},
+                    {"measured", 120.3},
+                    {"ok", true},
+                    {"text", "max_stall_ms = 500: measured 120.3"}},
+                   {{"name", "checkpoint_on_time"},
+                    {"limit", 0},
+                    {"measured", nullptr},
+                    {"ok", false},
+                    {"text", "checkpoint_on_time = true: 1 of 2 replication(s) late"}}});
   auto page = report::html_page(in, "window.Chart = function () {};");
   ASSERT_TRUE(page) << page.error().message;
+  EXPECT_NE(page->find("<td>max_stall_ms</td><td>500.0</td><td>120.3</td><td>ok</td>"),
+            std::string::npos);
+  EXPECT_NE(page->find("<td>checkpoint_on_time</td><td>0.0</td><td>-</td><td>FAILED</td>"),
+            std::string::npos);
   EXPECT_NE(page->find("Checkpoint ckpt (hz → bj, full mode"), std::string::npos);
   EXPECT_NE(page->find("unfinished when the run ended"), std::string::npos);
   EXPECT_NE(page->find("<td>LATE</td>"), std::string::npos);
