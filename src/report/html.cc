@@ -607,28 +607,44 @@ std::vector<Chart> run_charts(const ReportInput& in) {
 
 std::vector<Chart> bench_charts(const ReportInput& in) {
   std::vector<Chart> charts;
-  const auto rows = in.doc.value("rows", json::array());
-  json bw = json::array(), wrong = json::array();
+  // One curve per bench: this one, then each compared with it (`report DIR DIR...`).
+  std::vector<const json*> docs{&in.doc};
+  for (const auto& d : in.compared) docs.push_back(&d);
+  const char* colours[] = {kBlue, kOrange, kGreen, kPurple, kGrey};
+  json data = json::array(), wrong_sets = json::array();
   double lo = 0, hi = 0;
-  for (const auto& r : rows) {
-    const double size = dbl(r, "size_bytes", 0);
-    if (size <= 0) continue;
-    lo = lo == 0 ? size : std::min(lo, size);
-    hi = std::max(hi, size);
-    bw.push_back({{"x", size}, {"y", dbl(r, "busbw_gbit", 0)}});
-    wrong.push_back({{"x", size}, {"y", r.value("wrong", 0)}});
+  int k = 0;
+  for (const json* doc : docs) {
+    json bw = json::array(), wrong = json::array();
+    for (const auto& r : doc->value("rows", json::array())) {
+      const double size = dbl(r, "size_bytes", 0);
+      if (size <= 0) continue;
+      lo = lo == 0 ? size : std::min(lo, size);
+      hi = std::max(hi, size);
+      bw.push_back({{"x", size}, {"y", dbl(r, "busbw_gbit", 0)}});
+      wrong.push_back({{"x", size}, {"y", r.value("wrong", 0)}});
+    }
+    std::string label = str(*doc, "collective") + " " + str(*doc, "algo") + " (" +
+                        str(*doc, "impl") + ", " + std::to_string(doc->value("nranks", 0)) +
+                        " ranks";
+    if (docs.size() > 1 && !str(*doc, "transport").empty()) label += ", " + str(*doc, "transport");
+    if (docs.size() > 1) label += ", " + str(*doc, "lab");
+    label += ")";
+    const char* c = colours[k++ % 5];
+    data.push_back({{"type", "line"},
+                    {"label", label},
+                    {"data", bw},
+                    {"borderColor", c},
+                    {"backgroundColor", c},
+                    {"pointRadius", 3}});
+    wrong_sets.push_back({{"label", "#wrong elements: " + label},
+                          {"data", wrong},
+                          {"backgroundColor", docs.size() > 1 ? c : kRed}});
   }
-  const std::string label = str(in.doc, "collective") + " " + str(in.doc, "algo") + " (" +
-                            str(in.doc, "impl") + ", " + std::to_string(in.doc.value("nranks", 0)) +
-                            " ranks)";
-  json data = json::array();
-  data.push_back({{"type", "line"},
-                  {"label", label},
-                  {"data", bw},
-                  {"borderColor", kBlue},
-                  {"backgroundColor", kBlue},
-                  {"pointRadius", 3}});
   std::string how = str(in.doc, "measured") + "; busbw as nccl-tests defines it";
+  if (docs.size() > 1)
+    how +=
+        "; " + std::to_string(docs.size()) + " benches side by side, each from its own bench.json";
   if (const auto b = bench_bottleneck(in); b && lo > 0) {
     data.push_back({{"type", "line"},
                     {"label", "bottleneck link's emulated rate"},
@@ -638,6 +654,7 @@ std::vector<Chart> bench_charts(const ReportInput& in) {
                     {"borderDash", {6, 4}},
                     {"pointRadius", 0}});
     how += "; the dashed line is " + b->how;
+    if (docs.size() > 1) how += " (of the first bench's ranks)";
   } else {
     how += "; no bottleneck line: topology.json is not in the results directory";
   }
@@ -646,19 +663,20 @@ std::vector<Chart> bench_charts(const ReportInput& in) {
   cfg["options"]["scales"]["y"]["min"] = 0;
   charts.push_back({"bench-busbw", "Bus bandwidth over message size", how, cfg});
 
-  json wc = {
-      {"type", "bar"},
-      {"data",
-       {{"datasets",
-         json::array(
-             {{{"label", "#wrong elements"}, {"data", wrong}, {"backgroundColor", kRed}}})}}}};
+  json wc = {{"type", "bar"}, {"data", {{"datasets", wrong_sets}}}};
   wc["options"] = base_options("message size (bytes)", "#wrong", "logarithmic");
   wc["options"]["scales"]["y"]["min"] = 0;
   wc["options"]["scales"]["y"]["suggestedMax"] = 1;
-  charts.push_back({"bench-wrong", "#wrong per size",
-                    "elements that differ from the expected pattern after the collective "
-                    "(checked before and after the timed loop, as nccl-tests does)",
-                    wc});
+  uint64_t wrong_total = 0;
+  for (const json* doc : docs)
+    for (const auto& r : doc->value("rows", json::array()))
+      wrong_total += r.value("wrong", uint64_t{0});
+  charts.push_back(
+      {"bench-wrong", "#wrong per size",
+       "elements that differ from the expected pattern after the collective "
+       "(checked before and after the timed loop, as nccl-tests does)" +
+           std::string(wrong_total == 0 ? "; 0 at every size, so no bar is drawn" : ""),
+       wc});
   return charts;
 }
 
@@ -1096,6 +1114,32 @@ Result<std::string> html_page(const ReportInput& in, std::string_view chart_js) 
   return h;
 }
 
+Result<ReportInput> read_report_inputs(const std::vector<std::string>& paths) {
+  if (paths.empty()) return bad_input("report: give a results directory or a JSON file");
+  auto first = read_report_input(paths.front());
+  if (!first || paths.size() == 1) return first;
+  if (first->kind != ReportKind::kBench && first->kind != ReportKind::kTrain)
+    return bad_input("report: " + paths.front() + " is a " + to_string(first->kind) +
+                     " result; several results go on one page only when they are all benches "
+                     "(busbw curves side by side) or all train results");
+  for (size_t i = 1; i < paths.size(); ++i) {
+    auto more = read_report_input(paths[i]);
+    if (!more) return std::unexpected(more.error());
+    if (more->kind != first->kind)
+      return bad_input("report: " + paths[i] + " is a " + to_string(more->kind) + " result and " +
+                       paths.front() + " a " + to_string(first->kind) +
+                       " one; compare results of one kind (all benches or all train results)");
+    if (first->kind == ReportKind::kBench) {
+      first->compared.push_back(std::move(more->doc));
+    } else {
+      for (auto& c : more->doc) first->doc.push_back(std::move(c));
+    }
+  }
+  first->source = "";
+  for (const auto& p : paths) first->source += (first->source.empty() ? "" : ", ") + p;
+  return first;
+}
+
 Result<std::string> write_html(const ReportInput& in, const std::string& out) {
   auto js = read_text(chart_js_path());
   if (!js)
@@ -1120,6 +1164,21 @@ Result<std::string> write_html_report(const std::string& path, const std::string
   if (target.empty())
     target =
         is_dir ? path + "/report.html" : (fs::path(path).replace_extension("").string() + ".html");
+  return write_html(*in, target);
+}
+
+Result<std::string> write_html_report(const std::vector<std::string>& paths,
+                                      const std::string& out) {
+  if (paths.size() == 1) return write_html_report(paths.front(), out);
+  auto in = read_report_inputs(paths);
+  if (!in) return std::unexpected(in.error());
+  std::error_code ec;
+  std::string target = out;
+  if (target.empty()) {
+    const fs::path p = paths.front();
+    target = (fs::is_directory(p, ec) ? p : p.parent_path()).string();
+    target = (target.empty() ? std::string(".") : target) + "/compare.html";
+  }
   return write_html(*in, target);
 }
 

@@ -34,15 +34,19 @@ struct ReportInput {
   ReportKind kind = ReportKind::kRun;
   std::string source;  // the directory or file it was read from
   nlohmann::json doc;  // summary.json, bench.json, verify's JSON, or train's curves (an array)
-  std::vector<nlohmann::json> events;  // a run's events.jsonl
-  nlohmann::json workload_job;         // a run's workload/job.json (its message size), or null
-  std::optional<plan::Topology> topo;  // topology.json beside the result, when there
+  std::vector<nlohmann::json> events;    // a run's events.jsonl
+  nlohmann::json workload_job;           // a run's workload/job.json (its message size), or null
+  std::optional<plan::Topology> topo;    // topology.json beside the result, when there
+  std::vector<nlohmann::json> compared;  // benches drawn beside doc (`report DIR DIR...`)
 };
 
 // PATH is a results directory (a run's: summary.json; a bench's: bench.json; train's:
 // train-all.json, else train.json) or a JSON file `verify --json` or `train --json` wrote.
 // What it is not is exit 2 saying what would be valid.
 Result<ReportInput> read_report_input(const std::string& path);
+// Several results on one page: benches (their busbw curves side by side; `compared`) or train
+// results (every curve); one path is read_report_input. Other kinds, or a mix, are exit 2.
+Result<ReportInput> read_report_inputs(const std::vector<std::string>& paths);
 
 // One chart: an id for its canvas, a title, how it was measured, and the Chart.js
 // configuration ({"type", "data", "options"}).
@@ -80,5 +84,9 @@ Result<std::string> write_html(const ReportInput& in, const std::string& out);
 // written into the results directory (run and bench call it so with the lab's topology).
 Result<std::string> write_html_report(const std::string& path, const std::string& out = "",
                                       const plan::Topology* topo = nullptr);
+// Several results compared on one page (read_report_inputs); OUT defaults to compare.html in
+// the first one's directory.
+Result<std::string> write_html_report(const std::vector<std::string>& paths,
+                                      const std::string& out);
 
 }  // namespace tb::report

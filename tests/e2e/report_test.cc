@@ -45,6 +45,21 @@ TEST_F(Report, ABenchsReportDrawsItsCurveAndTheTopology) {
   EXPECT_EQ(p.canvases[0].first, 2) << "busbw and the bottleneck rate";
   EXPECT_EQ(p.svg_nodes, 9);  // mini: 4 GPUs, 2 servers, a ToR, the VPC, the transit router
   EXPECT_EQ(p.svg_edges, 11);
+
+  // A second bench with another algorithm; `report DIR DIR` draws both curves on one page.
+  r = tb("bench " + lab_ + " allreduce -b 64K -e 1M -n 3 -w 1 --algo tree");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::vector<std::string> dirs;
+  for (const auto& e : fs::recursive_directory_iterator(results_ + "/" + lab_))
+    if (e.path().filename() == "bench.json") dirs.push_back(e.path().parent_path().string());
+  ASSERT_EQ(dirs.size(), 2u);
+  const std::string compare = results_ + "/compare.html";
+  auto c = sh(tbctl() + " report " + dirs[0] + " " + dirs[1] + " -o " + compare + " 2>&1");
+  ASSERT_EQ(c.rc, 0) << c.out;
+  const auto q = open_in_chromium(compare, "bench-compare.png");
+  expect_drawn(q, 2);
+  EXPECT_EQ(q.canvases[0].first, 3) << "two busbw curves and the bottleneck rate";
+  EXPECT_EQ(q.canvases[1].first, 2) << "#wrong of each";
 }
 
 TEST_F(Report, VerifyHtmlDrawsEachCheckAgainstItsBand) {

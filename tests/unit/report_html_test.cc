@@ -288,6 +288,54 @@ TEST(ReportHtml, BenchChartDrawsTheBottleneckRateOfTheTierTheRanksCross) {
   EXPECT_NE(bare[0].method.find("no bottleneck line"), std::string::npos);
 }
 
+TEST(ReportHtml, SeveralBenchesAreDrawnSideBySideAndOtherKindsAreNotMixed) {
+  testing_util::TempDir dir;
+  auto bench = [&](const std::string& name, const std::string& algo, double bw) {
+    const std::string d = dir.path() + "/" + name;
+    std::filesystem::create_directories(d);
+    std::ofstream(d + "/bench.json")
+        << json({{"lab", "mini"},
+                 {"collective", "allreduce"},
+                 {"algo", algo},
+                 {"impl", "native"},
+                 {"nranks", 4},
+                 {"ranks", {"dc/s0/g0", "dc/s0/g1", "dc/s1/g0", "dc/s1/g1"}},
+                 {"measured", "CLOCK_MONOTONIC"},
+                 {"rows",
+                  json::array({{{"size_bytes", 65536}, {"busbw_gbit", bw}, {"wrong", 0}},
+                               {{"size_bytes", 1048576}, {"busbw_gbit", bw}, {"wrong", 0}}})}})
+               .dump();
+    return d;
+  };
+  const auto ring = bench("ring", "ring", 0.3), tree = bench("tree", "tree", 0.2);
+  auto in = report::read_report_inputs({ring, tree});
+  ASSERT_TRUE(in) << in.error().message;
+  ASSERT_EQ(in->compared.size(), 1u);
+  const auto charts = report::bench_charts(*in);
+  const auto& ds = charts[0].config["data"]["datasets"];
+  ASSERT_EQ(ds.size(), 2u);  // no topology.json: no bottleneck line
+  EXPECT_NE(ds[0]["label"].get<std::string>().find("ring"), std::string::npos);
+  EXPECT_NE(ds[1]["label"].get<std::string>().find("tree"), std::string::npos);
+  EXPECT_NEAR(ds[1]["data"][0]["y"].get<double>(), 0.2, 1e-9);
+  EXPECT_EQ(charts[1].config["data"]["datasets"].size(), 2u);  // #wrong per bench
+  ::setenv("TESTBEDCTL_CHART_JS", (dir.path() + "/chart.js").c_str(), 1);
+  std::ofstream(dir.path() + "/chart.js") << "window.Chart = function () {};";
+  auto out = report::write_html_report(std::vector<std::string>{ring, tree}, "");
+  ::unsetenv("TESTBEDCTL_CHART_JS");
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(*out, ring + "/compare.html");
+  // A run beside a bench: exit 2 naming both.
+  std::filesystem::create_directories(dir.path() + "/run");
+  std::ofstream(dir.path() + "/run/summary.json") << a_run().doc.dump();
+  auto mixed = report::read_report_inputs({ring, dir.path() + "/run"});
+  ASSERT_FALSE(mixed);
+  EXPECT_EQ(mixed.error().exit_code, 2);
+  EXPECT_NE(mixed.error().message.find("one kind"), std::string::npos) << mixed.error().message;
+  auto runs = report::read_report_inputs({dir.path() + "/run", ring});
+  ASSERT_FALSE(runs);
+  EXPECT_NE(runs.error().message.find("all benches"), std::string::npos) << runs.error().message;
+}
+
 TEST(ReportHtml, VerifyChartsOnePerCheckWithTheToleranceBand) {
   report::ReportInput in;
   in.kind = report::ReportKind::kVerify;
