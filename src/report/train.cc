@@ -74,10 +74,13 @@ std::string train_row(const experiment::TrainRow& row, int base_servers) {
          "\n";
 }
 
+// A ToR's ECMP line is printed when it sent at least this much up (the JSON has every group).
+constexpr uint64_t kEcmpShownBytes = 1 << 20;
+
 std::string ecmp_text(const experiment::TrainRow& row) {
   std::string out;
   for (const auto& g : row.ecmp) {
-    if (g.total == 0) continue;
+    if (g.total < kEcmpShownBytes) continue;  // control traffic, ACKs: no flows to hash
     std::string shares;
     for (size_t i = 0; i < g.links.size(); ++i)
       shares += fmt::format("{}{} {:.0f}%", shares.empty() ? "" : ", ",
