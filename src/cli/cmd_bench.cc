@@ -38,6 +38,7 @@ struct BenchFlags {
   double step_factor = 2;
   int iters = 20, warmup = 5, check = 1, root = 0, in_place = 1;
   std::string algo, type = "float", op = "sum", ranks = "all", impl = "native", json_path;
+  std::string tier = "auto";
   double timeout_s = 30;
   workload::TransportOptions transport;  // --transport, its tunables, --channels
 };
@@ -81,6 +82,7 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
   o.spec.in_place = f.in_place != 0;
   o.spec.root = f.root;
   o.ranks = f.ranks;
+  o.tier = f.tier;
   auto impl = parse_impl(f.impl);
   if (!impl)
     return report(Error{"--impl: '" + f.impl + "' is not " + impl_choices(), 0, kExitBadInput});
@@ -187,6 +189,11 @@ void add_bench(CLI::App& app, int& rc) {
       ->check(whole_in({0, 1}));
   bench->add_option("--algo", bf.algo, "ring|tree|hd|hier (default: the implementation's)");
   bench->add_option("--ranks", bf.ranks, "GPUs: all, a region, a server or a GPU; ','-joined")
+      ->capture_default_str();
+  bench
+      ->add_option("--tier", bf.tier,
+                   "auto (NVLink in a server, rail across servers, WAN across regions) or "
+                   "frontend (the VPC network instead of the rail: launch --tier frontend's path)")
       ->capture_default_str();
   bench->add_option("--channels", bf.transport.channels, "TCP connections per peer (native)")
       ->capture_default_str()

@@ -78,9 +78,9 @@ int cmd_status(const StatusFlags& f) {
   if (!s) return report(s.error());
   const report::LiveState* live = s->live ? &*s->live : nullptr;
   if (f.json)
-    std::cout << report::status_json(s->state, live).dump(1) << "\n";
+    std::cout << report::status_json(s->state, live, s->scenario_figures).dump(1) << "\n";
   else
-    std::cout << report::status_text(s->state, live);
+    std::cout << report::status_text(s->state, live, s->scenario_figures);
   // A lab with a stopped stage or daemon is not healthy: scripts and CI see it in the exit code
   // (the text and JSON say which).
   return report::processes_down(report::backends_json(s->state)) > 0 ? kExitFailed : kExitOk;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,9 @@ namespace tb::lab {
 struct LabStatus {
   LabState state;                      // links carry the figures in force now
   std::optional<LiveInterfaces> live;  // empty unless we run as root
+  // The scenario's emulated figures of each link whose figures in force differ from them (a
+  // `link set` or a fault changed it), by index into state.topo.links.
+  std::map<size_t, plan::EmulatedFigures> scenario_figures;
 };
 
 // Exit code 2 when the lab is not up.

@@ -97,6 +97,14 @@ Status check_options(const BenchOptions& o) {
     return bad_input(
         "--intra-server shm: Gloo's tcp transport has no shared-memory path; use --impl native "
         "(or --intra-server net)");
+  if (o.tier != "auto" && o.tier != "frontend")
+    return bad_input("--tier: '" + o.tier +
+                     "' is not a bench tier; use auto (NVLink in a server, the rail across "
+                     "servers, the WAN across regions) or frontend (the VPC instead of the rail)");
+  if (o.tier == "frontend" && o.transport.kind == Transport::kRdma)
+    return bad_input(
+        "--tier frontend: RDMA runs on rail pairs only and the frontend uses none; use "
+        "--transport tcp");
   if (o.transport.kind == Transport::kRdma && o.impl == ImplKind::kGloo)
     return bad_input(
         "--transport rdma: Gloo's ibverbs transport in Debian's snapshot sets hop limit 1 (IP "
@@ -120,7 +128,7 @@ Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
   job.transport = o.transport;
   job.timeout_ms = o.timeout_ms;
   job.bench = o.spec;
-  TB_TRY(place_ranks(job, lab.topo, *gpus));
+  TB_TRY(place_ranks(job, lab.topo, *gpus, o.tier == "frontend"));
   mark_rdma_pairs(job, lab.rxe);
   if (o.transport.kind == Transport::kRdma) {
     const auto pairs = count_rdma_pairs(job);

@@ -21,6 +21,9 @@ namespace tb::launch {
 
 struct BenchOptions {
   std::string ranks = "all";
+  // "auto": NVLink in a server, the rail across servers, the WAN across regions; "frontend":
+  // pairs on two servers of a region over the frontend (VPC) instead (place.h).
+  std::string tier = "auto";
   workload::ImplKind impl = workload::ImplKind::kNative;
   int timeout_ms = 30000;
   // --transport (native: rdma = the rail pairs over RDMA verbs), its tunables, --channels.

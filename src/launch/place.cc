@@ -66,8 +66,8 @@ Result<std::vector<const plan::Node*>> select_ranks(const plan::Topology& topo,
   return ordered;
 }
 
-Status place_ranks(Job& job, const plan::Topology& topo,
-                   const std::vector<const plan::Node*>& gpus) {
+Status place_ranks(Job& job, const plan::Topology& topo, const std::vector<const plan::Node*>& gpus,
+                   bool frontend) {
   const auto wan = plan::wan_adjacency(topo);
   bool one_region = true;
   for (const auto* g : gpus) one_region = one_region && g->region == gpus.front()->region;
@@ -78,7 +78,8 @@ Status place_ranks(Job& job, const plan::Topology& topo,
     const auto& g = *gpus[i];
     const auto key = std::pair{g.region, g.server};
     const int sid = server_ids.try_emplace(key, static_cast<int>(server_ids.size())).first->second;
-    const std::string gloo = addr_of(g, one_region && !addr_of(g, "rail").empty() ? "rail" : "nvl");
+    const std::string gloo =
+        addr_of(g, !frontend && one_region && !addr_of(g, "rail").empty() ? "rail" : "nvl");
     job.ranks.push_back({g.name, g.netns, sid, gloo});
     for (size_t j = 0; j < gpus.size(); ++j) {
       if (i == j) continue;
@@ -91,6 +92,15 @@ Status place_ranks(Job& job, const plan::Topology& topo,
       const std::string tier = label == std::string("nvl") && g.region != t.region
                                    ? "wan"
                                    : (g.region == t.region && g.server == t.server ? "nvl" : label);
+      if (frontend && tier == "rail") {
+        const std::string dst = addr_of(t, "nvl"), src = addr_of(g, "nvl");
+        if (dst.empty() || src.empty())
+          return bad_input("--tier frontend: " + (src.empty() ? g.name : t.name) +
+                           " has no NVLink-side address to reach the frontend from; use --tier "
+                           "auto");
+        job.peers[i][j] = {dst, src, "frontend"};
+        continue;
+      }
       const std::string src_role = label == std::string("rail") ? "rail" : "nvl";
       job.peers[i][j] = {r->first.addr.to_string(), addr_of(g, src_role), tier};
     }

@@ -20,9 +20,13 @@ namespace tb::launch {
 Result<std::vector<const plan::Node*>> select_ranks(const plan::Topology& topo,
                                                     const std::string& selectors);
 
-// Fills ranks and peers from the topology for the selected GPUs.
+// Fills ranks and peers from the topology for the selected GPUs. `frontend` (bench --tier
+// frontend, as launch --tier frontend): pairs on two servers of a region go over the frontend
+// (VPC) network instead of the rail, from and to the GPUs' NVLink-side addresses, which the
+// servers route over their frontend ports (tier "frontend"); same-server pairs stay on NVLink
+// and cross-region pairs on the WAN as always.
 Status place_ranks(workload::Job& job, const plan::Topology& topo,
-                   const std::vector<const plan::Node*>& gpus);
+                   const std::vector<const plan::Node*>& gpus, bool frontend = false);
 
 // Fills job.rdma (after place_ranks): pair (i, j) goes over RDMA when job.transport is rdma,
 // its tier is "rail" and both ranks' namespaces hold an rxe device. job.rdma_fallback gets one

@@ -22,6 +22,15 @@ std::string figures(Rate r, Duration d, double loss) {
   return s;
 }
 
+// Every figure `link set` can change, as verify prints them.
+std::string figures_text(const plan::EmulatedFigures& f) {
+  std::string s = "rate " + (f.rate.bps > 0 ? format_rate(f.rate) : std::string("unlimited")) +
+                  ", delay " + format_duration(f.delay);
+  if (f.jitter.ns) s += ", jitter " + format_duration(f.jitter);
+  if (f.loss_pct > 0) s += fmt::format(", loss {:g}%", f.loss_pct);
+  return s;
+}
+
 const apply::IfaceInfo* find_iface(const LiveState* live, const std::string& netns,
                                    const std::string& ifname) {
   if (!live) return nullptr;
@@ -203,7 +212,8 @@ std::string summary_text(const plan::Topology& t) {
   return s + "), " + std::to_string(t.links.size()) + " links";
 }
 
-std::string status_text(const lab::LabState& st, const LiveState* live) {
+std::string status_text(const lab::LabState& st, const LiveState* live,
+                        const std::map<size_t, plan::EmulatedFigures>& scenario) {
   const std::time_t created = st.created_unix;
   std::tm local{};
   localtime_r(&created, &local);
@@ -230,6 +240,17 @@ std::string status_text(const lab::LabState& st, const LiveState* live) {
          link_state(st.topo, l, live) + "\n";
     for (const auto& n : l.emulated.notes) notes.insert(l.profile + ": " + n);
   }
+  if (!scenario.empty()) {
+    s += "\nCHANGED LINKS (`link set` or a fault; shaped, and judged by verify, by the figures in "
+         "force; `link LAB reset A B` restores the scenario's)\n";
+    for (const auto& [i, f] : scenario) {
+      if (i >= st.topo.links.size()) continue;
+      const auto& l = st.topo.links[i];
+      s += "  " + l.a.node + ":" + l.a.ifname + " <-> " + l.b.node + ":" + l.b.ifname +
+           "  in force: " + figures_text(l.emulated) + "; the scenario's: " + figures_text(f) +
+           "\n";
+    }
+  }
   std::string qos;
   for (const auto& l : st.topo.links)
     if (!l.emulated.qos.empty())
@@ -246,7 +267,8 @@ std::string status_text(const lab::LabState& st, const LiveState* live) {
   return s;
 }
 
-nlohmann::json status_json(const lab::LabState& st, const LiveState* live) {
+nlohmann::json status_json(const lab::LabState& st, const LiveState* live,
+                           const std::map<size_t, plan::EmulatedFigures>& scenario) {
   nlohmann::json nodes = nlohmann::json::array(), links = nlohmann::json::array();
   for (const auto& n : st.topo.nodes) {
     nlohmann::json j = {
@@ -274,6 +296,13 @@ nlohmann::json status_json(const lab::LabState& st, const LiveState* live) {
   for (size_t i = 0; i < st.topo.links.size(); ++i) {
     auto j = topo["links"][i];
     j["state"] = link_state(st.topo, st.topo.links[i], live);
+    const auto changed = scenario.find(i);
+    j["in_force_differs"] = changed != scenario.end();
+    if (changed != scenario.end())
+      j["scenario_emulated"] = {{"rate_bps", changed->second.rate.bps},
+                                {"delay_ns", changed->second.delay.ns},
+                                {"jitter_ns", changed->second.jitter.ns},
+                                {"loss_pct", changed->second.loss_pct}};
     links.push_back(j);
   }
   return {{"lab", st.lab},

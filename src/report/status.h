@@ -34,8 +34,13 @@ int processes_down(const nlohmann::json& backends);
 std::string summary_text(const plan::Topology& t);
 
 // One lab: header, backends, NODES and LINKS tables (live link state when `live` is given).
-std::string status_text(const lab::LabState& s, const LiveState* live);
-nlohmann::json status_json(const lab::LabState& s, const LiveState* live);
+// `scenario`: the scenario's emulated figures of the links whose figures in force differ (by
+// link index, lab::LabStatus::scenario_figures); such links are listed with both (text) and
+// carry "in_force_differs" and "scenario_emulated" (JSON).
+std::string status_text(const lab::LabState& s, const LiveState* live,
+                        const std::map<size_t, plan::EmulatedFigures>& scenario = {});
+nlohmann::json status_json(const lab::LabState& s, const LiveState* live,
+                           const std::map<size_t, plan::EmulatedFigures>& scenario = {});
 
 // Every lab that is up, one line each ("no labs are up" when none), and {"labs": [...]}.
 std::string labs_text(const std::vector<lab::LabSummary>& labs);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -80,9 +81,15 @@ Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank,
     if (shm) o.use = on_net;
     auto comm = collective::TcpComm::connect(store, o);
     if (!comm) return std::unexpected(comm.error());
+    const bool frontend = std::any_of(o.peers.begin(), o.peers.end(),
+                                      [](const auto& p) { return p.tier == "frontend"; });
     description = "native tcp, " + std::to_string(job.transport.channels) +
                   " connection(s) per peer, bound per tier (" +
-                  (shm ? std::string("rail/wan") : std::string("nvl/rail/wan")) + ")";
+                  (frontend ? (shm ? std::string("frontend/wan, --tier frontend")
+                                   : std::string("nvl/frontend/wan, --tier frontend"))
+                   : shm    ? std::string("rail/wan")
+                            : std::string("nvl/rail/wan")) +
+                  ")";
     net = std::move(*comm);
   } else {
     description = "native, no pair off this rank's server";

@@ -86,6 +86,34 @@ TEST_F(Bench, EveryAllReduceAlgorithmWithChannelsAndTypes) {
   }
 }
 
+// --tier frontend (issue 14's figure: bench beside launch --tier frontend): every pair on two
+// servers goes over the VPC, none over the rail (dc/s0/g0's rail port sends only what ARP and
+// the like add, whatever the job moves), natively and through Gloo, and checks clean.
+TEST_F(Bench, FrontendTierTakesTheVpcNotTheRail) {
+  auto rail_tx = [] {
+    const auto r =
+        sh("ip netns exec tb-" + lab_ + "-dc-s0-g0 cat /sys/class/net/rail/statistics/tx_bytes");
+    return r.rc == 0 ? std::stoull(r.out) : 0ull;
+  };
+  for (std::string impl : {"native", "gloo"}) {
+    const std::string json = results_ + "/frontend-" + impl + ".json";
+    const auto before = rail_tx();
+    auto r = bench("allreduce -b 16K -e 256K -f 4 -n 2 -w 1 --tier frontend --impl " + impl +
+                   " --json " + json);
+    expect_clean_run(r, read_json(json), "frontend " + impl);
+    // 4 ranks x 256 KB: each rank sends about 0.4 MB per call over its pairs; on the rail, far
+    // more than this bound.
+    EXPECT_LT(rail_tx() - before, 64u * 1024) << impl << ": bytes went over the rail\n" << r.out;
+    if (impl == "native")
+      EXPECT_NE(r.out.find("bound per tier (nvl/frontend/wan, --tier frontend)"), std::string::npos)
+          << r.out;
+  }
+  auto bad = bench("allreduce --tier rail");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--tier: 'rail' is not a bench tier"), std::string::npos) << bad.out;
+  EXPECT_TRUE(rank_pids().empty());
+}
+
 TEST_F(Bench, BadInputIsExitTwoAndStartsNothing) {
   auto r = bench("allreduce --ranks dc/s9");
   EXPECT_EQ(r.rc, 2) << r.out;

@@ -13,6 +13,7 @@
 #include "collective/collective.h"
 #include "collective/inproc/inproc.h"
 #include "collective/tcp/tcp.h"
+#include "launch/bench_run.h"
 #include "launch/place.h"
 #include "metrics/busbw.h"
 #include "plan/plan.h"
@@ -397,6 +398,54 @@ TEST(Job, CrossRegionPairsGoOverTheWan) {
   EXPECT_EQ(job.peers[0][1].tier, "wan");
   EXPECT_EQ(job.peers[0][1].dst, addr(*(*gpus)[1], "nvl"));
   EXPECT_EQ(job.ranks[0].gloo_addr, addr(*(*gpus)[0], "nvl"));  // two regions: routable one
+}
+
+// bench --tier frontend (issue 14's figure: bench's busbw on the tier launch --tier frontend
+// uses): pairs on two servers of a region leave the rail for the frontend, from and to the GPUs'
+// NVLink-side addresses, which their servers route over the VPC; same-server pairs stay on
+// NVLink and cross-region pairs on the WAN.
+TEST(Job, FrontendTierMovesCrossServerPairsOffTheRail) {
+  const auto topo = topology_of("mini.toml");
+  auto all = launch::select_ranks(topo, "all");
+  ASSERT_TRUE(all);
+  workload::Job job;
+  ASSERT_TRUE(launch::place_ranks(job, topo, *all, /*frontend=*/true));
+  const auto& g0 = *(*all)[0];
+  const auto& g1 = *(*all)[1];
+  const auto& h0 = *(*all)[2];
+  EXPECT_EQ(job.peers[0][1].tier, "nvl");
+  EXPECT_EQ(job.peers[0][1].dst, addr(g1, "nvl"));
+  EXPECT_EQ(job.peers[0][2].tier, "frontend");
+  EXPECT_EQ(job.peers[0][2].dst, addr(h0, "nvl"));
+  EXPECT_EQ(job.peers[0][2].src, addr(g0, "nvl"));
+  EXPECT_EQ(job.peers[2][0].dst, addr(g0, "nvl"));
+  EXPECT_EQ(job.ranks[0].gloo_addr, addr(g0, "nvl"));  // Gloo off the rail too
+  for (const auto& row : job.peers)
+    for (const auto& p : row) EXPECT_NE(p.tier, "rail");
+
+  const auto hzbj = topology_of("hz-bj.toml");
+  auto two = launch::select_ranks(hzbj, "hz/s0/g0,bj/s0/g0");
+  ASSERT_TRUE(two);
+  workload::Job wan;
+  ASSERT_TRUE(launch::place_ranks(wan, hzbj, *two, true));
+  EXPECT_EQ(wan.peers[0][1].tier, "wan");
+
+  launch::BenchOptions o;
+  o.tier = "rail";
+  auto bad = launch::check_options(o);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().exit_code, kExitBadInput);
+  EXPECT_NE(bad.error().message.find("--tier: 'rail' is not a bench tier; use auto"),
+            std::string::npos)
+      << bad.error().message;
+  o.tier = "frontend";
+  EXPECT_TRUE(launch::check_options(o));
+  o.transport.kind = workload::Transport::kRdma;
+  auto rdma = launch::check_options(o);
+  ASSERT_FALSE(rdma);
+  EXPECT_NE(rdma.error().message.find("--tier frontend: RDMA runs on rail pairs only"),
+            std::string::npos)
+      << rdma.error().message;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The pure parts of confirmed live changes (issue 22): config generations and the stage's answer,
 // loss in parts per million and the one-transaction loss swap, the supervisor's spec and state
-// fields for stages, and journals written before the loss rule counted in ppm.
+// fields for stages, journals written before the loss rule counted in ppm, and `status` showing
+// the scenario's figures beside a changed link's figures in force.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +9,10 @@
 
 #include "lab/daemons.h"
 #include "plan/op.h"
+#include "plan/plan.h"
+#include "report/status.h"
 #include "runner/supervisor.h"
+#include "scenario/loader.h"
 #include "stage/netfilter_rules.h"
 #include "stage/queue_spec.h"
 
@@ -131,6 +135,55 @@ TEST(LiveChange, StageRuleOpCarriesPpmAndReadsOldJournals) {
           "loss_per_10000": 25, "marker": "m"})"));
   ASSERT_TRUE(old) << old.error().message;
   EXPECT_EQ(std::get<plan::AddStageRule>(*old).loss_ppm, 2500u);
+}
+
+// Issue 22: every report shows the figures in force and the scenario's beside them when they
+// differ. `status` lists a changed link with both (text) and marks it (JSON); unchanged links
+// are not listed, and without changes there is no such section.
+TEST(LiveChange, StatusShowsTheScenarioBesideAChangedLink) {
+  auto sc = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/mini.toml");
+  ASSERT_TRUE(sc) << sc.error().message;
+  auto p = plan::compile(*sc);
+  ASSERT_TRUE(p) << p.error().message;
+  lab::LabState st;
+  st.lab = p->lab;
+  st.topo = p->topo;
+  st.phase = "up";
+  size_t rail = st.topo.links.size();
+  for (size_t i = 0; i < st.topo.links.size(); ++i) {
+    const auto& l = st.topo.links[i];
+    if ((l.a.node == "dc/s0/g0" && l.b.node == "dc/tor0") ||
+        (l.a.node == "dc/tor0" && l.b.node == "dc/s0/g0"))
+      rail = i;
+  }
+  ASSERT_LT(rail, st.topo.links.size());
+  const auto& link = st.topo.links[rail];
+  EXPECT_EQ(report::status_text(st, nullptr).find("CHANGED LINKS"), std::string::npos);
+
+  const plan::EmulatedFigures scenario = st.topo.links[rail].emulated;
+  st.topo.links[rail].emulated.rate = Rate{100e6};
+  st.topo.links[rail].emulated.delay = Duration{5'000'000};
+  const std::map<size_t, plan::EmulatedFigures> changed{{rail, scenario}};
+  const std::string text = report::status_text(st, nullptr, changed);
+  const auto at = text.find("CHANGED LINKS");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_NE(text.find(link.a.node + ":" + link.a.ifname + " <-> " + link.b.node + ":" +
+                          link.b.ifname + "  in force: ",
+                      at),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("in force: rate 100Mbit, delay 5ms; the scenario's: rate 400Mbit", at),
+            std::string::npos)
+      << text;
+
+  const auto j = report::status_json(st, nullptr, changed);
+  int differs = 0;
+  for (const auto& l : j["links"]) differs += l["in_force_differs"].get<bool>();
+  EXPECT_EQ(differs, 1);
+  const auto& l = j["links"][rail];
+  EXPECT_EQ(l["emulated"]["rate_bps"], 100e6);
+  EXPECT_EQ(l["scenario_emulated"]["rate_bps"], scenario.rate.bps);
+  EXPECT_EQ(l["scenario_emulated"]["delay_ns"], scenario.delay.ns);
 }
 
 }  // namespace
