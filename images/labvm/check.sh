@@ -92,6 +92,31 @@ sum=$(ls -d results/mini/run-*/summary.json 2>/dev/null | tail -1)
   pass "run --transport rdma: exit 0, summary says rdma" ||
   { tail -20 /tmp/run.txt; bad "run --transport rdma: exit $rc"; }
 
+# ---- begin: training step over RDMA (issue 15, helper "ecmp") -----------------------------
+# A few training steps of a small model on mini's 2 servers (4 ranks, tp 2: the activations'
+# AllReduce over NVLink, the gradients' over the rail) with the rail pairs on rxe: every reduced
+# gradient and activation correct (#wrong 0), and the report says the rail went over rdma.
+step "train over rdma (2 servers, tp 2, correct reduced gradients)"
+testbedctl train mini --servers 2 --tp 2 --transport rdma --params 200000 --grad-bytes 4 \
+  --layers 2 --bucket 128K --activation-bytes 16K --compute 20ms --compute-scale 1 --steps 3 \
+  --warmup 1 --json /tmp/train-rdma.json >/tmp/train-rdma.txt 2>&1
+rc=$?
+tail -8 /tmp/train-rdma.txt
+python3 - /tmp/train-rdma.json <<'PY' >/tmp/train-rdma.check 2>&1
+import json, sys
+row = json.load(open(sys.argv[1]))[0]["rows"][0]
+job = json.load(open(row["results_dir"] + "/job.json"))
+rdma_pairs = sum(1 for r in job.get("rdma", []) for x in r if x)
+ok = row["wrong"] == 0 and row["steps"] == 3 and not row["errors"] and "rail" in row["bytes_per_step"]
+print(("ok" if ok and rdma_pairs > 0 else "bad: ") + f" {rdma_pairs} rank pairs over rdma; " +
+      json.dumps(row)[:800])
+PY
+cut -c1-60 /tmp/train-rdma.check
+[ $rc = 0 ] && grep -q '^ok' /tmp/train-rdma.check && grep -q 'over rdma' /tmp/train-rdma.txt &&
+  pass "train --transport rdma: 3 steps, #wrong 0, rail pairs on rxe (job.json)" ||
+  { cat /tmp/train-rdma.check; bad "train --transport rdma: exit $rc"; }
+# ---- end: training step over RDMA ------------------------------------------------------------
+
 step "a killed rank over rdma"
 testbedctl bench mini allreduce -b 64M -e 64M -n 50 -w 0 --transport rdma --timeout 20 \
   >/tmp/kill.txt 2>&1 &

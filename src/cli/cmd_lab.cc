@@ -24,6 +24,7 @@ namespace {
 struct StatusFlags {
   std::string lab;  // "": every lab, one line each
   bool json = false;
+  bool names = false;  // names only: the labs, or the lab's nodes (scripts, shell completion)
 };
 
 int cmd_up(lab::UpOptions o) {
@@ -62,6 +63,16 @@ int print_lab_list(bool json) {
 }
 
 int cmd_status(const StatusFlags& f) {
+  if (f.names) {
+    if (f.lab.empty()) {
+      for (const auto& l : lab::summarize_labs()) std::cout << l.lab << "\n";
+      return kExitOk;
+    }
+    auto st = lab::load_state(f.lab);
+    if (!st) return report(Error{st.error().message, 0, kExitBadInput});
+    for (const auto& n : st->topo.nodes) std::cout << n.name << "\n";
+    return kExitOk;
+  }
   if (f.lab.empty()) return print_lab_list(f.json);
   auto s = lab::read_status(f.lab);
   if (!s) return report(s.error());
@@ -123,6 +134,9 @@ void add_status(CLI::App& app, int& rc) {
       app.add_subcommand("status", "servers, GPUs, interfaces, addresses, links, backends");
   status->add_option("LAB", f->lab)->check(lab_name());
   status->add_flag("--json", f->json);
+  status->add_flag("--names", f->names,
+                   "names only, one per line: the labs, or with LAB its nodes (for scripts and "
+                   "shell completion)");
   status->callback([f, &rc] { rc = cmd_status(*f); });
 }
 

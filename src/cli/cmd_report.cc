@@ -1,9 +1,11 @@
-// `report`: one self-contained HTML page from a results directory (a run's or a bench's) or from
-// the JSON `verify --json` printed; no root and no lab needed (report/html.h).
+// `report`: one self-contained HTML page from a results directory (a run's, a bench's, train's)
+// or from the JSON `verify --json` or `train --json` printed, or several benches (or train
+// results) side by side; no root and no lab needed (report/html.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/exit_code.h"
@@ -13,11 +15,12 @@ namespace tb::cli {
 namespace {
 
 struct ReportFlags {
-  std::string path, out;
+  std::vector<std::string> paths;
+  std::string out;
 };
 
 int cmd_report(const ReportFlags& f) {
-  auto h = report::write_html_report(f.path, f.out);
+  auto h = report::write_html_report(f.paths, f.out);
   if (!h) return report(h.error());
   std::printf("%s\n", h->c_str());
   return kExitOk;
@@ -29,12 +32,15 @@ void add_report(CLI::App& app, int& rc) {
   auto f = std::make_shared<ReportFlags>();
   auto* cmd = app.add_subcommand(
       "report",
-      "an HTML report (charts, topology) from a run's or bench's results directory "
-      "or verify's JSON");
-  cmd->add_option("RESULTS", f->path, "results directory of run or bench, or a verify JSON file")
+      "an HTML report (charts, topology) from a run's, bench's or train's results directory, "
+      "verify's or train's JSON, or several benches side by side");
+  cmd->add_option("RESULTS", f->paths,
+                  "results directory of run, bench or train, or a verify/train JSON file; "
+                  "several benches (or train results) are drawn side by side")
       ->required();
   cmd->add_option("-o,--output", f->out,
-                  "where to write it (default: report.html in the directory, or FILE.html)");
+                  "where to write it (default: report.html in the directory, FILE.html, or "
+                  "compare.html in the first directory for several)");
   cmd->callback([f, &rc] { rc = cmd_report(*f); });
 }
 

@@ -2,17 +2,23 @@
 // workload with the fault timeline, prints the recovery breakdown and the [expect] verdicts,
 // and with --down takes the lab down after. Exit 0 when every expectation held and nothing
 // failed, 1 otherwise, 2 for bad input.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/exit_code.h"
 #include "cli/flag_checks.h"
 #include "cli/lab_text.h"
+#include "cli/progress.h"
 #include "cli/stop_signals.h"
 #include "cli/transport_flags.h"
+#include "core/events.h"
 #include "core/process.h"
 #include "core/units.h"
 #include "experiment/experiment.h"
@@ -34,6 +40,22 @@ struct RunFlags {
   bool down = false, resilient = false;
   workload::TransportOptions transport;  // the workload's (its channels: the [[workload]]'s)
 };
+
+// The progress line of a run (on a terminal only): where the timeline is and what is left.
+std::string run_status(const std::string& lab, const experiment::RunClock& c, double elapsed) {
+  const int64_t t0 = c.t0_ns.load(), end = c.end_ns.load();
+  if (t0 == 0)
+    return fmt::format("run {}: starting the workload, monitors and probes  {:.1f} s", lab,
+                       elapsed);
+  if (end == 0) {
+    const double in = static_cast<double>(monotonic_ns() - t0) / 1e9;
+    const double len = static_cast<double>(c.length_ns.load()) / 1e9;
+    return fmt::format("run {}: timeline {:.1f} of {:.1f} s, about {:.0f} s left", lab, in, len,
+                       std::max(0.0, len - in));
+  }
+  return fmt::format("run {}: stopping the workloads and collecting the results  {:.1f} s", lab,
+                     elapsed);
+}
 
 // A scenario end to end: workload + fault timeline + recovery analysis + [expect].
 int cmd_run(const std::string& target, const RunFlags& f) {
@@ -83,10 +105,33 @@ int cmd_run(const std::string& target, const RunFlags& f) {
     auto lock = lab::LabLock::acquire(s->lab);
     if (!lock) return report(lock.error());
     StopSignals signals;
-    auto res = experiment::run_scenario(*s, *st, o, signals.flag(), [](const std::string& line) {
+    // On a terminal, a status line (stderr) under the timeline's lines (stdout), redrawn every
+    // 200 ms by a ticker; a line printed clears it first.
+    experiment::RunClock clock;
+    o.clock = &clock;
+    Progress progress("run " + s->lab);
+    std::mutex mu;
+    std::atomic<bool> finished{false};
+    std::thread ticker;
+    if (progress.on_terminal())
+      ticker = std::thread([&] {
+        while (!finished.load()) {
+          {
+            std::lock_guard l(mu);
+            progress.line(run_status(s->lab, clock, progress.elapsed()));
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+      });
+    auto res = experiment::run_scenario(*s, *st, o, signals.flag(), [&](const std::string& line) {
+      std::lock_guard l(mu);
+      progress.done();
       std::printf("%s\n", line.c_str());
       std::fflush(stdout);
     });
+    finished = true;
+    if (ticker.joinable()) ticker.join();
+    progress.done();
     if (!res) return report(res.error());
     std::fputs(report::run_text(*res).c_str(), stdout);
     // The HTML twin (report/html.h), with the lab's topology saved beside for later reports.

@@ -26,6 +26,7 @@
 #include "experiment/train_sweep.h"
 #include "lab/state.h"
 #include "launch/bench_run.h"
+#include "report/html.h"
 #include "report/train.h"
 #include "scenario/loader.h"
 
@@ -172,6 +173,20 @@ int cmd_train(const std::vector<std::string>& labs, const TrainFlags& f) {
   if (results.size() > 1)
     std::cout << "\nside by side (samples/s marked (host) were host-bound):\n"
               << report::train_compare(results);
+  // The HTML report: every curve of this call, in the last one's results directory (with
+  // train-all.json when there are several, so `report DIR` redraws them all).
+  if (!results.empty() && !results.back().rows.empty()) {
+    const std::string dir = results.back().rows.back().results_dir;
+    Status all_ok = {};
+    if (results.size() > 1) all_ok = write_file(dir + "/train-all.json", all.dump(1) + "\n");
+    const auto& last = runs[results.size() - 1].st;
+    auto html = all_ok ? report::write_html_report(dir, "", &last.topo)
+                       : Result<std::string>(std::unexpected(all_ok.error()));
+    if (html)
+      std::printf("train: report in %s\n", html->c_str());
+    else
+      std::fprintf(stderr, "train: no HTML report: %s\n", html.error().message.c_str());
+  }
   if (!f.json_path.empty()) {
     if (auto w = write_file(f.json_path, all.dump(1) + "\n"); !w)
       return report(Error{"--json: " + w.error().message, w.error().sys_errno, kExitBadInput});

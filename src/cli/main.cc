@@ -7,11 +7,13 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "version.h"  // generated at build time (cmake/version.cmake)
 
 int main(int argc, char** argv) {
   CLI::App app{"testbedctl — emulated AI-training clusters from network namespaces"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "testbedctl 0.1.0");
+  // "testbedctl 0.1.0 (commit 1a2b3c4d5e6f)"; "-dirty" when built with uncommitted changes.
+  app.set_version_flag("--version", "testbedctl " TB_VERSION " (commit " TB_COMMIT ")");
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "log every kernel operation");
   // Runs once the command line parsed, before the verb's callback.

@@ -1,6 +1,6 @@
-// Progress of a long operation (up of a large lab, verify) on the terminal: one status line on
-// stderr, rewritten in place — what is happening, step n of N, time elapsed and, once a step is
-// done, an estimate of the time left — and cleared when done. Quiet when stderr is not a
+// Progress of a long operation (up of a large lab, verify, run) on the terminal: one status line
+// on stderr, rewritten in place — what is happening, step n of N, time elapsed and, once a step
+// is done, an estimate of the time left — and cleared when done. Quiet when stderr is not a
 // terminal (logs, CI, pipes). Not thread-safe.
 #pragma once
 
@@ -34,11 +34,18 @@ class Progress {
       std::snprintf(t, sizeof t, "  %.1f s", el);
     }
     s += t;
+    line(s);
+  }
+  // A status line of the caller's own (what_ and the time elapsed are not added).
+  void line(std::string s) {
+    if (!tty_) return;
     if (s.size() > 150) s = s.substr(0, 147) + "...";
     std::fprintf(stderr, "\r\x1b[K%s", s.c_str());
     std::fflush(stderr);
     shown_ = true;
   }
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  bool on_terminal() const { return tty_; }
   // Clears the line (idempotent).
   void done() {
     if (tty_ && shown_) {
@@ -50,7 +57,6 @@ class Progress {
 
  private:
   using Clock = std::chrono::steady_clock;
-  double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
   std::string what_;
   bool tty_ = false, shown_ = false;
   Clock::time_point t0_;

@@ -24,6 +24,13 @@
 
 namespace tb::experiment {
 
+// Where a run is, for a progress line (cli/cmd_run.cc reads it from another thread): the
+// timeline's start and length once known, its end once reached (CLOCK_MONOTONIC ns; 0 = not
+// yet).
+struct RunClock {
+  std::atomic<int64_t> t0_ns{0}, length_ns{0}, end_ns{0};
+};
+
 struct RunOptions {
   std::string workload;           // a [[workload]] name; "" = the first collective one; "none"
   uint64_t size_bytes = 1 << 20;  // the steady workload's message size
@@ -35,6 +42,7 @@ struct RunOptions {
   // devices, collective/rdma/rdma.h) with its tunables. Its channels are the [[workload]]'s.
   workload::TransportOptions transport;
   std::string tb_rank, tb_probe;  // executables
+  RunClock* clock = nullptr;      // filled as the run goes, when given
 };
 
 struct Verdict {

@@ -225,6 +225,10 @@ Status ScenarioRun::start_probes() {
 
 void ScenarioRun::fire_timeline() {
   t0_ = monotonic_ns();
+  if (o_.clock) {
+    o_.clock->length_ns = length_ns_;
+    o_.clock->t0_ns = t0_;
+  }
   (void)append_event(fault::events_path(st_.lab), {{"event", "run_start"}, {"run", id_}});
   progress_("timeline: " + std::to_string(faults_.size()) + " fault(s), " +
             std::to_string(steps_.size()) + " step(s) over " +
@@ -241,6 +245,7 @@ void ScenarioRun::fire_timeline() {
   while (!stop_.load() && monotonic_ns() < t0_ + length_ns_)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   t_end_ = monotonic_ns();
+  if (o_.clock) o_.clock->end_ns = t_end_;
   (void)append_event(fault::events_path(st_.lab), {{"event", "run_end"}, {"run", id_}});
 }
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "lab/daemons.h"
+#include "lab/watch.h"
 #include "launch/bench_run.h"
 #include "launch/place.h"
 #include "launch/rank_group.h"
@@ -21,6 +22,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kKillGraceMs = 1000;
 constexpr int kAfterFailureGraceMs = 5000;
+// The links' counters and queues are read this often during a row (lab::Watcher: one netlink
+// dump per namespace), for the ECMP shares and the guard's link check.
+constexpr auto kLinkSampleInterval = std::chrono::milliseconds(500);
 
 // The selected GPUs grouped by server, in topology order.
 Result<std::vector<std::vector<const plan::Node*>>> servers_of(const lab::LabState& lab,
@@ -78,7 +82,101 @@ std::string run_id(int servers) {
          std::to_string(::getpid());
 }
 
+// Every link's bytes over a row's window: the lab's interface counters read when the window
+// opens and at each later sample (lab::Watcher), summed per link in topology order.
+class LinkWindow {
+ public:
+  void open(const std::string& lab) {
+    auto w = lab::Watcher::open(lab);
+    if (!w) {
+      error_ = w.error().message;
+      return;
+    }
+    watcher_.emplace(std::move(*w));
+    const auto& links = watcher_->state().topo.links;
+    bytes_.assign(links.size(), {});
+    for (size_t i = 0; i < links.size(); ++i) {
+      bytes_[i].a = links[i].a.node + ":" + links[i].a.ifname;
+      bytes_[i].b = links[i].b.node + ":" + links[i].b.ifname;
+      bytes_[i].tier = plan::to_string(links[i].tier);
+      bytes_[i].emulated_bps = links[i].emulated.rate.bps;
+    }
+    sample();
+  }
+  void sample() {
+    if (!watcher_ || !error_.empty()) return;
+    auto f = watcher_->sample();
+    if (!f) {
+      error_ = f.error().message;
+      return;
+    }
+    const bool first = prev_.empty();
+    if (first) prev_.resize(bytes_.size());
+    for (const auto& l : f->links) {
+      if (l.link >= bytes_.size()) continue;
+      auto& b = bytes_[l.link];
+      b.ab += static_cast<uint64_t>(l.ab_bps * f->interval_s / 8 + 0.5);
+      b.ba += static_cast<uint64_t>(l.ba_bps * f->interval_s / 8 + 0.5);
+      auto& p = prev_[l.link];
+      if (!first) {
+        const bool faulted = !l.up || l.changed || !l.seen || p.faulted;
+        intervals_.push_back({b.a + " -> " + b.b, l.emulated_bps, l.ab_bps, f->interval_s, p.ab,
+                              l.backlog_ab, faulted});
+        intervals_.push_back({b.b + " -> " + b.a, l.emulated_bps, l.ba_bps, f->interval_s, p.ba,
+                              l.backlog_ba, faulted});
+      }
+      p = {l.backlog_ab, l.backlog_ba, !l.up || l.changed || !l.seen};
+    }
+  }
+  const std::vector<verify::LinkInterval>& intervals() const { return intervals_; }
+  bool opened() const { return watcher_.has_value() || !error_.empty(); }
+  const std::string& error() const { return error_; }
+  std::vector<LinkBytes> bytes() const {
+    return error_.empty() ? bytes_ : std::vector<LinkBytes>{};
+  }
+
+ private:
+  struct Prev {
+    uint64_t ab = 0, ba = 0;  // backlogs at the last sample
+    bool faulted = false;
+  };
+  std::optional<lab::Watcher> watcher_;
+  std::vector<LinkBytes> bytes_;
+  std::vector<Prev> prev_;
+  std::vector<verify::LinkInterval> intervals_;
+  std::string error_;
+};
+
+std::string node_of(const std::string& end) {
+  return end.substr(0, end.rfind(':'));
+}
+
 }  // namespace
+
+std::vector<EcmpGroup> ecmp_groups(const std::vector<LinkBytes>& links) {
+  std::vector<EcmpGroup> out;
+  std::map<std::string, size_t> index;
+  for (const auto& l : links) {
+    if (l.tier != plan::to_string(plan::Tier::kAggregation)) continue;
+    const std::string node = node_of(l.a);
+    auto [it, fresh] = index.try_emplace(node, out.size());
+    if (fresh) out.push_back(EcmpGroup{node, {}, {}, 0, 0, 0});
+    auto& g = out[it->second];
+    g.links.push_back(l.a);
+    g.bytes.push_back(l.ab);
+    g.total += l.ab;
+  }
+  std::erase_if(out, [](const EcmpGroup& g) { return g.links.size() < 2; });
+  for (auto& g : out) {
+    if (g.total == 0) continue;
+    for (uint64_t b : g.bytes) {
+      const double share = static_cast<double>(b) / static_cast<double>(g.total);
+      g.max_share = std::max(g.max_share, share);
+      if (share >= kEcmpCarrying) ++g.carrying;
+    }
+  }
+  return out;
+}
 
 bool TrainResult::ok() const {
   if (!errors.empty() || rows.empty()) return false;
@@ -243,6 +341,8 @@ Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
     // The guard's window opens once every rank has joined its groups (its "train_layout" line):
     // starting processes and connecting are not the steps' load.
     auto before = verify::sample_host(stage_files);
+    LinkWindow links;
+    Clock::time_point last_link_sample;
     int joined = 0;
     bool window_open = false;
     auto group = launch::start_ranks(job, o.tb_rank);
@@ -278,7 +378,12 @@ Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
       const bool activity = group->poll() | read_more();
       if (!window_open && joined == nr) {
         before = verify::sample_host(stage_files);
+        links.open(lab.lab);
+        last_link_sample = Clock::now();
         window_open = true;
+      } else if (window_open && Clock::now() - last_link_sample >= kLinkSampleInterval) {
+        links.sample();
+        last_link_sample = Clock::now();
       }
       if (activity) last_activity = Clock::now();
       const bool any_failed =
@@ -306,7 +411,9 @@ Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     read_more();
-    const auto host = verify::host_load(before, verify::sample_host(stage_files));
+    auto host = verify::host_load(before, verify::sample_host(stage_files));
+    links.sample();
+    if (links.opened() && links.error().empty()) verify::add_link_check(host, links.intervals());
     auto errs = std::move(row.errors);
     row = summarise_steps(steps);
     row.errors = std::move(errs);
@@ -332,6 +439,10 @@ Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
     row.run_id = job.run_id;
     row.results_dir = job.results_dir;
     row.host = host;
+    row.links = links.bytes();
+    row.link_error =
+        links.opened() ? links.error() : "the window never opened (not every rank joined)";
+    row.ecmp = ecmp_groups(row.links);
     row.samples_per_s =
         workload::samples_per_second(workload::samples_per_step(o.spec, p.dp), row.step_ms / 1e3);
     res.rows.push_back(std::move(row));

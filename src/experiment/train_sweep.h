@@ -12,8 +12,11 @@
 //
 // The fidelity guard: the host's CPU busy share and the delay stages' lateness over each row's
 // steps, from the moment every rank has joined its groups to the end (verify/host.h, as
-// `verify --under-load`): a row whose host was this busy, or whose stages
-// released packets late, is flagged host-bound with the evidence instead of being the network's.
+// `verify --under-load`), and every link's counters and queues read every 0.5 s over the same
+// window (lab/watch.h): a row whose host was this busy, whose stages released packets late, or
+// with an unfaulted link delivering less than its emulated rate while bytes waited for it
+// (verify::short_links) is flagged host-bound with the evidence instead of being the network's.
+// The same counters give each row's bytes per link and the aggregation tier's ECMP shares.
 // Not thread-safe.
 #pragma once
 
@@ -47,6 +50,34 @@ struct TrainOptions {
   std::string tb_rank;
 };
 
+// One link's traffic over a row's window, from its a end's interface counters (lab/watch.h):
+// bytes a -> b (a's tx) and b -> a (a's rx).
+struct LinkBytes {
+  std::string a, b;  // "node:ifname"
+  std::string tier;  // plan::to_string(Tier)
+  double emulated_bps = 0;
+  uint64_t ab = 0, ba = 0;
+};
+
+// A link carries traffic in an ECMP group when it has at least this share of the group's bytes
+// (TCP's ACKs for data the other way stay under it).
+inline constexpr double kEcmpCarrying = 0.05;
+
+// Parallel links that a multipath route hashes flows over: one node's links to the next tier up
+// (a ToR's uplinks to the spines), with the share of the bytes each carried out of that node.
+struct EcmpGroup {
+  std::string node;                // "dc/tor1"
+  std::vector<std::string> links;  // "dc/tor1:sp0", ... in topology order
+  std::vector<uint64_t> bytes;     // out of `node` over each link
+  uint64_t total = 0;
+  double max_share = 0;  // the busiest link's share of `total` (1/n = even, 1 = one link)
+  int carrying = 0;      // links with at least kEcmpCarrying of `total`
+};
+
+// The aggregation tier's groups (pure): per ToR with two or more uplinks, the bytes it sent over
+// each. Groups keep topology order; one whose links carried nothing has total 0.
+std::vector<EcmpGroup> ecmp_groups(const std::vector<LinkBytes>& links);
+
 // One server count's result.
 struct TrainRow {
   int servers = 0, ranks = 0, tp = 1, pp = 1, dp = 1;
@@ -59,6 +90,11 @@ struct TrainRow {
   double efficiency = 0;  // 0 until the sweep's base row is known
   uint64_t wrong = 0;
   verify::HostLoad host;  // the guard's evidence
+  // Every link's bytes over the guard's window (empty when the lab's links could not be read:
+  // link_error says why), and the aggregation tier's ECMP groups from them.
+  std::vector<LinkBytes> links;
+  std::vector<EcmpGroup> ecmp;
+  std::string link_error;
   std::vector<std::string> errors;
   bool ok() const { return errors.empty() && wrong == 0 && steps > 0; }
 };

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "lab/daemons.h"
+#include "lab/link_change.h"
 #include "lab/status.h"
 #include "runner/supervisor.h"
 
@@ -103,6 +104,7 @@ Result<WatchFrame> Watcher::sample() {
   st_ = status->state;  // the figures in force now (link set, faults)
   const auto& live = *status->live;
   const auto stages = stage_views(st_);
+  const auto overrides = load_link_overrides(st_.lab);
 
   WatchFrame f;
   std::vector<Counters> cur(st_.topo.links.size());
@@ -125,12 +127,15 @@ Result<WatchFrame> Watcher::sample() {
       c.rx = a->rx_bytes;
       c.drops += a->rx_dropped + a->tx_dropped + a->qdisc_drops;
       w.backlog_bytes += a->qdisc_backlog;
+      w.backlog_ab = a->qdisc_backlog;
     }
     if (b) {
       c.drops += b->rx_dropped + b->tx_dropped + b->qdisc_drops;
       w.backlog_bytes += b->qdisc_backlog;
+      w.backlog_ba = b->qdisc_backlog;
     }
     w.up = a && b && a->oper_up && b->oper_up;
+    w.changed = overrides.contains(link_key(l));
     w.stage_held = stages[i].held;
     c.stage_drops = stages[i].drops;
     f.links.push_back(w);

@@ -25,9 +25,12 @@ struct WatchLink {
   double ab_bps = 0, ba_bps = 0;  // over the last interval: a's tx, a's rx
   uint64_t drops = 0;             // since the first sample: device + root qdisc, both ends
   uint64_t backlog_bytes = 0;     // held now by both ends' root qdiscs
+  uint64_t backlog_ab = 0;        // of which a's (waiting to go a -> b)
+  uint64_t backlog_ba = 0;        // and b's (waiting to go b -> a)
   int stage_held = -1;            // packets the delay stages hold now for it (-1: no stage)
   uint64_t stage_drops = 0;       // the stages' drops for it since the first sample
   bool up = true;                 // both ends have carrier
+  bool changed = false;           // a fault or live change holds other figures than the plan's
   bool seen = false;              // both ends were read
 };
 

@@ -90,6 +90,7 @@ RecoveryReport analyze(const RecoveryInput& in) {
         const double d = ms(o.b - std::max(o.a, f.inject_ns));
         if (!r.outage_ms || d > *r.outage_ms) {
           r.outage_ms = d;
+          r.outage_end_ns = o.b;
           // Before the repair was even asked for: something else (a failover) ended it.
           const int64_t repair = f.revert_requested_ns > 0 ? f.revert_requested_ns : f.revert_ns;
           r.recovered_before_repair = repair == 0 ? o.b < in.run_end_ns : o.b < repair;
@@ -138,6 +139,7 @@ nlohmann::json to_json(const RecoveryReport& r) {
                       {"reroute_ms", opt(f.reroute_ms)},
                       {"outage_ms", opt(f.outage_ms)},
                       {"recovered_before_repair", f.recovered_before_repair},
+                      {"outage_end_ns", f.outage_end_ns},
                       {"stall_ms", opt(f.stall_ms)},
                       {"degraded_fraction", opt(f.degraded_fraction)},
                       {"iterations_during", f.iterations_during}});

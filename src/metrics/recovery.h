@@ -50,6 +50,7 @@ struct FaultRecovery {
   FaultWindow fault;
   std::optional<double> detection_ms, reroute_ms, outage_ms, stall_ms, degraded_fraction;
   bool recovered_before_repair = false;  // the outage ended before the revert
+  int64_t outage_end_ns = 0;             // when that outage ended (probes through again)
   std::string detected_by;               // the control event that counted as detection
   int iterations_during = 0;
 };

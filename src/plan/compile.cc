@@ -183,6 +183,7 @@ class Compiler {
 
   void route(const std::string& node, Prefix dst, std::vector<Nexthop> nhs,
              std::optional<Ipv4> src = std::nullopt, int metric = 0) {
+    if (nhs.size() > 1) multipath_.insert(node);
     routes_.push_back(AddRoute{ns(node), dst.network(), std::move(nhs), src, metric});
   }
 
@@ -206,6 +207,7 @@ class Compiler {
   std::vector<FabricAgent> fabric_;  // host_routes = "withdraw"
   std::map<std::string, RegionAddrs> region_addrs_;
   std::set<std::pair<std::string, std::string>> wan_adjacent_;
+  std::set<std::string> multipath_;  // nodes holding a route with more than one next hop
   std::vector<Op> netns_, bridges_, veths_, addrs_, routes_, sysctls_;
 };
 
@@ -314,6 +316,13 @@ void Compiler::build_region(const Region& r) {
       if (r.dual_tor) sysctl(gpu, "net/ipv4/conf/all/ignore_routes_with_linkdown", "1");
     }
   }
+
+  // L4 multipath hashing (ecmp_hash = "l4") in every namespace of the region that holds a
+  // multipath route: ToRs with several spines, spines and GPUs with dual ToRs.
+  if (r.ecmp_hash == "l4")
+    for (const auto& n : plan_.topo.nodes)
+      if (n.region == r.name && multipath_.contains(n.name))
+        sysctl(n.name, "net/ipv4/fib_multipath_hash_policy", "1");
 
   // Host-route withdrawal: only where a GPU has two ToRs and the spines choose between them.
   if (r.dual_tor && r.spines > 0 && s_.failover.host_routes == "withdraw") {

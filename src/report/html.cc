@@ -89,6 +89,7 @@ constexpr const char* kRed = "rgb(220,53,69)";
 constexpr const char* kGreen = "rgb(40,167,69)";
 constexpr const char* kOrange = "rgb(253,126,20)";
 constexpr const char* kGrey = "rgb(108,117,125)";
+constexpr const char* kPurple = "rgb(111,66,193)";
 constexpr const char* kFaultFill = "rgba(220,53,69,0.15)";
 constexpr const char* kBandFill = "rgba(40,167,69,0.25)";
 
@@ -224,6 +225,12 @@ std::string method_of(const ReportInput& in) {
              "; rdma: " + str(in.doc["backends"], "rdma");
       return m;
     }
+    case ReportKind::kTrain: {
+      const json& c = in.doc.empty() ? json::object() : in.doc.front();
+      std::string m = str(c, "method");
+      m += "; shaping: " + str(c, "shaping") + "; transport: " + str(c, "transport");
+      return m;
+    }
   }
   return {};
 }
@@ -257,18 +264,41 @@ std::string run_tables(const ReportInput& in) {
       "<h2>Recovery (ms)</h2>" +
       table({"#", "fault", "detect", "reroute", "outage", "stall", "detected by"}, rows);
   s += "<p class=method>baseline iteration " + ms_or_dash(rec, "baseline_iter_ms") + " ms</p>";
-  std::vector<std::vector<std::string>> ex;
-  for (const auto& e : in.doc.value("expect", json::array())) {
-    std::vector<std::string> r;
-    for (const char* k : {"key", "want", "got", "verdict"}) {
-      const auto it = e.find(k);
-      r.push_back(it == e.end() ? "" : it->is_string() ? it->get<std::string>() : it->dump());
+  for (const auto& c : in.doc.value("checkpoints", json::array())) {
+    std::vector<std::vector<std::string>> reps;
+    for (const auto& r : c.value("replications", json::array())) {
+      const double sec = dbl(r, "seconds", 0);
+      const auto bytes = r.value("payload_bytes", uint64_t{0});
+      const std::string err = str(r, "error");
+      reps.push_back({std::to_string(r.value("rep", 0)), r.value("full", false) ? "full" : "incr",
+                      std::to_string(bytes), num(sec, 3),
+                      num(sec > 0 ? static_cast<double>(bytes) * 8 / sec / 1e6 : 0, 1),
+                      num(dbl(r, "wan_utilisation", 0) * 100, 1) + "%",
+                      r.value("on_time", false) ? "yes" : "LATE",
+                      r.value("ok", false) ? "match" : (err.empty() ? "MISMATCH" : err)});
     }
-    ex.push_back(r);
+    s += "<h2>Checkpoint " + esc(str(c, "workload")) + " (" + esc(str(c, "from")) + " → " +
+         esc(str(c, "to")) + ", " + esc(str(c, "mode")) + " mode, " +
+         esc(format_size(c.value("real_bytes", uint64_t{0}))) +
+         " real = " + esc(format_size(c.value("emulated_bytes", uint64_t{0}))) + " emulated, qos " +
+         esc(str(c, "qos")) + ")</h2>";
+    s += table({"rep", "kind", "bytes", "seconds", "Mbit/s", "WAN", "on time", "checksums"}, reps);
+    if (!str(c, "warning").empty())
+      s += "<p class=method>warning: " + esc(str(c, "warning")) + "</p>";
+    s += "<p class=method>" + esc(str(c, "measured")) + "</p>";
+  }
+  std::vector<std::vector<std::string>> ex;
+  // summary.json's verdicts (experiment::Verdict): name, limit, measured (null when nothing
+  // was measured), ok, and the sentence the text report prints.
+  for (const auto& e : in.doc.value("expect", json::array())) {
+    const double measured = dbl(e, "measured");
+    ex.push_back({str(e, "name"), num(dbl(e, "limit", 0), 1),
+                  std::isnan(measured) ? "-" : num(measured, 1),
+                  e.value("ok", false) ? "ok" : "FAILED", str(e, "text")});
   }
   s += "<h2>[expect]</h2>";
   s += ex.empty() ? "<p>no [expect] in the scenario</p>"
-                  : table({"key", "wanted", "measured", "verdict"}, ex);
+                  : table({"key", "limit", "measured", "verdict", "detail"}, ex);
   return s;
 }
 
@@ -302,6 +332,8 @@ const char* to_string(ReportKind k) {
       return "bench";
     case ReportKind::kVerify:
       return "verify";
+    case ReportKind::kTrain:
+      return "train";
   }
   return "?";
 }
@@ -313,7 +345,13 @@ Result<ReportInput> read_report_input(const std::string& path) {
   std::string dir;
   if (fs::is_directory(path, ec)) {
     dir = path;
-    if (fs::exists(path + "/summary.json", ec)) {
+    const bool all = fs::exists(path + "/train-all.json", ec);
+    if (all || fs::exists(path + "/train.json", ec)) {
+      in.kind = ReportKind::kTrain;
+      auto doc = read_json(path + (all ? "/train-all.json" : "/train.json"));
+      if (!doc) return std::unexpected(doc.error());
+      in.doc = doc->is_array() ? std::move(*doc) : json::array({std::move(*doc)});
+    } else if (fs::exists(path + "/summary.json", ec)) {
       in.kind = ReportKind::kRun;
       auto doc = read_json(path + "/summary.json");
       if (!doc) return std::unexpected(doc.error());
@@ -331,18 +369,30 @@ Result<ReportInput> read_report_input(const std::string& path) {
       in.doc = std::move(*doc);
     } else {
       return bad_input("report: " + path +
-                       " holds neither summary.json (a run's results) nor bench.json (a "
-                       "bench's); give a results directory or a JSON file from verify --json");
+                       " holds no summary.json (a run's results), bench.json (a bench's) or "
+                       "train.json (train's); give a results directory, or a JSON file from "
+                       "verify --json or train --json");
     }
   } else if (fs::is_regular_file(path, ec)) {
     auto doc = read_json(path);
     if (!doc) return std::unexpected(doc.error());
-    if (!doc->is_object() || (!doc->contains("classes") && !doc->contains("paths")))
+    const auto is_train = [](const json& j) {
+      return j.is_object() && j.contains("rows") && j.contains("efficiency_base_servers");
+    };
+    const bool train = is_train(*doc) || (doc->is_array() && !doc->empty() &&
+                                          std::all_of(doc->begin(), doc->end(), is_train));
+    if (train) {
+      in.kind = ReportKind::kTrain;
+      in.doc = doc->is_array() ? std::move(*doc) : json::array({std::move(*doc)});
+    } else if (!doc->is_object() || (!doc->contains("classes") && !doc->contains("paths"))) {
       return bad_input("report: " + path +
-                       " is not what verify --json prints (no \"classes\" or \"paths\"); give "
-                       "a run's or a bench's results directory, or verify's JSON");
-    in.kind = ReportKind::kVerify;
-    in.doc = std::move(*doc);
+                       " is not what verify --json or train --json prints (no \"classes\", "
+                       "\"paths\" or training \"rows\"); give a run's, bench's or train's "
+                       "results directory, or that JSON");
+    } else {
+      in.kind = ReportKind::kVerify;
+      in.doc = std::move(*doc);
+    }
     dir = fs::path(path).parent_path().string();
     if (dir.empty()) dir = ".";
   } else {
@@ -369,9 +419,16 @@ std::vector<Chart> run_charts(const ReportInput& in) {
   const double end_s = static_cast<double>(t_end - t0) / 1e9;
   const auto faults = in.doc.value("recovery", json::object()).value("faults", json::array());
 
-  // Throughput per iteration: the message size over the iteration's own time.
-  double bytes = 0;
-  if (in.workload_job.is_object() && in.workload_job.contains("bench")) {
+  // Throughput per iteration: the message size over the iteration's own time; for training,
+  // the samples of one step over the step's time.
+  double bytes = 0, samples = 0;
+  if (in.workload_job.is_object() && in.workload_job.contains("training")) {
+    const auto& t = in.workload_job["training"];
+    const int ranks = static_cast<int>(in.workload_job.value("ranks", json::array()).size());
+    const int per = std::max(1, t.value("tp", 1) * t.value("pp", 1));
+    samples =
+        static_cast<double>(ranks / per) * t.value("micro_batches", 1) * t.value("samples", 1);
+  } else if (in.workload_job.is_object() && in.workload_job.contains("bench")) {
     const auto& b = in.workload_job["bench"];
     if (b.value("min_bytes", 0.0) == b.value("max_bytes", -1.0)) bytes = b.value("min_bytes", 0.0);
   }
@@ -382,14 +439,16 @@ std::vector<Chart> run_charts(const ReportInput& in) {
     const int64_t end = e.value("t_mono_ns", int64_t{0}), start = e.value("start_ns", end);
     if (end <= start) continue;
     const double secs = static_cast<double>(end - start) / 1e9;
-    const double y = bytes > 0 ? bytes * 8 / secs / 1e9 : 1 / secs;
+    const double y = samples > 0 ? samples / secs : bytes > 0 ? bytes * 8 / secs / 1e9 : 1 / secs;
     top = std::max(top, y);
     // A level from the iteration's start to its end: a stall reads as a long low step.
     pts.push_back({{"x", static_cast<double>(start - t0) / 1e9}, {"y", y}});
     pts.push_back({{"x", static_cast<double>(end - t0) / 1e9}, {"y", y}});
   }
   top = top > 0 ? top * 1.1 : 1;
-  const std::string y_title = bytes > 0 ? "algbw (Gbit/s)" : "iterations/s";
+  const std::string y_title = samples > 0 ? "samples/s (training)"
+                              : bytes > 0 ? "algbw (Gbit/s)"
+                                          : "iterations/s";
   json data = json::array();
   data.push_back({{"type", "line"},
                   {"label", "workload, per iteration"},
@@ -401,22 +460,42 @@ std::vector<Chart> run_charts(const ReportInput& in) {
   for (const auto& f : faults) data.push_back(fault_band(f, t0, top));
   data.push_back(fault_marks(faults, t0, top, "detection_ms", "detected", kOrange, "triangle"));
   data.push_back(fault_marks(faults, t0, top, "reroute_ms", "rerouted", kGreen, "rectRot"));
+  json back = json::array();
+  for (const auto& f : faults)
+    if (const int64_t at = f.value("outage_end_ns", int64_t{0});
+        at > 0 && dbl(f, "outage_ms", 0) > 0)
+      back.push_back({{"x", static_cast<double>(at - t0) / 1e9}, {"y", top}});
+  data.push_back({{"type", "scatter"},
+                  {"label", "recovered (probes through again)"},
+                  {"data", back},
+                  {"pointRadius", 6},
+                  {"pointStyle", "star"},
+                  {"backgroundColor", kPurple},
+                  {"borderColor", kPurple}});
   json cfg = {{"type", "line"}, {"data", {{"datasets", data}}}};
   cfg["options"] = base_options("seconds since the run started", y_title);
   cfg["options"]["scales"]["x"]["min"] = 0;
   cfg["options"]["scales"]["x"]["max"] = end_s;
   cfg["options"]["scales"]["y"]["min"] = 0;
   cfg["options"]["scales"]["y"]["max"] = top;
-  charts.push_back(
-      {"run-throughput", "Workload throughput over time, faults shaded",
-       (bytes > 0 ? "each level: " + format_size(static_cast<uint64_t>(bytes)) +
-                        " bytes × 8 / that iteration's time (its first rank's start to its last "
-                        "rank's end, CLOCK_MONOTONIC), drawn from its start to its end"
-                  : std::string("each level: 1 / that iteration's time, drawn from its start to "
-                                "its end")) +
-           "; shaded: each fault from injection to revert; markers: detection and reroute "
-           "after injection, from the recovery table",
-       cfg});
+  // A run with only checkpoints (no workload/job.json, no iterations) has no such chart.
+  if (in.workload_job.is_object() || !pts.empty())
+    charts.push_back(
+        {"run-throughput", "Workload throughput over time, faults shaded",
+         (samples > 0 ? "each level: one training step's samples (" + num(samples, 0) +
+                            " = data-parallel groups × micro-batches × samples per micro-batch) / "
+                            "that step's time (its first rank's start to its last rank's end, "
+                            "CLOCK_MONOTONIC), drawn from its start to its end"
+          : bytes > 0
+              ? "each level: " + format_size(static_cast<uint64_t>(bytes)) +
+                    " bytes × 8 / that iteration's time (its first rank's start to its last "
+                    "rank's end, CLOCK_MONOTONIC), drawn from its start to its end"
+              : std::string("each level: 1 / that iteration's time, drawn from its start to "
+                            "its end")) +
+             "; shaded: each fault from injection to revert; markers: detection and reroute "
+             "after injection, from the recovery table, and recovery: the end of the longest "
+             "probe outage on the fault's path",
+         cfg});
 
   // Probe reachability per probed path on the same time axis.
   json paths = json::array();
@@ -459,33 +538,113 @@ std::vector<Chart> run_charts(const ReportInput& in) {
                           "event (events.jsonl)",
                       pc});
   }
+
+  // Each checkpoint's replications on the same time axis: a level at its goodput from its
+  // first sender's start to its last sender's end, the WAN link's emulated rate as a line and
+  // each replication's due time as a mark.
+  int ck = 0;
+  for (const auto& c : in.doc.value("checkpoints", json::array())) {
+    json levels = json::array(), due = json::array();
+    double ctop = dbl(c, "wan_bps", 0) / 1e6;
+    for (const auto& r : c.value("replications", json::array())) {
+      const int64_t a = r.value("start_ns", int64_t{0}), b = r.value("end_ns", int64_t{0});
+      const double sec = dbl(r, "seconds", 0);
+      if (const int64_t at = r.value("due_ns", int64_t{0}); at > 0)
+        due.push_back({{"x", static_cast<double>(at - t0) / 1e9}, {"y", 0}});
+      if (a <= 0 || b <= a || sec <= 0) continue;
+      const double mbit =
+          static_cast<double>(r.value("payload_bytes", uint64_t{0})) * 8 / sec / 1e6;
+      ctop = std::max(ctop, mbit);
+      levels.push_back({{"x", static_cast<double>(a - t0) / 1e9}, {"y", 0}});
+      levels.push_back({{"x", static_cast<double>(a - t0) / 1e9}, {"y", mbit}});
+      levels.push_back({{"x", static_cast<double>(b - t0) / 1e9}, {"y", mbit}});
+      levels.push_back({{"x", static_cast<double>(b - t0) / 1e9}, {"y", 0}});
+    }
+    ctop = ctop > 0 ? ctop * 1.1 : 1;
+    json d = json::array();
+    d.push_back({{"type", "line"},
+                 {"label", "replication goodput (payload)"},
+                 {"data", levels},
+                 {"borderColor", kBlue},
+                 {"backgroundColor", "rgba(54,162,235,0.2)"},
+                 {"fill", "origin"},
+                 {"pointRadius", 0},
+                 {"borderWidth", 1.5}});
+    std::string how =
+        "each block: one replication from its first sender's start to its last sender's end, "
+        "at its payload × 8 / its duration; triangles: when each was due (the cadence)";
+    if (const double w = dbl(c, "wan_bps", 0); w > 0) {
+      d.push_back(
+          {{"type", "line"},
+           {"label", "WAN link's emulated rate (" + str(c, "wan") + ")"},
+           {"data", json::array({{{"x", 0.0}, {"y", w / 1e6}}, {{"x", end_s}, {"y", w / 1e6}}})},
+           {"borderColor", kRed},
+           {"borderDash", {6, 4}},
+           {"pointRadius", 0}});
+      how += "; dashed: the primary WAN link's emulated rate";
+    }
+    d.push_back({{"type", "scatter"},
+                 {"label", "due"},
+                 {"data", due},
+                 {"pointRadius", 6},
+                 {"pointStyle", "triangle"},
+                 {"backgroundColor", kOrange},
+                 {"borderColor", kOrange}});
+    for (const auto& f : faults) d.push_back(fault_band(f, t0, ctop));
+    json cc = {{"type", "line"}, {"data", {{"datasets", d}}}};
+    cc["options"] = base_options("seconds since the run started", "Mbit/s");
+    cc["options"]["scales"]["x"]["min"] = 0;
+    cc["options"]["scales"]["x"]["max"] = end_s;
+    cc["options"]["scales"]["y"]["min"] = 0;
+    cc["options"]["scales"]["y"]["suggestedMax"] = ctop;
+    charts.push_back({"run-checkpoint-" + std::to_string(ck++),
+                      "Checkpoint " + str(c, "workload") + ": " + str(c, "from") + " → " +
+                          str(c, "to") + " (" + str(c, "mode") + ", qos " + str(c, "qos") + ")",
+                      how + "; " + str(c, "measured"), cc});
+  }
   return charts;
 }
 
 std::vector<Chart> bench_charts(const ReportInput& in) {
   std::vector<Chart> charts;
-  const auto rows = in.doc.value("rows", json::array());
-  json bw = json::array(), wrong = json::array();
+  // One curve per bench: this one, then each compared with it (`report DIR DIR...`).
+  std::vector<const json*> docs{&in.doc};
+  for (const auto& d : in.compared) docs.push_back(&d);
+  const char* colours[] = {kBlue, kOrange, kGreen, kPurple, kGrey};
+  json data = json::array(), wrong_sets = json::array();
   double lo = 0, hi = 0;
-  for (const auto& r : rows) {
-    const double size = dbl(r, "size_bytes", 0);
-    if (size <= 0) continue;
-    lo = lo == 0 ? size : std::min(lo, size);
-    hi = std::max(hi, size);
-    bw.push_back({{"x", size}, {"y", dbl(r, "busbw_gbit", 0)}});
-    wrong.push_back({{"x", size}, {"y", r.value("wrong", 0)}});
+  int k = 0;
+  for (const json* doc : docs) {
+    json bw = json::array(), wrong = json::array();
+    for (const auto& r : doc->value("rows", json::array())) {
+      const double size = dbl(r, "size_bytes", 0);
+      if (size <= 0) continue;
+      lo = lo == 0 ? size : std::min(lo, size);
+      hi = std::max(hi, size);
+      bw.push_back({{"x", size}, {"y", dbl(r, "busbw_gbit", 0)}});
+      wrong.push_back({{"x", size}, {"y", r.value("wrong", 0)}});
+    }
+    std::string label = str(*doc, "collective") + " " + str(*doc, "algo") + " (" +
+                        str(*doc, "impl") + ", " + std::to_string(doc->value("nranks", 0)) +
+                        " ranks";
+    if (docs.size() > 1 && !str(*doc, "transport").empty()) label += ", " + str(*doc, "transport");
+    if (docs.size() > 1) label += ", " + str(*doc, "lab");
+    label += ")";
+    const char* c = colours[k++ % 5];
+    data.push_back({{"type", "line"},
+                    {"label", label},
+                    {"data", bw},
+                    {"borderColor", c},
+                    {"backgroundColor", c},
+                    {"pointRadius", 3}});
+    wrong_sets.push_back({{"label", "#wrong elements: " + label},
+                          {"data", wrong},
+                          {"backgroundColor", docs.size() > 1 ? c : kRed}});
   }
-  const std::string label = str(in.doc, "collective") + " " + str(in.doc, "algo") + " (" +
-                            str(in.doc, "impl") + ", " + std::to_string(in.doc.value("nranks", 0)) +
-                            " ranks)";
-  json data = json::array();
-  data.push_back({{"type", "line"},
-                  {"label", label},
-                  {"data", bw},
-                  {"borderColor", kBlue},
-                  {"backgroundColor", kBlue},
-                  {"pointRadius", 3}});
   std::string how = str(in.doc, "measured") + "; busbw as nccl-tests defines it";
+  if (docs.size() > 1)
+    how +=
+        "; " + std::to_string(docs.size()) + " benches side by side, each from its own bench.json";
   if (const auto b = bench_bottleneck(in); b && lo > 0) {
     data.push_back({{"type", "line"},
                     {"label", "bottleneck link's emulated rate"},
@@ -495,6 +654,7 @@ std::vector<Chart> bench_charts(const ReportInput& in) {
                     {"borderDash", {6, 4}},
                     {"pointRadius", 0}});
     how += "; the dashed line is " + b->how;
+    if (docs.size() > 1) how += " (of the first bench's ranks)";
   } else {
     how += "; no bottleneck line: topology.json is not in the results directory";
   }
@@ -503,19 +663,20 @@ std::vector<Chart> bench_charts(const ReportInput& in) {
   cfg["options"]["scales"]["y"]["min"] = 0;
   charts.push_back({"bench-busbw", "Bus bandwidth over message size", how, cfg});
 
-  json wc = {
-      {"type", "bar"},
-      {"data",
-       {{"datasets",
-         json::array(
-             {{{"label", "#wrong elements"}, {"data", wrong}, {"backgroundColor", kRed}}})}}}};
+  json wc = {{"type", "bar"}, {"data", {{"datasets", wrong_sets}}}};
   wc["options"] = base_options("message size (bytes)", "#wrong", "logarithmic");
   wc["options"]["scales"]["y"]["min"] = 0;
   wc["options"]["scales"]["y"]["suggestedMax"] = 1;
-  charts.push_back({"bench-wrong", "#wrong per size",
-                    "elements that differ from the expected pattern after the collective "
-                    "(checked before and after the timed loop, as nccl-tests does)",
-                    wc});
+  uint64_t wrong_total = 0;
+  for (const json* doc : docs)
+    for (const auto& r : doc->value("rows", json::array()))
+      wrong_total += r.value("wrong", uint64_t{0});
+  charts.push_back(
+      {"bench-wrong", "#wrong per size",
+       "elements that differ from the expected pattern after the collective "
+       "(checked before and after the timed loop, as nccl-tests does)" +
+           std::string(wrong_total == 0 ? "; 0 at every size, so no bar is drawn" : ""),
+       wc});
   return charts;
 }
 
@@ -603,6 +764,143 @@ std::vector<Chart> verify_charts(const ReportInput& in) {
                       chart(paths, "path")});
   return charts;
 }
+
+std::vector<Chart> train_charts(const ReportInput& in) {
+  std::vector<Chart> charts;
+  const char* colours[] = {kBlue, kOrange, kGreen, kGrey, kRed};
+  json eff = json::array(), sps = json::array();
+  json labels = json::array(), compute = json::array(), exposed = json::array();
+  int k = 0, max_servers = 1;
+  bool any_host = false;
+  for (const auto& c : in.doc) {
+    const char* col = colours[k++ % 5];
+    const std::string name = str(c, "label").empty() ? str(c, "lab") : str(c, "label");
+    json e = json::array(), p = json::array(), styles = json::array(), ideal = json::array();
+    double base_sps = 0;
+    const int base = c.value("efficiency_base_servers", 0);
+    for (const auto& r : c.value("rows", json::array())) {
+      const int n = r.value("servers", 0);
+      max_servers = std::max(max_servers, n);
+      const bool host = r.value("host_bound", false);
+      any_host = any_host || host;
+      styles.push_back(host ? "crossRot" : "circle");
+      if (n == base) base_sps = dbl(r, "samples_per_s", 0);
+      if (const double v = dbl(r, "efficiency"); !std::isnan(v))
+        e.push_back({{"x", n}, {"y", v * 100}});
+      p.push_back({{"x", n}, {"y", dbl(r, "samples_per_s", 0)}});
+      labels.push_back(name + ", " + std::to_string(n) + " server" + (n == 1 ? "" : "s") +
+                       (host ? " (host-bound)" : ""));
+      compute.push_back(dbl(r, "compute_ms", 0));
+      exposed.push_back(dbl(r, "exposed_ms", 0));
+    }
+    const json line = {{"type", "line"},         {"label", name},    {"borderColor", col},
+                       {"backgroundColor", col}, {"pointRadius", 6}, {"pointStyle", styles},
+                       {"borderWidth", 2}};
+    json el = line, pl = line;
+    el["data"] = e;
+    pl["data"] = p;
+    eff.push_back(el);
+    sps.push_back(pl);
+    if (base > 0 && base_sps > 0) {
+      for (const auto& r : c.value("rows", json::array()))
+        ideal.push_back(
+            {{"x", r.value("servers", 0)}, {"y", base_sps * r.value("servers", 0) / base}});
+      sps.push_back({{"type", "line"},
+                     {"label", name + ": linear from " + std::to_string(base) + " server" +
+                                   (base == 1 ? "" : "s")},
+                     {"data", ideal},
+                     {"borderColor", col},
+                     {"borderDash", {6, 4}},
+                     {"pointRadius", 0},
+                     {"borderWidth", 1}});
+    }
+  }
+  eff.push_back({{"type", "line"},
+                 {"label", "linear scaling (100%)"},
+                 {"data", json::array({{{"x", 1}, {"y", 100}}, {{"x", max_servers}, {"y", 100}}})},
+                 {"borderColor", kGrey},
+                 {"borderDash", {6, 4}},
+                 {"pointRadius", 0}});
+  const std::string host_note =
+      any_host ? "; a cross marks a host-bound row (the host's CPU, not the emulated network, "
+                 "limited it: see the table)"
+               : "; no row was host-bound";
+  json ec = {{"type", "line"}, {"data", {{"datasets", eff}}}};
+  ec["options"] = base_options("servers", "scaling efficiency (%)");
+  ec["options"]["scales"]["x"]["ticks"] = {{"stepSize", 1}, {"precision", 0}};
+  ec["options"]["scales"]["y"]["min"] = 0;
+  ec["options"]["scales"]["y"]["suggestedMax"] = 110;
+  charts.push_back({"train-efficiency", "Scaling efficiency over server count",
+                    "efficiency = samples/s at N servers ÷ (N ÷ base × samples/s at the base "
+                    "count), per curve" +
+                        host_note,
+                    ec});
+  json sc = {{"type", "line"}, {"data", {{"datasets", sps}}}};
+  sc["options"] = base_options("servers", "samples/s");
+  sc["options"]["scales"]["x"]["ticks"] = {{"stepSize", 1}, {"precision", 0}};
+  sc["options"]["scales"]["y"]["min"] = 0;
+  charts.push_back({"train-samples", "Training throughput over server count",
+                    "samples/s = data-parallel groups × micro-batches × samples per micro-batch "
+                    "÷ the median step time; dashed: linear scaling from each curve's base row" +
+                        host_note,
+                    sc});
+  json bars = json::array();
+  bars.push_back({{"label", "compute (slept)"}, {"data", compute}, {"backgroundColor", kGreen}});
+  bars.push_back(
+      {{"label", "exposed communication"}, {"data", exposed}, {"backgroundColor", kRed}});
+  json bc = {{"type", "bar"}, {"data", {{"labels", labels}, {"datasets", bars}}}};
+  bc["options"] = base_options("curve and server count", "ms per step", "category");
+  bc["options"]["scales"]["x"]["stacked"] = true;
+  bc["options"]["scales"]["y"]["stacked"] = true;
+  charts.push_back({"train-breakdown", "Step time: compute and exposed communication",
+                    "medians over the timed steps of the slowest rank's step; exposed = step − "
+                    "compute (communication not hidden behind compute)",
+                    bc});
+  return charts;
+}
+
+namespace {
+
+std::string train_tables(const ReportInput& in) {
+  std::string s;
+  for (const auto& c : in.doc) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& r : c.value("rows", json::array())) {
+      std::string guard = r.value("host_bound", false) ? "HOST-BOUND" : "network";
+      const auto& h = r.value("host", json::object());
+      if (h.is_object())
+        for (const char* key : {"evidence", "text"})
+          if (!str(h, key).empty()) guard += ": " + str(h, key);
+      std::string errs;
+      for (const auto& e : r.value("errors", json::array()))
+        errs += (errs.empty() ? "" : "; ") + (e.is_string() ? e.get<std::string>() : e.dump());
+      const double e = dbl(r, "efficiency");
+      rows.push_back({std::to_string(r.value("servers", 0)), std::to_string(r.value("ranks", 0)),
+                      std::to_string(r.value("tp", 1)) + "/" + std::to_string(r.value("pp", 1)) +
+                          "/" + std::to_string(r.value("dp", 1)),
+                      std::to_string(r.value("steps", 0)), num(dbl(r, "step_ms", 0), 1),
+                      num(dbl(r, "compute_ms", 0), 1), num(dbl(r, "exposed_ms", 0), 1),
+                      num(dbl(r, "samples_per_s", 0), 1),
+                      std::isnan(e) ? "-" : num(e * 100, 1) + "%",
+                      std::to_string(r.value("wrong", 0)), guard, errs});
+    }
+    const auto& m = c.value("model", json::object());
+    s += "<h2>" + esc(str(c, "label").empty() ? str(c, "lab") : str(c, "label")) +
+         " (between "
+         "servers over the " +
+         esc(str(c, "tier")) + ")</h2>";
+    s += "<p class=method>model: " + esc(m.dump()) + "; compute per micro-batch " +
+         num(c.value("compute_real_ns", 0.0) / 1e6, 1) + " ms × [scale] compute " +
+         num(dbl(c, "compute_scale", 1), 3) + ", spent in sleep; scenario " +
+         esc(str(c, "scenario")) + "</p>";
+    s += table({"servers", "ranks", "tp/pp/dp", "steps", "step ms", "compute ms", "exposed ms",
+                "samples/s", "efficiency", "#wrong", "guard", "errors"},
+               rows);
+  }
+  return s;
+}
+
+}  // namespace
 
 std::string report_dot(const std::string& lab, const plan::Topology& t,
                        const std::vector<std::string>& faulted) {
@@ -740,16 +1038,25 @@ std::string chart_js_path() {
 Result<std::string> html_page(const ReportInput& in, std::string_view chart_js) {
   std::vector<Chart> charts = in.kind == ReportKind::kRun     ? run_charts(in)
                               : in.kind == ReportKind::kBench ? bench_charts(in)
+                              : in.kind == ReportKind::kTrain ? train_charts(in)
                                                               : verify_charts(in);
-  const std::string lab = str(in.doc, "lab");
+  std::string lab;
+  if (in.kind != ReportKind::kTrain) {
+    lab = str(in.doc, "lab");
+  } else {
+    for (const auto& c : in.doc)
+      if (lab.find(str(c, "lab")) == std::string::npos)
+        lab += (lab.empty() ? "" : ", ") + str(c, "lab");
+  }
   std::string title = std::string("testbedctl ") + to_string(in.kind) + " — " + lab;
   std::string h =
       "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>" + esc(title) +
       "</title>\n<style>body{font-family:Helvetica,Arial,sans-serif;margin:1.5em;max-width:"
       "1100px}h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.5em}.method{color:#555;"
-      "font-size:.85em}.chart{position:relative;height:340px}table{border-collapse:collapse;"
+      "font-size:.85em;overflow-wrap:anywhere}.chart{position:relative;height:340px}table{border-"
+      "collapse:collapse;"
       "font-size:.85em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}"
-      "#tb-errors{color:#b00;white-space:pre}.topo svg{max-width:100%;height:auto}</style>\n"
+      "#tb-errors{color:#b00;white-space:pre}.topo{overflow-x:auto}.topo svg{height:auto}</style>\n"
       "</head><body>\n<h1>" +
       esc(title) + "</h1>\n<p class=method>from " + esc(in.source) + "</p>\n";
   h += "<p class=method>how it was measured: " + esc(method_of(in)) + "</p>\n";
@@ -772,6 +1079,7 @@ Result<std::string> html_page(const ReportInput& in, std::string_view chart_js) 
   }
   if (in.kind == ReportKind::kRun) h += run_tables(in);
   if (in.kind == ReportKind::kVerify) h += verify_tables(in);
+  if (in.kind == ReportKind::kTrain) h += train_tables(in);
   h += "<pre id=tb-errors></pre>\n";
   h += "<script>\n" + script_safe(std::string(chart_js)) + "\n</script>\n";
   h +=
@@ -806,6 +1114,32 @@ Result<std::string> html_page(const ReportInput& in, std::string_view chart_js) 
   return h;
 }
 
+Result<ReportInput> read_report_inputs(const std::vector<std::string>& paths) {
+  if (paths.empty()) return bad_input("report: give a results directory or a JSON file");
+  auto first = read_report_input(paths.front());
+  if (!first || paths.size() == 1) return first;
+  if (first->kind != ReportKind::kBench && first->kind != ReportKind::kTrain)
+    return bad_input("report: " + paths.front() + " is a " + to_string(first->kind) +
+                     " result; several results go on one page only when they are all benches "
+                     "(busbw curves side by side) or all train results");
+  for (size_t i = 1; i < paths.size(); ++i) {
+    auto more = read_report_input(paths[i]);
+    if (!more) return std::unexpected(more.error());
+    if (more->kind != first->kind)
+      return bad_input("report: " + paths[i] + " is a " + to_string(more->kind) + " result and " +
+                       paths.front() + " a " + to_string(first->kind) +
+                       " one; compare results of one kind (all benches or all train results)");
+    if (first->kind == ReportKind::kBench) {
+      first->compared.push_back(std::move(more->doc));
+    } else {
+      for (auto& c : more->doc) first->doc.push_back(std::move(c));
+    }
+  }
+  first->source = "";
+  for (const auto& p : paths) first->source += (first->source.empty() ? "" : ", ") + p;
+  return first;
+}
+
 Result<std::string> write_html(const ReportInput& in, const std::string& out) {
   auto js = read_text(chart_js_path());
   if (!js)
@@ -830,6 +1164,21 @@ Result<std::string> write_html_report(const std::string& path, const std::string
   if (target.empty())
     target =
         is_dir ? path + "/report.html" : (fs::path(path).replace_extension("").string() + ".html");
+  return write_html(*in, target);
+}
+
+Result<std::string> write_html_report(const std::vector<std::string>& paths,
+                                      const std::string& out) {
+  if (paths.size() == 1) return write_html_report(paths.front(), out);
+  auto in = read_report_inputs(paths);
+  if (!in) return std::unexpected(in.error());
+  std::error_code ec;
+  std::string target = out;
+  if (target.empty()) {
+    const fs::path p = paths.front();
+    target = (fs::is_directory(p, ec) ? p : p.parent_path()).string();
+    target = (target.empty() ? std::string(".") : target) + "/compare.html";
+  }
   return write_html(*in, target);
 }
 

@@ -1,8 +1,9 @@
-// HTML reports (`testbedctl report`, and `run`/`bench`/`verify --html` on their own): one
-// self-contained file per result that opens offline in any browser. It is made from the
+// HTML reports (`testbedctl report`, and `run`/`bench`/`train`/`verify --html` on their own):
+// one self-contained file per result that opens offline in any browser. It is made from the
 // result's JSON only (summary.json + events.jsonl of a run, bench.json of a bench, the JSON
-// `verify --json` prints) and the lab's topology.json saved beside it, so a results directory
-// copied to another machine gives the same report with the lab gone.
+// `verify --json` prints, train.json or train-all.json of `train`) and the lab's topology.json
+// saved beside it, so a results directory copied to another machine gives the same report with
+// the lab gone.
 //
 // The pictures: the topology as inline SVG drawn by Graphviz (libgvc; regions as clusters,
 // tiers coloured, emulated rate and delay on each edge, faulted links red); charts drawn by
@@ -26,21 +27,26 @@
 
 namespace tb::report {
 
-enum class ReportKind { kRun, kBench, kVerify };
+enum class ReportKind { kRun, kBench, kVerify, kTrain };
 const char* to_string(ReportKind k);
 
 struct ReportInput {
   ReportKind kind = ReportKind::kRun;
-  std::string source;                  // the directory or file it was read from
-  nlohmann::json doc;                  // summary.json, bench.json, or verify's JSON
-  std::vector<nlohmann::json> events;  // a run's events.jsonl
-  nlohmann::json workload_job;         // a run's workload/job.json (its message size), or null
-  std::optional<plan::Topology> topo;  // topology.json beside the result, when there
+  std::string source;  // the directory or file it was read from
+  nlohmann::json doc;  // summary.json, bench.json, verify's JSON, or train's curves (an array)
+  std::vector<nlohmann::json> events;    // a run's events.jsonl
+  nlohmann::json workload_job;           // a run's workload/job.json (its message size), or null
+  std::optional<plan::Topology> topo;    // topology.json beside the result, when there
+  std::vector<nlohmann::json> compared;  // benches drawn beside doc (`report DIR DIR...`)
 };
 
-// PATH is a results directory (a run's: summary.json; a bench's: bench.json) or a JSON file
-// `verify --json` wrote. What it is not is exit 2 saying what would be valid.
+// PATH is a results directory (a run's: summary.json; a bench's: bench.json; train's:
+// train-all.json, else train.json) or a JSON file `verify --json` or `train --json` wrote.
+// What it is not is exit 2 saying what would be valid.
 Result<ReportInput> read_report_input(const std::string& path);
+// Several results on one page: benches (their busbw curves side by side; `compared`) or train
+// results (every curve); one path is read_report_input. Other kinds, or a mix, are exit 2.
+Result<ReportInput> read_report_inputs(const std::vector<std::string>& paths);
 
 // One chart: an id for its canvas, a title, how it was measured, and the Chart.js
 // configuration ({"type", "data", "options"}).
@@ -51,6 +57,9 @@ struct Chart {
 std::vector<Chart> run_charts(const ReportInput& in);
 std::vector<Chart> bench_charts(const ReportInput& in);
 std::vector<Chart> verify_charts(const ReportInput& in);
+// Scaling efficiency and samples/s over server count, one curve per train result, and the step
+// time split into compute and exposed communication; host-bound rows marked.
+std::vector<Chart> train_charts(const ReportInput& in);
 
 // The topology as Graphviz dot in the report's style: regions as clusters, a colour per tier,
 // each edge labelled with its emulated rate and delay; links named in `faulted` (targets as the
@@ -75,5 +84,9 @@ Result<std::string> write_html(const ReportInput& in, const std::string& out);
 // written into the results directory (run and bench call it so with the lab's topology).
 Result<std::string> write_html_report(const std::string& path, const std::string& out = "",
                                       const plan::Topology* topo = nullptr);
+// Several results compared on one page (read_report_inputs); OUT defaults to compare.html in
+// the first one's directory.
+Result<std::string> write_html_report(const std::vector<std::string>& paths,
+                                      const std::string& out);
 
 }  // namespace tb::report

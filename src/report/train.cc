@@ -74,6 +74,27 @@ std::string train_row(const experiment::TrainRow& row, int base_servers) {
          "\n";
 }
 
+// A ToR's ECMP line is printed when it sent at least this much up (the JSON has every group).
+constexpr uint64_t kEcmpShownBytes = 1 << 20;
+
+std::string ecmp_text(const experiment::TrainRow& row) {
+  std::string out;
+  for (const auto& g : row.ecmp) {
+    if (g.total < kEcmpShownBytes) continue;  // control traffic, ACKs: no flows to hash
+    std::string shares;
+    for (size_t i = 0; i < g.links.size(); ++i)
+      shares += fmt::format("{}{} {:.0f}%", shares.empty() ? "" : ", ",
+                            g.links[i].substr(g.links[i].rfind(':') + 1),
+                            100.0 * static_cast<double>(g.bytes[i]) / static_cast<double>(g.total));
+    out += fmt::format(
+        "{} server(s): ECMP {} -> spines, {:.1f} MB: {} ({} of {} links carrying >= {:.0f}%, "
+        "busiest {:.2f}x an even share)\n",
+        row.servers, g.node, static_cast<double>(g.total) / 1e6, shares, g.carrying, g.links.size(),
+        experiment::kEcmpCarrying * 100, g.max_share * static_cast<double>(g.links.size()));
+  }
+  return out;
+}
+
 std::string train_footer(const experiment::TrainResult& r) {
   std::string out;
   if (r.base_servers > 1)
@@ -85,6 +106,10 @@ std::string train_footer(const experiment::TrainResult& r) {
     if (row.host.host_bound)
       out += fmt::format("{} server(s): HOST-BOUND, not the network's figure: {}\n", row.servers,
                          row.host.text());
+    out += ecmp_text(row);
+    if (!row.link_error.empty())
+      out += fmt::format("{} server(s): links not read ({}): no ECMP shares, no link check\n",
+                         row.servers, row.link_error);
     for (const auto& e : row.errors) out += fmt::format("{} server(s): {}\n", row.servers, e);
     if (row.wrong > 0)
       out += fmt::format("{} server(s): {} reduced values were wrong\n", row.servers, row.wrong);
@@ -127,7 +152,30 @@ std::string train_compare(const std::vector<experiment::TrainResult>& labs) {
 
 nlohmann::json train_json(const experiment::TrainResult& r) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& row : r.rows)
+  for (const auto& row : r.rows) {
+    nlohmann::json links = nlohmann::json::array(), ecmp = nlohmann::json::array();
+    for (const auto& l : row.links)
+      if (l.ab + l.ba > 0 || l.tier == plan::to_string(plan::Tier::kAggregation))
+        links.push_back({{"a", l.a},
+                         {"b", l.b},
+                         {"tier", l.tier},
+                         {"emulated_bps", l.emulated_bps},
+                         {"bytes_ab", l.ab},
+                         {"bytes_ba", l.ba}});
+    for (const auto& g : row.ecmp) {
+      nlohmann::json shares = nlohmann::json::array();
+      for (size_t i = 0; i < g.links.size(); ++i)
+        shares.push_back(
+            {{"link", g.links[i]},
+             {"bytes", g.bytes[i]},
+             {"share",
+              g.total ? static_cast<double>(g.bytes[i]) / static_cast<double>(g.total) : 0.0}});
+      ecmp.push_back({{"node", g.node},
+                      {"bytes", g.total},
+                      {"links", shares},
+                      {"carrying", g.carrying},
+                      {"max_share", g.max_share}});
+    }
     rows.push_back({{"servers", row.servers},
                     {"ranks", row.ranks},
                     {"tp", row.tp},
@@ -148,7 +196,11 @@ nlohmann::json train_json(const experiment::TrainResult& r) {
                     {"wrong", row.wrong},
                     {"host", verify::to_json(row.host)},
                     {"host_bound", row.host.host_bound},
+                    {"links", links},
+                    {"links_error", row.link_error},
+                    {"ecmp", ecmp},
                     {"errors", row.errors}});
+  }
   return {{"label", r.label},
           {"lab", r.lab},
           {"scenario", r.scenario},
@@ -162,7 +214,9 @@ nlohmann::json train_json(const experiment::TrainResult& r) {
           {"method",
            "per step the slowest rank's step time, median over the timed steps; exposed = step - "
            "compute (compute spent in sleep); bytes = every rank's sends in one step; efficiency "
-           "= samples/s at N / (N / base x samples/s at base servers)"},
+           "= samples/s at N / (N / base x samples/s at base servers); links: bytes each way from "
+           "the a end's interface counters over the guard's window (read every 0.5 s); ecmp: per "
+           "ToR with 2+ spine uplinks, the share of the bytes it sent up over each"},
           {"rows", rows},
           {"errors", r.errors},
           {"ok", r.ok()}};

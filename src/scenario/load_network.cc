@@ -98,7 +98,7 @@ void read_regions(Table& top, LoadState& st) {
     ++index;
     Table t(*e, "region #" + std::to_string(index), "[[region]]",
             {"name", "description", "servers", "gpus_per_server", "rails", "scale_up", "rail",
-             "dual_tor", "spines", "spine_link", "frontend"},
+             "dual_tor", "spines", "spine_link", "frontend", "ecmp_hash"},
             st.d);
     Region r;
     r.loc = t.loc();
@@ -155,6 +155,7 @@ void read_regions(Table& top, LoadState& st) {
     else
       r.spine_link = r.rail;
     profile_ref(t, "frontend", true, st, &r.frontend);
+    if (auto h = t.str("ecmp_hash"); h && t.one_of("ecmp_hash", *h, {"l3", "l4"})) r.ecmp_hash = *h;
     t.finish();
     if (!sure && !r.name.empty()) st.unsure_regions.insert(r.name);
     if (add) st.s.regions.push_back(std::move(r));

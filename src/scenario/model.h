@@ -62,6 +62,10 @@ struct Region {
   std::string spine_link;  // profile of ToR <-> spine links ("" = same as rail)
   std::string frontend;    // profile of server <-> VPC switch links
   Loc loc;
+  // How the region's multipath routes pick a next hop (net.ipv4.fib_multipath_hash_policy in
+  // every namespace of the region that holds one): "l3" (the kernel's default, policy 0: source
+  // and destination address) or "l4" (policy 1: the 5-tuple, so a pair's connections spread).
+  std::string ecmp_hash = "l3";
 };
 
 enum class WanRole { kPrimary, kBackup };

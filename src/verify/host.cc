@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace tb::verify {
@@ -66,6 +67,53 @@ HostLoad host_load(const HostSample& before, const HostSample& after) {
   return h;
 }
 
+std::vector<LinkShortfall> short_links(const std::vector<LinkInterval>& intervals) {
+  std::vector<LinkShortfall> all;
+  std::map<std::string, size_t> index;
+  std::vector<double> share_sum;
+  for (const auto& i : intervals) {
+    if (i.faulted || i.emulated_bps <= 0) continue;
+    if (i.backlog_start == 0 || i.backlog_end == 0) continue;  // nothing waited throughout
+    auto [it, fresh] = index.try_emplace(i.link, all.size());
+    if (fresh) {
+      all.push_back(LinkShortfall{i.link, i.emulated_bps, 0, 0, 0, 0});
+      share_sum.push_back(0);
+    }
+    auto& l = all[it->second];
+    ++l.waiting_intervals;
+    const double owed =
+        std::min(i.emulated_bps * i.seconds / 8, static_cast<double>(i.backlog_start));
+    const double share = owed > 0 ? i.delivered_bps * i.seconds / 8 / owed : 1;
+    if (share >= kLinkShortfall) continue;
+    ++l.short_intervals;
+    share_sum[it->second] += share;
+    l.backlog_max = std::max({l.backlog_max, i.backlog_start, i.backlog_end});
+  }
+  std::vector<LinkShortfall> out;
+  for (size_t k = 0; k < all.size(); ++k) {
+    auto& l = all[k];
+    if (l.short_intervals < kLinkShortIntervals || 2 * l.short_intervals < l.waiting_intervals)
+      continue;
+    l.delivered_share = share_sum[k] / l.short_intervals;
+    out.push_back(l);
+  }
+  return out;
+}
+
+std::string LinkShortfall::text() const {
+  return fmt::format(
+      "{} (emulated {:.1f} Mbit/s) stalled in {} of {} intervals with bytes queued at both ends: "
+      "it sent {:.0f}% of what was queued at the start (queue up to {} B)",
+      link, emulated_bps / 1e6, short_intervals, waiting_intervals, delivered_share * 100,
+      backlog_max);
+}
+
+void add_link_check(HostLoad& h, const std::vector<LinkInterval>& intervals) {
+  h.links_checked = true;
+  h.links = short_links(intervals);
+  if (!h.links.empty()) h.host_bound = true;
+}
+
 std::string HostLoad::text() const {
   std::string s = cpu_busy >= 0 ? fmt::format("CPUs {:.0f}% busy", cpu_busy * 100) : "CPU unknown";
   if (stage_late_mean_us >= 0)
@@ -76,19 +124,35 @@ std::string HostLoad::text() const {
   else
     s += ", no packet through a delay stage";
   for (const auto& t : scheduling) s += "; stage scheduling " + t;
+  for (const auto& l : links) s += "; link short of its rate: " + l.text();
   return s;
 }
 
 nlohmann::json to_json(const HostLoad& h) {
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& l : h.links)
+    links.push_back({{"link", l.link},
+                     {"emulated_bps", l.emulated_bps},
+                     {"short_intervals", l.short_intervals},
+                     {"waiting_intervals", l.waiting_intervals},
+                     {"delivered_share", l.delivered_share},
+                     {"backlog_max_bytes", l.backlog_max},
+                     {"text", l.text()}});
   return {{"cpu_busy", h.cpu_busy},
           {"stage_packets", h.stage_packets},
           {"stage_late_mean_us", h.stage_late_mean_us},
           {"stage_late_max_us", h.stage_late_max_us},
           {"stage_scheduling", h.scheduling},
           {"host_bound", h.host_bound},
-          {"rule", fmt::format("the host is the cause when its CPUs were >= {:.0f}% busy or the "
-                               "stages released packets >= {:.0f} us late on average",
-                               kHostBusyShare * 100, kStageLateUs)},
+          {"links_checked", h.links_checked},
+          {"links_short", links},
+          {"rule", fmt::format("the host is the cause when its CPUs were >= {:.0f}% busy, the "
+                               "stages released packets >= {:.0f} us late on average, or an "
+                               "unfaulted link sent < {:.0f}% of min(the bytes queued in front "
+                               "of it, its rate x the interval) in >= {} 0.5 s intervals (and "
+                               "at least half of those with bytes queued at both ends)",
+                               kHostBusyShare * 100, kStageLateUs, kLinkShortfall * 100,
+                               kLinkShortIntervals)},
           {"text", h.text()}};
 }
 

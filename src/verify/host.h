@@ -34,17 +34,56 @@ void add_stage_stats(HostSample& s, const nlohmann::json& stats);
 // "cpu  user nice system idle iowait irq softirq steal ..." -> busy and total jiffies.
 bool parse_proc_stat_cpu(const std::string& line, uint64_t& busy, uint64_t& total);
 
+// The link check: an unfaulted link delivering less than its emulated rate while traffic waits
+// for it. One direction of one link over one sampling interval: bytes queued in front of it (the
+// sending end's root qdisc backlog) when the interval began and when it ended, and what it
+// delivered (the sending end's tx counter). The bytes queued at the start had waited for the
+// link; a rate limiter that is given the CPU sends them — or a full interval's worth at its
+// rate, whichever is less — before the interval ends. One that sent less stalled.
+struct LinkInterval {
+  std::string link;         // "a:if -> b:if"
+  double emulated_bps = 0;  // 0: unlimited (not judged)
+  double delivered_bps = 0;
+  double seconds = 0;  // the interval
+  uint64_t backlog_start = 0, backlog_end = 0;
+  bool faulted = false;  // a fault or live change in force on it: not judged
+};
+
+// An interval is short when bytes waited at both its ends and the link delivered less than this
+// share of min(the bytes queued at its start, its emulated rate x the interval) ...
+inline constexpr double kLinkShortfall = 0.8;
+// ... and a link is host-bound evidence when at least this many of its intervals were short and
+// they were at least half of its intervals with bytes waiting at both ends.
+inline constexpr int kLinkShortIntervals = 2;
+
+struct LinkShortfall {
+  std::string link;
+  double emulated_bps = 0;
+  int short_intervals = 0, waiting_intervals = 0;
+  double delivered_share = 0;  // mean over the short intervals, of what it owed (above)
+  uint64_t backlog_max = 0;    // the largest queue seen in a short interval
+  std::string text() const;
+};
+
+// The links that were short (pure): intervals grouped by link, in first-seen order.
+std::vector<LinkShortfall> short_links(const std::vector<LinkInterval>& intervals);
+
 struct HostLoad {
   double cpu_busy = -1;            // share of all CPUs' time, -1 unknown
   double stage_late_mean_us = -1;  // over the window, -1 when no packet was released
   uint64_t stage_packets = 0;
   double stage_late_max_us = 0;  // since the stages started
   std::vector<std::string> scheduling;
-  bool host_bound = false;   // busy >= kHostBusyShare or late mean >= kStageLateUs
+  std::vector<LinkShortfall> links;  // the link check's evidence (add_link_check)
+  bool links_checked = false;        // the link check ran (intervals were sampled)
+  // busy >= kHostBusyShare, late mean >= kStageLateUs, or a link short of its rate
+  bool host_bound = false;
   std::string text() const;  // one line for people
 };
 
 HostLoad host_load(const HostSample& before, const HostSample& after);
+// Adds the link check's verdict (short_links) to a window's load.
+void add_link_check(HostLoad& h, const std::vector<LinkInterval>& intervals);
 nlohmann::json to_json(const HostLoad& h);
 
 }  // namespace tb::verify

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <thread>
 
+#include "browser.h"
 #include "core/process.h"
-#include "e2e_util.h"
 
 namespace tb::e2e {
 namespace {
@@ -312,6 +312,13 @@ TEST(BenchHz, ChecksBeforeAndAfterTimingAcrossTheWanAndOn16Ranks) {
   {
     auto [r, j] = bench("a2a-hz", "alltoall --ranks hz -b 256K -e 1M -f 4 -n 2 -w 1 -c 1");
     expect_clean_run(r, j, "alltoall on hz's 16 ranks", 2, 2);
+    // hz-bj's bench report in a real browser: the curve, #wrong and the whole lab's topology.
+    if (have_chromium() && j.contains("results_dir")) {
+      const auto p = open_in_chromium(j["results_dir"].get<std::string>() + "/report.html",
+                                      "hz-bj-bench-report.png");
+      expect_drawn(p, 2);
+      EXPECT_GT(p.svg_nodes, 30);
+    }
   }
   {
     auto [r, j] =

@@ -17,7 +17,7 @@
 #include <fstream>
 #include <map>
 
-#include "e2e_util.h"
+#include "browser.h"
 
 namespace tb::e2e {
 namespace {
@@ -341,6 +341,14 @@ for = "1500ms"
       EXPECT_EQ(std::filesystem::file_size(e.path()), shard_bytes[w]) << e.path();
     }
   EXPECT_EQ(shards, 3 * 2);
+  // The run's HTML report draws each checkpoint's replications (report/html.cc).
+  if (have_chromium()) {
+    const auto p =
+        open_in_chromium(std::filesystem::path(s["results_dir"].get<std::string>()) / "report.html",
+                         "checkpoint-run-report.png");
+    expect_drawn(p, p.canvases.size());
+    EXPECT_EQ(count(p.dom, "<canvas id=\"run-checkpoint-"), 3u);
+  }
 }
 
 TEST_F(QosCheckpoint, HzBjRunsItsShippedCheckpoint) {
@@ -357,6 +365,19 @@ TEST_F(QosCheckpoint, HzBjRunsItsShippedCheckpoint) {
     if (rep["error"] != "unfinished when the run ended") {
       EXPECT_TRUE(rep["ok"].get<bool>()) << rep.dump();
     }
+  // hz-bj's HTML report in a real browser: every chart drew, every node and link of the lab in
+  // the topology (report/html.cc).
+  if (have_chromium()) {
+    const std::filesystem::path dir = s["results_dir"].get<std::string>();
+    std::ifstream t(dir / "topology.json");
+    const auto topo = nlohmann::json::parse(t, nullptr, false);
+    ASSERT_TRUE(topo.is_object());
+    const auto p = open_in_chromium(dir / "report.html", "hz-bj-run-report.png");
+    expect_drawn(p, p.canvases.size());
+    EXPECT_EQ(count(p.dom, "<canvas id=\"run-checkpoint-"), 1u);
+    EXPECT_EQ(p.svg_nodes, static_cast<int>(topo["nodes"].size()));
+    EXPECT_EQ(p.svg_edges, static_cast<int>(topo["links"].size()));
+  }
 }
 
 TEST_F(QosCheckpoint, TrainingAcrossTheWanAndCheckpointsInStepsAreBothReported) {

@@ -1,5 +1,5 @@
-// HTML reports in a real browser: reports of a real bench, verify and run on mini are opened by
-// headless Chromium (Debian's chromium); each test fails on any script error, a chart that did
+// HTML reports in a real browser: reports of a real bench, verify, train and run on mini are opened
+// by headless Chromium (Debian's chromium); each test fails on any script error, a chart that did
 // not draw (no series, or an empty canvas), or a topology without its nodes and edges. One
 // report is made again from a copy of the run's results directory with the lab gone.
 // Screenshots are kept in the build directory's artifacts/ (ctest runs there).
@@ -7,77 +7,12 @@
 #include <fstream>
 #include <regex>
 
-#include "e2e_util.h"
+#include "browser.h"
 
 namespace tb::e2e {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Page {
-  int charts_drawn = -1, errors = -1;
-  std::vector<std::pair<int, long>> canvases;  // data-series, data-painted of each canvas
-  int svg_nodes = 0, svg_edges = 0, red_edges = 0;
-  std::string dom;
-};
-
-int attr(const std::string& tag, const std::string& name) {
-  std::smatch m;
-  if (std::regex_search(tag, m, std::regex(name + "=\"(-?\\d+)\""))) return std::stoi(m[1]);
-  return -1;
-}
-
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = 0; (at = s.find(what, at)) != std::string::npos; at += what.size()) ++n;
-  return n;
-}
-
-// Opens `html` in headless Chromium: the DOM after its scripts ran, and a screenshot.
-Page open_in_chromium(const std::string& html, const std::string& shot_name) {
-  Page p;
-  char t[] = "/tmp/tb-e2e-chromium-XXXXXX";
-  const std::string profile = ::mkdtemp(t);
-  const std::string base =
-      "timeout 120 chromium --headless --no-sandbox --disable-gpu "
-      "--no-first-run --user-data-dir=" +
-      profile;
-  auto dom = sh(base + " --dump-dom file://" + html + " 2>/dev/null");
-  p.dom = dom.out;
-  const fs::path shots = fs::current_path() / "artifacts";
-  fs::create_directories(shots);
-  sh(base + " --window-size=1200,2600 --screenshot=" + (shots / shot_name).string() + " file://" +
-     html + " >/dev/null 2>&1");
-  fs::remove_all(profile);
-  std::smatch m;
-  if (std::regex_search(p.dom, m, std::regex("<body[^>]*>"))) {
-    const std::string body = m[0];
-    p.charts_drawn = attr(body, "data-charts-drawn");
-    p.errors = attr(body, "data-errors");
-  }
-  const std::regex canvas("<canvas[^>]*>");
-  for (auto it = std::sregex_iterator(p.dom.begin(), p.dom.end(), canvas);
-       it != std::sregex_iterator(); ++it) {
-    const std::string tag = (*it)[0];
-    p.canvases.push_back({attr(tag, "data-series"), attr(tag, "data-painted")});
-  }
-  p.svg_nodes = static_cast<int>(count(p.dom, "class=\"node\""));
-  p.svg_edges = static_cast<int>(count(p.dom, "class=\"edge\""));
-  // Graphviz draws a red edge's path with stroke="red".
-  p.red_edges = static_cast<int>(count(p.dom, "stroke=\"red\" stroke-width=\"3\""));
-  return p;
-}
-
-// Every chart drew: as many as the page has canvases, each with series and painted pixels.
-void expect_drawn(const Page& p, size_t charts) {
-  EXPECT_EQ(p.errors, 0) << p.dom.substr(0, 4000);
-  EXPECT_EQ(p.charts_drawn, static_cast<int>(charts));
-  ASSERT_EQ(p.canvases.size(), charts);
-  for (const auto& [series, painted] : p.canvases) {
-    EXPECT_GT(series, 0);
-    EXPECT_GT(painted, 1000) << "a canvas stayed (almost) empty";
-  }
-}
 
 std::string find_file(const std::string& root, const std::string& name) {
   for (const auto& e : fs::recursive_directory_iterator(root))
@@ -90,7 +25,7 @@ class Report : public SharedMiniLab<Report> {
   static void SetUpTestSuite() { up_shared("rp", "report"); }
   void SetUp() override {
     SharedMiniLab<Report>::SetUp();
-    if (sh("command -v chromium").rc != 0)
+    if (!have_chromium())
       GTEST_SKIP() << "no chromium (Debian: apt install chromium; scripts/setup installs it)";
   }
   static CmdResult tb(const std::string& args) {
@@ -110,6 +45,21 @@ TEST_F(Report, ABenchsReportDrawsItsCurveAndTheTopology) {
   EXPECT_EQ(p.canvases[0].first, 2) << "busbw and the bottleneck rate";
   EXPECT_EQ(p.svg_nodes, 9);  // mini: 4 GPUs, 2 servers, a ToR, the VPC, the transit router
   EXPECT_EQ(p.svg_edges, 11);
+
+  // A second bench with another algorithm; `report DIR DIR` draws both curves on one page.
+  r = tb("bench " + lab_ + " allreduce -b 64K -e 1M -n 3 -w 1 --algo tree");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::vector<std::string> dirs;
+  for (const auto& e : fs::recursive_directory_iterator(results_ + "/" + lab_))
+    if (e.path().filename() == "bench.json") dirs.push_back(e.path().parent_path().string());
+  ASSERT_EQ(dirs.size(), 2u);
+  const std::string compare = results_ + "/compare.html";
+  auto c = sh(tbctl() + " report " + dirs[0] + " " + dirs[1] + " -o " + compare + " 2>&1");
+  ASSERT_EQ(c.rc, 0) << c.out;
+  const auto q = open_in_chromium(compare, "bench-compare.png");
+  expect_drawn(q, 2);
+  EXPECT_EQ(q.canvases[0].first, 3) << "two busbw curves and the bottleneck rate";
+  EXPECT_EQ(q.canvases[1].first, 2) << "#wrong of each";
 }
 
 TEST_F(Report, VerifyHtmlDrawsEachCheckAgainstItsBand) {
@@ -122,6 +72,27 @@ TEST_F(Report, VerifyHtmlDrawsEachCheckAgainstItsBand) {
   ASSERT_GE(p.canvases.size(), 2u);  // at least rate and delay
   expect_drawn(p, p.canvases.size());
   EXPECT_EQ(p.svg_nodes, 9);
+}
+
+TEST_F(Report, TrainsReportDrawsEfficiencySamplesAndTheStepBreakdown) {
+  auto r = tb("train " + lab_ +
+              " --servers 1,2 --params 1000000 --compute 5ms --steps 2 --warmup 0 --timeout 120");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto at = r.out.find("train: report in ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string html = r.out.substr(at + 17, r.out.find('\n', at) - at - 17);
+  ASSERT_TRUE(fs::exists(html)) << html;
+  EXPECT_TRUE(fs::exists(fs::path(html).parent_path() / "train.json"));
+  const auto p = open_in_chromium(html, "train-report.png");
+  expect_drawn(p, 3);  // efficiency, samples/s, step breakdown
+  EXPECT_EQ(p.canvases[0].first, 2) << "the curve and the 100% line";
+  EXPECT_EQ(p.svg_nodes, 9);
+  EXPECT_NE(p.dom.find("<td>2</td>"), std::string::npos) << "a row for 2 servers";
+  // `report DIR` makes it again from the directory.
+  auto again = sh(tbctl() + " report " + fs::path(html).parent_path().string() + " -o " + results_ +
+                  "/train-again.html 2>&1");
+  ASSERT_EQ(again.rc, 0) << again.out;
+  expect_drawn(open_in_chromium(results_ + "/train-again.html", "train-report-again.png"), 3);
 }
 
 TEST_F(Report, ARunsReportShowsTheFaultAndIsMadeAgainFromACopyWithTheLabGone) {

@@ -2,7 +2,9 @@
 // gradients over TCP, the sweep reports one row per server count with its bytes on the intended
 // tiers, tensor parallelism inside a server and the frontend between servers, the guard flags a
 // run made CPU-bound on purpose (a busy loop on every CPU), and bad input is exit 2 before any
-// rank starts. Every bound below is a bound on a hang, not a timing claim; no figure is checked.
+// rank starts. Then labs of their own: ECMP (scenarios/ecmp.toml: L4 hashing, many flows over
+// several uplinks) and hz-bj (16 GPUs). Every bound below is a bound on a hang, not a timing claim;
+// no figure is checked.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -120,6 +122,9 @@ TEST_F(Train, TheGuardFlagsACpuBoundRun) {
   const auto& row = j[0]["rows"][0];
   EXPECT_TRUE(row["host_bound"].get<bool>()) << row.dump();
   EXPECT_GE(row["host"]["cpu_busy"].get<double>(), 0.9) << row.dump();
+  // The link check ran over the same window (its verdict is the hogs' to decide, not checked).
+  EXPECT_TRUE(row["host"]["links_checked"].get<bool>()) << row.dump();
+  EXPECT_TRUE(row["host"]["links_short"].is_array()) << row.dump();
   EXPECT_NE(r.out.find("HOST-BOUND, not the network's figure: CPUs"), std::string::npos) << r.out;
 }
 
@@ -133,6 +138,93 @@ TEST_F(Train, BadInputIsExit2BeforeAnyRankStarts) {
   r = train("--servers 2,1");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("must increase"), std::string::npos) << r.out;
+}
+
+// ECMP (scenarios/ecmp.toml): each ToR's route to the other rail has a next hop per spine and
+// the ToRs hash with the 5-tuple; with 8 connections per ring peer (a 4 MB bucket over 8 ranks:
+// 512 KiB chunks, 8 stripes of 64 KiB, so 32 flows out of each ToR over its 4 uplinks) the
+// interface counters show more than one uplink of each ToR carrying the bytes, and the steps stay
+// correct. Behaviour only: which uplinks, and how evenly, is the hash's and not checked.
+TEST(TrainEcmp, MultipathRoutesHashOnPortsAndManyFlowsUseSeveralUplinks) {
+  TB_REQUIRE_ROOT();
+  std::string dir = "/tmp/tb-e2e-ecmp-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string lab = unique_lab("ec");
+  LabGuard guard(lab);
+  auto r = testbedctl("up " + scenario("ecmp.toml") + " --name " + lab);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::string tor1 = "tb-" + lab + "-dc-tor1";
+  r = sh("ip -n " + tor1 + " -4 route show");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  int nexthops = 0;
+  for (size_t at = r.out.find("nexthop via"); at != std::string::npos;
+       at = r.out.find("nexthop via", at + 1))
+    ++nexthops;
+  EXPECT_EQ(nexthops, 4) << r.out;
+  for (const char* dev : {"dev sp0", "dev sp1", "dev sp2", "dev sp3"})
+    EXPECT_NE(r.out.find(dev), std::string::npos) << r.out;
+  for (const std::string node : {"dc-tor0", "dc-tor1"}) {
+    r = sh("ip netns exec tb-" + lab + "-" + node +
+           " cat /proc/sys/net/ipv4/fib_multipath_hash_policy");
+    EXPECT_EQ(r.out, "1\n") << node;
+  }
+  const std::string json = dir + "/ecmp.json";
+  r = sh("TESTBEDCTL_RESULTS_DIR=" + dir + " timeout 300 " + tbctl() + " train " + lab +
+         " --channels 8 --params 1000000 --grad-bytes 4 --layers 2 --bucket 4M"
+         " --activation-bytes 16K --compute 20ms --steps 2 --warmup 1 --json " +
+         json);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(j.is_array()) << r.out;
+  const auto& row = j[0]["rows"][0];
+  EXPECT_EQ(row["servers"], 8) << row.dump();
+  EXPECT_EQ(row["wrong"], 0) << row.dump();
+  EXPECT_TRUE(row["errors"].empty()) << row.dump();
+  ASSERT_EQ(row["ecmp"].size(), 2u) << row.dump(1);
+  for (const auto& group : row["ecmp"]) {
+    EXPECT_EQ(group["links"].size(), 4u) << group.dump();
+    EXPECT_GT(group["bytes"].get<uint64_t>(), 0u) << group.dump();
+    EXPECT_GE(group["carrying"].get<int>(), 2) << group.dump();
+  }
+  EXPECT_NE(r.out.find("ECMP dc/tor1 -> spines"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+// hz-bj's Hangzhou cluster (4 servers x 4 GPUs, dual-ToR rails, 2 spines): training steps at 2
+// and 4 servers (8 and 16 ranks) with tensor parallelism over NVLink inside each server complete
+// over TCP with every reduced gradient and activation correct. A bound on a hang, no figure.
+TEST(TrainHz, StepsCompleteWithCorrectGradientsOnSixteenGpus) {
+  TB_REQUIRE_ROOT();
+  std::string dir = "/tmp/tb-e2e-trainhz-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string lab = unique_lab("th");
+  LabGuard guard(lab);
+  auto r = testbedctl("up " + scenario("hz-bj.toml") + " --name " + lab);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::string json = dir + "/hz.json";
+  r = sh("TESTBEDCTL_RESULTS_DIR=" + dir + " timeout 300 " + tbctl() + " train " + lab +
+         " --ranks hz --servers 2,4 --tp 2 --params 200000 --grad-bytes 4 --layers 2"
+         " --bucket 128K --activation-bytes 16K --compute 20ms --compute-scale 1 --steps 2"
+         " --warmup 1 --json " +
+         json);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(j.is_array()) << r.out;
+  const auto& rows = j[0]["rows"];
+  ASSERT_EQ(rows.size(), 2u) << j.dump(1);
+  EXPECT_EQ(rows[0]["ranks"], 8);
+  EXPECT_EQ(rows[1]["ranks"], 16);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["tp"], 2) << row.dump();
+    EXPECT_EQ(row["wrong"], 0) << row.dump();
+    EXPECT_EQ(row["steps"], 2) << row.dump();
+    EXPECT_TRUE(row["errors"].empty()) << row.dump();
+    EXPECT_TRUE(row["bytes_per_step"].contains("nvl")) << row.dump();
+    EXPECT_TRUE(row["bytes_per_step"].contains("rail")) << row.dump();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // run with a training workload: its steps are run's iterations through a link-down on the rail;

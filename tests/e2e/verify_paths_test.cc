@@ -13,8 +13,8 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "browser.h"
 #include "core/process.h"
-#include "e2e_util.h"
 #include "plan/plan.h"
 
 namespace tb::e2e {
@@ -46,10 +46,21 @@ void expect_paths_pass(const std::string& file, const std::string& prefix,
   }
   EXPECT_EQ(got, classes);
   EXPECT_EQ(rc, 0) << j.dump(1);
-  // The text names every class and the verdict.
-  CmdResult text = sh("(" + tbctl() + " verify " + g.lab() + " --paths --quick 2>/dev/null)");
+  // The text names every class and the verdict; --html draws each path against its band in a
+  // real browser (report/html.cc), with the lab's topology.
+  char t[] = "/tmp/tb-e2e-vpaths-XXXXXX";
+  const std::string dir = ::mkdtemp(t);
+  CmdResult text = sh("(" + tbctl() + " verify " + g.lab() + " --paths --quick --html " + dir +
+                      "/paths.html 2>/dev/null)");
   for (const auto& c : classes) EXPECT_NE(text.out.find(c), std::string::npos) << c;
   EXPECT_NE(text.out.find("PASS: 0 of"), std::string::npos) << text.out;
+  if (have_chromium()) {
+    const auto p = open_in_chromium(dir + "/paths.html", prefix + "-verify-paths.png");
+    expect_drawn(p, 1);
+    EXPECT_EQ(p.canvases.at(0).first, 3) << "band, expected, measured";
+    EXPECT_GT(p.svg_nodes, 8);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(VerifyPaths, MiniPasses) {

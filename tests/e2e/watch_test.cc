@@ -1,12 +1,13 @@
 // `watch` on a live mini lab while a bench runs: its JSON frames put a busy scale-out link
 // first; under tmux (a real terminal) the busiest link shows at the top of the table, and the
-// view exits on q and on Ctrl-C. A tmux server of its own (-L) that the test kills at the end.
+// view exits on q and on Ctrl-C (the screen is kept as artifacts/watch.png). A tmux server of its
+// own (-L) that the test kills at the end.
 #include <unistd.h>
 
 #include <sstream>
 #include <thread>
 
-#include "e2e_util.h"
+#include "browser.h"
 
 namespace tb::e2e {
 namespace {
@@ -99,10 +100,43 @@ TEST_F(Watch, UnderTmuxTheBusiestLinkIsOnTopAndQAndCtrlCQuit) {
     EXPECT_NE(row.find("scale-out"), std::string::npos) << screen;
     EXPECT_NE(row.find("M "), std::string::npos) << "no Mbit/s rate on the top row:\n" << screen;
     EXPECT_NE(screen.find("delay stages"), std::string::npos) << screen;
+    // The README's picture of watch: this screen, drawn by Chromium (artifacts/watch.png).
+    if (key == "q" && have_chromium())
+      EXPECT_FALSE(screenshot_terminal(screen, "watch.png", 180, 50).empty());
     sh(tmux.cmd("send-keys -t " + s + " " + key));
     EXPECT_TRUE(tmux.ends_within(s, 5)) << "watch did not exit on " << key << ":\n"
                                         << tmux.screen(s);
   }
+}
+
+// Long operations show progress on a terminal and stay quiet off one (cli/progress.h): `run`
+// keeps a status line under its timeline (where the timeline is, what is left) and clears it.
+TEST_F(Watch, RunShowsItsProgressOnATerminalAndNoneOffIt) {
+  if (sh("command -v tmux").rc != 0) GTEST_SKIP() << "no tmux (Debian: apt install tmux)";
+  Tmux tmux;
+  auto r = sh(tmux.cmd("new-session -d -s run -x 180 -y 50 'TESTBEDCTL_RESULTS_DIR=" + results_ +
+                       " " + tbctl() + " run " + lab_ + "; sleep 60'"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::string screen, progress;
+  bool ended = false;
+  for (int i = 0; i < 600 && !ended; ++i) {  // up to 120 s for the run to end
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    screen = tmux.screen("run");
+    std::istringstream in(screen);
+    for (std::string line; std::getline(in, line);) {
+      if (line.starts_with("run " + lab_ + ": timeline ") && line.find(" s left") != line.npos)
+        progress = line;
+      if (line.starts_with("report: ")) ended = true;
+    }
+  }
+  ASSERT_TRUE(ended) << screen;
+  EXPECT_FALSE(progress.empty()) << "no progress line was seen:\n" << screen;
+  EXPECT_EQ(screen.find(": timeline "), std::string::npos) << "not cleared:\n" << screen;
+  // Off a terminal: no status line, no terminal control.
+  r = sh("TESTBEDCTL_RESULTS_DIR=" + results_ + " " + tbctl() + " run " + lab_ + " 2>&1");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out.find("\x1b["), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(": timeline "), std::string::npos) << r.out;
 }
 
 TEST_F(Watch, ALabThatIsNotUpIsExitTwo) {

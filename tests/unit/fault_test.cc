@@ -171,6 +171,7 @@ TEST(Recovery, BreaksDownEachFault) {
   EXPECT_EQ(f.detected_by, "carrier_down ns rail");
   EXPECT_DOUBLE_EQ(*f.reroute_ms, 60);
   EXPECT_DOUBLE_EQ(*f.outage_ms, 105);
+  EXPECT_EQ(f.outage_end_ns, 610 * kMs);  // the report marks recovery there
   EXPECT_TRUE(f.recovered_before_repair);
   EXPECT_DOUBLE_EQ(*f.stall_ms, 300 - 10);  // 510 -> 810, less one iteration
   EXPECT_DOUBLE_EQ(r.max_stall_ms(), 290);

@@ -48,6 +48,11 @@ TEST(PlanGolden, Mini) {
 TEST(PlanGolden, HzBj) {
   check_golden("hz-bj.toml", "hz-bj.plan", true);
 }
+// The hashing experiment: each ToR's route to the other rail over 4 spine uplinks, and
+// fib_multipath_hash_policy = 1 in the two ToRs (the only namespaces with a multipath route).
+TEST(PlanGolden, Ecmp) {
+  check_golden("ecmp.toml", "ecmp.plan", false);
+}
 
 TEST(Emulate, ScalesRateAndDelayAndFlagsWhatCannotBeEmulated) {
   scenario::LinkProfile p;

@@ -8,6 +8,7 @@
 #include "plan/address.h"
 #include "plan/plan.h"
 #include "plan/rxe.h"
+#include "plan_ops.h"
 #include "scenario/loader.h"
 #include "scenario/names.h"
 #include "scenario/presets.h"
@@ -114,6 +115,35 @@ TEST(Plan, DualTorGivesMultipathRailRoute) {
       EXPECT_TRUE(r->nexthops[0].via && r->nexthops[1].via);
     }
   EXPECT_TRUE(found);
+}
+
+// ecmp_hash = "l4": policy 1 in exactly the region's namespaces that hold a multipath route
+// (hz: GPUs and spines with dual ToRs, ToRs with 2 spines); "l3" leaves the kernel's default.
+TEST(Plan, L4EcmpHashWhereMultipathRoutesAre) {
+  auto s = two_regions(true);
+  auto l3 = compile(s);
+  ASSERT_TRUE(l3);
+  for (const auto& op : ops_of<SetSysctl>(*l3))
+    EXPECT_NE(op.key, "net/ipv4/fib_multipath_hash_policy") << op.netns;
+  s.regions[0].ecmp_hash = "l4";
+  auto p = compile(s);
+  ASSERT_TRUE(p) << p.error().message;
+  std::set<std::string> hashed;
+  for (const auto& op : ops_of<SetSysctl>(*p))
+    if (op.key == "net/ipv4/fib_multipath_hash_policy") {
+      EXPECT_EQ(op.value, "1");
+      EXPECT_TRUE(hashed.insert(op.netns).second) << "twice: " << op.netns;
+    }
+  std::set<std::string> multipath;
+  for (const auto& op : ops_of<AddRoute>(*p))
+    if (op.nexthops.size() > 1) multipath.insert(op.netns);
+  EXPECT_EQ(hashed, multipath);
+  // 2 x 4 GPUs, 2 spines, 4 rails x 2 ToRs in hz; nothing in bj (1 rail, 1 ToR, no spine).
+  EXPECT_EQ(hashed.size(), 8u + 2u + 8u);
+  EXPECT_TRUE(hashed.contains("tb-t-hz-tor0a"));
+  EXPECT_TRUE(hashed.contains("tb-t-hz-spine1"));
+  EXPECT_TRUE(hashed.contains("tb-t-hz-s1-g3"));
+  for (const auto& ns : hashed) EXPECT_EQ(ns.rfind("tb-t-hz-", 0), 0u) << ns;
 }
 
 TEST(Plan, WanBackupHasHigherMetric) {

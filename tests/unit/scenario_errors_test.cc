@@ -249,7 +249,20 @@ TEST(ScenarioErrors, ReportsAllProblemsInFileOrder) {
             "x.toml:6:11: region \"hz\": servers: must be at least 1 (got 0)\n"
             "x.toml:11:1: unknown key \"frobnicate\" in [[region]]; valid keys: name, "
             "description, servers, gpus_per_server, rails, scale_up, rail, dual_tor, spines, "
-            "spine_link, frontend");
+            "spine_link, frontend, ecmp_hash");
+}
+
+TEST(ScenarioErrors, EcmpHashIsL3OrL4) {
+  EXPECT_HAS(load_error(std::string(kHead) + "ecmp_hash = \"L4\"\n"),
+             "x.toml:11:13: region \"hz\": ecmp_hash: \"L4\" is not valid; did you mean \"l4\"?");
+  EXPECT_HAS(load_error(std::string(kHead) + "ecmp_hash = 1\n"),
+             "x.toml:11:13: region \"hz\": ecmp_hash: must be a string");
+  auto s = load_text(std::string(kHead) + "ecmp_hash = \"l4\"\n", "x.toml");
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->regions[0].ecmp_hash, "l4");
+  auto d = load_text(kHead, "x.toml");
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->regions[0].ecmp_hash, "l3");
 }
 
 TEST(ScenarioErrors, SpinesZeroNeedsOneRail) {

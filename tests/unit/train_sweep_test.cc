@@ -86,5 +86,52 @@ TEST(TrainSweep, HostBoundRowsAreFlaggedWithTheirEvidence) {
   EXPECT_NE(cmp.find("(host)"), std::string::npos) << cmp;
 }
 
+// ECMP groups: a ToR's uplinks (aggregation links with the ToR at a) with the bytes it sent up
+// each, shares of the group, links carrying >= 5%; other tiers and single uplinks are no group.
+TEST(TrainSweep, EcmpGroupsAreEachTorsUplinksWithTheirShares) {
+  auto agg = [](const std::string& a, const std::string& b, uint64_t ab, uint64_t ba) {
+    return experiment::LinkBytes{a, b, "aggregation", 100e6, ab, ba};
+  };
+  const std::vector<experiment::LinkBytes> links = {
+      agg("dc/tor0:sp0", "dc/spine0:t0", 100'000, 5'000'000),  // tor0 sends ACKs only
+      agg("dc/tor1:sp0", "dc/spine0:t1", 6'000'000, 10'000),
+      agg("dc/tor0:sp1", "dc/spine1:t0", 300'000, 1'000'000),
+      agg("dc/tor1:sp1", "dc/spine1:t1", 0, 0),  // idle: the flows hashed elsewhere
+      agg("dc/tor1:sp2", "dc/spine2:t1", 4'000'000, 20'000),
+      agg("dc/tor1:sp3", "dc/spine3:t1", 100'000, 0),  // ACK-sized
+      {"dc/s0/g0:raila", "dc/tor0:s0g0", "scale-out", 400e6, 9999, 9999},
+      agg("hz/tor0:sp0", "hz/spine0:t0", 7, 7)};  // one uplink: nothing to hash over
+  const auto g = experiment::ecmp_groups(links);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].node, "dc/tor0");
+  EXPECT_EQ(g[0].links, (std::vector<std::string>{"dc/tor0:sp0", "dc/tor0:sp1"}));
+  EXPECT_EQ(g[0].total, 400'000u);
+  EXPECT_EQ(g[0].carrying, 2);
+  EXPECT_DOUBLE_EQ(g[0].max_share, 0.75);
+  EXPECT_EQ(g[1].node, "dc/tor1");
+  EXPECT_EQ(g[1].bytes, (std::vector<uint64_t>{6'000'000, 0, 4'000'000, 100'000}));
+  EXPECT_EQ(g[1].total, 10'100'000u);
+  EXPECT_EQ(g[1].carrying, 2);  // 100 kB of 10.1 MB is under 5%
+  EXPECT_DOUBLE_EQ(g[1].max_share, 6.0 / 10.1);
+  EXPECT_TRUE(experiment::ecmp_groups({}).empty());
+
+  experiment::TrainResult res;
+  res.rows = {row_at(4, 100)};
+  res.rows[0].links = links;
+  res.rows[0].ecmp = g;
+  const auto footer = report::train_footer(res);
+  EXPECT_NE(footer.find("4 server(s): ECMP dc/tor1 -> spines, 10.1 MB: sp0 59%, sp1 0%, sp2 40%, "
+                        "sp3 1% (2 of 4 links carrying >= 5%, busiest 2.38x an even share)"),
+            std::string::npos)
+      << footer;
+  // tor0 sent 0.4 MB up (ACKs): in the JSON, not printed.
+  EXPECT_EQ(footer.find("ECMP dc/tor0"), std::string::npos) << footer;
+  const auto j = report::train_json(res);
+  ASSERT_EQ(j["rows"][0]["ecmp"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["ecmp"][1]["links"][1]["bytes"], 0);
+  EXPECT_EQ(j["rows"][0]["ecmp"][1]["carrying"], 2);
+  EXPECT_EQ(j["rows"][0]["links"].size(), links.size());
+}
+
 }  // namespace
 }  // namespace tb

@@ -691,6 +691,67 @@ TEST(VerifyHost, ProcStatAndStageLatenessOverAWindow) {
   EXPECT_EQ(host_load(a, a).stage_late_mean_us, -1);  // no packet in the window
 }
 
+// The link check: a direction whose queue held bytes at both ends of an interval and that sent
+// under 80% of min(the bytes queued at the start, rate x interval) stalled; a link is evidence
+// with 2+ such intervals that are at least half of its intervals with bytes queued at both ends.
+// Faulted, unlimited and idle directions are never judged; a bottleneck that sent what was
+// queued is not short, however far below its rate the interval's average was (idle gaps).
+TEST(VerifyHost, LinkThatStalledWithBytesQueued) {
+  const double rate = 100e6, dt = 0.5;  // 6.25 MB per interval at the rate
+  auto iv = [&](const std::string& link, double sent_bytes, uint64_t b0, uint64_t b1,
+                bool faulted = false, double emulated = 100e6) {
+    return LinkInterval{link, emulated, sent_bytes * 8 / dt, dt, b0, b1, faulted};
+  };
+  std::vector<LinkInterval> v = {
+      // stalled: 3 of 4 intervals sent 50-60% of the 100 kB queued at the start
+      iv("t:sp0 -> s:t0", 50e3, 100000, 120000), iv("t:sp0 -> s:t0", 60e3, 100000, 40000),
+      iv("t:sp0 -> s:t0", 5e6, 40000, 30000), iv("t:sp0 -> s:t0", 50e3, 100000, 80000),
+      iv("t:sp0 -> s:t0", 0, 0, 8000),  // queue empty at the start: not judged
+      // a bottleneck with idle gaps: 40% of the rate, but far more than was queued
+      iv("t:sp1 -> s:t0", 2.5e6, 90000, 90000), iv("t:sp1 -> s:t0", 2.5e6, 90000, 90000),
+      // sent nothing but the queue was empty at one end of every interval: not judged
+      iv("t:sp2 -> s:t0", 0, 0, 9000), iv("t:sp2 -> s:t0", 0, 9000, 0),
+      // stalled with a queue, but faulted, or unlimited
+      iv("t:sp3 -> s:t0", 0, 9000, 9000, true), iv("t:sp3 -> s:t0", 0, 9000, 9000, true),
+      iv("g:nvl -> s:g0", 0, 9000, 9000, false, 0), iv("g:nvl -> s:g0", 0, 9000, 9000, false, 0),
+      // one stalled interval among three: below both thresholds
+      iv("t:sp4 -> s:t0", 0, 9000, 9000), iv("t:sp4 -> s:t0", 9000, 9000, 9000),
+      iv("t:sp4 -> s:t0", 9000, 9000, 9000),
+      // two stalled of five: under half
+      iv("t:sp5 -> s:t0", 0, 9000, 9000), iv("t:sp5 -> s:t0", 0, 9000, 9000),
+      iv("t:sp5 -> s:t0", 9000, 9000, 9000), iv("t:sp5 -> s:t0", 9000, 9000, 9000),
+      iv("t:sp5 -> s:t0", 9000, 9000, 9000),
+      // a queue larger than the interval's capacity: owed is rate x interval (6.25 MB)
+      iv("t:sp6 -> s:t0", 4e6, 9000000, 9000000), iv("t:sp6 -> s:t0", 4e6, 9000000, 9000000)};
+  const auto s = short_links(v);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].link, "t:sp0 -> s:t0");
+  EXPECT_EQ(s[0].short_intervals, 3);
+  EXPECT_EQ(s[0].waiting_intervals, 4);
+  EXPECT_NEAR(s[0].delivered_share, (0.5 + 0.6 + 0.5) / 3, 1e-9);
+  EXPECT_EQ(s[0].backlog_max, 120000u);
+  EXPECT_NE(s[0].text().find("t:sp0 -> s:t0 (emulated 100.0 Mbit/s) stalled in 3 of 4 intervals"),
+            std::string::npos)
+      << s[0].text();
+  EXPECT_NE(s[0].text().find("it sent 53% of what was queued"), std::string::npos) << s[0].text();
+  EXPECT_EQ(s[1].link, "t:sp6 -> s:t0");
+  EXPECT_NEAR(s[1].delivered_share, 4e6 / 6.25e6, 1e-9);
+
+  HostLoad h;
+  h.cpu_busy = 0.5;
+  add_link_check(h, {v.begin() + 5, v.end() - 2});  // without sp0 and sp6: nothing to blame
+  EXPECT_TRUE(h.links_checked);
+  EXPECT_FALSE(h.host_bound);
+  add_link_check(h, v);
+  EXPECT_TRUE(h.host_bound);
+  EXPECT_NE(h.text().find("; link short of its rate: t:sp0 -> s:t0"), std::string::npos)
+      << h.text();
+  const auto j = to_json(h);
+  ASSERT_EQ(j["links_short"].size(), 2u);
+  EXPECT_EQ(j["links_short"][0]["short_intervals"], 3);
+  EXPECT_TRUE(j["links_checked"].get<bool>());
+}
+
 TEST(VerifyReport, PathsTextAndJson) {
   VerifyReport rep;
   rep.lab = "t";
