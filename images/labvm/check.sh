@@ -534,6 +534,95 @@ for p in $(pgrep -x zebra) $(pgrep -x bfdd) $(pgrep -x bgpd) $pids; do [ -e /pro
   pass "down vmbfd: no FRR process ($(wc -w <<<"$pids") were running) and no namespace left" ||
   bad "down vmbfd: FRR processes left:${left:- (none; none were recorded either)}"
 
+# ==== BEGIN QoS classes under netem (issue 16; helper ckstep) ==================================
+# images/labvm/qos.toml: one WAN link `w` (4 Mbit, 20 ms) with the default gold/silver/bronze
+# classes on the real netem backend. What the kernel reads back on a/tr's end: netem at the root
+# holding the 20 ms delay line (not the rate), HTB 80: under netem's class 8:1 holding the link's
+# 4 Mbit (80:1) and the classes' shares of it with their priorities, a u32 filter per DSCP value.
+# Then behaviour, judged loosely (TCG timing is noise, see verify above): two bronze flows from
+# a/s0 to b/s0 fill bronze's buffer (a bronze probe waits in it: +30 ms or more over idle) while a
+# gold probe does not wait there (its median below halfway between idle and bronze's); the flows
+# together never get more than the link's rate (the classes sit under its limit, not beside it);
+# the class counters put the bytes where the DSCP says; down leaves no namespace.
+step "QoS classes under netem's delay line (images/labvm/qos.toml)"
+out=$(testbedctl up images/labvm/qos.toml --rdma none 2>&1)
+rc=$?
+echo "$out" | grep -E '^(lab|shaping)'
+if [ $rc = 0 ]; then
+  qtr=tb-vmqos-a-tr
+  qd=$(tc -n $qtr qdisc show dev w)
+  qc=$(tc -n $qtr class show dev w)
+  qf=$(tc -n $qtr filter show dev w parent 80:)  # not at the root: under netem, on htb 80:
+  echo "$qd"
+  echo "$qc"
+  netem_line=$(grep '^qdisc netem 8: root' <<<"$qd")
+  # netem's own rate is only its ordering rate (8Tbit, shaping/backend_netem.cc), never the link's.
+  grep -qE 'delay 20(\.0)?ms' <<<"$netem_line" && ! grep -q ' rate 4Mbit' <<<"$netem_line" &&
+    grep -q '^qdisc htb 80: parent 8:1 ' <<<"$qd" &&
+    pass "QoS on netem: netem 8: at the root holds the 20 ms delay line, not the rate; htb 80: sits under its class 8:1" ||
+    bad "QoS on netem: the root is not netem 8: with the delay line and htb 80: under 8:1"
+  grep -q 'class htb 80:1 root rate 4Mbit ceil 4Mbit' <<<"$qc" &&
+    grep -q 'class htb 80:10 parent 80:1 leaf 81: prio 0 rate 1200Kbit ceil 4Mbit' <<<"$qc" &&
+    grep -q 'class htb 80:20 parent 80:1 leaf 82: prio 1 rate 2Mbit ceil 4Mbit' <<<"$qc" &&
+    grep -q 'class htb 80:30 parent 80:1 leaf 83: prio 2 rate 800Kbit ceil 4Mbit' <<<"$qc" &&
+    pass "QoS on netem: 80:1 holds the link's 4 Mbit; gold 1.2, silver 2, bronze 0.8 Mbit guaranteed, each up to 4, prio 0/1/2" ||
+    bad "QoS on netem: the HTB classes under netem do not read back as planned"
+  nflt=$(grep -c 'flowid 80:' <<<"$qf")
+  [ "$nflt" = 8 ] && grep -q 'match 00b80000/00fc0000' <<<"$qf" && grep -q 'match 00200000/00fc0000' <<<"$qf" &&
+    pass "QoS on netem: 8 u32 DSCP filters on htb 80: (EF and CS1 among them)" ||
+    bad "QoS on netem: $nflt filters to 80: classes, not 8 with EF and CS1"
+
+  qb=$(ip -n tb-vmqos-b-s0 -4 -o addr show dev fe | awk '{sub(/\/.*/, "", $4); print $4}')
+  qpids=()
+  for spec in "7601 46" "7602 8"; do
+    read -r port dscp <<<"$spec"
+    ip netns exec tb-vmqos-b-s0 tb-probe serve --port "$port" --seconds 120 --dscp "$dscp" >/dev/null 2>&1 &
+    qpids+=($!)
+  done
+  sleep 0.5
+  # "p50" of a tb-probe rtt result line, in us.
+  p50_of() { sed -n 's/.*"p50":\([0-9.]*\).*/\1/p' "$1" | tail -1; }
+  qrtt() { # PORT DSCP COUNT OUT
+    ip netns exec tb-vmqos-a-s0 tb-probe rtt --to "$qb" --port "$1" --count "$3" --interval-us 20000 --dscp "$2" >"$4" 2>&1
+  }
+  qrtt 7601 46 50 /tmp/qos-idle.json
+  for i in 1 2; do
+    ip netns exec tb-vmqos-a-s0 tb-probe goodput --to "$qb" --port 7602 --seconds 12 --warmup-ms 1000 --dscp 8 >/tmp/qos-bronze$i.json 2>&1 &
+    qpids+=($!)
+  done
+  sleep 3
+  qrtt 7601 46 200 /tmp/qos-gold.json &
+  gp=$!
+  qrtt 7602 8 200 /tmp/qos-bprobe.json
+  wait $gp
+  sleep 6
+  idle=$(p50_of /tmp/qos-idle.json) gold=$(p50_of /tmp/qos-gold.json) bron=$(p50_of /tmp/qos-bprobe.json)
+  bps=$(cat /tmp/qos-bronze1.json /tmp/qos-bronze2.json | sed -n 's/.*"goodput_bps":\([0-9.e+]*\).*/\1/p' |
+    awk '{ s += $1 } END { printf "%.0f", s }')
+  echo "check: RTT p50 idle ${idle:-?} us, gold ${gold:-?} us, bronze ${bron:-?} us under two bronze flows of ${bps:-?} bit/s together"
+  tc -n $qtr -s class show dev w | grep -A1 -E '^class htb 80:(10|20|30) '
+  awk -v i="$idle" -v g="$gold" -v b="$bron" 'BEGIN { exit !(i > 0 && g > 0 && b > i + 30000 && g < i + (b - i) / 2) }' &&
+    pass "QoS on netem: bronze's queue holds its probe (+$(awk -v i="$idle" -v b="$bron" 'BEGIN{printf "%.0f", (b - i) / 1000}') ms) and gold does not wait in it (+$(awk -v i="$idle" -v g="$gold" 'BEGIN{printf "%.0f", (g - i) / 1000}') ms)" ||
+    bad "QoS on netem: RTT p50 idle '$idle', gold '$gold', bronze '$bron' us: gold waited in bronze's queue, or no queue formed"
+  awk -v r="$bps" 'BEGIN { exit !(r >= 1e6 && r <= 4.2e6) }' &&
+    pass "QoS on netem: the bronze flows carry $bps bit/s, within the link's 4 Mbit" ||
+    bad "QoS on netem: the bronze flows carry '${bps}' bit/s, not 1..4.2 Mbit (over the link's rate: the classes are not under its limit)"
+  sent_of() { tc -n $qtr -s class show dev w | awk -v c="$1" '$1 == "class" && $3 == c { f = 1; next } f && $1 == "Sent" { print $2; exit }'; }
+  gsent=$(sent_of 80:10) bsent=$(sent_of 80:30)
+  [ "${bsent:-0}" -ge 1000000 ] && [ "${gsent:-0}" -gt 0 ] && [ "${gsent:-0}" -lt "${bsent:-0}" ] &&
+    pass "QoS on netem: the counters put $bsent bytes in bronze (80:30) and $gsent in gold (80:10)" ||
+    bad "QoS on netem: class counters gold '${gsent}' bronze '${bsent}' bytes"
+  for p in "${qpids[@]}"; do kill "$p" 2>/dev/null; done
+  wait "${qpids[@]}" 2>/dev/null
+else
+  echo "$out"
+  bad "up qos exit $rc"
+fi
+testbedctl down vmqos
+[ -z "$(ip netns list | grep tb-vmqos)" ] && pass "down vmqos: no namespace left (the classes went with the routers' namespaces)" ||
+  bad "down vmqos left namespaces: $(ip netns list | grep tb-vmqos | tr '\n' ' ')"
+# ==== END QoS classes under netem ==============================================================
+
 echo
 if [ $fails = 0 ]; then
   echo "CHECK PASS ($((SECONDS - t0)) s)"

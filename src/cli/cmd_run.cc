@@ -36,7 +36,7 @@ namespace {
 
 struct RunFlags {
   std::string name, workload, size = "1M", shaping = "auto";
-  double timeout_s = 30;
+  double timeout_s = 30, settle_s = 3;
   bool down = false, resilient = false;
   workload::TransportOptions transport;  // the workload's (its channels: the [[workload]]'s)
 };
@@ -65,6 +65,7 @@ int cmd_run(const std::string& target, const RunFlags& f) {
   if (!size) return report(Error{"--size: " + size.error().message, 0, kExitBadInput});
   o.size_bytes = *size;
   o.timeout_ms = static_cast<int>(f.timeout_s * 1000);
+  o.settle_ms = static_cast<int>(f.settle_s * 1000);
   o.resilient = f.resilient;
   o.transport = f.transport;
   // Every flag's own error before the scenario or the lab is read.
@@ -176,6 +177,10 @@ void add_run(CLI::App& app, int& rc) {
   run->add_flag("--down", rf.down, "take the lab down afterwards");
   run->add_flag("--resilient", rf.resilient,
                 "restart the workload's ranks after a failure instead of ending it");
+  run->add_option("--settle", rf.settle_s,
+                  "seconds the run goes on after the last fault step (no faults: its length)")
+      ->capture_default_str()
+      ->check(real_in(experiment::kSettleSeconds));
   run->callback([target, flags, &rc] { rc = cmd_run(*target, *flags); });
 }
 

@@ -23,7 +23,8 @@ namespace {
 constexpr uint16_t kBasePort = 7200;  // + the workload's index; run's probes use 7100 + i
 constexpr int64_t kReadyTimeoutNs = 5'000'000'000;
 constexpr int64_t kMinRepTimeoutNs = 60'000'000'000;
-constexpr int64_t kStopGraceNs = 10'000'000'000;  // a replication in flight at the run's end
+constexpr int64_t kStopGraceNs = 10'000'000'000;   // a replication in flight at the run's end
+constexpr int64_t kForeverNs = 3'600'000'000'000;  // a step cadence waits this long at most
 
 void sleep_ms(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
@@ -52,7 +53,31 @@ double average_bytes(const scenario::Workload& w, double bytes) {
   return bytes;
 }
 
+double median_ms(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 }  // namespace
+
+StepSplit split_steps(const std::vector<metrics::Iteration>& iterations,
+                      const std::vector<CheckpointRep>& reps) {
+  std::vector<double> during, outside;
+  for (const auto& it : iterations) {
+    const bool overlaps = std::ranges::any_of(reps, [&](const CheckpointRep& r) {
+      return it.start_ns < r.end_ns && it.end_ns > r.start_ns;
+    });
+    (overlaps ? during : outside).push_back((it.end_ns - it.start_ns) / 1e6);
+  }
+  StepSplit out;
+  out.during = static_cast<int>(during.size());
+  out.outside = static_cast<int>(outside.size());
+  out.during_ms = median_ms(std::move(during));
+  out.outside_ms = median_ms(std::move(outside));
+  return out;
+}
 
 Result<CheckpointPlan> plan_checkpoint(const scenario::Scenario& s, const scenario::Workload& w,
                                        const lab::LabState& st) {
@@ -66,12 +91,12 @@ Result<CheckpointPlan> plan_checkpoint(const scenario::Scenario& s, const scenar
     return bad_input("[[workload]] " + w.name + " (checkpoint): region " +
                      (p.sources.empty() ? w.from : w.to) + " has no servers in lab " + st.lab);
   if (w.every_steps > 0 && !std::ranges::any_of(s.workloads, [](const scenario::Workload& o) {
-        return o.kind == "collective" || o.kind == "command";
+        return o.kind == "collective" || o.kind == "command" || o.kind == "training";
       }))
     return bad_input("[[workload]] " + w.name +
                      " (checkpoint): every = " + std::to_string(w.every_steps) +
-                     " counts steps of the run's collective or command workload, and the "
-                     "scenario has none; write a duration (every = \"10s\")");
+                     " counts steps of the run's collective, command or training workload, and "
+                     "the scenario has none; write a duration (every = \"10s\")");
   const double emulated =
       std::max(1.0, std::round(static_cast<double>(w.bytes) / std::max(1.0, s.scale.bandwidth)));
   p.emulated_bytes = static_cast<uint64_t>(emulated);
@@ -110,8 +135,9 @@ Status CheckpointWorkload::start() {
   if (w_.every_steps > 0 && !wait_steps_)
     return bad_input("[[workload]] " + w_.name +
                      " (checkpoint): every = " + std::to_string(w_.every_steps) +
-                     " counts the run's workload iterations, and this run has no collective or "
-                     "command workload (--workload none?); write a duration (every = \"10s\")");
+                     " counts the run's workload iterations, and this run has no collective, "
+                     "command or training workload (--workload none?); write a duration (every = "
+                     "\"10s\")");
   size_t index = 0;
   for (size_t i = 0; i < s_.workloads.size(); ++i)
     if (&s_.workloads[i] == &w_) index = i;
@@ -155,13 +181,18 @@ void CheckpointWorkload::cadence() {
   for (int rep = 0; !stopping_.load(); ++rep) {
     int64_t due = t0 + rep * w_.every.ns;
     if (w_.every_steps > 0) {
-      if (rep > 0 && !wait_steps_(int64_t{rep} * w_.every_steps, stopping_)) break;
+      if (rep > 0 && !wait_steps_(int64_t{rep} * w_.every_steps, kForeverNs, stopping_)) break;
       due = monotonic_ns();
     }
     while (!stopping_.load() && monotonic_ns() < due) sleep_ms(10);
     if (stopping_.load()) break;
     CheckpointRep r = replicate(rep, due);
-    if (w_.every_steps == 0) r.on_time = r.end_ns <= t0 + (rep + 1) * w_.every.ns;
+    // On time: ended before the next was due, by the clock or by the workload's steps (the
+    // same count that starts the next one; asked now, as the replication has just ended).
+    if (w_.every_steps == 0)
+      r.on_time = r.end_ns <= t0 + (rep + 1) * w_.every.ns;
+    else
+      r.on_time = !wait_steps_(int64_t{rep + 1} * w_.every_steps, 0, stopping_);
     (void)append_event(events_, {{"event", "checkpoint_rep"},
                                  {"workload", w_.name},
                                  {"rep", r.rep},
@@ -291,9 +322,22 @@ std::vector<CheckpointRep> CheckpointWorkload::reps() const {
   return reps_;
 }
 
-nlohmann::json CheckpointWorkload::to_json() const {
+nlohmann::json CheckpointWorkload::to_json(
+    const std::vector<metrics::Iteration>& iterations) const {
   nlohmann::json reps = nlohmann::json::array();
-  for (const auto& r : this->reps())
+  const auto all = this->reps();
+  nlohmann::json steps;  // null without a stepping workload
+  if (!iterations.empty()) {
+    const auto sp = split_steps(iterations, all);
+    steps = {
+        {"during", {{"steps", sp.during}, {"median_ms", sp.during_ms}}},
+        {"outside", {{"steps", sp.outside}, {"median_ms", sp.outside_ms}}},
+        {"measured",
+         "the run's workload iterations (first start to last end over ranks, CLOCK_MONOTONIC); "
+         "during: those that overlap a replication of this workload (started before its "
+         "last sender exited, ended after its first started); outside: the others; medians"}};
+  }
+  for (const auto& r : all)
     reps.push_back({{"rep", r.rep},
                     {"full", r.full},
                     {"payload_bytes", r.payload},
@@ -324,6 +368,7 @@ nlohmann::json CheckpointWorkload::to_json() const {
           {"min_seconds", plan_.min_seconds},
           {"warning", plan_.warning},
           {"replications", reps},
+          {"workload_steps", steps},
           {"measured",
            "CLOCK_MONOTONIC in run, first sender started to last sender exited; payload = block "
            "bytes the senders wrote; WAN utilisation = payload x 8 / seconds / the primary WAN "

@@ -5,12 +5,15 @@
 // Each server of `from` holds one shard (the checkpoint's emulated size, bytes / [scale]
 // bandwidth, split evenly); shard i goes to server i mod n of `to`, where a receiver
 // (`tb-probe ckpt-recv`) rebuilds it under <results>/checkpoint/<workload>/. Replication k starts
-// when it is due (k x `every`, or k x `every` steps of the run's workload) and never overlaps the
-// one before: one `tb-probe ckpt-send` per shard, all at once, each with `streams` TCP streams
-// marked with the workload's QoS class's DSCP. A replication is ok when every shard's checksum
-// matched at both ends; on time when it ended before the next was due. Per replication: bytes,
-// duration (first start to last end), WAN utilisation (bytes x 8 / duration / the primary WAN
-// link's emulated rate between the regions, as planned) and whether it kept up.
+// when it is due (k x `every`, or once the run's collective, command or training workload has
+// done k x `every` steps) and never overlaps the one before: one `tb-probe ckpt-send` per shard,
+// all at once, each with `streams` TCP streams marked with the workload's QoS class's DSCP. A
+// replication is ok when every shard's checksum matched at both ends; on time when it ended
+// before the next was due ((k+1) x `every`, or (k+1) x `every` steps done). Per replication:
+// bytes, duration (first start to last end), WAN utilisation (bytes x 8 / duration / the primary
+// WAN link's emulated rate between the regions, as planned) and whether it kept up; per workload,
+// the run's workload's iterations while a replication was in flight and while none was
+// (split_steps), so a checkpoint's cost to training is a figure.
 //
 // Thread-safe: start/stop/results from one thread; the cadence runs on an internal one.
 #pragma once
@@ -28,6 +31,7 @@
 
 #include "core/error.h"
 #include "lab/state.h"
+#include "metrics/recovery.h"
 #include "scenario/model.h"
 
 namespace tb::experiment {
@@ -57,15 +61,28 @@ struct CheckpointPlan {
   std::string warning;     // the cadence cannot keep up, in numbers; "" when it can
 };
 
-// The plan of workload `w` on `st` (exit-2 errors: a region without servers).
+// The plan of workload `w` on `st` (exit-2 errors: a region without servers, a cadence in steps
+// in a scenario with no collective, command or training workload to count them).
 Result<CheckpointPlan> plan_checkpoint(const scenario::Scenario& s, const scenario::Workload& w,
                                        const lab::LabState& st);
 
+// The run's workload iterations split by whether a replication was in flight: an iteration
+// counts as "during" when it overlaps some replication (started before its end, ended after its
+// start), else "outside". Medians of the iterations' durations (first start to last end over
+// ranks), 0 when there are none. Pure.
+struct StepSplit {
+  int during = 0, outside = 0;
+  double during_ms = 0, outside_ms = 0;  // medians
+};
+StepSplit split_steps(const std::vector<metrics::Iteration>& iterations,
+                      const std::vector<CheckpointRep>& reps);
+
 class CheckpointWorkload {
  public:
-  // `wait_steps(n, stop)`: blocks until the run's workload completed n iterations (false when it
-  // never will); needed when the cadence is in steps.
-  using WaitSteps = std::function<bool(int64_t, const std::atomic<bool>&)>;
+  // `wait_steps(n, timeout_ns, stop)`: true once the run's workload has completed n iterations,
+  // waiting up to timeout_ns for it (0: only asks; false when it has not, or never will);
+  // needed when the cadence is in steps.
+  using WaitSteps = std::function<bool(int64_t, int64_t, const std::atomic<bool>&)>;
   CheckpointWorkload(const scenario::Scenario& s, const scenario::Workload& w,
                      const lab::LabState& st, CheckpointPlan plan, std::string results_dir,
                      std::string tb_probe, std::string events_path, WaitSteps wait_steps = {})
@@ -87,7 +104,9 @@ class CheckpointWorkload {
   std::vector<CheckpointRep> reps() const;
   const CheckpointPlan& plan() const { return plan_; }
   const scenario::Workload& workload() const { return w_; }
-  nlohmann::json to_json() const;
+  // The workload's figures and replications; `iterations`: the run's workload's (split_steps),
+  // none when the run had no stepping workload.
+  nlohmann::json to_json(const std::vector<metrics::Iteration>& iterations) const;
 
  private:
   void cadence();

@@ -25,6 +25,8 @@ Status check_options(const RunOptions& o) {
   if (o.size_bytes < 4)
     return bad_input("--size: must be at least 4 bytes (got " + format_size(o.size_bytes) + ")");
   TB_TRY(workload::check_rank_timeout_ms(o.timeout_ms));
+  if (!kSettleSeconds.contains(o.settle_ms / 1000.0))
+    return bad_input("--settle: must be " + kSettleSeconds.text() + " seconds");
   return workload::validate(o.transport);
 }
 

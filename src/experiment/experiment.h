@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/units.h"
 #include "lab/state.h"
 #include "metrics/recovery.h"
 #include "scenario/model.h"
@@ -34,7 +35,7 @@ struct RunOptions {
   std::string workload;           // a [[workload]] name; "" = the first collective one; "none"
   uint64_t size_bytes = 1 << 20;  // the steady workload's message size
   int timeout_ms = 30000;         // the ranks' idle timeout
-  int settle_ms = 3000;           // after the last fault step, before stopping
+  int settle_ms = 3000;  // after the last fault step, before stopping (no faults: the run's length)
   int probe_interval_us = 5000;
   bool resilient = false;  // restart the rank group after a failure (also [[workload]] resilient)
   // The workload's transport: tcp, or rdma (rail pairs over RDMA verbs on the lab's rxe
@@ -62,8 +63,11 @@ struct RunResult {
   bool ok() const;
 };
 
+// --settle's range, seconds.
+inline constexpr RealRange kSettleSeconds{0.1, 86400};
+
 // The options alone, before any scenario or lab is read: --size at least 4 bytes, the
-// timeout's and the transport's ranges (exit-2 errors naming the flag).
+// timeout's, --settle's and the transport's ranges (exit-2 errors naming the flag).
 Status check_options(const RunOptions& o);
 
 // Checks the options (check_options), the scenario's faults and workload against the lab

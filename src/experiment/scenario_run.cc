@@ -176,13 +176,13 @@ Status ScenarioRun::start_checkpoints() {
       res_.warnings.push_back(plan->warning);
     }
     CheckpointWorkload::WaitSteps wait;
-    if (workload_)
-      wait = [this](int64_t n, const std::atomic<bool>& stop) {
-        return workload_->wait_iterating(n, 3'600'000'000'000, stop);
+    if (workload_)  // collective or training
+      wait = [this](int64_t n, int64_t timeout_ns, const std::atomic<bool>& stop) {
+        return workload_->wait_iterating(n, timeout_ns, stop);
       };
     else if (command_)
-      wait = [this](int64_t n, const std::atomic<bool>& stop) {
-        return command_->wait_iterating(n, 3'600'000'000'000, stop);
+      wait = [this](int64_t n, int64_t timeout_ns, const std::atomic<bool>& stop) {
+        return command_->wait_iterating(n, timeout_ns, stop);
       };
     auto c = std::make_unique<CheckpointWorkload>(s_, w, st_, std::move(*plan), res_.results_dir,
                                                   o_.tb_probe, fault::events_path(st_.lab),
@@ -382,7 +382,7 @@ RunResult ScenarioRun::summarise() {
   int late = 0, total = 0;
   std::string what;
   for (const auto& c : checkpoints_) {
-    checkpoints.push_back(c->to_json());
+    checkpoints.push_back(c->to_json(in_.iterations));
     int n = 0, l = 0;
     for (const auto& r : c->reps())
       if (r.error != "unfinished when the run ended") ++n, l += !r.on_time;

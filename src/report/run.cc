@@ -38,6 +38,20 @@ std::string run_text(const experiment::RunResult& r) {
                        rep.value("ok", false) ? "match" : (err.empty() ? "MISMATCH" : err));
     }
     s += "# " + c.value("measured", "") + "\n";
+    if (const auto& st = c.value("workload_steps", nlohmann::json()); st.is_object()) {
+      auto part = [&](const char* k) {
+        const auto& p = st[k];
+        return p.value("steps", 0) == 0
+                   ? std::string("none")
+                   : fmt::format("median {:.1f} ms over {}", p.value("median_ms", 0.0),
+                                 p.value("steps", 0));
+      };
+      s += fmt::format(
+          "the run's workload iterations while a replication was in flight: {}; while none "
+          "was: {}\n",
+          part("during"), part("outside"));
+      s += "# " + st.value("measured", "") + "\n";
+    }
   }
   for (const auto& v : r.verdicts)
     s += fmt::format("expect {} {}\n", v.ok ? "ok    " : "FAILED", v.text);

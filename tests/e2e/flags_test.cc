@@ -257,6 +257,8 @@ TEST_F(Flags, Run) {
                 {r + " --size -1M", "--size: \"-1M\" is not a size (must not be negative)"},
                 {r + " --timeout 0", "--timeout: \"0\" is out of range; use 0.1..86400"},
                 {r + " --timeout inf", "--timeout: \"inf\" is out of range; use 0.1..86400"},
+                {r + " --settle 0", "--settle: \"0\" is out of range; use 0.1..86400"},
+                {r + " --settle 5s", "--settle: \"5s\" is not a number; use 0.1..86400"},
                 {r + " --shaping foo", "--shaping: \"foo\" is not a shaping backend"},
                 {"run " + mini_ + " --name Bad_Name", "--name: \"Bad_Name\" is not a lab name"},
                 {r + " --transport ib", "--transport: 'ib' is not tcp or rdma"},

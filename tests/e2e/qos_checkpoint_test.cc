@@ -8,7 +8,10 @@
 //    the link — judged with generous bounds, never tight timing;
 //  - `run` replicates checkpoints byte-exact in each mode (checksums at both ends), through a
 //    WAN link-down that fails over to the VPN mid-replication;
-//  - `run scenarios/hz-bj.toml` runs and reports the shipped checkpoint.
+//  - `run scenarios/hz-bj.toml` runs and reports the shipped checkpoint;
+//  - `run scenarios/scale-across.toml` (a training job across the WAN link a checkpoint uses)
+//    reports both, the checkpoint's cadence counted in training steps and judged on time by
+//    them, and the training's steps while a replication was in flight and while none was.
 #include <unistd.h>
 
 #include <fstream>
@@ -375,6 +378,102 @@ TEST_F(QosCheckpoint, HzBjRunsItsShippedCheckpoint) {
     EXPECT_EQ(p.svg_nodes, static_cast<int>(topo["nodes"].size()));
     EXPECT_EQ(p.svg_edges, static_cast<int>(topo["links"].size()));
   }
+}
+
+TEST_F(QosCheckpoint, TrainingAcrossTheWanAndCheckpointsInStepsAreBothReported) {
+  LabGuard g(unique_lab("ckt"));
+  std::ifstream in(scenario("scale-across.toml"));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  // The shipped checkpoint made small and gold, every 5 steps: it keeps up by far (64 KB at
+  // 10 Mbit/s, a tenth of a second, against 5 steps of at least 200 ms of compute each). And one
+  // that cannot: 4 MiB in bronze every step (over 3 s at the whole link, against one step).
+  auto swap = [&](const std::string& a, const std::string& b) {
+    const size_t at = text.find(a);
+    ASSERT_NE(at, std::string::npos) << a;
+    text.replace(at, a.size(), b);
+  };
+  swap("bytes = \"2G\"", "bytes = \"64M\"");
+  swap("qos = \"bronze\"", "qos = \"gold\"");
+  swap("every = 20", "every = 5");
+  text += R"(
+[[workload]]
+name = "ck-late"
+kind = "checkpoint"
+from = "hz"
+to = "bj"
+bytes = "4G"
+qos = "bronze"
+every = 1
+streams = 2
+)";
+  auto r = sh("TESTBEDCTL_RESULTS_DIR=" + dir_ + " timeout 600 " + tbctl() + " run " +
+              write("x.toml", text) + " --name " + g.lab() + " --settle 20 --down");
+  EXPECT_EQ(r.rc, 0) << r.out;  // a late replication is a warning, not a failure
+  EXPECT_NE(r.out.find("workload dp: training steps (100000 parameters) over 4 ranks"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("every 5 steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CHECKPOINT ckpt (hz -> bj"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CHECKPOINT ck-late (hz -> bj"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the run's workload iterations while a replication was in flight"),
+            std::string::npos)
+      << r.out;
+  auto s = summary();
+  ASSERT_TRUE(s.contains("checkpoints")) << r.out;
+  const int iterations = s["iterations"].get<int>();
+  EXPECT_GE(iterations, 6) << r.out;
+  EXPECT_EQ(s["workload_wrong"], 0);
+  ASSERT_EQ(s["checkpoints"].size(), 2u);
+  const auto& small = s["checkpoints"][0];
+  const auto& late = s["checkpoints"][1];
+  EXPECT_EQ(small["every_steps"], 5);
+  EXPECT_EQ(late["every_steps"], 1);
+  EXPECT_EQ(small["dscp"], 46);
+  // Iteration k's start, from events.jsonl (the run's workload iterations, in order).
+  std::vector<int64_t> it_start;
+  std::ifstream ev(std::filesystem::path(s["results_dir"].get<std::string>()) / "events.jsonl");
+  for (std::string l; std::getline(ev, l);) {
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (j.value("event", "") == "iteration") it_start.push_back(j.value("start_ns", int64_t{0}));
+  }
+  ASSERT_EQ(static_cast<int>(it_start.size()), iterations);
+  auto finished = [](const nlohmann::json& c) {
+    std::vector<nlohmann::json> out;
+    for (const auto& rep : c["replications"])
+      if (rep["error"] != "unfinished when the run ended") out.push_back(rep);
+    return out;
+  };
+  // The small one: every replication byte-exact and on time, and replication k started only
+  // once the training had done 5 x k steps (so after step 5k - 1 had started).
+  const auto sreps = finished(small);
+  ASSERT_GE(sreps.size(), 2u) << small.dump(1);
+  for (const auto& rep : sreps) {
+    EXPECT_TRUE(rep["ok"].get<bool>()) << rep.dump();
+    EXPECT_TRUE(rep["on_time"].get<bool>()) << rep.dump();
+    const int k = rep["rep"].get<int>();
+    if (k > 0 && 5 * k - 1 < iterations) {
+      EXPECT_GT(rep["start_ns"].get<int64_t>(), it_start[5 * k - 1]) << rep.dump();
+    }
+  }
+  // The big one every step: byte-exact, and late by the training's steps.
+  const auto lreps = finished(late);
+  ASSERT_GE(lreps.size(), 1u) << late.dump(1);
+  for (const auto& rep : lreps) {
+    EXPECT_TRUE(rep["ok"].get<bool>()) << rep.dump();
+    EXPECT_FALSE(rep["on_time"].get<bool>()) << rep.dump();
+  }
+  bool warned = false;
+  for (const auto& w : s["warnings"])
+    warned = warned || w.get<std::string>().starts_with("checkpoint ck-late: ");
+  EXPECT_TRUE(warned) << s["warnings"].dump();
+  // Every iteration is counted once, in or out of a replication; some overlapped one.
+  for (const auto& c : s["checkpoints"]) {
+    const auto& st = c["workload_steps"];
+    ASSERT_TRUE(st.is_object()) << c.dump(1);
+    EXPECT_EQ(st["during"]["steps"].get<int>() + st["outside"]["steps"].get<int>(), iterations);
+  }
+  EXPECT_GE(late["workload_steps"]["during"]["steps"].get<int>(), 1);
+  EXPECT_GT(late["workload_steps"]["during"]["median_ms"].get<double>(), 0);
 }
 
 }  // namespace

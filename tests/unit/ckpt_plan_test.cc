@@ -1,10 +1,13 @@
 // The checkpoint workload's plan and verdict without root: shards per source server, the
 // emulated size, the primary WAN link and its rate, the class's DSCP, and the "cadence cannot
-// keep up" warning in numbers for each mode; [expect] checkpoint_on_time's verdict.
+// keep up" warning in numbers for each mode; [expect] checkpoint_on_time's verdict; a cadence in
+// training steps (scale-across.toml: the training's ring and the checkpoint share the WAN link);
+// the run's iterations split by whether a replication was in flight.
 #include <gtest/gtest.h>
 
 #include "experiment/checkpoint_workload.h"
 #include "experiment/experiment.h"
+#include "experiment/train_sweep.h"
 #include "plan/plan.h"
 #include "scenario/loader.h"
 
@@ -15,6 +18,18 @@ struct HzBj {
   scenario::Scenario s;
   lab::LabState st;
 };
+
+HzBj shipped(const std::string& file, const std::string& lab) {
+  HzBj h;
+  auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/" + file);
+  EXPECT_TRUE(s) << s.error().message;
+  h.s = *s;
+  auto p = plan::compile(h.s, plan::assumed_host("unit"), plan::PlanOptions{});
+  EXPECT_TRUE(p) << p.error().message;
+  h.st.lab = lab;
+  h.st.topo = p->topo;
+  return h;
+}
 
 HzBj hzbj() {
   HzBj h;
@@ -73,6 +88,84 @@ TEST(CkptPlan, ACadenceTheLinkCannotKeepUpWithIsAWarningInNumbers) {
   auto only = h.s;
   std::erase_if(only.workloads, [](const auto& x) { return x.kind != "checkpoint"; });
   EXPECT_FALSE(plan_checkpoint(only, w, h.st));
+}
+
+TEST(CkptPlan, ACadenceInStepsCountsATrainingWorkloadsSteps) {
+  auto h = shipped("scale-across.toml", "xregion");
+  ASSERT_EQ(h.s.workloads.size(), 2u);
+  const auto& train = h.s.workloads[0];
+  const auto& w = h.s.workloads[1];
+  ASSERT_EQ(train.kind, "training");
+  ASSERT_EQ(w.kind, "checkpoint");
+  EXPECT_EQ(w.every_steps, 20);
+  auto p = plan_checkpoint(h.s, w, h.st);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->sources, (std::vector<std::string>{"hz/s0", "hz/s1"}));
+  EXPECT_EQ(p->destinations, (std::vector<std::string>{"bj/s0", "bj/s1"}));
+  EXPECT_EQ(p->wan, "ec");
+  EXPECT_DOUBLE_EQ(p->wan_bps, 10e6);  // 10 Gbit/s / 1000
+  EXPECT_EQ(p->dscp, 8);
+  EXPECT_EQ(p->warning, "");  // a cadence in steps is judged as it runs, not planned
+  // The training alone steps: without it the cadence has nothing to count (exit 2, naming it).
+  auto only = h.s;
+  std::erase_if(only.workloads, [](const auto& x) { return x.kind == "training"; });
+  auto bad = plan_checkpoint(only, only.workloads[0], h.st);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("collective, command or training workload"), std::string::npos)
+      << bad.error().message;
+}
+
+TEST(CkptPlan, ScaleAcrossTrainingRingCrossesTheWanTheCheckpointUses) {
+  auto h = shipped("scale-across.toml", "xregion");
+  auto j = training_run_job(h.s, h.s.workloads[0], h.st, workload::TransportOptions{}, 30000, "id",
+                            "/nonexistent");
+  ASSERT_TRUE(j) << j.error().message;
+  ASSERT_EQ(j->ranks.size(), 4u);
+  EXPECT_EQ(j->ranks[1].node, "hz/s1/g0");
+  EXPECT_EQ(j->ranks[2].node, "bj/s0/g0");
+  // The ring's neighbours across the regions reach each other by the WAN (the GPUs' NVLink-side
+  // addresses, routed through their servers and the transit routers), the others on the rail.
+  auto tier = [&](int a, int b) {
+    const auto& p = j->peers[a][b];
+    return p.tier.empty() ? j->peers[b][a].tier : p.tier;
+  };
+  EXPECT_EQ(tier(0, 1), "rail");
+  EXPECT_EQ(tier(2, 3), "rail");
+  EXPECT_NE(tier(1, 2), "rail");
+  EXPECT_NE(tier(1, 2), "nvl");
+  EXPECT_NE(tier(0, 3), "rail");
+}
+
+TEST(CkptSteps, IterationsSplitByWhetherAReplicationWasInFlight) {
+  auto rep = [](int64_t a, int64_t b) {
+    CheckpointRep r;
+    r.start_ns = a;
+    r.end_ns = b;
+    return r;
+  };
+  const int64_t ms = 1'000'000;
+  // Iterations of 100, 100, 300, 500, 120 ms; a replication 250..700 ms overlaps the 3rd and 4th
+  // (the 2nd ends at 200, before it; the 5th starts at 1000, after it).
+  std::vector<metrics::Iteration> its = {{0, 100 * ms},
+                                         {100 * ms, 200 * ms},
+                                         {200 * ms, 500 * ms},
+                                         {500 * ms, 1000 * ms},
+                                         {1000 * ms, 1120 * ms}};
+  auto sp = split_steps(its, {rep(250 * ms, 700 * ms)});
+  EXPECT_EQ(sp.during, 2);
+  EXPECT_DOUBLE_EQ(sp.during_ms, 400);  // median of 300 and 500
+  EXPECT_EQ(sp.outside, 3);
+  EXPECT_DOUBLE_EQ(sp.outside_ms, 100);  // median of 100, 100, 120
+  // Touching is not overlapping: a replication 200..200 ms meets two iterations at their ends.
+  sp = split_steps(its, {rep(200 * ms, 200 * ms)});
+  EXPECT_EQ(sp.during, 0);
+  EXPECT_EQ(sp.outside, 5);
+  // No replication: every iteration is outside; no iteration: nothing either way.
+  sp = split_steps(its, {});
+  EXPECT_EQ(sp.outside, 5);
+  EXPECT_DOUBLE_EQ(sp.during_ms, 0);
+  sp = split_steps({}, {rep(0, 10)});
+  EXPECT_EQ(sp.during + sp.outside, 0);
 }
 
 TEST(CkptPlan, OnTimeVerdictCountsLateReplications) {

@@ -8,6 +8,9 @@
 
 #include "plan/plan.h"
 #include "scenario/loader.h"
+#include "shaping/backend.h"
+#include "shaping/qdisc_plan.h"
+#include "shaping/sizing.h"
 
 namespace tb::plan {
 namespace {
@@ -78,6 +81,34 @@ TEST(LabVmScenarios, BfdRunsFrrOnBothRoutersOverBothWanLinks) {
     for (const auto& n : r.neighbors) pref[n.wan] = n.local_pref;
     EXPECT_GT(pref.at("pri"), pref.at("bak")) << r.node;  // check.sh expects pri before failover
   }
+}
+
+// check.sh's QoS block reads back these handles and rates on a/tr's `w`: netem at the root with
+// the delay line (and only its ordering rate, far above the link's), HTB 80: under its class with
+// the link's 4 Mbit/s, the classes' shares of it, and a u32 filter per DSCP value.
+TEST(LabVmScenarios, QosClassesSitUnderNetemOnTheWanLink) {
+  const Plan p = plan_vm("qos.toml");
+  EXPECT_EQ(p.shaping, "netem");
+  int found = 0;
+  for (const auto& s : ops_of<SetShape>(p)) {
+    if (s.ifname != "w") continue;
+    ++found;
+    EXPECT_EQ(s.backend, "netem");
+    EXPECT_EQ(s.shape.qos.classes.size(), 3u);
+    auto q = shaping::plan_qdiscs(s.shape, s.backend);
+    ASSERT_TRUE(q) << q.error().message;
+    ASSERT_GE(q->nodes.size(), 3u);
+    EXPECT_EQ(q->nodes[0].handle, shaping::kNetemQosRoot);
+    EXPECT_EQ(q->nodes[0].kind(), "netem");
+    const auto& n = std::get<netlink::NetemOptions>(q->nodes[0].options);
+    EXPECT_EQ(n.delay_ns, 20'000'000);
+    EXPECT_EQ(n.rate, shaping::kOrderingRate);  // only to keep order; the link's rate is HTB's
+    EXPECT_EQ(q->nodes[1].handle, shaping::kNetemQosHtb);
+    EXPECT_EQ(q->nodes[1].parent, shaping::kNetemQosClass);
+    EXPECT_EQ(std::get<netlink::HtbClassOptions>(q->nodes[2].options).rate, 500'000u);  // 4 Mbit
+    EXPECT_EQ(q->filters.size(), 8u);  // 3 gold, 3 silver and 2 bronze DSCP values
+  }
+  EXPECT_EQ(found, 2);  // both ends
 }
 
 }  // namespace
