@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,8 +15,10 @@
 #include "lab/state.h"
 #include "launch/bench_run.h"
 #include "launch/place.h"
+#include "plan/hosts.h"
 #include "scenario/loader.h"
 #include "scenario/names.h"
+#include "scenario/reader.h"
 
 namespace tb::exercise {
 namespace {
@@ -189,6 +192,175 @@ std::string dual_tor_names(std::string text, const scenario::Scenario& s) {
   return text;
 }
 
+// The lab's own figures for one pair on the tier it talks over: the links of that tier the
+// pair's traffic crosses (nvl: both GPUs' scale-up links; rail: both GPUs' scale-out links;
+// frontend: both GPUs' scale-up links, both servers' frontend links and, across regions, both
+// regions' uplinks and the primary WAN link between them); rate = their lowest emulated rate,
+// delay = the sum of their emulated one-way delays.
+struct PairFigures {
+  std::string tier;  // "nvl", "rail", "frontend"; "" = unreachable
+  double rate_bps = 0;
+  double delay_us = 0;
+};
+
+PairFigures pair_figures(const plan::Topology& topo, const plan::Node& a, const plan::Node& b) {
+  PairFigures f;
+  auto r = plan::reach(a, b, plan::wan_adjacency(topo));
+  if (!r) return f;
+  // Inside a server NVLink, inside a region the rail, else the frontend (its VPC and, across
+  // regions, the WAN): plan::reach's label, except that a GPU reaches what is outside its
+  // region from its NVLink-side address, through its server (reach says "nvl" for that).
+  const std::string label = r->second;
+  const bool same_server = a.region == b.region && a.server == b.server;
+  f.tier = label == "rail" ? "rail" : label == "nvl" && same_server ? "nvl" : "frontend";
+  std::vector<const plan::Link*> links;
+  auto first_of = [&](plan::Tier t, const std::string& node) {
+    for (const auto& l : topo.links)
+      if (l.tier == t && (l.a.node == node || l.b.node == node)) {
+        links.push_back(&l);
+        return;
+      }
+  };
+  if (f.tier == "nvl" || f.tier == "frontend") {
+    first_of(plan::Tier::kScaleUp, a.name);
+    first_of(plan::Tier::kScaleUp, b.name);
+  }
+  if (f.tier == "rail") {
+    first_of(plan::Tier::kScaleOut, a.name);
+    first_of(plan::Tier::kScaleOut, b.name);
+  }
+  if (f.tier == "frontend") {
+    first_of(plan::Tier::kFrontend, scenario::server_node(a.region, a.server));
+    first_of(plan::Tier::kFrontend, scenario::server_node(b.region, b.server));
+    if (a.region != b.region) {
+      first_of(plan::Tier::kUplink, a.region + "/vpc");
+      first_of(plan::Tier::kUplink, b.region + "/vpc");
+      for (const auto& l : topo.links)
+        if (l.tier == plan::Tier::kWan && l.role == "primary" &&
+            ((l.a.node == a.region + "/tr" && l.b.node == b.region + "/tr") ||
+             (l.b.node == a.region + "/tr" && l.a.node == b.region + "/tr")))
+          links.push_back(&l);
+    }
+  }
+  for (const auto* l : links) {
+    if (l->emulated.rate.bps > 0 && (f.rate_bps == 0 || l->emulated.rate.bps < f.rate_bps))
+      f.rate_bps = l->emulated.rate.bps;
+    f.delay_us += static_cast<double>(l->emulated.delay.ns) / 1e3;
+  }
+  return f;
+}
+
+struct StudentPair {
+  std::string a, b, tier;
+  std::optional<Rate> rate;
+  std::optional<Duration> delay;
+};
+
+// The student's measurements file: [[pair]] a, b, tier, rate, delay; exit 2 with file:line on
+// what is malformed (an empty tier and "0" figures are "not measured yet", judged FAIL).
+Result<std::vector<StudentPair>> read_measurements(const std::string& path) {
+  auto text = read_text(path);
+  if (!text) return std::unexpected(text.error());
+  toml::value root;
+  try {
+    std::istringstream in(*text);
+    root = toml::parse(in, path);
+  } catch (const toml::exception& e) {
+    return bad_input(path + ":" + std::to_string(e.location().line()) + ":" +
+                     std::to_string(e.location().column()) + ": malformed TOML: " + e.what());
+  } catch (const std::exception& e) {
+    return bad_input(path + ": malformed TOML: " + e.what());
+  }
+  scenario::detail::Diags d(path);
+  scenario::detail::Table top(root, "", "the top level", {"pair"}, d);
+  std::vector<StudentPair> out;
+  int n = 0;
+  for (const toml::value* v : scenario::detail::table_array(top, "pair")) {
+    ++n;
+    scenario::detail::Table t(*v, "pair #" + std::to_string(n), "[[pair]]",
+                              {"a", "b", "tier", "rate", "delay"}, d);
+    StudentPair p;
+    p.a = scenario::canonical_node(t.str("a", true).value_or(""));
+    p.b = scenario::canonical_node(t.str("b", true).value_or(""));
+    p.tier = t.str("tier").value_or("");
+    if (!p.tier.empty()) t.one_of("tier", p.tier, {"nvl", "rail", "frontend"});
+    p.rate = t.rate("rate");
+    p.delay = t.duration("delay");
+    t.finish();
+    out.push_back(p);
+  }
+  top.finish();
+  if (!d.empty()) return bad_input(d.text());
+  return out;
+}
+
+Result<CheckReport> measure_file(const Exercise& ex, const lab::LabState& st, CheckReport rep) {
+  const CheckSpec& c = ex.check;
+  const std::string path =
+      std::filesystem::path(rep.scenario_copy).parent_path().string() + "/" + c.file;
+  auto student = read_measurements(path);
+  if (!student) return std::unexpected(student.error());
+  rep.method = fmt::format(
+      "your {} against the lab's own figures (its topology as built: the emulated rate and "
+      "one-way delay of the links each pair's tier crosses); rate within {:.0f}%, delay within "
+      "{:.0f}% + {:.0f} us",
+      path, c.tolerance * 100, c.tolerance * 100, c.delay_slack_us);
+  std::vector<std::string> wrong;
+  for (const auto& [a_in, b_in] : c.pairs) {
+    const std::string a = scenario::canonical_node(a_in), b = scenario::canonical_node(b_in);
+    const plan::Node* na = st.topo.node(a);
+    const plan::Node* nb = st.topo.node(b);
+    if (!na || !nb)
+      return bad_input(ex.dir + "/check.toml: check: pairs: " + (na ? b : a) +
+                       " is not a node of lab " + st.lab);
+    const PairFigures lab = pair_figures(st.topo, *na, *nb);
+    const StudentPair* sp = nullptr;
+    for (const auto& p : *student)
+      if ((p.a == a && p.b == b) || (p.a == b && p.b == a)) sp = &p;
+    const std::string name = a + " <-> " + b;
+    if (!sp) {
+      wrong.push_back(name + ": not in " + c.file);
+      continue;
+    }
+    if (sp->tier.empty())
+      wrong.push_back(name + ": no tier given");
+    else if (sp->tier != lab.tier)
+      wrong.push_back(name + ": tier " + sp->tier + " is not the network this pair talks over");
+    CheckValue rate;
+    rate.name = name + " rate";
+    rate.unit = "Mbit/s";
+    rate.target = lab.rate_bps / 1e6;
+    rate.within = rate.target * c.tolerance;
+    rate.how = "the lowest emulated rate on the pair's tier";
+    if (sp->rate && sp->rate->bps > 0) rate.measured = sp->rate->bps / 1e6;
+    rate.ok = rate.measured && std::abs(*rate.measured - rate.target) <= rate.within;
+    if (!rate.ok)
+      wrong.push_back(name + (rate.measured ? fmt::format(": rate {:.1f} Mbit/s is off by more "
+                                                          "than {:.0f}%",
+                                                          *rate.measured, c.tolerance * 100)
+                                            : std::string(": no rate given")));
+    CheckValue delay;
+    delay.name = name + " delay";
+    delay.unit = "us";
+    delay.target = lab.delay_us;
+    delay.within = lab.delay_us * c.tolerance + c.delay_slack_us;
+    delay.how = "the sum of the emulated one-way delays on the pair's tier";
+    if (sp->delay) delay.measured = static_cast<double>(sp->delay->ns) / 1e3;
+    delay.ok = delay.measured && std::abs(*delay.measured - delay.target) <= delay.within;
+    if (!delay.ok)
+      wrong.push_back(name + (delay.measured
+                                  ? fmt::format(": one-way delay {:.0f} us is off by more than "
+                                                "{:.0f} us",
+                                                *delay.measured, delay.within)
+                                  : std::string(": no delay given")));
+    rep.values.push_back(rate);
+    rep.values.push_back(delay);
+  }
+  rep.verdict = wrong.empty() ? Verdict::kPass : Verdict::kFail;
+  for (const auto& w : wrong) rep.diagnosis += (rep.diagnosis.empty() ? "" : "; ") + w;
+  return rep;
+}
+
 }  // namespace
 
 Result<scenario::Scenario> run_scenario_of(const Exercise& ex, const std::string& copy_text,
@@ -324,6 +496,7 @@ Result<CheckReport> measure(const Exercise& ex, const std::string& lab,
   if (!copy_text) return std::unexpected(copy_text.error());
   auto s = scenario::load_text(*copy_text, scenario_copy);
   if (!s) return std::unexpected(s.error());
+  if (ex.check.measure == Measure::kFile) return measure_file(ex, *st, std::move(rep));
   if (ex.check.measure == Measure::kBench) return measure_bench(ex, *st, *s, tools, std::move(rep));
   return measure_run(ex, *st, *copy_text, tools, std::move(rep));
 }

@@ -6,13 +6,15 @@
 //          lowest emulated rate of the ranks' links of the target tier
 //   run    `run` (experiment/experiment.h) of the student's scenario with check.toml's [[fault]]
 //          timeline and its targets as [expect]: the stall, detection and outage it measured
-// The host-bound guard (verify/host.h: CPU busy share, delay stages' lateness) is sampled over
-// the measurement. A missed target on a host-bound measurement is not judged (exit 2: measure
-// again on a quieter host) unless the lab itself explains the miss: a bench whose pairs cross a
-// tier slower than the target, or a run whose probes lost packets for longer than the limit
-// or than TCP's minimum retransmission timeout (200 ms; the network was down, not slow), or in
-// which nothing reacted to a fault.
-// Not thread-safe.
+//   file   the student's measurements file ([[pair]] a, b, tier, rate, delay) against the lab's
+//          own figures: the tier plan::reach gives the pair, the lowest emulated rate and the sum
+//          of emulated one-way delays of the links that tier crosses; within tolerance
+// The host-bound guard (not for file checks, which measure nothing) (verify/host.h: CPU busy share,
+// delay stages' lateness) is sampled over the measurement. A missed target on a host-bound
+// measurement is not judged (exit 2: measure again on a quieter host) unless the lab itself
+// explains the miss: a bench whose pairs cross a tier slower than the target, or a run whose probes
+// lost packets for longer than the limit or than TCP's minimum retransmission timeout (200 ms; the
+// network was down, not slow), or in which nothing reacted to a fault. Not thread-safe.
 #pragma once
 
 #include <optional>
@@ -36,6 +38,7 @@ struct CheckValue {
   std::optional<double> measured;
   double target = 0;     // the bound
   bool at_least = true;  // measured >= target passes (else <=)
+  double within = 0;     // > 0: |measured - target| <= within passes (a file check)
   std::string unit;      // "Mbit/s", "ms"
   bool ok = false;
   std::string how;  // what the target is and how the value was measured

@@ -110,6 +110,13 @@ Result<StartReport> start(const StartOptions& o) {
     if (!text) return std::unexpected(text.error());
     TB_TRY(dir->write("scenario.toml", *text));
   }
+  // A file check's template (the student's measurements), kept like the scenario's copy.
+  if (ex->check.measure == Measure::kFile &&
+      (o.reset || !fs::exists(state_root() + "/" + lab + "/" + ex->check.file, ec))) {
+    auto text = read_text(ex->dir + "/" + ex->check.file);
+    if (!text) return std::unexpected(text.error());
+    TB_TRY(dir->write(ex->check.file, *text));
+  }
   TB_TRY(save_session(s));
   if (st) {
     auto d = lab::take_down({lab});

@@ -87,12 +87,41 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
     return bad_input(d.text());
   }
   Table ct(*cv, "check", "[check]",
-           {"measure", "workload", "op", "bytes", "iters", "warmup", "size"}, d);
+           {"measure", "workload", "op", "bytes", "iters", "warmup", "size", "file", "pairs"}, d);
   const auto measure = ct.str("measure", true);
-  if (measure && ct.one_of("measure", *measure, {"bench", "run"}))
-    c.measure = *measure == "run" ? Measure::kRun : Measure::kBench;
-  if (auto w = ct.str("workload", true)) c.workload = *w;
+  if (measure && ct.one_of("measure", *measure, {"bench", "run", "file"}))
+    c.measure = *measure == "run"    ? Measure::kRun
+                : *measure == "file" ? Measure::kFile
+                                     : Measure::kBench;
   const bool bench = c.measure == Measure::kBench;
+  if (c.measure == Measure::kFile) {
+    if (auto f = ct.str("file", true)) {
+      if (f->empty() || f->find('/') != std::string::npos || (*f)[0] == '.')
+        ct.error("file", "\"" + *f + "\" must be a file name in the exercise's directory (no '/')");
+      else
+        c.file = *f;
+    }
+    if (const toml::value* pv = ct.find("pairs")) {
+      bool ok = pv->is_array() && !pv->as_array().empty();
+      if (ok)
+        for (const auto& e : pv->as_array()) {
+          if (!e.is_array() || e.as_array().size() != 2 || !e.as_array()[0].is_string() ||
+              !e.as_array()[1].is_string()) {
+            ok = false;
+            break;
+          }
+          c.pairs.emplace_back(e.as_array()[0].as_string().str, e.as_array()[1].as_string().str);
+        }
+      if (!ok) ct.error("pairs", "must be a non-empty array of [\"node\", \"node\"] pairs of GPUs");
+    } else {
+      ct.missing("pairs", "the GPU pairs the student measures");
+    }
+    ct.not_for({"workload", "op", "bytes", "iters", "warmup", "size"},
+               "not for measure = \"file\"");
+  } else {
+    if (auto w = ct.str("workload", true)) c.workload = *w;
+    ct.not_for({"file", "pairs"}, "only for measure = \"file\"");
+  }
   if (bench) {
     if (auto op = ct.str("op"); op && ct.one_of("op", *op,
                                                 {"allreduce", "allgather", "reducescatter",
@@ -107,7 +136,7 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
     if (auto n = ct.integer("iters", false, 1, 1000)) c.iters = static_cast<int>(*n);
     if (auto n = ct.integer("warmup", false, 0, 1000)) c.warmup = static_cast<int>(*n);
     ct.not_for({"size"}, "only for measure = \"run\"");
-  } else {
+  } else if (c.measure == Measure::kRun) {
     if (auto s = ct.size("size")) {
       if (*s < 4)
         ct.error("size", "must be at least 4 (got " + std::to_string(*s) + ")");
@@ -122,13 +151,21 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
     d.add(ct.loc(), "target: missing; a [target] table says what the measurement must reach");
   } else {
     Table tt(*tv, "target", "[target]",
-             {"min_busbw_fraction", "of", "max_stall_ms", "max_detection_ms", "max_recovery_ms"},
+             {"min_busbw_fraction", "of", "max_stall_ms", "max_detection_ms", "max_recovery_ms",
+              "tolerance", "delay_slack_us"},
              d);
-    if (bench) {
+    if (c.measure == Measure::kFile) {
+      if (auto t = tt.number("tolerance", false, 0, 1, true)) c.tolerance = *t;
+      if (auto t = tt.number("delay_slack_us", false, 0, 1e6)) c.delay_slack_us = *t;
+      tt.not_for(
+          {"min_busbw_fraction", "of", "max_stall_ms", "max_detection_ms", "max_recovery_ms"},
+          "not for measure = \"file\"");
+    } else if (bench) {
       c.min_busbw_fraction = tt.number("min_busbw_fraction", true, 0, 10, true);
       if (auto of = tt.str("of"); of && tt.one_of("of", *of, {"rail", "frontend"})) c.of_tier = *of;
-      tt.not_for({"max_stall_ms", "max_detection_ms", "max_recovery_ms"},
-                 "only for measure = \"run\"");
+      tt.not_for(
+          {"max_stall_ms", "max_detection_ms", "max_recovery_ms", "tolerance", "delay_slack_us"},
+          "only for measure = \"run\" (stall, detection, recovery) or \"file\"");
     } else {
       c.max_stall_ms = tt.number("max_stall_ms", false, 0, 1e9);
       c.max_detection_ms = tt.number("max_detection_ms", false, 0, 1e9);
@@ -138,17 +175,18 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
         d.add(tt.loc(),
               "target: a run needs at least one of max_stall_ms, max_detection_ms, "
               "max_recovery_ms");
-      tt.not_for({"min_busbw_fraction", "of"}, "only for measure = \"bench\"");
+      tt.not_for({"min_busbw_fraction", "of", "tolerance", "delay_slack_us"},
+                 "only for measure = \"bench\" or \"file\"");
     }
     tt.finish();
   }
 
   if (top.has("fault")) {
-    if (bench)
+    if (c.measure != Measure::kRun)
       top.error("fault", "a timeline is only for measure = \"run\"");
     else
       c.faults_text = fault_lines(text);
-  } else if (!bench) {
+  } else if (c.measure == Measure::kRun) {
     d.add(ct.loc(), "fault: missing; measure = \"run\" needs a timeline: at least one [[fault]]");
   }
   top.finish();
@@ -205,6 +243,9 @@ Result<Exercise> load_exercise(const std::string& dir_in) {
   auto c = parse_check(*check, check_path);
   if (!c) return std::unexpected(c.error());
   ex.check = std::move(*c);
+  if (ex.check.measure == Measure::kFile && !fs::is_regular_file(ex.dir + "/" + ex.check.file))
+    return bad_input(check_path + ": check: file: " + ex.dir + "/" + ex.check.file +
+                     " is missing; it is the template `start` copies for the student");
   return ex;
 }
 

@@ -8,8 +8,8 @@
 //
 // check.toml:
 //   [check]
-//   measure = "bench" | "run"
-//   workload = "job"        the student's scenario's [[workload]] whose ranks, tier and channels
+//   measure = "bench" | "run" | "file"
+//   workload = "job"        (bench, run) the student's scenario's [[workload]] whose ranks, tier and channels
 //                           the measurement uses (so editing it is the fix)
 //   bench:  op = "allreduce", bytes = "4M", iters = 4, warmup = 1
 //   run:    size = "1M" (the steady workload's message size)
@@ -17,6 +17,9 @@
 //   bench:  min_busbw_fraction = 0.9, of = "rail"   busbw >= fraction x the lowest emulated
 //                                                   rate of the ranks' links of that tier
 //   run:    max_stall_ms, max_detection_ms, max_recovery_ms (any of them; run's [expect] keys)
+//   file:   file = "measurements.toml", pairs = [["dc/s0/g0", "dc/s0/g1"], ...]; [target]
+//           tolerance = 0.15 (and delay_slack_us = 100): the student's [[pair]] a, b, tier,
+//           rate, delay against the lab's own figures (exercise/check.h)
 //   [[fault]]  (run only) the timeline, in scenario syntax; a fault naming "<region>/tor<j>"
 //              hits tor<j>a when the student made the region dual-ToR.
 // Pure (reads files); thread-safe.
@@ -31,7 +34,7 @@
 
 namespace tb::exercise {
 
-enum class Measure { kBench, kRun };
+enum class Measure { kBench, kRun, kFile };
 
 struct CheckSpec {
   Measure measure = Measure::kBench;
@@ -46,6 +49,12 @@ struct CheckSpec {
   uint64_t size = 1 << 20;
   std::optional<double> max_stall_ms, max_detection_ms, max_recovery_ms;
   std::string faults_text;  // the [[fault]] tables, verbatim, in scenario syntax
+  // file: the student's measurements file (copied from the exercise directory at start) and
+  // the pairs it must give, each with its tier, rate and one-way delay
+  std::string file;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  double tolerance = 0.15;      // relative, for rate and delay
+  double delay_slack_us = 100;  // absolute, for delay (a probe's own cost)
 };
 
 struct Hint {

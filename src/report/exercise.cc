@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 namespace tb::report {
 using exercise::Verdict;
 
@@ -10,7 +12,9 @@ std::string exercise_list_text(const std::vector<exercise::Exercise>& all) {
       fmt::format("{:<3} {:<24} {:<6} {:<6} {}\n", "N", "EXERCISE", "CHECK", "HINTS", "TITLE");
   for (const auto& e : all)
     out += fmt::format("{:<3} {:<24} {:<6} {:<6} {}\n", e.number, e.id,
-                       e.check.measure == exercise::Measure::kBench ? "bench" : "run",
+                       e.check.measure == exercise::Measure::kBench ? "bench"
+                       : e.check.measure == exercise::Measure::kRun ? "run"
+                                                                    : "file",
                        e.hints.size(), e.title);
   if (all.empty()) out += "(no exercises)\n";
   return out;
@@ -26,6 +30,10 @@ std::string exercise_start_text(const exercise::StartReport& r) {
       "to rebuild the lab from it)\n",
       r.scenario_copy, r.ex.number,
       r.session.lab == exercise::lab_for(r.ex, "") ? "" : " --name " + r.session.lab);
+  if (r.ex.check.measure == exercise::Measure::kFile)
+    out +=
+        fmt::format("your measurements file: {}/{}\n",
+                    std::filesystem::path(r.scenario_copy).parent_path().string(), r.ex.check.file);
   out += fmt::format("task sheet: {}\n\n{}", r.ex.task_path(), r.ex.sheet);
   return out;
 }
@@ -46,12 +54,17 @@ std::string exercise_check_text(const exercise::CheckReport& r) {
   for (const auto& v : r.values) {
     const std::string measured =
         v.measured ? fmt::format("{:.1f} {}", *v.measured, v.unit) : std::string("none");
-    out += fmt::format("  {:<18} {:>16}  target {} {:.1f} {}  {}\n", v.name, measured,
-                       v.at_least ? ">=" : "<=", v.target, v.unit, v.ok ? "ok" : "MISSED");
+    const std::string target =
+        // A file check's target is the answer: not shown, only whether the value is within.
+        v.within > 0 ? std::string("the lab's own figure, within tolerance")
+                     : fmt::format("{} {:.1f} {}", v.at_least ? ">=" : "<=", v.target, v.unit);
+    out += fmt::format("  {:<18} {:>16}  target {}  {}\n", v.name, measured, target,
+                       v.ok ? "ok" : "MISSED");
     out += fmt::format("  {:<18} {}\n", "", v.how);
   }
   if (!r.diagnosis.empty()) out += "  " + r.diagnosis + "\n";
-  out += "  host: " + r.host.text() + (r.host.host_bound ? " (host-bound)" : "") + "\n";
+  if (r.host.cpu_busy >= 0)
+    out += "  host: " + r.host.text() + (r.host.host_bound ? " (host-bound)" : "") + "\n";
   out += "  measured: " + r.method + "\n";
   if (!r.results_dir.empty()) out += "  results: " + r.results_dir + "\n";
   if (r.next_hint)

@@ -61,6 +61,7 @@ class ExerciseTest : public ::testing::Test {
 TEST_F(ExerciseTest, ListShowsTheExercises) {
   CmdResult r = ex("list");
   ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("01-three-tiers"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("02-wrong-nic"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("05-dual-tor"), std::string::npos) << r.out;
   CmdResult bad = ex("hint 99 --name exnone");
@@ -129,6 +130,28 @@ TEST_F(ExerciseTest, WrongNicTwoStudentsHintsResetStop) {
     EXPECT_FALSE(std::filesystem::exists("/run/testbedctl/" + lab));
   }
   started_.clear();
+}
+
+// Exercise 1: the student's measurements file against the lab's own figures.
+TEST_F(ExerciseTest, ThreeTiers) {
+  const std::string lab = start("1", "ext");
+  CmdResult r = ex("check 1 --name " + lab);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("hz/s0/g0 <-> hz/s1/g0: no tier given"), std::string::npos) << r.out;
+  solve("01-three-tiers", lab);
+  r = ex("check 1 --name " + lab);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find(": PASS"), std::string::npos) << r.out;
+  // One wrong tier is named, in the lab's terms, without giving the answer away.
+  ASSERT_EQ(
+      sh("sed -i 's/tier = \"rail\"/tier = \"nvl\"/' " + state_ + "/" + lab + "/measurements.toml")
+          .rc,
+      0);
+  r = ex("check 1 --name " + lab);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("hz/s0/g0 <-> hz/s1/g0: tier nvl is not the network this pair talks over"),
+            std::string::npos)
+      << r.out;
 }
 
 // Exercise 5: a rail flap stalls a single-ToR job; dual-ToR rides through it.

@@ -89,6 +89,28 @@ kind = "link-down"
   EXPECT_EQ(c->faults_text, "\n\n\n\n\n[[fault]]\nat = \"1s\"\nkind = \"link-down\"\n");
 }
 
+TEST(ExerciseCheckSpec, FileNeedsPairsOfTwoNodes) {
+  auto c = parse_check(R"([check]
+measure = "file"
+file = "m.toml"
+pairs = [["a/s0/g0"]]
+workload = "x"
+[target]
+tolerance = 0.1
+)",
+                       "c.toml");
+  ASSERT_FALSE(c);
+  const auto& m = c.error().message;
+  EXPECT_NE(m.find("c.toml:4:"), std::string::npos) << m;  // pairs
+  EXPECT_NE(m.find("c.toml:5:"), std::string::npos) << m;  // workload: not for a file check
+  auto ok = parse_check(
+      "[check]\nmeasure = \"file\"\nfile = \"m.toml\"\npairs = [[\"a\", \"b\"]]\n[target]\n",
+      "c.toml");
+  ASSERT_TRUE(ok) << ok.error().message;
+  ASSERT_EQ(ok->pairs.size(), 1u);
+  EXPECT_DOUBLE_EQ(ok->tolerance, 0.15);
+}
+
 TEST(ExerciseTask, HintsInOrder) {
   Exercise ex;
   ASSERT_TRUE(parse_task("# T\nstory\n## Goal\ng\n## Hint 1\none\n## Hint 2\ntwo\n", "t.md", ex));
@@ -113,6 +135,10 @@ TEST(ShippedExercises, LoadWhole) {
     EXPECT_GE(ex.hints.size(), 2u);
     auto s = scenario::load(ex.scenario_path());
     ASSERT_TRUE(s) << s.error().message;
+    if (ex.check.measure == Measure::kFile) {
+      EXPECT_FALSE(ex.check.pairs.empty());
+      continue;
+    }
     bool found = false;
     for (const auto& w : s->workloads) found = found || w.name == ex.check.workload;
     EXPECT_TRUE(found) << "check.toml's workload is not in scenario.toml";
