@@ -9,8 +9,8 @@
 // check.toml:
 //   [check]
 //   measure = "bench" | "run" | "file"
-//   workload = "job"        (bench, run) the student's scenario's [[workload]] whose ranks, tier and channels
-//                           the measurement uses (so editing it is the fix)
+//   workload = "job"        (bench, run) the student's scenario's [[workload]] whose ranks,
+//                           tier and channels the measurement uses (so editing it is the fix)
 //   bench:  op = "allreduce", bytes = "4M", iters = 4, warmup = 1
 //   run:    size = "1M" (the steady workload's message size)
 //   [target]
