@@ -31,5 +31,6 @@ void add_run(CLI::App& app, int& rc);        // cmd_run.cc
 void add_report(CLI::App& app, int& rc);     // cmd_report.cc
 void add_watch(CLI::App& app, int& rc);      // cmd_watch.cc
 void add_train(CLI::App& app, int& rc);      // cmd_train.cc
+void add_exercise(CLI::App& app, int& rc);   // cmd_exercise.cc
 
 }  // namespace tb::cli

@@ -27,9 +27,10 @@ int main(int argc, char** argv) {
   int rc = tb::kExitBadInput;  // stays so only if no verb ran
   using namespace tb::cli;
   // In the order `testbedctl --help` lists them.
-  for (auto add : {add_validate, add_plan, add_graph, add_up, add_down, add_clean, add_status,
-                   add_exec, add_link, add_supervise, add_doctor, add_verify, add_bench, add_launch,
-                   add_fault, add_run, add_report, add_watch, add_train})
+  for (auto add :
+       {add_validate, add_plan, add_graph,     add_up,     add_down,   add_clean,   add_status,
+        add_exec,     add_link, add_supervise, add_doctor, add_verify, add_bench,   add_launch,
+        add_fault,    add_run,  add_report,    add_watch,  add_train,  add_exercise})
     add(app, rc);
 
   // Parse errors (unknown flags, bad values, missing arguments): "testbedctl: <what>", for an

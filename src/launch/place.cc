@@ -134,4 +134,17 @@ void mark_rdma_pairs(Job& job, const std::vector<apply::RxeDevice>& rxe) {
   }
 }
 
+Status route_over_frontend(Job& job, const std::vector<const plan::Node*>& gpus) {
+  for (size_t i = 0; i < gpus.size() && i < job.ranks.size(); ++i)
+    for (size_t j = 0; j < gpus.size() && j < job.ranks.size(); ++j) {
+      if (i == j || job.ranks[i].server == job.ranks[j].server) continue;
+      const std::string src = addr_of(*gpus[i], "nvl"), dst = addr_of(*gpus[j], "nvl");
+      if (src.empty() || dst.empty())
+        return bad_input("tier frontend: " + (src.empty() ? gpus[i] : gpus[j])->name +
+                         " has no NVLink-side address to reach the frontend from");
+      job.peers[i][j] = {dst, src, "frontend"};
+    }
+  return {};
+}
+
 }  // namespace tb::launch

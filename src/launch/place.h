@@ -28,6 +28,12 @@ Result<std::vector<const plan::Node*>> select_ranks(const plan::Topology& topo,
 Status place_ranks(workload::Job& job, const plan::Topology& topo,
                    const std::vector<const plan::Node*>& gpus, bool frontend = false);
 
+// Every pair of ranks on two different servers over the frontend instead of the rail (after
+// place_ranks): both ends' NVLink-side addresses, which the plan routes through the servers and
+// the VPC (as `launch --tier frontend`); pairs inside a server stay on NVLink. Exit 2 when a GPU
+// has no NVLink-side address. (experiment/train_sweep.cc holds the same rule for `train`.)
+Status route_over_frontend(workload::Job& job, const std::vector<const plan::Node*>& gpus);
+
 // Fills job.rdma (after place_ranks): pair (i, j) goes over RDMA when job.transport is rdma,
 // its tier is "rail" and both ranks' namespaces hold an rxe device. job.rdma_fallback gets one
 // line per rank whose rail pairs stay on TCP for want of a device. Pure.

@@ -1,0 +1,504 @@
+#include "exercise/check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "collective/types.h"
+#include "experiment/experiment.h"
+#include "lab/daemons.h"
+#include "lab/state.h"
+#include "launch/bench_run.h"
+#include "launch/place.h"
+#include "plan/hosts.h"
+#include "scenario/loader.h"
+#include "scenario/names.h"
+#include "scenario/reader.h"
+
+namespace tb::exercise {
+namespace {
+
+// Linux TCP's minimum retransmission timeout (TCP_RTO_MIN).
+constexpr double kRtoMinMs = 200;
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return bad_input(path + ": cannot read the exercise's scenario copy");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> stage_files(const lab::LabState& st) {
+  std::vector<std::string> out;
+  for (const auto& s : st.stages) out.push_back(lab::stage_stats_path(st.lab, s.netns));
+  return out;
+}
+
+const scenario::Workload* find_workload(const scenario::Scenario& s, const std::string& name) {
+  for (const auto& w : s.workloads)
+    if (w.name == name) return &w;
+  return nullptr;
+}
+
+std::string mbit(double bps) {
+  return fmt::format("{:.1f} Mbit/s", bps / 1e6);
+}
+
+// The lowest emulated rate of a link of `tier` that touches one of `nodes`.
+double lowest_rate(const plan::Topology& topo, plan::Tier tier,
+                   const std::vector<std::string>& nodes) {
+  double best = 0;
+  for (const auto& l : topo.links) {
+    if (l.tier != tier) continue;
+    const bool touches = std::find(nodes.begin(), nodes.end(), l.a.node) != nodes.end() ||
+                         std::find(nodes.begin(), nodes.end(), l.b.node) != nodes.end();
+    if (!touches || l.emulated.rate.bps <= 0) continue;
+    if (best == 0 || l.emulated.rate.bps < best) best = l.emulated.rate.bps;
+  }
+  return best;
+}
+
+Status workload_missing(const std::string& copy, const std::string& name) {
+  return bad_input(copy + ": workload \"" + name +
+                   "\": missing; the checker measures this [[workload]] (its ranks, tier and "
+                   "channels): put it back (`exercise reset` restores the starting file)");
+}
+
+Result<CheckReport> measure_bench(const Exercise& ex, const lab::LabState& st,
+                                  const scenario::Scenario& s, const CheckTools& tools,
+                                  CheckReport rep) {
+  const CheckSpec& c = ex.check;
+  const auto* w = find_workload(s, c.workload);
+  if (!w) {
+    auto e = workload_missing(rep.scenario_copy, c.workload);
+    return std::unexpected(e.error());
+  }
+  launch::BenchOptions o;
+  o.ranks = w->ranks;
+  o.transport.channels = w->channels;
+  o.spec.coll = *collective::parse_coll(c.op);
+  if (w->kind == "collective" && !w->algo.empty()) o.spec.algo = collective::parse_algo(w->algo);
+  o.spec.min_bytes = o.spec.max_bytes = c.bytes;
+  o.spec.iters = c.iters;
+  o.spec.warmup = c.warmup;
+  o.spec.check = 1;
+  o.spec.in_place = false;
+  o.tb_rank = tools.tb_rank;
+  TB_TRY(launch::check_options(o));
+  auto job = launch::prepare_job(st, o);
+  if (!job) return std::unexpected(job.error());
+  auto gpus = launch::select_ranks(st.topo, o.ranks);
+  if (!gpus) return std::unexpected(gpus.error());
+  const bool frontend = w->tier == "frontend";
+  if (frontend) TB_TRY(launch::route_over_frontend(*job, *gpus));
+
+  // The target: the lowest emulated rate of the ranks' links of the target tier.
+  std::vector<std::string> ranks, servers;
+  for (const auto* g : *gpus) {
+    ranks.push_back(g->name);
+    servers.push_back(scenario::server_node(g->region, g->server));
+  }
+  const bool of_rail = c.of_tier == "rail";
+  const double rate = of_rail ? lowest_rate(st.topo, plan::Tier::kScaleOut, ranks)
+                              : lowest_rate(st.topo, plan::Tier::kFrontend, servers);
+  if (rate <= 0)
+    return bad_input(ex.dir + "/check.toml: target: of = \"" + c.of_tier + "\": the ranks of " +
+                     "workload \"" + c.workload + "\" have no shaped " + c.of_tier +
+                     " link in lab " + st.lab + " to take the rate from");
+  // What the pairs across servers actually cross, and that tier's ceiling.
+  std::string crossed = "";
+  for (size_t i = 0; i < job->peers.size(); ++i)
+    for (size_t j = 0; j < job->peers[i].size(); ++j)
+      if (i != j && job->ranks[i].server != job->ranks[j].server) crossed = job->peers[i][j].tier;
+  double ceiling = 0;
+  if (crossed == "frontend") ceiling = lowest_rate(st.topo, plan::Tier::kFrontend, servers);
+  if (crossed == "rail") ceiling = lowest_rate(st.topo, plan::Tier::kScaleOut, ranks);
+
+  const double target_bps = *c.min_busbw_fraction * rate;
+  auto before = verify::sample_host(stage_files(st));
+  std::atomic<bool> stop{false};
+  auto res = launch::run_job(*job, st, o, nullptr, nullptr, stop);
+  auto after = verify::sample_host(stage_files(st));
+  if (!res) return std::unexpected(res.error());
+  rep.host = verify::host_load(before, after);
+  rep.results_dir = res->results_dir;
+  if (!res->ok() || res->rows.empty()) {
+    std::string why = res->errors.empty() ? "no size finished" : res->errors.front();
+    return fail("check: the bench on lab " + st.lab + " did not finish: " + why + " (logs in " +
+                res->results_dir + "/logs)");
+  }
+  const double busbw_bps = res->rows.front().busbw_gbps * 8e9;
+  CheckValue v;
+  v.name = "busbw";
+  v.measured = busbw_bps / 1e6;
+  v.target = target_bps / 1e6;
+  v.unit = "Mbit/s";
+  v.ok = busbw_bps >= target_bps;
+  v.how = fmt::format("{} x the lowest emulated {} rate of the ranks' links ({})",
+                      *c.min_busbw_fraction, c.of_tier, mbit(rate));
+  rep.values.push_back(v);
+  rep.method = fmt::format(
+      "bench {} of {} bytes over the {} rank(s) of workload \"{}\" ({}), {} timed iteration(s) "
+      "after {} warm-up, native tcp, {} connection(s) per peer, pairs on two servers over the "
+      "{}; busbw = algbw x nccl-tests' bus factor; shaping {}",
+      c.op, c.bytes, job->ranks.size(), c.workload, w->ranks, c.iters, c.warmup, w->channels,
+      crossed.empty() ? "(none: one server)" : crossed, st.shaping.empty() ? "none" : st.shaping);
+  const double frac = busbw_bps / rate;
+  if (v.ok) {
+    rep.verdict = Verdict::kPass;
+    rep.diagnosis = fmt::format("busbw {} is {:.2f} of the {} rate {}", mbit(busbw_bps), frac,
+                                c.of_tier, mbit(rate));
+    return rep;
+  }
+  rep.verdict = Verdict::kFail;
+  rep.diagnosis = fmt::format("busbw {} is {:.2f} of the {} rate {} (needs {:.2f})",
+                              mbit(busbw_bps), frac, c.of_tier, mbit(rate), *c.min_busbw_fraction);
+  if (!crossed.empty())
+    rep.diagnosis += fmt::format(
+        "; the pairs on two servers crossed the {} ({} per link{})", crossed, mbit(ceiling),
+        w->channels == 1 ? ", 1 connection per peer"
+                         : fmt::format(", {} connections per peer", w->channels));
+  // The lab explains the miss when the tier the pairs crossed cannot carry the target.
+  const bool explained = ceiling > 0 && ceiling < target_bps;
+  if (explained)
+    rep.diagnosis +=
+        fmt::format(", which cannot carry the target {} whatever the host does", mbit(target_bps));
+  if (rep.host.host_bound && !explained) {
+    rep.verdict = Verdict::kNotJudged;
+    rep.diagnosis += "; but the host was busy (" + rep.host.text() +
+                     "), so the miss may be the host's: not judged, check again when it is quieter";
+  }
+  return rep;
+}
+
+// "dc/tor0" -> "dc/tor0a" (and the '-' form) for every dual-ToR region of `s`.
+std::string dual_tor_names(std::string text, const scenario::Scenario& s) {
+  for (const auto& r : s.regions) {
+    if (!r.dual_tor) continue;
+    for (int j = 0; j < s.rails(r); ++j)
+      for (const char sep : {'/', '-'}) {
+        const std::string from = "\"" + r.name + sep + "tor" + std::to_string(j) + "\"";
+        const std::string to = "\"" + r.name + sep + "tor" + std::to_string(j) + "a\"";
+        for (size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + 1))
+          text.replace(p, from.size(), to);
+      }
+  }
+  return text;
+}
+
+// The lab's own figures for one pair on the tier it talks over: the links of that tier the
+// pair's traffic crosses (nvl: both GPUs' scale-up links; rail: both GPUs' scale-out links;
+// frontend: both GPUs' scale-up links, both servers' frontend links and, across regions, both
+// regions' uplinks and the primary WAN link between them); rate = their lowest emulated rate,
+// delay = the sum of their emulated one-way delays.
+struct PairFigures {
+  std::string tier;  // "nvl", "rail", "frontend"; "" = unreachable
+  double rate_bps = 0;
+  double delay_us = 0;
+};
+
+PairFigures pair_figures(const plan::Topology& topo, const plan::Node& a, const plan::Node& b) {
+  PairFigures f;
+  auto r = plan::reach(a, b, plan::wan_adjacency(topo));
+  if (!r) return f;
+  // Inside a server NVLink, inside a region the rail, else the frontend (its VPC and, across
+  // regions, the WAN): plan::reach's label, except that a GPU reaches what is outside its
+  // region from its NVLink-side address, through its server (reach says "nvl" for that).
+  const std::string label = r->second;
+  const bool same_server = a.region == b.region && a.server == b.server;
+  f.tier = label == "rail" ? "rail" : label == "nvl" && same_server ? "nvl" : "frontend";
+  std::vector<const plan::Link*> links;
+  auto first_of = [&](plan::Tier t, const std::string& node) {
+    for (const auto& l : topo.links)
+      if (l.tier == t && (l.a.node == node || l.b.node == node)) {
+        links.push_back(&l);
+        return;
+      }
+  };
+  if (f.tier == "nvl" || f.tier == "frontend") {
+    first_of(plan::Tier::kScaleUp, a.name);
+    first_of(plan::Tier::kScaleUp, b.name);
+  }
+  if (f.tier == "rail") {
+    first_of(plan::Tier::kScaleOut, a.name);
+    first_of(plan::Tier::kScaleOut, b.name);
+  }
+  if (f.tier == "frontend") {
+    first_of(plan::Tier::kFrontend, scenario::server_node(a.region, a.server));
+    first_of(plan::Tier::kFrontend, scenario::server_node(b.region, b.server));
+    if (a.region != b.region) {
+      first_of(plan::Tier::kUplink, a.region + "/vpc");
+      first_of(plan::Tier::kUplink, b.region + "/vpc");
+      for (const auto& l : topo.links)
+        if (l.tier == plan::Tier::kWan && l.role == "primary" &&
+            ((l.a.node == a.region + "/tr" && l.b.node == b.region + "/tr") ||
+             (l.b.node == a.region + "/tr" && l.a.node == b.region + "/tr")))
+          links.push_back(&l);
+    }
+  }
+  for (const auto* l : links) {
+    if (l->emulated.rate.bps > 0 && (f.rate_bps == 0 || l->emulated.rate.bps < f.rate_bps))
+      f.rate_bps = l->emulated.rate.bps;
+    f.delay_us += static_cast<double>(l->emulated.delay.ns) / 1e3;
+  }
+  return f;
+}
+
+struct StudentPair {
+  std::string a, b, tier;
+  std::optional<Rate> rate;
+  std::optional<Duration> delay;
+};
+
+// The student's measurements file: [[pair]] a, b, tier, rate, delay; exit 2 with file:line on
+// what is malformed (an empty tier and "0" figures are "not measured yet", judged FAIL).
+Result<std::vector<StudentPair>> read_measurements(const std::string& path) {
+  auto text = read_text(path);
+  if (!text) return std::unexpected(text.error());
+  toml::value root;
+  try {
+    std::istringstream in(*text);
+    root = toml::parse(in, path);
+  } catch (const toml::exception& e) {
+    return bad_input(path + ":" + std::to_string(e.location().line()) + ":" +
+                     std::to_string(e.location().column()) + ": malformed TOML: " + e.what());
+  } catch (const std::exception& e) {
+    return bad_input(path + ": malformed TOML: " + e.what());
+  }
+  scenario::detail::Diags d(path);
+  scenario::detail::Table top(root, "", "the top level", {"pair"}, d);
+  std::vector<StudentPair> out;
+  int n = 0;
+  for (const toml::value* v : scenario::detail::table_array(top, "pair")) {
+    ++n;
+    scenario::detail::Table t(*v, "pair #" + std::to_string(n), "[[pair]]",
+                              {"a", "b", "tier", "rate", "delay"}, d);
+    StudentPair p;
+    p.a = scenario::canonical_node(t.str("a", true).value_or(""));
+    p.b = scenario::canonical_node(t.str("b", true).value_or(""));
+    p.tier = t.str("tier").value_or("");
+    if (!p.tier.empty()) t.one_of("tier", p.tier, {"nvl", "rail", "frontend"});
+    p.rate = t.rate("rate");
+    p.delay = t.duration("delay");
+    t.finish();
+    out.push_back(p);
+  }
+  top.finish();
+  if (!d.empty()) return bad_input(d.text());
+  return out;
+}
+
+Result<CheckReport> measure_file(const Exercise& ex, const lab::LabState& st, CheckReport rep) {
+  const CheckSpec& c = ex.check;
+  const std::string path =
+      std::filesystem::path(rep.scenario_copy).parent_path().string() + "/" + c.file;
+  auto student = read_measurements(path);
+  if (!student) return std::unexpected(student.error());
+  rep.method = fmt::format(
+      "your {} against the lab's own figures (its topology as built: the emulated rate and "
+      "one-way delay of the links each pair's tier crosses); rate within {:.0f}%, delay within "
+      "{:.0f}% + {:.0f} us",
+      path, c.tolerance * 100, c.tolerance * 100, c.delay_slack_us);
+  std::vector<std::string> wrong;
+  for (const auto& [a_in, b_in] : c.pairs) {
+    const std::string a = scenario::canonical_node(a_in), b = scenario::canonical_node(b_in);
+    const plan::Node* na = st.topo.node(a);
+    const plan::Node* nb = st.topo.node(b);
+    if (!na || !nb)
+      return bad_input(ex.dir + "/check.toml: check: pairs: " + (na ? b : a) +
+                       " is not a node of lab " + st.lab);
+    const PairFigures lab = pair_figures(st.topo, *na, *nb);
+    const StudentPair* sp = nullptr;
+    for (const auto& p : *student)
+      if ((p.a == a && p.b == b) || (p.a == b && p.b == a)) sp = &p;
+    const std::string name = a + " <-> " + b;
+    if (!sp) {
+      wrong.push_back(name + ": not in " + c.file);
+      continue;
+    }
+    if (sp->tier.empty())
+      wrong.push_back(name + ": no tier given");
+    else if (sp->tier != lab.tier)
+      wrong.push_back(name + ": tier " + sp->tier + " is not the network this pair talks over");
+    CheckValue rate;
+    rate.name = name + " rate";
+    rate.unit = "Mbit/s";
+    rate.target = lab.rate_bps / 1e6;
+    rate.within = rate.target * c.tolerance;
+    rate.how = "the lowest emulated rate on the pair's tier";
+    if (sp->rate && sp->rate->bps > 0) rate.measured = sp->rate->bps / 1e6;
+    rate.ok = rate.measured && std::abs(*rate.measured - rate.target) <= rate.within;
+    if (!rate.ok)
+      wrong.push_back(name + (rate.measured ? fmt::format(": rate {:.1f} Mbit/s is off by more "
+                                                          "than {:.0f}%",
+                                                          *rate.measured, c.tolerance * 100)
+                                            : std::string(": no rate given")));
+    CheckValue delay;
+    delay.name = name + " delay";
+    delay.unit = "us";
+    delay.target = lab.delay_us;
+    delay.within = lab.delay_us * c.tolerance + c.delay_slack_us;
+    delay.how = "the sum of the emulated one-way delays on the pair's tier";
+    if (sp->delay) delay.measured = static_cast<double>(sp->delay->ns) / 1e3;
+    delay.ok = delay.measured && std::abs(*delay.measured - delay.target) <= delay.within;
+    if (!delay.ok)
+      wrong.push_back(name + (delay.measured
+                                  ? fmt::format(": one-way delay {:.0f} us is off by more than "
+                                                "{:.0f} us",
+                                                *delay.measured, delay.within)
+                                  : std::string(": no delay given")));
+    rep.values.push_back(rate);
+    rep.values.push_back(delay);
+  }
+  rep.verdict = wrong.empty() ? Verdict::kPass : Verdict::kFail;
+  for (const auto& w : wrong) rep.diagnosis += (rep.diagnosis.empty() ? "" : "; ") + w;
+  return rep;
+}
+
+}  // namespace
+
+Result<scenario::Scenario> run_scenario_of(const Exercise& ex, const std::string& copy_text,
+                                           const std::string& copy_path) {
+  const CheckSpec& c = ex.check;
+  auto alone = scenario::load_text(copy_text, copy_path);
+  if (!alone) return std::unexpected(alone.error());
+  if (!alone->faults.empty())
+    return bad_input(fmt::format(
+        "{}:{}:{}: fault: the timeline is the checker's (check.toml); remove the [[fault]] "
+        "tables from your copy",
+        copy_path, alone->faults.front().loc.line, alone->faults.front().loc.col));
+  const auto& e = alone->expect;
+  if (e.max_stall_ms || e.min_busbw_fraction || e.max_detection_ms || e.max_recovery_ms ||
+      e.checkpoint_on_time)
+    return bad_input(fmt::format(
+        "{}:{}:{}: expect: the targets are the checker's (check.toml [target]); remove [expect] "
+        "from your copy",
+        copy_path, e.loc.line, e.loc.col));
+  if (!find_workload(*alone, c.workload)) {
+    auto r = workload_missing(copy_path, c.workload);
+    return std::unexpected(r.error());
+  }
+  // check.toml's faults keep their own line numbers (the rest of check.toml blanked), then the
+  // targets as [expect], then the student's scenario.
+  std::string text = dual_tor_names(c.faults_text, *alone) + "[expect]\n";
+  if (c.max_stall_ms) text += fmt::format("max_stall_ms = {}\n", *c.max_stall_ms);
+  if (c.max_detection_ms) text += fmt::format("max_detection_ms = {}\n", *c.max_detection_ms);
+  if (c.max_recovery_ms) text += fmt::format("max_recovery_ms = {}\n", *c.max_recovery_ms);
+  text += copy_text;
+  auto s = scenario::load_text(text, ex.dir + "/check.toml");
+  if (!s) return std::unexpected(s.error());
+  s->file = copy_path;
+  return s;
+}
+
+namespace {
+
+Result<CheckReport> measure_run(const Exercise& ex, lab::LabState& st, const std::string& copy_text,
+                                const CheckTools& tools, CheckReport rep) {
+  const CheckSpec& c = ex.check;
+  auto s = run_scenario_of(ex, copy_text, rep.scenario_copy);
+  if (!s) return std::unexpected(s.error());
+  s->lab = st.lab;
+
+  experiment::RunOptions o;
+  o.workload = c.workload;
+  o.size_bytes = c.size;
+  o.tb_rank = tools.tb_rank;
+  o.tb_probe = tools.tb_probe;
+  TB_TRY(experiment::check_run(*s, st, o));
+  auto lock = lab::LabLock::acquire(st.lab);
+  if (!lock) return std::unexpected(lock.error());
+  auto before = verify::sample_host(stage_files(st));
+  std::atomic<bool> stop{false};
+  auto res = experiment::run_scenario(*s, st, o, stop, [](const std::string&) {});
+  auto after = verify::sample_host(stage_files(st));
+  if (!res) return std::unexpected(res.error());
+  rep.host = verify::host_load(before, after);
+  rep.results_dir = res->results_dir;
+  rep.method = fmt::format(
+      "run of workload \"{}\" ({} byte messages) under check.toml's {} fault(s), probes every "
+      "{} ms on each faulted path; stall = longest gap between iterations across a fault less "
+      "one baseline iteration, detection = first control-plane reaction, outage = longest run "
+      "of lost probes; shaping {}",
+      c.workload, c.size, s->faults.size(), o.probe_interval_us / 1000,
+      st.shaping.empty() ? "none" : st.shaping);
+  bool explained = false, all_ok = true;
+  const auto outage = res->recovery.max_outage_ms();
+  for (const auto& v : res->verdicts) {
+    CheckValue cv;
+    cv.name = v.name;
+    cv.measured = v.measured;
+    cv.target = v.limit;
+    cv.at_least = false;
+    cv.unit = "ms";
+    cv.ok = v.ok;
+    cv.how = v.text;
+    rep.values.push_back(cv);
+    if (v.ok) continue;
+    all_ok = false;
+    // Lost probes and missing reactions are the network's, not the host's: an outage of at
+    // least TCP's minimum retransmission timeout (200 ms) costs the workload's flows a timeout
+    // whatever the host does.
+    if (!v.measured || v.name == "max_recovery_ms" ||
+        (v.name == "max_stall_ms" && outage && *outage >= std::min(v.limit, kRtoMinMs)))
+      explained = true;
+  }
+  for (const auto& err : res->errors) {
+    all_ok = false;
+    rep.diagnosis += (rep.diagnosis.empty() ? "" : "; ") + err;
+  }
+  // The worst fault, in measured terms.
+  for (const auto& f : res->recovery.faults) {
+    std::string line = fmt::format("fault {} ({}):", f.fault.id, f.fault.target);
+    line += f.stall_ms ? fmt::format(" the workload stalled {:.0f} ms", *f.stall_ms)
+                       : std::string(" no stall measured");
+    line += f.outage_ms ? fmt::format(", probes on its path lost for {:.0f} ms", *f.outage_ms)
+                        : std::string(", no probe lost");
+    line += f.detection_ms ? fmt::format(", first reaction after {:.0f} ms ({})", *f.detection_ms,
+                                         f.detected_by)
+                           : std::string(", nothing in the control plane reacted");
+    rep.diagnosis += (rep.diagnosis.empty() ? "" : "; ") + line;
+  }
+  if (all_ok) {
+    rep.verdict = Verdict::kPass;
+  } else if (rep.host.host_bound && !explained) {
+    rep.verdict = Verdict::kNotJudged;
+    rep.diagnosis += "; but the host was busy (" + rep.host.text() +
+                     ") and no probe outage explains the miss: not judged, check again when it "
+                     "is quieter";
+  } else {
+    rep.verdict = Verdict::kFail;
+  }
+  return rep;
+}
+
+}  // namespace
+
+Result<CheckReport> measure(const Exercise& ex, const std::string& lab,
+                            const std::string& scenario_copy, const CheckTools& tools) {
+  CheckReport rep;
+  rep.exercise = ex.id;
+  rep.title = ex.title;
+  rep.lab = lab;
+  rep.scenario_copy = scenario_copy;
+  auto st = lab::load_state(lab);
+  if (!st)
+    return bad_input("lab " + lab + " is not up; `testbedctl exercise start " +
+                     std::to_string(ex.number) + "` builds it");
+  if (st->phase != "up") return bad_input("lab " + lab + " is " + st->phase + ", not up");
+  auto copy_text = read_text(scenario_copy);
+  if (!copy_text) return std::unexpected(copy_text.error());
+  auto s = scenario::load_text(*copy_text, scenario_copy);
+  if (!s) return std::unexpected(s.error());
+  if (ex.check.measure == Measure::kFile) return measure_file(ex, *st, std::move(rep));
+  if (ex.check.measure == Measure::kBench) return measure_bench(ex, *st, *s, tools, std::move(rep));
+  return measure_run(ex, *st, *copy_text, tools, std::move(rep));
+}
+
+}  // namespace tb::exercise

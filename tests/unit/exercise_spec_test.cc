@@ -1,0 +1,194 @@
+// The exercise format (exercise/spec.h): check.toml's loader and its file:line errors, task
+// sheets' hints, and every shipped exercise under exercises/ loading whole (its scenario, and
+// for a run check the scenario with the checker's faults, before and after the reference
+// solution's kind of change).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "exercise/check.h"
+#include "exercise/spec.h"
+#include "scenario/loader.h"
+
+namespace tb::exercise {
+namespace {
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(ExerciseCheckSpec, BenchLoads) {
+  auto c = parse_check(R"([check]
+measure = "bench"
+workload = "job"
+op = "allreduce"
+bytes = "2M"
+iters = 3
+[target]
+min_busbw_fraction = 0.9
+of = "rail"
+)",
+                       "c.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->measure, Measure::kBench);
+  EXPECT_EQ(c->workload, "job");
+  EXPECT_EQ(c->bytes, 2u << 20);
+  EXPECT_EQ(c->iters, 3);
+  EXPECT_DOUBLE_EQ(*c->min_busbw_fraction, 0.9);
+}
+
+TEST(ExerciseCheckSpec, ErrorsNameFileLineAndField) {
+  auto c = parse_check(R"([check]
+measure = "benchh"
+workload = "job"
+[target]
+min_busbw_fraction = 2
+mx_stall_ms = 3
+)",
+                       "c.toml");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().exit_code, kExitBadInput);
+  const auto& m = c.error().message;
+  EXPECT_NE(m.find("c.toml:2:"), std::string::npos) << m;
+  EXPECT_NE(m.find("measure"), std::string::npos) << m;
+  EXPECT_NE(m.find("bench"), std::string::npos) << m;      // the valid values
+  EXPECT_NE(m.find("c.toml:6:"), std::string::npos) << m;  // the unknown key
+}
+
+TEST(ExerciseCheckSpec, RunNeedsFaultsAndATarget) {
+  auto c = parse_check("[check]\nmeasure = \"run\"\nworkload = \"ar\"\n[target]\n", "c.toml");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("at least one of max_stall_ms"), std::string::npos)
+      << c.error().message;
+  EXPECT_NE(c.error().message.find("[[fault]]"), std::string::npos) << c.error().message;
+  auto b = parse_check(
+      "[check]\nmeasure = \"bench\"\nworkload = \"j\"\n[target]\nmin_busbw_fraction = "
+      "0.5\n[[fault]]\nat = \"1s\"\n",
+      "c.toml");
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.error().message.find("c.toml:6:"), std::string::npos) << b.error().message;
+}
+
+TEST(ExerciseCheckSpec, FaultsKeepTheirLines) {
+  auto c = parse_check(R"([check]
+measure = "run"
+workload = "ar"
+[target]
+max_stall_ms = 10
+[[fault]]
+at = "1s"
+kind = "link-down"
+)",
+                       "c.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->faults_text, "\n\n\n\n\n[[fault]]\nat = \"1s\"\nkind = \"link-down\"\n");
+}
+
+TEST(ExerciseCheckSpec, FileNeedsPairsOfTwoNodes) {
+  auto c = parse_check(R"([check]
+measure = "file"
+file = "m.toml"
+pairs = [["a/s0/g0"]]
+workload = "x"
+[target]
+tolerance = 0.1
+)",
+                       "c.toml");
+  ASSERT_FALSE(c);
+  const auto& m = c.error().message;
+  EXPECT_NE(m.find("c.toml:4:"), std::string::npos) << m;  // pairs
+  EXPECT_NE(m.find("c.toml:5:"), std::string::npos) << m;  // workload: not for a file check
+  auto ok = parse_check(
+      "[check]\nmeasure = \"file\"\nfile = \"m.toml\"\npairs = [[\"a\", \"b\"]]\n[target]\n",
+      "c.toml");
+  ASSERT_TRUE(ok) << ok.error().message;
+  ASSERT_EQ(ok->pairs.size(), 1u);
+  EXPECT_DOUBLE_EQ(ok->tolerance, 0.15);
+}
+
+TEST(ExerciseTask, HintsInOrder) {
+  Exercise ex;
+  ASSERT_TRUE(parse_task("# T\nstory\n## Goal\ng\n## Hint 1\none\n## Hint 2\ntwo\n", "t.md", ex));
+  EXPECT_EQ(ex.title, "T");
+  ASSERT_EQ(ex.hints.size(), 2u);
+  EXPECT_EQ(ex.hints[0].title, "Hint 1");
+  EXPECT_EQ(ex.hints[1].text, "two\n");
+  EXPECT_EQ(ex.sheet.find("Hint"), std::string::npos);
+  Exercise none;
+  auto r = parse_task("# T\nno hints\n", "t.md", none);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("t.md:2:1"), std::string::npos) << r.error().message;
+}
+
+// Every shipped exercise loads, its scenario too, and a run check's scenario with the faults.
+TEST(ShippedExercises, LoadWhole) {
+  auto all = list_exercises(std::string(TB_SOURCE_DIR) + "/exercises");
+  ASSERT_TRUE(all) << all.error().message;
+  ASSERT_GE(all->size(), 3u);
+  for (const auto& ex : *all) {
+    SCOPED_TRACE(ex.id);
+    EXPECT_GE(ex.hints.size(), 2u);
+    auto s = scenario::load(ex.scenario_path());
+    ASSERT_TRUE(s) << s.error().message;
+    if (ex.check.measure == Measure::kFile) {
+      EXPECT_FALSE(ex.check.pairs.empty());
+      continue;
+    }
+    bool found = false;
+    for (const auto& w : s->workloads) found = found || w.name == ex.check.workload;
+    EXPECT_TRUE(found) << "check.toml's workload is not in scenario.toml";
+    if (ex.check.measure != Measure::kRun) continue;
+    auto text = slurp(ex.scenario_path());
+    auto r = run_scenario_of(ex, text, ex.scenario_path());
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_FALSE(r->faults.empty());
+  }
+}
+
+// A dual-ToR copy of exercise 5: the fault's "dc/tor0" becomes the first ToR, tor0a.
+TEST(ShippedExercises, DualTorRenamesTheFaultsToR) {
+  auto ex = load_exercise(std::string(TB_SOURCE_DIR) + "/exercises/05-dual-tor");
+  ASSERT_TRUE(ex) << ex.error().message;
+  std::string text = slurp(ex->scenario_path());
+  const auto p = text.find("dual_tor = false");
+  ASSERT_NE(p, std::string::npos);
+  text.replace(p, 16, "dual_tor = true ");
+  auto r = run_scenario_of(*ex, text, "copy.toml");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->faults.size(), 1u);
+  EXPECT_EQ(r->faults[0].b, "dc/tor0a");
+}
+
+TEST(ShippedExercises, ACopyWithItsOwnFaultIsRefused) {
+  auto ex = load_exercise(std::string(TB_SOURCE_DIR) + "/exercises/05-dual-tor");
+  ASSERT_TRUE(ex) << ex.error().message;
+  std::string text = slurp(ex->scenario_path()) +
+                     "\n[[fault]]\nat = \"1s\"\nkind = \"link-down\"\na = \"dc/s0/g0\"\nb = "
+                     "\"dc/tor0\"\n";
+  auto r = run_scenario_of(*ex, text, "copy.toml");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().exit_code, kExitBadInput);
+  EXPECT_NE(r.error().message.find("copy.toml:"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("the timeline is the checker's"), std::string::npos);
+}
+
+TEST(ShippedExercises, FindByNumberOrId) {
+  const std::string root = std::string(TB_SOURCE_DIR) + "/exercises";
+  auto a = find_exercise(root, "2");
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->id, "02-wrong-nic");
+  auto b = find_exercise(root, "02-wrong-nic");
+  ASSERT_TRUE(b);
+  auto c = find_exercise(root, "99");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().exit_code, kExitBadInput);
+  EXPECT_NE(c.error().message.find("2 (02-wrong-nic)"), std::string::npos) << c.error().message;
+}
+
+}  // namespace
+}  // namespace tb::exercise
