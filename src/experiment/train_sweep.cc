@@ -42,27 +42,6 @@ Result<std::vector<std::vector<const plan::Node*>>> servers_of(const lab::LabSta
   return out;
 }
 
-std::string nvl_addr(const plan::Node& n) {
-  for (const auto& [role, p] : n.addrs)
-    if (role == "nvl") return p.addr.to_string();
-  return "";
-}
-
-// Every pair on two servers over the frontend: both ends' NVLink-side addresses, which the
-// plan routes through the servers and the VPC (as `launch --tier frontend`).
-Status use_frontend(workload::Job& job, const std::vector<const plan::Node*>& gpus) {
-  for (size_t i = 0; i < gpus.size(); ++i)
-    for (size_t j = 0; j < gpus.size(); ++j) {
-      if (i == j || job.ranks[i].server == job.ranks[j].server) continue;
-      const std::string src = nvl_addr(*gpus[i]), dst = nvl_addr(*gpus[j]);
-      if (src.empty() || dst.empty())
-        return bad_input("tier frontend: " + (src.empty() ? gpus[i] : gpus[j])->name +
-                         " has no NVLink-side address to reach the frontend from");
-      job.peers[i][j] = {dst, src, "frontend"};
-    }
-  return {};
-}
-
 std::vector<int> sweep_of(const TrainOptions& o, int available) {
   return o.servers.empty() ? std::vector<int>{available} : o.servers;
 }
@@ -295,7 +274,7 @@ Result<workload::Job> training_run_job(const scenario::Scenario& s, const scenar
   j.training = o.spec;
   j.steady = true;
   TB_TRY(launch::place_ranks(j, st.topo, *gpus));
-  if (o.frontend) TB_TRY(use_frontend(j, *gpus));
+  if (o.frontend) TB_TRY(launch::route_over_frontend(j, *gpus));
   launch::mark_rdma_pairs(j, st.rxe);
   return j;
 }
@@ -333,7 +312,7 @@ Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
     job.timeout_ms = o.timeout_ms;
     job.training = o.spec;
     TB_TRY(launch::place_ranks(job, lab.topo, gpus));
-    if (o.frontend) TB_TRY(use_frontend(job, gpus));
+    if (o.frontend) TB_TRY(launch::route_over_frontend(job, gpus));
     launch::mark_rdma_pairs(job, lab.rxe);
     const int nr = static_cast<int>(job.ranks.size());
 

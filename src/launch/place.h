@@ -31,7 +31,7 @@ Status place_ranks(workload::Job& job, const plan::Topology& topo,
 // Every pair of ranks on two different servers over the frontend instead of the rail (after
 // place_ranks): both ends' NVLink-side addresses, which the plan routes through the servers and
 // the VPC (as `launch --tier frontend`); pairs inside a server stay on NVLink. Exit 2 when a GPU
-// has no NVLink-side address. (experiment/train_sweep.cc holds the same rule for `train`.)
+// has no NVLink-side address. `train --tier frontend` and the exercises use it too.
 Status route_over_frontend(workload::Job& job, const std::vector<const plan::Node*>& gpus);
 
 // Fills job.rdma (after place_ranks): pair (i, j) goes over RDMA when job.transport is rdma,
