@@ -105,7 +105,7 @@ TEST(VerifyPaths, HzBjPasses) {
       // Issue 13's two named targets, idle: the VPC path (2 hops of 250 us each way) within
       // 1.0 ms + base +- 0.2 ms, and hz/s0 -> bj/s0 (VPC, transit routers, Express Connect
       // 25 ms) within 52 ms + base +- 0.5 ms. verify's own tolerance for the second is the sum
-      // of its hops' (0.96 ms), wider than the issue's, so it is checked here. README
+      // of its hops' (0.96 ms), wider than the issue's, so it is checked here. docs/figures.md
       // "Figures": +0.06 and +0.10 to +0.18 ms measured.
       {{"server-server over the vpc", "hz/s0", "hz/s1", 1.0, 0.2},
        {"server-server across regions", "hz/s0", "bj/s0", 52.0, 0.5}});

@@ -100,7 +100,7 @@ TEST_F(Watch, UnderTmuxTheBusiestLinkIsOnTopAndQAndCtrlCQuit) {
     EXPECT_NE(row.find("scale-out"), std::string::npos) << screen;
     EXPECT_NE(row.find("M "), std::string::npos) << "no Mbit/s rate on the top row:\n" << screen;
     EXPECT_NE(screen.find("delay stages"), std::string::npos) << screen;
-    // The README's picture of watch: this screen, drawn by Chromium (artifacts/watch.png).
+    // docs/usage.md's picture of watch: this screen, drawn by Chromium (artifacts/watch.png).
     if (key == "q" && have_chromium())
       EXPECT_FALSE(screenshot_terminal(screen, "watch.png", 180, 50).empty());
     sh(tmux.cmd("send-keys -t " + s + " " + key));

@@ -58,7 +58,7 @@ class TcpComm final : public Comm {
   int channels() const { return channels_; }
   // One exchange per ring step: the socket buffers keep the link busy while a received block is
   // reduced, and with the receive low-water mark a whole-step exchange wakes the rank less often
-  // than 256 KiB slices do (scripts/bench-collectives, CPU-s/GB; docs in README's figures).
+  // than 256 KiB slices do (scripts/bench-collectives, CPU-s/GB; docs/figures.md).
   size_t slice_bytes() const override { return kWholeSteps; }
   // Whether this rank holds connections to `peer` (the mask).
   bool uses(int peer) const { return use_[static_cast<size_t>(peer)] != 0; }
