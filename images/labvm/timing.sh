@@ -21,7 +21,8 @@
 # the jittered rail path read +5.55 ms only because verify spaced its path probes 1 ms apart
 # (fixed: 4 sigma, verify/measure.cc); jitter mean +0.005 / +0.015 ms, sigma -1.1% / -6.8% idle /
 # under load. Again with the fix: every path passed (rail -0.41 / -0.11 ms of 1.0), jitter mean
-# -0.165 / +0.079 ms, sigma -2.1% / +4.1%. The whole script takes 2-2.5 min of wall time (idle time
+# -0.165 / +0.079 ms, sigma -2.1% / +4.1%. Plain TCG the same hour: paths +2.7..+15.3 ms, jitter
+# mean +1.14 / +3.13 ms and sigma +20% / +72% idle / under load. The whole script takes 2-2.5 min of wall time (idle time
 # is skipped).
 # Run: scripts/labvm run --icount shift=0,sleep=off -- /opt/testbedctl/images/labvm/timing.sh;
 # `scripts/labvm check` does (a boot of its own). Prints "timing: ok / FAIL / shown" lines; exit 0
