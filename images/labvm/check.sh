@@ -67,6 +67,25 @@ for tr in rdma tcp; do
 done
 grep -q '^#  transport rdma: 4 of 4 rail pair' /tmp/bench-rdma.txt && pass "the rdma report names its transport" ||
   bad "the rdma report does not say rdma"
+# Credit flow control (collective/rdma/stream.h): no SEND meets an empty receive queue, so the
+# devices send no receiver-not-ready NAK (bench reads rxe's hw_counters before and after).
+rnr=$(tr -d ' \n' <results/allreduce-rdma.json | grep -o '"rnr_naks":[0-9a-z]*' | cut -d: -f2)
+[ "$rnr" = 0 ] && pass "allreduce over rdma: 0 receiver-not-ready NAKs (hw_counters)" ||
+  bad "allreduce over rdma: rnr_naks '$rnr' (want 0)"
+# AllReduce and AllToAll at several sizes (1 KiB to 4 MiB, odd ones too), every algorithm a
+# ring step or a pairwise exchange runs: #wrong 0 and 0 RNR NAKs each.
+for spec in "allreduce ring" "allreduce hd" "allreduce tree" "alltoall -"; do
+  read -r coll al <<<"$spec"
+  algo=()
+  [ "$al" != - ] && algo=(--algo "$al")
+  testbedctl bench mini "$coll" -b 1K -e 4M -f 8 -n 2 -w 1 --transport rdma "${algo[@]}" \
+    --json "results/$coll-$al-rdma.json" >/tmp/c.txt 2>&1
+  rc=$?
+  rnr=$(tr -d ' \n' <"results/$coll-$al-rdma.json" 2>/dev/null | grep -o '"rnr_naks":[0-9a-z]*' | cut -d: -f2)
+  [ $rc = 0 ] && grep -q '# Out of bounds values : 0 OK' /tmp/c.txt && [ "$rnr" = 0 ] &&
+    pass "$coll ${al/-/} over rdma, 1K..4M: #wrong 0, 0 RNR NAKs" ||
+    { tail -12 /tmp/c.txt; bad "$coll ${al/-/} over rdma, 1K..4M: exit $rc, rnr_naks '$rnr'"; }
+done
 # More QPs per peer on one pair.
 testbedctl bench mini allreduce -b 256K -e 1M -f 4 -n 3 -w 1 --transport rdma --qps 4 \
   --ranks dc/s0/g0,dc/s1/g0 | tee /tmp/bench-qps.txt
@@ -149,7 +168,7 @@ else
     --gtest_brief=1 >/tmp/unit.txt 2>&1
   rc=$?
   tail -4 /tmp/unit.txt
-  [ $rc = 0 ] && ! grep -q SKIPPED /tmp/unit.txt && grep -q 'PASSED.*3 tests' /tmp/unit.txt &&
+  [ $rc = 0 ] && ! grep -q SKIPPED /tmp/unit.txt && grep -q 'PASSED.*5 tests' /tmp/unit.txt &&
     pass "RdmaVerbs unit tests on rxe" || { cat /tmp/unit.txt; bad "RdmaVerbs unit tests: exit $rc"; }
   rdma link delete tbunit
   ip link del tbuva

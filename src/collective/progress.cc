@@ -15,6 +15,12 @@ constexpr size_t kSlot = 64;  // one cache line per rank: writers never share a 
 
 }  // namespace
 
+Result<std::unique_ptr<ProgressBoard>> ProgressBoard::watch(const std::string& path, int size) {
+  auto b = open(path, 0, size);
+  if (b) (*b)->rank_ = -1;
+  return b;
+}
+
 Result<std::unique_ptr<ProgressBoard>> ProgressBoard::open(const std::string& path, int rank,
                                                            int size) {
   TB_CHECK(rank >= 0 && rank < size);
@@ -38,6 +44,7 @@ int64_t* ProgressBoard::slot(int r) const {
 }
 
 void ProgressBoard::note(int64_t mono_ns) {
+  TB_CHECK(rank_ >= 0);
   std::atomic_ref<int64_t>(*slot(rank_)).store(mono_ns, std::memory_order_relaxed);
 }
 

@@ -8,7 +8,8 @@
 // CLOCK_MONOTONIC ns (one clock for every namespace and process on the host). A rank writes
 // its own slot when it moves bytes (a relaxed atomic store, no syscall) and reads every slot
 // only when its own wait ran out. Ranks on other hosts would need a network heartbeat instead;
-// every rank of a lab runs on this host.
+// every rank of a lab runs on this host. The bench launcher watches the same board, so its own
+// limit is on no progress too (launch/bench_run.h).
 //
 // Thread-safe: note() and latest() are atomic accesses to the mapping.
 #pragma once
@@ -25,11 +26,13 @@ class ProgressBoard {
  public:
   // Maps (creating) the board at `path` for `size` ranks, this rank being `rank`.
   static Result<std::unique_ptr<ProgressBoard>> open(const std::string& path, int rank, int size);
+  // The same board for a watcher that is no rank (bench's launcher): latest() only.
+  static Result<std::unique_ptr<ProgressBoard>> watch(const std::string& path, int size);
   ~ProgressBoard();
   ProgressBoard(const ProgressBoard&) = delete;
   ProgressBoard& operator=(const ProgressBoard&) = delete;
 
-  // This rank moved bytes (or started a step) at `mono_ns`.
+  // This rank moved bytes (or started a step) at `mono_ns`. Not on a watch().
   void note(int64_t mono_ns);
   // The latest time any rank noted (0: none yet).
   int64_t latest() const;

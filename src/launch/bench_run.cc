@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -66,7 +67,57 @@ struct RowFeed {
   }
 };
 
+// Receiver-not-ready NAKs sent by these RDMA devices so far (rxe's per-port counter in sysfs:
+// shared-mode RDMA devices are visible from every namespace); nullopt when one has none.
+std::optional<uint64_t> rnr_naks_sent(const std::vector<std::string>& by_rank) {
+  std::vector<std::string> devs;
+  for (const auto& list : by_rank) {
+    size_t at = 0;
+    while (at <= list.size()) {  // "a,b" or "-"
+      const size_t comma = std::min(list.find(',', at), list.size());
+      const std::string d = list.substr(at, comma - at);
+      if (!d.empty() && d != "-" && std::find(devs.begin(), devs.end(), d) == devs.end())
+        devs.push_back(d);
+      at = comma + 1;
+    }
+  }
+  if (devs.empty()) return std::nullopt;
+  uint64_t sum = 0;
+  for (const auto& d : devs) {
+    std::ifstream in("/sys/class/infiniband/" + d + "/ports/1/hw_counters/send_rnr_err");
+    uint64_t v = 0;
+    if (!(in >> v)) return std::nullopt;
+    sum += v;
+  }
+  return sum;
+}
+
 }  // namespace
+
+IdleWatch::IdleWatch(std::chrono::milliseconds limit, const std::string& board_path, int ranks)
+    : limit_(limit), last_(Clock::now()) {
+  if (!board_path.empty() && ranks > 0)
+    if (auto b = collective::ProgressBoard::watch(board_path, ranks)) board_ = std::move(*b);
+}
+
+IdleWatch::~IdleWatch() = default;
+
+void IdleWatch::reported(Clock::time_point now) {
+  last_ = std::max(last_, now);
+}
+
+bool IdleWatch::expired(Clock::time_point now) {
+  if (now - last_ <= limit_) return false;
+  if (board_) {
+    const auto moved = Clock::time_point(std::chrono::nanoseconds(board_->latest()));
+    last_ = std::max(last_, moved);
+  }
+  return now - last_ > limit_;
+}
+
+std::string progress_board_path(const Job& job) {
+  return job.store_dir + "/" + job.run_id + ".progress";
+}
 
 std::string results_root() {
   const char* env = std::getenv("TESTBEDCTL_RESULTS_DIR");
@@ -224,9 +275,10 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
   std::vector<bool> ready(static_cast<size_t>(n), false);
   bool started = false;
   size_t next_row = 0;
-  auto last_activity = Clock::now();
   std::optional<Clock::time_point> kill_at;
-  const auto idle_limit = std::chrono::milliseconds(std::max(2 * job.timeout_ms, 120000));
+  std::optional<uint64_t> rnr_before;
+  IdleWatch idle(std::chrono::milliseconds(std::max(2 * job.timeout_ms, 120000)),
+                 progress_board_path(job), n);
   for (;;) {
     bool activity = group->poll();
     for (int r = 0; r < n; ++r) {
@@ -253,6 +305,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
     }
     if (!started && std::all_of(ready.begin(), ready.end(), [](bool b) { return b; })) {
       started = true;
+      if (!res.rdma_devices.empty()) rnr_before = rnr_naks_sent(res.rdma_devices);
       if (on_start) on_start(res);
     }
     // Emit every size that all ranks have finished.
@@ -268,7 +321,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
       if (on_row) on_row(res, res.rows.back());
       ++next_row;
     }
-    if (activity) last_activity = Clock::now();
+    if (activity) idle.reported();
     const bool any_failed =
         std::any_of(group->ranks().begin(), group->ranks().end(),
                     [](const launch::RankExit& e) { return !e.running && e.code != 0; });
@@ -287,15 +340,18 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
                            " ms after a rank failed (beyond their own timeout): killed");
       break;
     }
-    if (Clock::now() - last_activity > idle_limit) {
+    if (idle.expired()) {
       group->kill_all(kKillGraceMs);
-      res.errors.push_back("no rank reported anything for " +
-                           std::to_string(idle_limit.count() / 1000) + " s: killed");
+      res.errors.push_back("no rank reported anything or moved a byte for " +
+                           std::to_string(idle.limit().count() / 1000) + " s: killed");
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   for (auto& f : feeds) f.read_more();
+  if (rnr_before)
+    if (auto after = rnr_naks_sent(res.rdma_devices); after && *after >= *rnr_before)
+      res.rnr_naks = *after - *rnr_before;
   // The ranks unlink their shared-memory segments once both sides hold them; a rank that died
   // during set-up leaves its file, removed here (by the job's name prefix, core/shm_names.h).
   if (job.transport.intra_server == workload::IntraServer::kShm)

@@ -8,9 +8,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 
+#include "collective/progress.h"
 #include "lab/state.h"
 #include "launch/rank_group.h"
 #include "workload/bench_result.h"
@@ -31,6 +34,31 @@ struct BenchOptions {
   workload::BenchSpec spec;
   std::string tb_rank;  // path of the tb-rank executable
 };
+
+// bench's own limit on a run: it is cut when, for `limit`, no rank wrote a line (a row, its
+// ready line) and no rank of the communicator moved a byte (the progress board the native
+// transports write, collective/progress.h). A slow run whose sizes take longer than the limit
+// is not cut while its bytes move (40-48 ranks over the net under load reached 120 s).
+class IdleWatch {
+ public:
+  using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC, the board's clock
+  // `board_path`: the run's board (progress_board_path); "" or unreadable: rank lines only.
+  IdleWatch(std::chrono::milliseconds limit, const std::string& board_path, int ranks);
+  ~IdleWatch();
+  void reported(Clock::time_point now = Clock::now());  // a rank wrote something
+  // The limit passed with neither lines nor progress.
+  bool expired(Clock::time_point now = Clock::now());
+  std::chrono::milliseconds limit() const { return limit_; }
+
+ private:
+  std::chrono::milliseconds limit_;
+  Clock::time_point last_;
+  std::unique_ptr<collective::ProgressBoard> board_;
+};
+
+// Where the ranks of `job` keep their progress board (in the rendezvous store, named by the
+// run: workload/rank_main.cc's key prefix).
+std::string progress_board_path(const workload::Job& job);
 
 std::string results_root();
 // `dir`, a results directory below results_root() (<root>/<lab>/<run id>[/workload]), made

@@ -24,6 +24,11 @@ std::string bench_transport_note(const BenchResult& r) {
       known = known || !r.rdma_devices[i].empty();
     }
     if (known) s += "; RDMA devices by rank: " + devs;
+    if (r.rnr_naks)
+      s += fmt::format(
+          "; receiver-not-ready NAKs during the run: {} (hw_counters send_rnr_err of those "
+          "devices, after - before)",
+          *r.rnr_naks);
   }
   if (r.intra_server == "shm")
     s += "; intra-server pairs over SHARED MEMORY (--intra-server shm): they bypass the emulated "
@@ -145,7 +150,8 @@ nlohmann::json bench_json(const BenchResult& r) {
             {"rdma_pairs", r.rdma_pairs},
             {"rail_pairs", r.rail_pairs},
             {"rdma_devices", r.rdma_devices},
-            {"rdma_fallback", r.rdma_fallback}}},
+            {"rdma_fallback", r.rdma_fallback},
+            {"rnr_naks", r.rnr_naks ? nlohmann::json(*r.rnr_naks) : nlohmann::json(nullptr)}}},
           {"lab_rdma", {{"status", r.lab_rdma}, {"why", r.lab_rdma_why}}},
           {"nranks", r.nodes.size()},
           {"ranks", r.nodes},

@@ -94,12 +94,18 @@ nlohmann::json backends_json(const lab::LabState& st) {
                               {"delay_us", q.value("delay_us", 0.0)},
                               {"overhead_us", q.value("overhead_us", 0.0)},
                               {"late_mean_us", q.value("late_mean_us", 0.0)}});
-          e["measured"] = {{"packets", stats.value("packets", 0)},
-                           {"cpu_us_per_packet", stats.value("cpu_us_per_packet", 0.0)},
-                           {"method", "tb-delayd getrusage (user+sys) / packets, stats file"},
-                           {"scheduling", stats.value("scheduling", "")},
-                           {"calibrated", stats.value("calibrated", false)},
-                           {"queues", queues}};
+          e["measured"] = {
+              {"packets", stats.value("packets", 0)},
+              {"cpu_us_per_packet", stats.value("cpu_us_per_packet", 0.0)},
+              {"method", "tb-delayd getrusage (user+sys) / packets, stats file"},
+              {"scheduling", stats.value("scheduling", "")},
+              {"calibrated", stats.value("calibrated", false)},
+              // The release cost in the overhead: the stage's own loopback probes'
+              // median, or the constant where it cannot probe (stage/stats.h).
+              {"release_us", stats.value("release", nlohmann::json::object()).value("us", 0.0)},
+              {"release_source",
+               stats.value("release", nlohmann::json::object()).value("source", "")},
+              {"queues", queues}};
         }
       }
     stages.push_back(e);
@@ -171,12 +177,14 @@ std::string backends_text(const lab::LabState& st) {
           hi = std::max(hi, q["overhead_us"].get<double>());
           late = std::max(late, q["late_mean_us"].get<double>());
         }
-        line += fmt::format(", overhead {:.0f}", lo) +
-                (hi - lo >= 1 ? fmt::format("-{:.0f}", hi) : std::string()) +
-                fmt::format(
-                    " us measured and taken out of the delay ({} queues), releases {:.0f} us "
-                    "late (worst queue mean)",
-                    m["queues"].size(), late);
+        line +=
+            fmt::format(", overhead {:.0f}", lo) +
+            (hi - lo >= 1 ? fmt::format("-{:.0f}", hi) : std::string()) +
+            fmt::format(
+                " us measured and taken out of the delay ({} queues; release {:.0f} us, {}), "
+                "releases {:.0f} us late (worst queue mean)",
+                m["queues"].size(), m.value("release_us", 0.0),
+                m.value("release_source", std::string()) == "probe" ? "probed" : "constant", late);
       }
       s += line + "\n";
     }

@@ -38,6 +38,28 @@ int64_t release_deadline(int64_t arrival_ns, int64_t delay_ns, int64_t release_c
   return arrival_ns + std::max<int64_t>(0, delay_ns - release_cost_ns);
 }
 
+std::optional<int64_t> release_sample_ns(int64_t sent_real_ns, int64_t stamp_real_ns) {
+  if (stamp_real_ns <= 0) return std::nullopt;
+  const int64_t release = stamp_real_ns - sent_real_ns;
+  if (release < 0 || release > kMaxReleaseNs) return std::nullopt;
+  return release;
+}
+
+// 32 probes: at one per kProbeIntervalNs the window spans the last ~6 s (the start's 16 probes
+// fill half of it at once); recomputed at every probe, which is rare.
+ReleaseCalibration::ReleaseCalibration() : median_(0.5, 32, 1), p90_(0.9, 32, 1) {}
+
+bool ReleaseCalibration::add(int64_t sent_real_ns, int64_t stamp_real_ns) {
+  auto release = release_sample_ns(sent_real_ns, stamp_real_ns);
+  if (!release) {
+    ++rejected_;
+    return false;
+  }
+  median_.add(*release);
+  p90_.add(*release);
+  return true;
+}
+
 // 64 samples: the median follows a change in the host's load within a few dozen packets; the
 // window is recomputed every 8 (nth_element over 64 values, well under a µs per packet).
 QueueCalibration::QueueCalibration() : latency_(0.5, 64, 8) {}

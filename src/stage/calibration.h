@@ -15,9 +15,20 @@
 //    taken out exactly. A packet without a plausible stamp (a locally generated one: the kernel
 //    stamps only what it receives) counts from its receive time minus an estimate of that wait
 //    (UnstampedWait below).
-//  - Release cost: what remains between deciding a packet is due and the kernel reinjecting it
-//    (the verdict's system call up to nf_reinject); a constant measured on the reference VM
-//    (kReleaseCostNs): the stage cannot see a packet leave, so it cannot measure this itself.
+//  - Release cost: what remains between deciding a packet is due and the kernel passing it on
+//    (the verdict's system call, nf_reinject, the rest of the hook and the transmit up to the
+//    next receiver's netif_rx, where that receiver's stamp is taken). Each stage measures its own,
+//    at start and every kProbeIntervalNs while it runs (ReleaseCalibration): it sends itself a
+//    UDP probe over its namespace's loopback, marked kProbeMark, which one iptables rule of its
+//    own (netfilter_rules.h add_probe_rule: POSTROUTING -o lo, that mark only) queues to
+//    kProbeQueue; the stage accepts it alone in one verdict, noting CLOCK_REALTIME just before
+//    the send, and reads the probe's kernel receive stamp (SO_TIMESTAMPNS: loopback_xmit clears
+//    the stamp and netif_rx takes a new one) — stamp - send time is one release. The path is
+//    the egress one (POSTROUTING, a transmit, netif_rx); a forwarded packet also passes a route
+//    lookup and the FORWARD hook (~1-2 µs more), so the probe's median is if anything a little
+//    short and packets leave a little late, not early. kReleaseCostNs is the seed until the
+//    first probe, and the fallback where a probe cannot run (no loopback, no iptables): the
+//    stats file says which ("release": "source").
 //  - Timer lateness: WakeTimer wakes the stage early by a high quantile of its recent
 //    oversleeps (seeded by a few timed sleeps at start) and busy-waits the rest, within a CPU
 //    budget.
@@ -26,6 +37,7 @@
 // Pure: every time is passed in; not thread-safe (owned by the stage's single loop).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -40,6 +52,16 @@ namespace tb::stage {
 // which the unshaped path's own echo processing is ~4 µs (its minimum RTT) — so ~11-17 µs;
 // 10 µs keeps the rare fast release from leaving early.
 inline constexpr int64_t kReleaseCostNs = 10'000;
+// The release probe (ReleaseCalibration): the NFQUEUE number the stage binds for it in its own
+// namespace (a lab's queues are numbered from 1 per namespace, plan/shaping.cc, so this one is
+// never a link's), the fwmark on its probes (only they match the probe rule), how often it
+// probes while running, how many probes it sends at start, and the largest release it
+// believes: a longer one was a preemption or a clock step, not the path's cost.
+inline constexpr uint16_t kProbeQueue = 65535;
+inline constexpr uint32_t kProbeMark = 0x74620001;  // "tb" 0001
+inline constexpr int64_t kProbeIntervalNs = 200'000'000;
+inline constexpr int kStartProbes = 16;
+inline constexpr int64_t kMaxReleaseNs = 1'000'000;
 // Stamps older than this are not believed: a stale stamp from an earlier hop would release the
 // packet early. The stage's own stall under overload is far shorter than this.
 inline constexpr int64_t kMaxStampAgeNs = 1'000'000'000;
@@ -85,6 +107,36 @@ struct UnstampedWait {
   int64_t since_empty_ns = INT64_MAX;
 };
 
+// One release, from a probe: the verdict's send began at `sent_real_ns` and the probe was
+// stamped by the kernel at `stamp_real_ns` (both CLOCK_REALTIME, ns). Nothing when it is not
+// plausible: no stamp, a stamp before the send (the clock stepped), or longer than
+// kMaxReleaseNs.
+std::optional<int64_t> release_sample_ns(int64_t sent_real_ns, int64_t stamp_real_ns);
+
+// The stage's release cost: the median of its last 32 probes (recomputed at each), or
+// kReleaseCostNs before the first. The median, not a low quantile: the probe's path is the
+// shorter one (calibration above), so its median does not make a forwarded packet early.
+class ReleaseCalibration {
+ public:
+  ReleaseCalibration();
+  // Adds one probe (release_sample_ns); false when it was not believed (counted in rejected()).
+  bool add(int64_t sent_real_ns, int64_t stamp_real_ns);
+  // A probe whose verdict or receipt never came (counted in lost()).
+  void lose() { ++lost_; }
+  int64_t release_ns() const { return median_.value().value_or(kReleaseCostNs); }
+  bool measured() const { return median_.value().has_value(); }
+  std::optional<int64_t> p90_ns() const { return p90_.value(); }
+  uint64_t probes() const { return median_.count(); }
+  uint64_t rejected() const { return rejected_; }
+  uint64_t lost() const { return lost_; }
+
+ private:
+  SampleWindow median_;
+  SampleWindow p90_;
+  uint64_t rejected_ = 0;
+  uint64_t lost_ = 0;
+};
+
 // One queue's calibration: its arrival times and its queue latency.
 class QueueCalibration {
  public:
@@ -97,7 +149,10 @@ class QueueCalibration {
   // Median of recent stamped queue latencies; for a queue with none, the wake-up latency the
   // last unstamped packet was given (0 before either).
   int64_t queue_ns() const { return latency_.value().value_or(unstamped_wait_); }
-  int64_t release_ns() const { return kReleaseCostNs; }
+  // The stage's release cost (ReleaseCalibration), which it sets on every queue after each
+  // probe; kReleaseCostNs until then.
+  int64_t release_ns() const { return release_ns_; }
+  void set_release_ns(int64_t ns) { release_ns_ = std::max<int64_t>(ns, 0); }
   // Queue latency + release cost: what an uncalibrated stage added to every packet.
   int64_t overhead_ns() const { return queue_ns() + release_ns(); }
   uint64_t stamped() const { return stamped_; }
@@ -108,6 +163,7 @@ class QueueCalibration {
   uint64_t stamped_ = 0;
   uint64_t unstamped_ = 0;
   int64_t unstamped_wait_ = 0;
+  int64_t release_ns_ = kReleaseCostNs;
 };
 
 // The stage's timer: how long before a deadline to stop sleeping and busy-wait. The advance is

@@ -65,6 +65,8 @@ class DelayLine {
   const LineCounters& counters() const { return counters_; }
   bool calibrated() const { return calibrated_; }
   const QueueCalibration& calibration() const { return calibration_; }
+  // The stage's measured release cost (ReleaseCalibration) for packets admitted from now on.
+  void set_release_ns(int64_t ns) { calibration_.set_release_ns(ns); }
 
  private:
   struct Slot {

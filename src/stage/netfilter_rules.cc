@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -210,6 +211,16 @@ std::vector<std::string> queue_rule_args(const QueueRule& rule, const std::strin
           std::to_string(rule.queue)};
 }
 
+std::vector<std::string> probe_rule_args(uint16_t queue, uint32_t mark, const std::string& marker,
+                                         bool add) {
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "0x%08x", mark);
+  return {"-w",          "5",  "-t",      "mangle",      add ? "-A" : "-D",
+          "POSTROUTING", "-o", "lo",      "-m",          "mark",
+          "--mark",      hex,  "-m",      "comment",     "--comment",
+          marker,        "-j", "NFQUEUE", "--queue-num", std::to_string(queue)};
+}
+
 namespace {
 
 const char* family_of(const LossRule& rule) {
@@ -354,6 +365,29 @@ Status remove_queue_rule(const std::string& netns, const QueueRule& rule,
   return fail("remove NFQUEUE " + std::to_string(rule.queue) + " rule on " + rule.ifname +
               " in netns " + netns + ": iptables exit " + std::to_string(run->exit_code) + ": " +
               trimmed(run->output));
+}
+
+Status remove_probe_rule(const std::string& netns, uint16_t queue, uint32_t mark,
+                         const std::string& marker) {
+  TB_TRY(check_marker(marker));
+  auto run = run_tool(netns, "iptables", probe_rule_args(queue, mark, marker, false));
+  if (!run) return std::unexpected(run.error());
+  // As remove_queue_rule: a rule or chain that is not there is success.
+  if (run->exit_code == 0 || run->output.find("does a matching rule exist") != std::string::npos ||
+      run->output.find("No chain/target/match") != std::string::npos)
+    return {};
+  return fail("remove the release probe's NFQUEUE " + std::to_string(queue) +
+              " rule: iptables exit " + std::to_string(run->exit_code) + ": " +
+              trimmed(run->output));
+}
+
+Status add_probe_rule(const std::string& netns, uint16_t queue, uint32_t mark,
+                      const std::string& marker) {
+  TB_TRY(remove_probe_rule(netns, queue, mark, marker));
+  auto r = run_checked(netns, "add the release probe's NFQUEUE " + std::to_string(queue) + " rule",
+                       "iptables", probe_rule_args(queue, mark, marker, true));
+  if (!r) return std::unexpected(r.error());
+  return {};
 }
 
 Status add_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker) {

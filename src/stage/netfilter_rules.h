@@ -32,6 +32,12 @@
 //   wire. (The NFQUEUE rule stays on the sender's egress: nft's queue statement does not work.)
 //   A loss change swaps the old rule for the new in one nft transaction (replace_loss_rule), so
 //   no packet ever passes with neither rule in force.
+//   The stage's release probe (calibration.h), in the stage's own namespace:
+//   iptables -t mangle -A POSTROUTING -o lo -m mark --mark kProbeMark -m comment --comment MARKER
+//            -j NFQUEUE --queue-num kProbeQueue
+//     only the stage's own probes carry that mark, so no other loopback packet is queued; the
+//     stage adds it at start and removes it when it stops (a killed stage leaves it, matching
+//     nothing, until the namespace goes or the next stage there replaces it).
 // A rule belongs to a marker when its comment starts with it (apply/marker.h's rule), so a lab
 // marker selects all of a lab's rules and a longer per-link marker selects one link's.
 //
@@ -103,6 +109,16 @@ std::vector<MarkedRule> parse_iptables_rules(const std::string& save_text,
 // `marker`.
 Result<std::vector<MarkedRule>> parse_nft_rules(const std::string& json_text,
                                                 const std::string& marker);
+
+// The release probe's rule (above): loopback egress, packets with fwmark `mark` only.
+std::vector<std::string> probe_rule_args(uint16_t queue, uint32_t mark, const std::string& marker,
+                                         bool add);
+// Installs it, first removing one with the same words left by an earlier stage.
+Status add_probe_rule(const std::string& netns, uint16_t queue, uint32_t mark,
+                      const std::string& marker);
+// Removes it; one that is not there is success.
+Status remove_probe_rule(const std::string& netns, uint16_t queue, uint32_t mark,
+                         const std::string& marker);
 
 // Installs the NFQUEUE rule (no --queue-bypass: fail-closed).
 Status add_queue_rule(const std::string& netns, const QueueRule& rule, const std::string& marker);

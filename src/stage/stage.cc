@@ -2,7 +2,9 @@
 // close.
 #include "stage/stage.h"
 
+#include <arpa/inet.h>
 #include <linux/netfilter.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -19,6 +21,7 @@
 #include <sstream>
 
 #include "core/safe_file.h"
+#include "stage/netfilter_rules.h"
 
 namespace tb::stage {
 namespace {
@@ -34,6 +37,13 @@ constexpr Duration kAckTimeout{2'000'000'000};
 // Startup probe of the timer (probe_timer): this many sleeps of this length.
 constexpr int kProbeSleeps = 16;
 constexpr int64_t kProbeSleepNs = 200'000;
+// A release probe is sent only when no held packet is due within this: the probe's send and its
+// verdict each take about one release (~10-20 µs), which must not hold back a due packet.
+constexpr int64_t kProbeHeadroomNs = 100'000;
+// A probe not back within this is lost (its rule or queue gone, or the host stalled).
+constexpr int64_t kProbeLostNs = 1'000'000'000;
+// The release probe rule's comment (netfilter_rules.h): one per namespace.
+constexpr const char* kProbeMarker = "tb-delayd release probe";
 
 int64_t clock_ns(clockid_t clock) {
   timespec t{};
@@ -85,11 +95,16 @@ Result<DelayStage> DelayStage::open(StageOptions options) {
       log(std::string("no kernel receive stamps (SO_TIMESTAMPNS: ") + std::strerror(errno) +
           "): packets count from when the stage reads them");
     stage.probe_timer();
+    if (stage.options_.release_probe)
+      stage.setup_probe();
+    else
+      stage.release_note_ = "release probe off (--no-release-probe)";
   }
   auto wanted = stage.wanted_queues(&stage.process_.generation);
   Status s = wanted ? stage.apply(*wanted) : Status(std::unexpected(wanted.error()));
   if (!s) {  // the stats say why, for the generation that was asked for; then we exit
     stage.process_.reload_error = s.error().message;
+    stage.close_probe();  // its rule goes with the stage that made it
     stage.write_stats();
     return std::unexpected(s.error());
   }
@@ -150,8 +165,13 @@ Status DelayStage::apply(const std::vector<QueueSpec>& wanted) {
       keep(socket_.request(msg, seq, "set maxlen of " + queue_name(spec.num), kAckTimeout, other));
       continue;
     }
+    if (spec.num == kProbeQueue && probe_bound_) {
+      keep(bad_input(queue_name(spec.num) + " is the stage's release probe's (calibration.h)"));
+      continue;
+    }
     // In the map before the bind: packets may arrive before its ACK does.
-    lines_.emplace(spec.num, DelayLine(spec, seed_++, options_.calibrate));
+    auto [line, added] = lines_.emplace(spec.num, DelayLine(spec, seed_++, options_.calibrate));
+    line->second.set_release_ns(release_.release_ns());
     append_bind(msg, spec.num, spec.maxlen, options_.fail_open, seq);
     auto bound = socket_.request(msg, seq, "bind " + queue_name(spec.num), kAckTimeout, other);
     // nfqnl_recv_config answers EPERM both to a queue bound by another socket and to a caller
@@ -184,6 +204,10 @@ void DelayStage::reload() {
 void DelayStage::on_event(const NlEvent& event) {
   if (event.kind != NlEvent::Kind::kPacket) return;
   const PacketNotice& p = event.packet;
+  if (p.queue == kProbeQueue && probe_bound_) {
+    on_probe_notice(p);
+    return;
+  }
   auto it = lines_.find(p.queue);
   const int64_t now = mono_ns();
   const UnstampedWait unstamped{timer_.wake_latency(), now - last_empty_ns_};
@@ -232,6 +256,151 @@ void DelayStage::probe_timer() {
   }
 }
 
+void DelayStage::setup_probe() {
+  auto give_up = [this](const std::string& why) {
+    release_note_ = why + "; release cost " + std::to_string(kReleaseCostNs / 1000) +
+                    " us (calibration.h kReleaseCostNs)";
+    log("no release probe: " + release_note_);
+    close_probe();
+  };
+  probe_socket_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  const int one = 1;
+  const uint32_t mark = kProbeMark;
+  sockaddr_in self{};
+  self.sin_family = AF_INET;
+  self.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof self;
+  if (!probe_socket_ ||
+      ::setsockopt(probe_socket_.get(), SOL_SOCKET, SO_MARK, &mark, sizeof mark) != 0 ||
+      ::setsockopt(probe_socket_.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) != 0 ||
+      ::bind(probe_socket_.get(), reinterpret_cast<sockaddr*>(&self), sizeof self) != 0 ||
+      ::getsockname(probe_socket_.get(), reinterpret_cast<sockaddr*>(&self), &len) != 0 ||
+      ::connect(probe_socket_.get(), reinterpret_cast<sockaddr*>(&self), sizeof self) != 0)
+    return give_up(std::string("loopback probe socket: ") + std::strerror(errno));
+  NlBuffer msg;
+  const uint32_t seq = socket_.next_seq();
+  append_bind(msg, kProbeQueue, 64, false, seq);
+  auto bound = socket_.request(msg, seq, "bind " + queue_name(kProbeQueue) + " (release probe)",
+                               kAckTimeout, [this](const NlEvent& e) { on_event(e); });
+  if (!bound) return give_up(bound.error().message);
+  probe_bound_ = true;
+  if (auto r = add_probe_rule("", kProbeQueue, kProbeMark, kProbeMarker); !r)
+    return give_up(r.error().message);
+  probe_rule_ = true;
+  // The first probes, one at a time, before any queue is served: the first packets already
+  // get the measured cost.
+  for (int i = 0; i < kStartProbes; ++i) {
+    maybe_probe(mono_ns(), true);
+    const int64_t until = mono_ns() + 100'000'000;
+    while (probe_in_flight_ && mono_ns() < until) {
+      pollfd fds[2] = {{socket_.fd(), POLLIN, 0}, {probe_socket_.get(), POLLIN, 0}};
+      if (::poll(fds, 2, 10) <= 0) continue;
+      if (fds[0].revents & POLLIN) {
+        auto data = socket_.receive_nowait();
+        if (!data) return give_up(data.error().message);
+        std::vector<NlEvent> events;
+        parse_events(*data, events);
+        for (const auto& e : events) on_event(e);
+      }
+      if (fds[1].revents & POLLIN) read_probe();
+    }
+    if (probe_in_flight_) {
+      release_.lose();
+      probe_in_flight_ = false;
+    }
+  }
+  if (!release_.measured()) return give_up("no release probe came back at start");
+}
+
+void DelayStage::maybe_probe(int64_t now, bool force) {
+  if (!probe_rule_) return;
+  if (probe_in_flight_) {
+    if (now - probe_sent_ns_ < kProbeLostNs) return;
+    release_.lose();
+    probe_in_flight_ = false;
+  }
+  if (!force) {
+    if (now < next_probe_ns_) return;
+    if (auto due = next_deadline(); due && *due - now < kProbeHeadroomNs) return;
+  }
+  const uint64_t seq = ++probe_seq_;
+  probe_in_flight_ = true;
+  probe_sent_ns_ = now;
+  probe_verdict_real_ = 0;
+  next_probe_ns_ = now + kProbeIntervalNs;
+  // Sending runs the packet through POSTROUTING into kProbeQueue before send returns.
+  if (::send(probe_socket_.get(), &seq, sizeof seq, MSG_DONTWAIT) !=
+      static_cast<ssize_t>(sizeof seq))
+    probe_in_flight_ = false, release_.lose();
+}
+
+void DelayStage::on_probe_notice(const PacketNotice& p) {
+  // Released packets first (their verdicts are due), so the probe's send is the probe's alone.
+  if (auto s = flush_verdicts(); !s) log("verdicts: " + s.error().message);
+  NlBuffer verdict;
+  append_verdict(verdict, kProbeQueue, p.id, NF_ACCEPT);
+  const int64_t sent = clock_ns(CLOCK_REALTIME);
+  if (auto s = socket_.send(verdict); !s) {
+    log("release probe verdict: " + s.error().message);
+    return;
+  }
+  if (probe_in_flight_ && probe_verdict_real_ == 0) probe_verdict_real_ = sent;
+}
+
+void DelayStage::read_probe() {
+  if (!probe_socket_) return;
+  for (int i = 0; i < 64; ++i) {  // bounded: stale probes are read and dropped too
+    uint64_t seq = 0;
+    iovec iov{&seq, sizeof seq};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(probe_socket_.get(), &msg, MSG_DONTWAIT);
+    if (n < 0) return;  // EAGAIN: nothing more
+    int64_t stamp = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+        timespec ts{};
+        std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+        stamp = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+      }
+    if (n != static_cast<ssize_t>(sizeof seq) || seq != probe_seq_ || !probe_in_flight_ ||
+        probe_verdict_real_ == 0)
+      continue;
+    probe_in_flight_ = false;
+    if (release_.add(probe_verdict_real_, stamp))
+      for (auto& [num, line] : lines_) line.set_release_ns(release_.release_ns());
+  }
+}
+
+void DelayStage::close_probe() {
+  if (probe_rule_) {
+    if (auto s = remove_probe_rule("", kProbeQueue, kProbeMark, kProbeMarker); !s)
+      log(s.error().message);
+    probe_rule_ = false;
+  }
+  if (probe_bound_) {
+    NlBuffer msg;
+    const uint32_t seq = socket_.next_seq();
+    append_unbind(msg, kProbeQueue, seq);
+    auto accept = [this](const NlEvent& e) {
+      if (e.kind == NlEvent::Kind::kPacket)
+        append_verdict(verdicts_, e.packet.queue, e.packet.id, NF_ACCEPT);
+    };
+    if (auto s =
+            socket_.request(msg, seq, "unbind " + queue_name(kProbeQueue), kAckTimeout, accept);
+        !s)
+      log(s.error().message);
+    (void)flush_verdicts();
+    probe_bound_ = false;
+  }
+  probe_socket_.reset();
+  probe_in_flight_ = false;
+}
+
 Status DelayStage::flush_verdicts() {
   Status s = socket_.send(verdicts_);
   verdicts_.clear();
@@ -244,6 +413,7 @@ void DelayStage::write_stats() {
   process_cpu(process_);
   process_.calibrated = options_.calibrate;
   process_.timer = timer_stats(timer_);
+  process_.release = release_stats(release_, release_note_);
   auto text = stats_json(lines_, read_proc_nfqueue(), process_).dump(2) + "\n";
   // core/safe_file.h: a temporary file and rename, so a reader sees the old or the new file.
   auto s = write_file(options_.stats_path, text);
@@ -269,6 +439,7 @@ void DelayStage::close_all() {
       log(s.error().message);
     (void)flush_verdicts();
   }
+  close_probe();
 }
 
 Status DelayStage::run(int signal_fd) {
@@ -284,6 +455,8 @@ Status DelayStage::run(int signal_fd) {
     if (now >= end) break;
     int64_t wake = std::min(end, now + kMaxSleepNs);
     if (stats) wake = std::min(wake, next_stats);
+    // The next probe (one that is overdue waits for headroom, which a release brings).
+    if (probe_rule_ && next_probe_ns_ > now) wake = std::min(wake, next_probe_ns_);
     // Sleep until the timer's advance before the next deadline; spin the rest below.
     bool timed = false;
     if (auto due = next_deadline(); due && *due - timer_.advance_ns(now) < wake) {
@@ -292,8 +465,11 @@ Status DelayStage::run(int signal_fd) {
     }
     int64_t wait = std::max<int64_t>(0, wake - now);
     timespec timeout{static_cast<time_t>(wait / 1'000'000'000), wait % 1'000'000'000};
-    pollfd fds[2] = {{socket_.fd(), POLLIN, 0}, {signal_fd, POLLIN, 0}};
-    int ready = ::ppoll(fds, 2, &timeout, nullptr);
+    // The probe's socket: -1 (ignored by ppoll) when not probing.
+    pollfd fds[3] = {{socket_.fd(), POLLIN, 0},
+                     {signal_fd, POLLIN, 0},
+                     {probe_socket_ ? probe_socket_.get() : -1, POLLIN, 0}};
+    int ready = ::ppoll(fds, 3, &timeout, nullptr);
     if (ready == 0 && timed && wait > 0) timer_.record_oversleep(mono_ns() - wake);
     if (ready < 0 && errno != EINTR) {
       result = sys_fail("wait for packets (ppoll)");
@@ -341,6 +517,8 @@ Status DelayStage::run(int signal_fd) {
       result = s;
       stop = true;
     }
+    if (ready > 0 && (fds[2].revents & POLLIN)) read_probe();
+    if (!stop) maybe_probe(mono_ns());
     if (stats && mono_ns() >= next_stats) {
       write_stats();
       next_stats = std::max(next_stats + interval, mono_ns());

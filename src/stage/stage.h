@@ -22,6 +22,13 @@
 // bounded advance, at most 5% of a core). A burst being read never holds back a due packet:
 // the drain releases and sends due verdicts between datagrams. `calibrate = false` is the old
 // behaviour (deadline = read time + delay, sleep to the deadline), kept for comparison.
+// The release cost is the stage's own, measured (calibration.h ReleaseCalibration): at start
+// and every kProbeIntervalNs it sends itself a marked UDP probe over loopback, which its own
+// rule queues to kProbeQueue; it accepts the probe in a verdict of its own and reads the probe's
+// kernel receive stamp. A probe is sent only when no packet is due within kProbeHeadroomNs, so
+// it never holds back a due packet; one that is not back within a second is counted lost.
+// Without loopback or iptables (or with `release_probe` off) it keeps kReleaseCostNs and the
+// stats file says why.
 //
 // Owns its netlink socket, a timestamp-enabling socket and the DelayLines. Single-threaded:
 // run() is the only loop.
@@ -55,6 +62,8 @@ struct StageOptions {
   // How the process is scheduled, as the stats file reports it (set by tb-delayd's main).
   std::string scheduling = "SCHED_OTHER";
   bool calibrate = true;  // kernel stamps, release cost, early wake and spin (calibration.h)
+  // Measure the release cost with loopback probes (needs `calibrate`); off: kReleaseCostNs.
+  bool release_probe = true;
 };
 
 class DelayStage {
@@ -90,6 +99,16 @@ class DelayStage {
   // Seeds the timer with a few timed sleeps (the first packets then get an advance too).
   void probe_timer();
   Status flush_verdicts();
+  // The release probe (ReleaseCalibration). setup_probe opens its socket, binds kProbeQueue and
+  // installs the rule, then takes kStartProbes probes; a failure leaves the constant and a note.
+  void setup_probe();
+  // Sends one probe when none is in flight and one is due (a lost one is given up after 1 s).
+  void maybe_probe(int64_t now, bool force = false);
+  // The probe's notice: every pending verdict goes first, then the probe's alone, timed.
+  void on_probe_notice(const PacketNotice& p);
+  // Reads the probe's datagrams; one with the awaited sequence is one release sample.
+  void read_probe();
+  void close_probe();
   void write_stats();
   void close_all();
 
@@ -108,6 +127,18 @@ class DelayStage {
   // later arrived after it, which bounds its estimated wait (calibration.h, UnstampedWait).
   int64_t last_empty_ns_ = 0;
   uint64_t seed_ = 0;
+  // The release probe: a UDP socket connected to itself on loopback, SO_MARK kProbeMark,
+  // SO_TIMESTAMPNS. Empty when not probing (release_note_ says why).
+  UniqueFd probe_socket_;
+  bool probe_rule_ = false;
+  bool probe_bound_ = false;
+  ReleaseCalibration release_;
+  std::string release_note_;
+  uint64_t probe_seq_ = 0;
+  bool probe_in_flight_ = false;
+  int64_t probe_sent_ns_ = 0;       // CLOCK_MONOTONIC, when the awaited probe was sent
+  int64_t probe_verdict_real_ = 0;  // CLOCK_REALTIME, when its verdict's send began (0: not yet)
+  int64_t next_probe_ns_ = 0;
 };
 
 }  // namespace tb::stage

@@ -61,6 +61,18 @@ ProcessStats::Timer timer_stats(const WakeTimer& timer) {
   return t;
 }
 
+ProcessStats::Release release_stats(const ReleaseCalibration& release, const std::string& note) {
+  ProcessStats::Release r;
+  r.us = us(release.release_ns());
+  r.p90_us = us(release.p90_ns().value_or(0));
+  r.measured = release.measured();
+  r.probes = release.probes();
+  r.rejected = release.rejected();
+  r.lost = release.lost();
+  r.note = note;
+  return r;
+}
+
 nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
                           const std::map<uint16_t, KernelQueueStats>& kernel,
                           const ProcessStats& process) {
@@ -116,6 +128,18 @@ nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
         {"spin_s", process.timer.spin_s},
         {"spins", process.timer.spins},
         {"spin_budget_spent", process.timer.budget_spent}}},
+      {"release",
+       {{"us", process.calibrated ? process.release.us : 0.0},
+        {"p90_us", process.release.p90_us},
+        {"source", process.release.measured ? "probe" : "constant"},
+        {"method", process.release.measured
+                       ? "median of the last 32 loopback probes: kernel receive stamp less the "
+                         "start of the probe's verdict (stage/calibration.h)"
+                       : "kReleaseCostNs, measured on the reference VM (stage/calibration.h)"},
+        {"probes", process.release.probes},
+        {"rejected", process.release.rejected},
+        {"lost", process.release.lost},
+        {"note", process.release.note}}},
       {"queues", queues},
   };
 }

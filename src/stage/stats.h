@@ -6,6 +6,7 @@
 //   {"pid", "uptime_s", "cpu_user_s", "cpu_sys_s", "packets", "bytes", "cpu_us_per_packet",
 //    "reloads", "generation", "reload_error", "scheduling", "calibrated",
 //    "timer": {"advance_us", "oversleep_p90_us", "spin_s", "spins", "spin_budget_spent"},
+//    "release": {"us", "p90_us", "source", "probes", "rejected", "lost", "method", "note"},
 //    "queues": [{"num", "delay_us", "jitter_us", "maxlen",
 //    "packets", "bytes", "held", "held_max", "late_mean_us", "late_max_us", "drops_full",
 //    "flushed", "kernel_total", "kernel_dropped", "kernel_user_dropped",
@@ -15,7 +16,11 @@
 // the packets that carried a kernel stamp (the others used the median). All 0 when
 // "calibrated" is false. timer: advance_us is how early the stage wakes before a deadline to
 // spin the rest (0: spinning off or budget spent), spin_s the CPU time spent spinning,
-// spin_budget_spent the 100 ms periods in which the 5% budget ran out.
+// spin_budget_spent the 100 ms periods in which the 5% budget ran out. release: the release
+// cost the stage takes out of every delay, us = the median of its last 32 loopback probes
+// (calibration.h ReleaseCalibration), source "probe"; or source "constant" (kReleaseCostNs)
+// before the first probe or where probing is impossible, with "note" saying why. probes counts
+// the believed ones, rejected those out of bounds, lost those that never came back.
 // kernel_dropped: the kernel refused packets because the queue held maxlen (or, fail-closed,
 // because no listener was bound); kernel_user_dropped: it could not hand them to us (receive
 // buffer overrun). Both are -1 when the /proc file has no line for the queue. "generation" and
@@ -70,8 +75,18 @@ struct ProcessStats {
     uint64_t spins = 0;
     uint64_t budget_spent = 0;
   } timer;
+  struct Release {
+    double us = static_cast<double>(kReleaseCostNs) / 1e3;
+    double p90_us = 0;
+    bool measured = false;
+    uint64_t probes = 0;
+    uint64_t rejected = 0;
+    uint64_t lost = 0;
+    std::string note;
+  } release;
 };
 ProcessStats::Timer timer_stats(const WakeTimer& timer);
+ProcessStats::Release release_stats(const ReleaseCalibration& release, const std::string& note);
 // getrusage(RUSAGE_SELF) user and system time.
 void process_cpu(ProcessStats& out);
 

@@ -60,7 +60,8 @@ struct MeasureRequest {
 // Pure: the request for one link. The probe interval is stretched so probes use at most 5%
 // of a slow link; waits and drains grow with the configured delay and the buffer.
 MeasureRequest plan_request(const plan::Link& l, const ProbeTarget& t, const Settings& s);
-// Pure: the request for a path whose out and back delays and jitters sum to the figures given.
+// Pure: the request for a path whose out and back delays and jitters sum to the figures given;
+// with jitter the probes are 4 x rtt_jitter apart (ordered jitter would raise the median).
 MeasureRequest plan_path_request(const ProbeTarget& t, const Settings& s, Duration rtt,
                                  Duration rtt_jitter);
 

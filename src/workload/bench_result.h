@@ -47,6 +47,10 @@ struct BenchResult {
   int rdma_pairs = 0, rail_pairs = 0;
   std::vector<std::string> rdma_devices;  // by rank
   std::vector<std::string> rdma_fallback;
+  // Receiver-not-ready NAKs the ranks' RDMA devices sent from every rank's ready line to the
+  // end (rxe hw_counters send_rnr_err, summed over the distinct devices): 0 in normal operation
+  // (credit flow control, collective/rdma/stream.h). Unset when not read (tcp, or no counters).
+  std::optional<uint64_t> rnr_naks;
   std::string lab_rdma, lab_rdma_why;
   std::vector<std::string> nodes;
   BenchSpec spec;

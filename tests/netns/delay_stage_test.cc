@@ -35,6 +35,7 @@
 #include "stage/calibration.h"
 #include "stage/netfilter_rules.h"
 #include "stage/queue_spec.h"
+#include "stage/stats.h"
 
 namespace tb::testing {
 namespace {
@@ -399,6 +400,19 @@ TEST_F(DelayStageTest, MeetsTheAccuracyTargetsFrom100usTo10ms) {
   EXPECT_EQ(j["calibrated"], true);
   EXPECT_EQ(j["queues"][0]["stamped"], j["queues"][0]["packets"]);
   EXPECT_GT(j["queues"][0]["overhead_us"].get<double>(), 0.0);
+  // The release cost is the stage's own, from its loopback probes (stage/calibration.h), and
+  // plausible: at least 1 µs (one system call through nfnetlink, nf_reinject and a loopback
+  // transmit cannot take less) and at most 200 µs (10x the 15-21 µs measured on the reference
+  // VM, calibration.h; the stage runs SCHED_FIFO, so a CPU hog does not preempt it).
+  EXPECT_EQ(j["release"]["source"], "probe") << j["release"].dump() << log();
+  EXPECT_GE(j["release"]["probes"].get<int>(), stage::kStartProbes);
+  const double release_us = j["release"]["us"].get<double>();
+  const double release_p90_us = j["release"]["p90_us"].get<double>();
+  EXPECT_GE(release_us, 1.0);
+  EXPECT_LE(release_us, 200.0);
+  EXPECT_DOUBLE_EQ(j["queues"][0]["release_us"].get<double>(), release_us);
+  std::printf("release cost measured by the stage: median %.1f us, p90 %.1f us (%d probes)\n",
+              release_us, release_p90_us, j["release"]["probes"].get<int>());
   delayd_.reset();
   ASSERT_TRUE(stage::remove_queue_rule(b_, {"e0", kQueue}, link));
   auto after = icmp_rtts_us(a_, "198.18.0.1", kProbes, kGap);
@@ -414,7 +428,10 @@ TEST_F(DelayStageTest, MeetsTheAccuracyTargetsFrom100usTo10ms) {
     EXPECT_LE(std::abs(error), r.tolerance_us) << "delay " << r.delay_us << " us";
     // Never earlier than the design allows: the release cost is taken out of the delay, the
     // rest of the round trip only adds.
-    EXPECT_GE(r.min_us, d - stage::kReleaseCostNs / 1e3) << "delay " << r.delay_us << " us";
+    // The release taken out varies with the probes: bounded by their p90 (a packet admitted
+    // while the median was there).
+    EXPECT_GE(r.min_us, d - std::max(release_p90_us, release_us))
+        << "delay " << r.delay_us << " us";
   }
 }
 
@@ -466,6 +483,61 @@ TEST_F(DelayStageTest, KilledStageFailsClosedUntilRestarted) {
   start({"--sched-fifo", "5"});  // the restart also tries the real-time option
   EXPECT_EQ(sched_getscheduler(delayd_->pid()), SCHED_FIFO);
   EXPECT_EQ(ping_many(a_, 5, "0.05").received, 5) << log();
+}
+
+// The release probe's rule (stage/netfilter_rules.h) is the stage's own: it queues only the
+// stage's marked loopback probes, is there while the stage runs, goes when it stops, and a
+// stage after a killed one replaces the leftover instead of adding a second. With
+// --no-release-probe nothing is installed and the constant is used, saying so.
+TEST_F(DelayStageTest, ReleaseProbeRuleIsTheStagesOwn) {
+  const std::string list = "ip netns exec " + b_ + " iptables -w 5 -t mangle -S POSTROUTING";
+  auto probe_rules = [&] {
+    std::string out = capture(list);
+    int n = 0;
+    for (size_t at = out.find("tb-delayd release probe"); at != std::string::npos;
+         at = out.find("tb-delayd release probe", at + 1))
+      ++n;
+    return n;
+  };
+  write_config(std::to_string(kQueue) + ":delay_us=1000\n");
+  start();
+  auto j = wait_stats([](const nlohmann::json& j) { return j["release"]["source"] == "probe"; });
+  ASSERT_FALSE(j.is_null()) << log();
+  EXPECT_EQ(probe_rules(), 1) << capture(list);
+  // Unmarked loopback traffic is not queued: 20 pings (40 packets on lo) in ~0.2 s move the
+  // probe queue's packet ids (/proc/net/netfilter/nfnetlink_queue id_sequence) by the probes
+  // alone, one per 200 ms.
+  auto id_sequence = [&] {
+    auto q = stage::parse_proc_nfqueue(
+        capture("ip netns exec " + b_ + " cat /proc/net/netfilter/nfnetlink_queue"));
+    return q.contains(stage::kProbeQueue) ? q.at(stage::kProbeQueue).id_sequence : 0u;
+  };
+  const uint32_t ids = id_sequence();
+  EXPECT_GT(ids, 0u);
+  EXPECT_NE(capture("ip netns exec " + b_ + " ping -n -c 20 -i 0.01 -W 1 127.0.0.1 2>&1")
+                .find("20 received"),
+            std::string::npos);
+  EXPECT_LT(id_sequence() - ids, 10u);
+  delayd_->signal(SIGKILL);
+  EXPECT_EQ(delayd_->wait_exit(5s), 128 + SIGKILL);
+  EXPECT_EQ(probe_rules(), 1);  // left behind, matching nothing but a dead stage's probes
+  start();
+  EXPECT_EQ(probe_rules(), 1) << capture(list);
+  // It keeps probing while it runs (one every kProbeIntervalNs).
+  const int first = wait_stats([](const nlohmann::json&) { return true; })["release"]["probes"];
+  EXPECT_FALSE(wait_stats([&](const nlohmann::json& j) {
+                 return j["release"]["probes"].get<int>() > first;
+               }).is_null())
+      << log();
+  delayd_->signal(SIGTERM);
+  EXPECT_EQ(delayd_->wait_exit(5s), 0) << log();
+  EXPECT_EQ(probe_rules(), 0) << capture(list);
+  start({"--no-release-probe"});
+  j = wait_stats([](const nlohmann::json&) { return true; });
+  EXPECT_EQ(j["release"]["source"], "constant");
+  EXPECT_NE(j["release"]["note"].get<std::string>().find("--no-release-probe"), std::string::npos);
+  EXPECT_DOUBLE_EQ(j["release"]["us"].get<double>(), stage::kReleaseCostNs / 1e3);
+  EXPECT_EQ(probe_rules(), 0);
 }
 
 TEST_F(DelayStageTest, LossRuleDropsAboutTheRate) {

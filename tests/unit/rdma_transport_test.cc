@@ -32,34 +32,58 @@ using testing_util::TempDir;
 using Clock = std::chrono::steady_clock;
 
 // One direction of a reliable connection between two QpStreams: a SEND completes only into a
-// posted receive, in posting order, as on an RC queue pair; with none posted it waits (RNR).
+// posted receive, in posting order, as on an RC queue pair. A message sent while the receiver
+// has fewer receives posted than messages in flight would meet an empty receive queue on a
+// real QP (a receiver-not-ready retry): `rnr` counts every moment that is possible.
 struct Wire {
+  struct Msg {
+    int slot;  // -1: a credit-only message
+    size_t len;
+    uint32_t credits;
+  };
   QpStream& tx;
   QpStream& rx;
-  std::deque<QpStream::Chunk> in_flight;  // posted sends, in order
-  std::deque<int> posted;                 // rx's posted receive slots, in order
+  std::deque<Msg> in_flight;  // posted sends, in order
+  std::deque<int> posted;     // rx's posted receive slots, in order
+  int rnr = 0;
+  int credit_msgs = 0;
 
   Wire(QpStream& t, QpStream& r) : tx(t), rx(r) {
     for (int s = 0; s < r.depth(); ++s) posted.push_back(s);
   }
+  void check() {
+    if (in_flight.size() > posted.size()) ++rnr;
+  }
   void post_sends() {
-    while (auto c = tx.next_send()) in_flight.push_back(*c);
+    while (auto c = tx.next_send()) {
+      in_flight.push_back(Msg{c->slot, c->len, c->credits});
+      check();
+    }
+    if (auto credits = tx.next_credit()) {
+      in_flight.push_back(Msg{-1, 0, *credits});
+      ++credit_msgs;
+      check();
+    }
   }
   // Delivers up to `n` messages; returns how many moved.
   int deliver(int n) {
     int moved = 0;
     while (moved < n && !in_flight.empty() && !posted.empty()) {
-      const auto c = in_flight.front();
+      const auto m = in_flight.front();
       in_flight.pop_front();
       const int slot = posted.front();
       posted.pop_front();
-      std::memcpy(rx.recv_slot(slot), tx.send_slot(c.slot), c.len);
-      rx.received(slot, c.len);
-      tx.send_done(c.slot);
+      if (m.len > 0) std::memcpy(rx.recv_slot(slot), tx.send_slot(m.slot), m.len);
+      rx.received(slot, m.len, m.credits);
+      if (m.slot >= 0)
+        tx.send_done(m.slot);
+      else
+        tx.credit_done();
       ++moved;
     }
     return moved;
   }
+  // The receiver takes what its exchange wants and posts the emptied buffers again.
   void consume() {
     std::vector<int> repost;
     rx.consume(repost);
@@ -77,6 +101,18 @@ struct StreamPair {
   QpStream a{a_send.data(), a_recv.data(), kDepth, kChunk};
   QpStream b{b_send.data(), b_recv.data(), kDepth, kChunk};
   Wire ab{a, b};
+  Wire ba{b, a};  // b's data and credits to a
+  // One round of everything both sides do in RdmaComm's progress(): take completions, consume
+  // and repost, post sends and credits.
+  void round(int deliver = 100) {
+    ab.deliver(deliver);
+    ba.deliver(deliver);
+    ab.consume();
+    ba.consume();
+    ab.post_sends();
+    ba.post_sends();
+  }
+  int rnr() const { return ab.rnr + ba.rnr; }
 };
 
 std::vector<char> pattern(size_t n, int seed) {
@@ -99,16 +135,13 @@ TEST(QpStream, StripesArePackedAndReadBackAsOneByteStream) {
   std::vector<char> r1(2000), r2(all.size() - 2000);
   p.b.add_recv(r1.data(), r1.size());
   p.b.add_recv(r2.data(), r2.size());
-  for (int round = 0; round < 100 && !(p.a.done() && p.b.done()); ++round) {
-    p.ab.post_sends();
-    p.ab.deliver(1);
-    p.ab.consume();
-  }
+  for (int round = 0; round < 100 && !(p.a.done() && p.b.done()); ++round) p.round(1);
   ASSERT_TRUE(p.a.done());
   ASSERT_TRUE(p.b.done());
   r1.insert(r1.end(), r2.begin(), r2.end());
   EXPECT_EQ(r1, all);
   EXPECT_EQ(p.b.posted_recvs(), StreamPair::kDepth);  // every buffer back in the ring
+  EXPECT_EQ(p.rnr(), 0);
 }
 
 TEST(QpStream, APartlyConsumedBufferWaitsForTheNextExchange) {
@@ -136,74 +169,170 @@ TEST(QpStream, APartlyConsumedBufferWaitsForTheNextExchange) {
   EXPECT_EQ(std::vector<char>(s.begin() + 100, s.end()), second);
   EXPECT_EQ(p.b.queued_bytes(), 0u);
   EXPECT_EQ(p.b.posted_recvs(), StreamPair::kDepth);
+  EXPECT_EQ(p.b.owed(), 1u);  // to be returned with b's next message
 }
 
-TEST(QpStream, DataThatArrivesEarlyIsKeptAndTheRingThrottlesTheSender) {
+TEST(QpStream, AnExchangeEndsWithoutWaitingForItsLastAcknowledgement) {
+  StreamPair p;
+  auto s = pattern(2 * StreamPair::kChunk, 5);
+  p.a.add_send(s.data(), s.size());
+  p.ab.post_sends();
+  // Both chunks are copied out and posted: the step is over for the sender and the user's
+  // buffer free, while the sends are still unacknowledged.
+  EXPECT_TRUE(p.a.done());
+  EXPECT_EQ(p.a.sends_in_flight(), 2);
+  EXPECT_FALSE(p.a.drained());
+  // The next exchange's chunk goes into a buffer not in flight: one comes back only with its
+  // completion.
+  auto t = pattern(StreamPair::kChunk, 6);
+  p.a.add_send(t.data(), t.size());
+  auto c = p.a.next_send();
+  ASSERT_TRUE(c);
+  EXPECT_NE(c->slot, p.ab.in_flight[0].slot);
+  EXPECT_NE(c->slot, p.ab.in_flight[1].slot);
+  p.ab.in_flight.push_back(Wire::Msg{c->slot, c->len, c->credits});
+  // One credit left, kept for a credit-only message: the next data waits for the receiver.
+  EXPECT_EQ(p.a.credits(), 1);
+  auto u = pattern(10, 7);
+  p.a.add_send(u.data(), u.size());
+  EXPECT_FALSE(p.a.next_send());
+  std::vector<char> r(s.size() + t.size() + u.size());
+  p.b.add_recv(r.data(), r.size());
+  for (int round = 0; round < 100 && !(p.a.done() && p.b.done() && p.a.drained()); ++round)
+    p.round(1);
+  ASSERT_TRUE(p.b.done());
+  EXPECT_TRUE(p.a.drained());
+  s.insert(s.end(), t.begin(), t.end());
+  s.insert(s.end(), u.begin(), u.end());
+  EXPECT_EQ(r, s);
+  EXPECT_EQ(p.rnr(), 0);
+}
+
+TEST(QpStream, TheSenderNeverPostsMoreThanTheReceiverHasPosted) {
   StreamPair p;
   auto s = pattern(10 * StreamPair::kChunk, 9);
   p.a.add_send(s.data(), s.size());
   p.ab.post_sends();
-  EXPECT_EQ(p.a.sends_in_flight(), StreamPair::kDepth);  // every send buffer in flight
+  // depth - 1 messages: the last credit stays for a credit-only message.
+  EXPECT_EQ(p.a.sends_in_flight(), StreamPair::kDepth - 1);
+  EXPECT_EQ(p.a.credits(), 1);
   EXPECT_FALSE(p.a.next_send());
-  // The receiver has not asked for anything yet: its ring fills, then the sender waits (RNR).
-  EXPECT_EQ(p.ab.deliver(100), StreamPair::kDepth);
-  p.ab.post_sends();
-  EXPECT_EQ(p.ab.deliver(100), 0);
-  p.ab.consume();
-  EXPECT_EQ(p.b.queued_bytes(), StreamPair::kDepth * StreamPair::kChunk);
-  EXPECT_EQ(p.b.posted_recvs(), 0);
+  // The receiver has not asked for anything yet: its buffers fill, and the sender, told nothing,
+  // posts nothing more (no SEND is left to meet an empty receive queue).
+  EXPECT_EQ(p.ab.deliver(100), StreamPair::kDepth - 1);
+  for (int i = 0; i < 5; ++i) p.round();
+  EXPECT_EQ(p.ab.in_flight.size(), 0u);
+  EXPECT_EQ(p.b.queued_bytes(), (StreamPair::kDepth - 1) * StreamPair::kChunk);
+  EXPECT_EQ(p.b.posted_recvs(), 1);
   std::vector<char> r(s.size());
   p.b.add_recv(r.data(), r.size());
-  for (int round = 0; round < 100 && !(p.a.done() && p.b.done()); ++round) {
-    p.ab.consume();
-    p.ab.post_sends();
-    p.ab.deliver(3);
-  }
+  for (int round = 0; round < 100 && !(p.a.done() && p.b.done()); ++round) p.round(3);
   EXPECT_TRUE(p.a.done());
   EXPECT_TRUE(p.b.done());
   EXPECT_EQ(r, s);
+  EXPECT_EQ(p.rnr(), 0);
+  // b sent no data, so every credit came back in credit-only messages, several buffers each.
+  EXPECT_GT(p.ba.credit_msgs, 0);
+  EXPECT_LE(p.ba.credit_msgs, 10);
 }
 
-TEST(QpStream, RandomExchangesAndDeliveryOrdersKeepEveryByte) {
+TEST(QpStream, CreditsRideOnDataGoingTheOtherWay) {
+  StreamPair p;
+  // Both directions busy: every data message carries the receives its sender posted again, so
+  // few credit-only messages are needed.
+  auto sa = pattern(20 * StreamPair::kChunk, 1), sb = pattern(20 * StreamPair::kChunk, 2);
+  std::vector<char> ra(sb.size()), rb(sa.size());
+  p.a.add_send(sa.data(), sa.size());
+  p.b.add_send(sb.data(), sb.size());
+  p.a.add_recv(ra.data(), ra.size());
+  p.b.add_recv(rb.data(), rb.size());
+  for (int round = 0; round < 1000 && !(p.a.done() && p.b.done()); ++round) p.round(1);
+  ASSERT_TRUE(p.a.done());
+  ASSERT_TRUE(p.b.done());
+  EXPECT_EQ(ra, sb);
+  EXPECT_EQ(rb, sa);
+  EXPECT_EQ(p.rnr(), 0);
+}
+
+TEST(QpStream, TwoIdlePeersDoNotTradeCreditMessagesForEver) {
+  StreamPair p;
+  auto s = pattern(3 * StreamPair::kChunk, 4);
+  std::vector<char> r(s.size());
+  p.a.add_send(s.data(), s.size());
+  p.b.add_recv(r.data(), r.size());
+  for (int round = 0; round < 50; ++round) p.round();
+  ASSERT_TRUE(p.b.done());
+  EXPECT_EQ(r, s);
+  const int msgs = p.ab.credit_msgs + p.ba.credit_msgs;
+  for (int round = 0; round < 50; ++round) p.round();  // nothing left to move
+  EXPECT_EQ(p.ab.credit_msgs + p.ba.credit_msgs, msgs);
+  EXPECT_TRUE(p.ab.in_flight.empty());
+  EXPECT_TRUE(p.ba.in_flight.empty());
+}
+
+// Random exchanges in both directions, random delivery and consumption: every byte arrives in
+// order, no SEND could ever meet an empty receive queue, and nothing deadlocks (each exchange
+// completes whenever the two sides keep taking their completions).
+TEST(QpStream, RandomExchangesAndDeliveryOrdersKeepEveryByteWithoutRnr) {
   std::mt19937 rng(12345);
   StreamPair p;
-  std::vector<char> sent, got;
-  size_t carried = 0;  // bytes sent in earlier exchanges and not yet received
+  struct Dir {
+    QpStream& tx;
+    QpStream& rx;
+    std::vector<char> sent, got;
+    size_t carried = 0;  // bytes sent in earlier exchanges and not yet received
+    std::vector<std::vector<char>> outs, ins;
+  };
+  Dir dirs[2] = {{p.a, p.b, {}, {}, 0, {}, {}}, {p.b, p.a, {}, {}, 0, {}, {}}};
   for (int ex = 0; ex < 200; ++ex) {
-    // Each exchange sends a few stripes and receives a few of other sizes: what earlier ones
-    // left, and all but up to 499 bytes of its own, which wait in a partly consumed buffer
-    // (as a sender's exchange must be able to finish, the lag stays within the ring).
-    std::vector<std::vector<char>> outs;
-    for (int k = static_cast<int>(rng() % 3); k >= 0; --k)
-      outs.push_back(pattern(rng() % 3000, static_cast<int>(rng())));
-    size_t out_bytes = 0;
-    for (auto& o : outs) {
-      p.a.add_send(o.data(), o.size());
-      sent.insert(sent.end(), o.begin(), o.end());
-      out_bytes += o.size();
+    // Each exchange sends a few stripes each way and receives a few of other sizes: what
+    // earlier ones left, and all but up to 499 bytes of its own, which wait in a partly
+    // consumed buffer (as a sender's exchange must be able to finish, the lag stays within the
+    // buffers). Some exchanges are one-way.
+    const int oneway = static_cast<int>(rng() % 3);  // 0: both, 1: a->b only, 2: b->a only
+    for (int d = 0; d < 2; ++d) {
+      Dir& x = dirs[d];
+      x.outs.clear();
+      x.ins.clear();
+      const bool silent = (oneway == 1 && d == 1) || (oneway == 2 && d == 0);
+      for (int k = static_cast<int>(rng() % 3); k >= 0 && !silent; --k)
+        x.outs.push_back(pattern(rng() % 3000, static_cast<int>(rng())));
+      size_t out_bytes = 0;
+      for (auto& o : x.outs) {
+        x.tx.add_send(o.data(), o.size());
+        x.sent.insert(x.sent.end(), o.begin(), o.end());
+        out_bytes += o.size();
+      }
+      const size_t available = x.carried + out_bytes;
+      const size_t least = std::max(x.carried, available >= 499 ? available - 499 : 0);
+      const size_t want = ex == 199 ? available : least + rng() % (available - least + 1);
+      for (size_t left = want; left > 0;) {
+        const size_t n = std::min<size_t>(left, 1 + rng() % 2500);
+        x.ins.emplace_back(n);
+        left -= n;
+      }
+      for (auto& i : x.ins) x.rx.add_recv(i.data(), i.size());
+      x.carried = available - want;
     }
-    const size_t available = carried + out_bytes;
-    const size_t least = std::max(carried, available >= 499 ? available - 499 : 0);
-    const size_t want = ex == 199 ? available : least + rng() % (available - least + 1);
-    std::vector<std::vector<char>> ins;
-    for (size_t left = want; left > 0;) {
-      const size_t n = std::min<size_t>(left, 1 + rng() % 2500);
-      ins.emplace_back(n);
-      left -= n;
-    }
-    for (auto& i : ins) p.b.add_recv(i.data(), i.size());
     for (int round = 0; round < 10000 && !(p.a.done() && p.b.done()); ++round) {
       if (rng() % 2) p.ab.post_sends();
+      if (rng() % 2) p.ba.post_sends();
       if (rng() % 2) p.ab.deliver(static_cast<int>(rng() % 3));
+      if (rng() % 2) p.ba.deliver(static_cast<int>(rng() % 3));
       if (rng() % 2) p.ab.consume();
+      if (rng() % 2) p.ba.consume();
     }
     ASSERT_TRUE(p.a.done()) << "exchange " << ex;
     ASSERT_TRUE(p.b.done()) << "exchange " << ex;
-    for (auto& i : ins) got.insert(got.end(), i.begin(), i.end());
-    carried = available - want;
+    for (auto& x : dirs)
+      for (auto& i : x.ins) x.got.insert(x.got.end(), i.begin(), i.end());
   }
-  ASSERT_EQ(got.size(), sent.size());
-  EXPECT_TRUE(got == sent);
+  for (auto& x : dirs) {
+    ASSERT_EQ(x.got.size(), x.sent.size());
+    EXPECT_TRUE(x.got == x.sent);
+  }
+  EXPECT_EQ(p.rnr(), 0);
+  EXPECT_GT(p.ab.credit_msgs + p.ba.credit_msgs, 0);
 }
 
 TEST(RdmaOptions, TunablesOutOfRangeNameTheirFlag) {
@@ -489,6 +618,62 @@ TEST(RdmaVerbs, APeerThatDiesFailsTheOthersFast) {
               std::string::npos)
         << st[static_cast<size_t>(r)].error().message;
   }
+}
+
+// The timeout is on the collective's progress (collective/progress.h): rank 0 waits for rank 1
+// longer than the timeout while ranks 1 and 2 keep exchanging (a folded rank of
+// halving-doubling, a tree leaf behind a slow link), and must not time out.
+TEST(RdmaVerbs, ARankWaitingWhileOthersProgressDoesNotTimeOut) {
+  if (!rdma_test_addr())
+    GTEST_SKIP() << "set TB_RDMA_TEST_ADDR to an address an RDMA device (rxe) holds";
+  const auto timeout = std::chrono::milliseconds(2000);  // set-up under TCG needs about 1 s
+  auto st = on_rdma(
+      3, 1, timeout, [](int, int) { return false; },
+      [&](int r, collective::RdmaComm& c) -> Status {
+        std::vector<char> big(300'000), back(big.size());
+        for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + 3);
+        if (r == 0) {
+          TB_TRY(c.exchange({collective::Xfer::recv(1, back.data(), back.size())}));
+          if (back != big) return fail("rank 0: wrong bytes from rank 1");
+          return {};
+        }
+        const int other = r == 1 ? 2 : 1;
+        std::vector<char> out(1024, static_cast<char>(r)), in(1024);
+        for (int i = 0; i < 24; ++i) {  // 3 timeouts of slow, steady progress
+          TB_TRY(c.exchange({collective::Xfer::send(other, out.data(), out.size()),
+                             collective::Xfer::recv(other, in.data(), in.size())}));
+          std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        }
+        if (r == 1) TB_TRY(c.exchange({collective::Xfer::send(0, big.data(), big.size())}));
+        return {};
+      });
+  for (auto& s : st) EXPECT_TRUE(s) << s.error().message;
+}
+
+// ...and a communicator where nobody moves a byte times out within about the timeout.
+TEST(RdmaVerbs, NoProgressAnywhereTimesOut) {
+  if (!rdma_test_addr())
+    GTEST_SKIP() << "set TB_RDMA_TEST_ADDR to an address an RDMA device (rxe) holds";
+  const auto t0 = Clock::now();
+  std::atomic<bool> done0{false};
+  auto st = on_rdma(
+      2, 1, std::chrono::milliseconds(2000), [](int, int) { return false; },
+      [&](int r, collective::RdmaComm& c) -> Status {
+        if (r == 1) {  // silent, and connected until rank 0 gave up
+          for (int i = 0; i < 2000 && !done0.load(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          return {};
+        }
+        char x = 0;
+        auto s = c.exchange({collective::Xfer::recv(1, &x, 1)});
+        done0 = true;
+        return s;
+      });
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(15));  // set-up, then about the timeout
+  ASSERT_FALSE(st[0]);
+  EXPECT_NE(st[0].error().message.find("timed out: no progress"), std::string::npos)
+      << st[0].error().message;
+  EXPECT_TRUE(st[1]);
 }
 
 }  // namespace

@@ -123,6 +123,48 @@ TEST(Calibration, CalibratedLineLeavesAtArrivalPlusDelay) {
   EXPECT_EQ(plain.calibration().stamped(), 0u);
 }
 
+TEST(Calibration, ReleaseSampleIsStampLessSendWithinBounds) {
+  EXPECT_EQ(release_sample_ns(kReal, kReal + 14 * kUs), 14 * kUs);
+  EXPECT_EQ(release_sample_ns(kReal, kReal), 0);
+  EXPECT_EQ(release_sample_ns(kReal, kReal + kMaxReleaseNs), kMaxReleaseNs);
+  EXPECT_EQ(release_sample_ns(kReal, 0), std::nullopt);                          // no stamp
+  EXPECT_EQ(release_sample_ns(kReal, kReal - 1), std::nullopt);                  // clock stepped
+  EXPECT_EQ(release_sample_ns(kReal, kReal + kMaxReleaseNs + 1), std::nullopt);  // preempted
+}
+
+TEST(Calibration, ReleaseIsTheProbesMedianSeededByTheConstant) {
+  ReleaseCalibration r;
+  EXPECT_FALSE(r.measured());
+  EXPECT_EQ(r.release_ns(), kReleaseCostNs);
+  for (int64_t v : {12, 30, 14, 16, 13}) EXPECT_TRUE(r.add(kReal, kReal + v * kUs));
+  EXPECT_TRUE(r.measured());
+  EXPECT_EQ(r.release_ns(), 14 * kUs);  // of 12 13 14 16 30
+  EXPECT_EQ(r.p90_ns(), 30 * kUs);
+  EXPECT_FALSE(r.add(kReal, kReal + 2 * kMs));  // not believed, not counted
+  EXPECT_FALSE(r.add(kReal, 0));
+  r.lose();
+  EXPECT_EQ(r.release_ns(), 14 * kUs);
+  EXPECT_EQ(r.probes(), 5u);
+  EXPECT_EQ(r.rejected(), 2u);
+  EXPECT_EQ(r.lost(), 1u);
+  // The window is the last 32: a host that got slower moves the median within them.
+  for (int i = 0; i < 32; ++i) r.add(kReal, kReal + 40 * kUs);
+  EXPECT_EQ(r.release_ns(), 40 * kUs);
+}
+
+TEST(Calibration, LineTakesTheMeasuredReleaseForLaterPackets) {
+  DelayLine line({10, Duration{250 * kUs}, Duration{0}, 1024}, 1, /*calibrated=*/true);
+  ASSERT_TRUE(line.admit(1, 84, kMono, kReal - 30 * kUs, kReal));
+  line.set_release_ns(17 * kUs);
+  ASSERT_TRUE(line.admit(2, 84, kMono + kMs, kReal + kMs - 30 * kUs, kReal + kMs));
+  EXPECT_EQ(line.calibration().release_ns(), 17 * kUs);
+  // The first keeps the constant it was admitted with; the second leaves 17 µs before its delay.
+  EXPECT_EQ(line.release_due(kMono - 30 * kUs + 999 + 250 * kUs - kReleaseCostNs), 1u);
+  EXPECT_EQ(*line.next_deadline(), kMono + kMs - 30 * kUs + 999 + 250 * kUs - 17 * kUs);
+  line.set_release_ns(-5);  // never negative
+  EXPECT_EQ(line.calibration().release_ns(), 0);
+}
+
 TEST(WakeTimer, AdvanceIsTheOversleepP90PlusMarginBounded) {
   WakeTimer t({.max_advance_ns = 100 * kUs,
                .margin_ns = 2 * kUs,
@@ -179,6 +221,15 @@ TEST(StageStats, CalibrationFields) {
   EXPECT_DOUBLE_EQ(q["release_us"].get<double>(), kReleaseCostNs / 1e3);
   EXPECT_NEAR(q["overhead_us"].get<double>(), 29.001 + kReleaseCostNs / 1e3, 1e-9);
   EXPECT_EQ(q["stamped"], 1);
+  EXPECT_EQ(j["release"]["source"], "constant");
+  EXPECT_DOUBLE_EQ(j["release"]["us"].get<double>(), kReleaseCostNs / 1e3);
+  ReleaseCalibration release;
+  for (int64_t v : {15, 18, 21}) release.add(kReal, kReal + v * kUs);
+  p.release = release_stats(release, "");
+  auto m = stats_json(lines, {}, p);
+  EXPECT_EQ(m["release"]["source"], "probe");
+  EXPECT_DOUBLE_EQ(m["release"]["us"].get<double>(), 18.0);
+  EXPECT_EQ(m["release"]["probes"], 3);
   // Uncalibrated: the fields are there, and zero.
   std::map<uint16_t, DelayLine> plain;
   plain.emplace(11, DelayLine({11, Duration{kMs}, Duration{0}, 1024}, 1));

@@ -243,6 +243,12 @@ TEST(NetfilterRules, Texts) {
             "-w|5|-t|mangle|-A|PREROUTING|-i|vb|-m|comment|--comment|testbedctl lab=x |-j|"
             "NFQUEUE|--queue-num|10|");
   EXPECT_EQ(joined.find("bypass"), std::string::npos);  // fail-closed
+  joined.clear();
+  for (const auto& a : probe_rule_args(65535, 0x74620001, "tb-delayd release probe", true))
+    joined += a + "|";
+  EXPECT_EQ(joined,
+            "-w|5|-t|mangle|-A|POSTROUTING|-o|lo|-m|mark|--mark|0x74620001|-m|comment|--comment|"
+            "tb-delayd release probe|-j|NFQUEUE|--queue-num|65535|");
   EXPECT_EQ(loss_rule_script({"vb", 200000}, "m1"),
             "add table inet tb_loss; add chain inet tb_loss prerouting { type filter hook "
             "prerouting priority raw; policy accept; }; add rule inet tb_loss prerouting iif "

@@ -391,6 +391,21 @@ TEST(VerifyPlan, RequestBoundsAndSlowLinks) {
   EXPECT_EQ(settings(true).probes, 200);
 }
 
+TEST(VerifyPlan, PathProbesAreSpacedBeyondTheJitter) {
+  ProbeTarget target;
+  // No jitter: the settings' interval.
+  auto plain = plan_path_request(target, settings(true), Duration{40'000'000}, Duration{0});
+  EXPECT_EQ(plain.interval_us, settings(true).interval_us);
+  // Four hops of 20 ms +- 2 ms (the lab VM's rail path): sigma 4 ms, probes 16 ms apart, and
+  // the wait covers the round trip plus 4 sigma of it.
+  auto jittered =
+      plan_path_request(target, settings(true), Duration{80'000'000}, Duration{4'000'000});
+  EXPECT_EQ(jittered.interval_us, 16'000);
+  EXPECT_EQ(jittered.probes, settings(true).probes);
+  EXPECT_GE(jittered.wait_ms, 1000 + 4 * (80 + 16));
+  EXPECT_GT(jittered.serve_seconds, 2 * jittered.probes * 16 / 1000);
+}
+
 TEST(VerifyReport, FailsWhenAnyClassFailsAndSaysWhy) {
   VerifyReport rep;
   rep.lab = "t";

@@ -13,9 +13,13 @@
 namespace tb::collective {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: the progress board's clock
 using rdma::Qp;
 constexpr size_t kMinStripe = 64 * 1024;  // TcpComm's stripe rule: smaller transfers use one QP
+
+int64_t mono_ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
 int ms_left(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -105,7 +109,40 @@ RdmaComm::RdmaComm(const RdmaOptions& o)
   rdma_[static_cast<size_t>(o.rank)] = 0;
 }
 
-RdmaComm::~RdmaComm() = default;
+RdmaComm::~RdmaComm() {
+  if (!failed() && !interrupted_.load()) drain();
+}
+
+void RdmaComm::drain() {
+  if (!s_) return;
+  const auto deadline = Clock::now() + s_->o.timeout;
+  for (;;) {
+    bool busy = false;
+    for (const auto& q : s_->qps) {
+      if (!q->stream || !q->broken.empty() || q->phase != Qp::kConnected) continue;
+      ibv_wc wc[16];
+      int n = 0;
+      while ((n = ibv_poll_cq(q->cq.get(), 16, wc)) > 0)
+        for (int i = 0; i < n; ++i) {
+          if (wc[i].status != IBV_WC_SUCCESS) {
+            q->broken = "failed completion while draining";
+            break;
+          }
+          const auto kind = rdma::wr_kind(wc[i].wr_id);
+          if (kind == rdma::kWrSend) q->stream->send_done(rdma::wr_slot(wc[i].wr_id));
+          if (kind == rdma::kWrCredit) q->stream->credit_done();
+          if (kind == rdma::kWrRecv)
+            q->stream->received(rdma::wr_slot(wc[i].wr_id), wc[i].byte_len,
+                                rdma::credits_of(wc[i]));
+        }
+      if (n < 0) q->broken = "ibv_poll_cq failed while draining";
+      busy = busy || (q->broken.empty() && !q->stream->drained());
+    }
+    if (!busy || Clock::now() >= deadline) return;
+    // Teardown only: the acknowledgements are a round trip away.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 Result<std::unique_ptr<RdmaComm>> RdmaComm::connect(const FileStore& store, const RdmaOptions& o) {
   TB_TRY(validate(o));
@@ -156,6 +193,10 @@ Result<std::unique_ptr<RdmaComm>> RdmaComm::connect(const FileStore& store, cons
   }
   c->s_->wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!c->s_->wake) return sys_fail("rank " + std::to_string(o.rank) + ": eventfd");
+  // The same board as the TCP part's (and ShmComm's): one per communicator.
+  auto board = ProgressBoard::open(store.dir() + "/" + o.key_prefix + "progress", o.rank, o.size);
+  if (!board) return std::unexpected(with_context(board.error(), "rank " + std::to_string(o.rank)));
+  c->board_ = std::move(*board);
   // RDMA first, TCP after: an incoming connection request must be answered while the
   // connecting side's CM still waits for it (left queued behind a slow TCP set-up, the request
   // timed out and rdma_create_qp on it failed with EINVAL, seen in the lab VM with 4 ranks).
@@ -235,7 +276,9 @@ Status RdmaComm::exchange_rdma(std::span<const Xfer> xfers, bool* interrupted) {
           continue;
         }
         if (kind == rdma::kWrRecv) {
-          q.stream->received(rdma::wr_slot(wc[i].wr_id), wc[i].byte_len);
+          q.stream->received(rdma::wr_slot(wc[i].wr_id), wc[i].byte_len, rdma::credits_of(wc[i]));
+        } else if (kind == rdma::kWrCredit) {
+          q.stream->credit_done();
         } else {
           TB_CHECK(kind == rdma::kWrSend);
           q.stream->send_done(rdma::wr_slot(wc[i].wr_id));
@@ -248,8 +291,13 @@ Status RdmaComm::exchange_rdma(std::span<const Xfer> xfers, bool* interrupted) {
     repost.clear();
     if (q.stream->consume(repost) > 0) moved = true;
     if (!q.broken.empty()) return {};
+    // Receives first: the credits the next message carries count them as posted.
     for (int slot : repost) TB_TRY(rdma::post_recv(q, slot));
-    while (auto c = q.stream->next_send()) TB_TRY(rdma::post_send(q, c->slot, c->len));
+    while (auto c = q.stream->next_send()) {
+      TB_TRY(rdma::post_send(q, c->slot, c->len, c->credits));
+      moved = true;
+    }
+    if (auto credits = q.stream->next_credit()) TB_TRY(rdma::post_credit(q, *credits));
     return {};
   };
   auto clear = [&] {
@@ -257,6 +305,14 @@ Status RdmaComm::exchange_rdma(std::span<const Xfer> xfers, bool* interrupted) {
   };
 
   auto idle_deadline = Clock::now() + s.o.timeout;
+  board_->note(mono_ns(idle_deadline - s.o.timeout));  // starting a step is progress too
+  // The collective progresses while any rank of the communicator moves bytes.
+  auto others_progressed = [&] {
+    const auto last_any = Clock::time_point(std::chrono::nanoseconds(board_->latest()));
+    if (last_any + s.o.timeout <= idle_deadline) return false;
+    idle_deadline = last_any + s.o.timeout;
+    return true;
+  };
   std::vector<pollfd> pfds;
   for (;;) {
     if (interrupted_.load()) {
@@ -278,19 +334,26 @@ Status RdmaComm::exchange_rdma(std::span<const Xfer> xfers, bool* interrupted) {
         return fail(me + ": " + q->broken);
       }
     if (moved) {
-      idle_deadline = Clock::now() + s.o.timeout;
+      const auto now = Clock::now();
+      idle_deadline = now + s.o.timeout;
+      board_->note(mono_ns(now));
       continue;
     }
-    if (Clock::now() >= idle_deadline) {
+    if (Clock::now() >= idle_deadline && !others_progressed()) {
       std::string waiting;
       for (Qp* q : active)
-        if (!q->stream->done())
-          waiting += (waiting.empty() ? "" : ", ") + rdma::qp_name(s.o, *q) + ": " +
-                     (q->stream->recvs_done() ? "" : "receive waiting, ") +
-                     std::to_string(q->stream->sends_in_flight()) + " send(s) unacknowledged";
+        if (!q->stream->done()) {
+          std::string why = q->stream->recvs_done() ? "" : "receive waiting";
+          if (*q->stream->send_wait())
+            why += (why.empty() ? "" : ", ") + std::string(q->stream->send_wait()) + " (" +
+                   std::to_string(q->stream->credits()) + " credit(s), " +
+                   std::to_string(q->stream->sends_in_flight()) + " send(s) unacknowledged)";
+          waiting += (waiting.empty() ? "" : "; ") + rdma::qp_name(s.o, *q) + ": " + why;
+        }
       clear();
       return fail(me + ": timed out: no progress for " + std::to_string(s.o.timeout.count()) +
-                  " ms on RDMA transfers with " + waiting);
+                  " ms on RDMA transfers with " + waiting +
+                  ", nor by any other rank of the communicator");
     }
     // Arm every CQ, then look once more: a completion may have landed before the arming.
     bool armed_now = false;

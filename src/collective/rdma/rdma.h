@@ -9,10 +9,16 @@
 // FileStore under "<prefix>rdmaport.<rank>"), connections to lower ranks, acceptances from
 // higher ones, the private data naming rank and QP. The data path is two-sided SEND/RECV
 // through registered bounce buffers (collective/rdma/stream.h): per QP `depth` receive buffers
-// of `chunk` bytes stay posted and `depth` send buffers cycle; a sender whose peer has nothing
-// posted is held back by the receiver-not-ready retry (rnr_retry 7 = forever), which is the
-// flow control. Waiting is on completion channels and the rdma_cm event channel under poll(),
-// never by spinning; the timeout is an idle timeout (no completion for that long).
+// of `chunk` bytes stay posted and `depth` send buffers cycle. The flow control is the
+// receiver's credits: every message carries in its immediate data the receives its sender
+// posted again, and a sender never posts more SENDs than the peer has receives posted, so no
+// receiver-not-ready retry (each >= 0.64 ms of a stalled QP) happens in normal operation. An
+// exchange ends once its bytes are received and its sends copied out and posted, without
+// waiting for their acknowledgement (a send buffer is reused only after its completion); the
+// destructor waits for the last ones. Waiting is on completion channels and the rdma_cm event
+// channel under poll(), never by spinning. The timeout is on the collective's progress, as
+// TcpComm's: an exchange times out when neither it nor any other rank of the communicator moved
+// a byte for that long (collective/progress.h), not when this rank alone waits.
 //
 // Pairs not marked RDMA run on an internal TcpComm restricted to them. An exchange with both
 // kinds runs the TCP part on a second thread and the RDMA part on the caller's; the first error
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "collective/comm.h"
+#include "collective/progress.h"
 #include "collective/store.h"
 #include "collective/tcp/tcp.h"
 #include "core/units.h"
@@ -76,8 +83,8 @@ class RdmaComm final : public Comm {
   // o.timeout. An error names rank, peer, addresses, tier and the rdma_cm event received.
   static Result<std::unique_ptr<RdmaComm>> connect(const FileStore& store, const RdmaOptions& o);
   ~RdmaComm() override;
-  // An exchange here ends when the peer acknowledged its last send (a round trip), so the
-  // algorithms keep whole ring steps rather than 256 KiB slices over RDMA.
+  // Posted receives pipeline a whole step (as TCP's socket buffers do), and an exchange costs a
+  // wake-up at least: the algorithms keep whole ring steps over RDMA.
   size_t slice_bytes() const override { return kWholeSteps; }
 
   const RdmaDescription& description() const { return description_; }
@@ -93,12 +100,16 @@ class RdmaComm final : public Comm {
  private:
   explicit RdmaComm(const RdmaOptions& o);
   Status exchange_rdma(std::span<const Xfer> xfers, bool* interrupted);
+  // Waits (up to the timeout) for every posted send's completion: an exchange ends before its
+  // last sends are acknowledged, and destroying a QP drops what it has not sent.
+  void drain();
 
   std::vector<char> rdma_;
   std::vector<TcpPeer> peers_;
   std::unique_ptr<State> s_;
   std::unique_ptr<TcpComm> tcp_;  // the non-RDMA pairs; null when there are none
   RdmaDescription description_;
+  std::unique_ptr<ProgressBoard> board_;  // when each rank last moved a byte
   std::atomic<bool> interrupted_{false};  // interrupt() was called
 };
 

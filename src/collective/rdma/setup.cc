@@ -286,7 +286,7 @@ Status Setup::make_qp(Qp& q) {
   q.dev = device_for(ctx);
   if (!q.dev) return sys_fail(w + ": protection domain / completion channel on the device");
   TB_TRY(set_nonblocking(q.dev->channel->fd, w + ": completion channel"));
-  q.cq.reset(ibv_create_cq(ctx, 2 * rdma::kDepth + 1, &q, q.dev->channel.get(), 0));
+  q.cq.reset(ibv_create_cq(ctx, rdma::kCqEntries, &q, q.dev->channel.get(), 0));
   if (!q.cq) return sys_fail(w + ": ibv_create_cq on " + q.dev->name);
   const size_t bytes = rdma::kDepth * rdma::kChunk;
   q.send_buf.reset(static_cast<char*>(std::aligned_alloc(4096, bytes)));
@@ -301,7 +301,7 @@ Status Setup::make_qp(Qp& q) {
   attr.recv_cq = q.cq.get();
   attr.qp_type = IBV_QPT_RC;
   attr.sq_sig_all = 0;
-  attr.cap.max_send_wr = rdma::kDepth;
+  attr.cap.max_send_wr = rdma::kSendWrs;
   attr.cap.max_recv_wr = rdma::kDepth;
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
@@ -309,7 +309,7 @@ Status Setup::make_qp(Qp& q) {
     return sys_fail(w + ": rdma_create_qp on " + q.dev->name);
   q.qp.reset(q.id.get());
   q.stream.emplace(q.send_buf.get(), q.recv_buf.get(), rdma::kDepth, rdma::kChunk);
-  // Posted before connecting, so the peer's first SEND never meets an empty receive queue.
+  // Posted before connecting: the peer's credits start at kDepth (stream.h).
   for (int slot = 0; slot < rdma::kDepth; ++slot) TB_TRY(rdma::post_recv(q, slot));
   uint8_t t = static_cast<uint8_t>(o_.ib_timeout);
   if (rdma_set_option(q.id.get(), RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof t) != 0)

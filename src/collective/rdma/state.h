@@ -36,8 +36,14 @@ inline constexpr size_t kChunk = 64 * 1024;
 // a sender that long. Set RTS->RTS once connected (ib_modify_qp_is_ok allows
 // IB_QP_MIN_RNR_TIMER there for RC).
 inline constexpr uint8_t kMinRnrTimer = 12;
-// rnr_retry_count 7 means "retry forever" (IBA 9.7.5.2.8): the flow control.
+// rnr_retry_count 7 means "retry forever" (IBA 9.7.5.2.8). The flow control is the receiver's
+// credits (stream.h), so no RNR retry happens in normal operation; the setting stays as a
+// backstop that stalls rather than fails should one happen.
 inline constexpr uint8_t kRnrRetryForever = 7;
+// Send queue entries: a data send per send buffer, plus the credit-only messages in flight.
+inline constexpr int kSendWrs = kDepth + QpStream::kMaxCreditSends;
+// Completion queue entries: every send and every posted receive, plus one.
+inline constexpr int kCqEntries = kSendWrs + kDepth + 1;
 
 struct EventChannelFree {
   void operator()(rdma_event_channel* c) const { rdma_destroy_event_channel(c); }
@@ -130,7 +136,7 @@ struct Qp {
 
 // wr_id: the kind in the high half, the slot in the low half (a failed completion's opcode is
 // undefined, so the kind must travel in wr_id).
-enum WrKind : uint64_t { kWrSend = 1, kWrRecv = 2 };
+enum WrKind : uint64_t { kWrSend = 1, kWrRecv = 2, kWrCredit = 3 };
 inline uint64_t wr_id(WrKind k, int slot) {
   return (static_cast<uint64_t>(k) << 32) | static_cast<uint32_t>(slot);
 }
@@ -142,7 +148,12 @@ inline int wr_slot(uint64_t id) {
 }
 
 Status post_recv(Qp& q, int slot);
-Status post_send(Qp& q, int slot, size_t len);
+// A SEND of `len` bytes from send buffer `slot` with `credits` as its immediate data.
+Status post_send(Qp& q, int slot, size_t len, uint32_t credits);
+// A zero-byte SEND carrying `credits` (QpStream::next_credit).
+Status post_credit(Qp& q, uint32_t credits);
+// The credits a receive completion carries (its immediate data; 0 without one).
+uint32_t credits_of(const ibv_wc& wc);
 // "rank 3 (rail, qp 1)"
 std::string qp_name(const RdmaOptions& o, const Qp& q);
 

@@ -5,6 +5,7 @@
 //   tb-delayd --queue 10:delay_us=25000:jitter_us=1000:maxlen=65536 --queue 11:delay_us=0
 //             [--config FILE] [--stats FILE] [--stats-interval-ms 500] [--duration-s N]
 //             [--fail-open] [--sched-fifo PRIO | --realtime PRIO] [--uncalibrated]
+//             [--no-release-probe]
 //
 // The caller installs `iptables ... -j NFQUEUE --queue-num N` WITHOUT --queue-bypass
 // (stage/netfilter_rules.h): then a dead stage means a dead link (fail-closed), never an
@@ -21,7 +22,9 @@
 // receive stamp, less the verdict's cost, and the stage wakes early and busy-waits the last
 // tens of µs (at most 5% of a core). --uncalibrated restores the old timing (delay from the
 // moment the stage reads the packet, sleep to the deadline) for comparison
-// (scripts/bench-delay-stage --compare).
+// (scripts/bench-delay-stage --compare). The verdict's cost is measured by the stage itself
+// with marked loopback probes through a queue and rule of its own (stage.h, calibration.h);
+// --no-release-probe uses the reference VM's constant instead (no rule is installed).
 // Exit codes: 0 clean stop, 1 failure, 2 bad command line or config.
 #include <sched.h>
 #include <sys/prctl.h>
@@ -78,6 +81,10 @@ int main(int argc, char** argv) {
   app.add_flag("--uncalibrated", uncalibrated,
                "no calibration or busy-wait: delays count from when the stage reads a packet "
                "(for comparison)");
+  bool no_release_probe = false;
+  app.add_flag("--no-release-probe", no_release_probe,
+               "take the release cost as the reference VM's constant instead of measuring it with "
+               "loopback probes (NFQUEUE 65535 and an iptables rule on lo)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -93,6 +100,7 @@ int main(int argc, char** argv) {
     return fail_with(
         tb::bad_input("no queues: give --queue NUM:delay_us=N or --config FILE").error());
   options.calibrate = !uncalibrated;
+  options.release_probe = !no_release_probe;
   options.stats_interval = tb::Duration{static_cast<int64_t>(interval_ms) * 1'000'000};
   options.duration = tb::Duration{static_cast<int64_t>(duration_s * 1e9)};
 
