@@ -1,8 +1,12 @@
-// Reading state back: links (with IFLA_STATS64) and IPv4 addresses of the namespace a socket
-// lives in, as plain records.
+// Reading state back: links (with IFLA_STATS64), qdiscs (TCA_STATS2) and IPv4 addresses of the
+// namespace a socket lives in, and route lookups, as plain records.
 //
-// Parsers are pure (unit-tested on hand-built messages); the list_* functions do one dump each
-// on the caller's socket. Not thread-safe beyond the socket's own rules.
+// libnl-route parses: the list_* functions and query_link fill libnl's caches (rtnl_link,
+// rtnl_qdisc, rtnl_addr) over the socket's libnl twin in the same namespace
+// (NlSocket::libnl_socket), and lookup_route's answer goes through rtnl_route_parse; this file
+// copies libnl's objects into the records below. The parse_* functions take one message (a
+// dump entry or a get reply) and are pure, unit-tested on hand-built messages. Not thread-safe
+// beyond the socket's own rules. Creating objects stays on libmnl (pipelined batches, socket.h).
 #pragma once
 
 #include <linux/netlink.h>

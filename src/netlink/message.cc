@@ -98,26 +98,4 @@ NlMsg del_link(int ifindex, std::string_view ifname) {
   return m.finish();
 }
 
-NlMsg dump_links() {
-  MessageBuilder m(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP);
-  put_ifinfo(m, 0, /*up=*/false);
-  // Stats are included unless RTEXT_FILTER_SKIP_STATS is asked for; ask for nothing extra.
-  m.put_u32(IFLA_EXT_MASK, 0);
-  return m.finish();
-}
-
-NlMsg dump_qdiscs() {
-  MessageBuilder m(RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP);
-  auto* t = m.put_extra<tcmsg>();
-  t->tcm_family = AF_UNSPEC;
-  return m.finish();
-}
-
-NlMsg get_link(int ifindex) {
-  MessageBuilder m(RTM_GETLINK, NLM_F_REQUEST);
-  put_ifinfo(m, ifindex, /*up=*/false);
-  m.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
-  return m.finish();
-}
-
 }  // namespace tb::netlink

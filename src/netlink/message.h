@@ -93,12 +93,6 @@ NlMsg del_route(Prefix dst, uint32_t metric);
 // route a packet to `dst` leaving this namespace would take now.
 NlMsg get_route(Ipv4 dst);
 
-// Dumps (NLM_F_DUMP) of every link (with IFLA_STATS64) and every IPv4 address.
-NlMsg dump_links();
-// RTM_GETQDISC dump: every qdisc of the namespace, with its statistics.
-NlMsg dump_qdiscs();
-NlMsg dump_ipv4_addrs();
-// RTM_GETLINK for one link by ifindex.
-NlMsg get_link(int ifindex);
+// Dumps and link gets are libnl-route's requests now (netlink/dump.h).
 
 }  // namespace tb::netlink

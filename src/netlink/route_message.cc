@@ -118,11 +118,4 @@ NlMsg get_route(Ipv4 dst) {
   return m.finish();
 }
 
-NlMsg dump_ipv4_addrs() {
-  MessageBuilder m(RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP);
-  auto* ifa = m.put_extra<ifaddrmsg>();
-  ifa->ifa_family = AF_INET;
-  return m.finish();
-}
-
 }  // namespace tb::netlink

@@ -1,6 +1,11 @@
 #include "netlink/socket.h"
 
 #include <libmnl/libmnl.h>
+#include <linux/sockios.h>
+#include <netlink/netlink.h>
+// libnl's netlink/socket.h by its full path: "netlink/socket.h" is this room's own header.
+#include <libnl3/netlink/socket.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -187,6 +192,34 @@ Status NlSocket::dump(NlMsg msg, const std::string& what, const ReplyFn& on_repl
   if (failed) return std::unexpected(ack_error(what, *failed));
   if (interrupted) return fail(what + ": dump interrupted by a concurrent change", EAGAIN);
   return {};
+}
+
+void NlSocket::LibnlFree::operator()(::nl_sock* s) const {
+  nl_socket_free(s);  // closes its descriptor
+}
+
+Result<::nl_sock*> NlSocket::libnl_socket() {
+  if (libnl_) return libnl_.get();
+  TB_CHECK(fd_.valid());
+  // The namespace this socket was opened in (net/socket.c sock_ioctl SIOCGSKNS, Linux 4.9).
+  UniqueFd ns(::ioctl(fd_.get(), SIOCGSKNS));
+  if (!ns) return sys_fail("find the namespace of a netlink socket (SIOCGSKNS)");
+  std::unique_ptr<::nl_sock, LibnlFree> sk(nl_socket_alloc());
+  if (!sk) return fail("allocate a libnl socket", ENOMEM);
+  {
+    auto in = ScopedNetns::enter(ns.get());
+    if (!in) return std::unexpected(in.error());
+    if (int err = nl_connect(sk.get(), NETLINK_ROUTE); err < 0)
+      return fail(std::string("open libnl socket: ") + nl_geterror(err), EIO);
+  }
+  // Dump datagrams are up to 32 KiB: peek at each to size the buffer; never wait forever.
+  nl_socket_enable_msg_peek(sk.get());
+  timeval tv{};
+  tv.tv_sec = kTimeout.count();
+  if (setsockopt(nl_socket_get_fd(sk.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
+    return sys_fail("set libnl socket SO_RCVTIMEO");
+  libnl_ = std::move(sk);
+  return libnl_.get();
 }
 
 }  // namespace tb::netlink

@@ -21,12 +21,15 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "core/error.h"
 #include "core/unique_fd.h"
 #include "netlink/message.h"
+
+struct nl_sock;  // libnl-3's socket (netlink/dump.cc reads dumps through libnl-route)
 
 namespace tb::netlink {
 
@@ -71,7 +74,16 @@ class NlSocket {
   // dump (NLM_F_DUMP_INTR, the table changed meanwhile) fails with EAGAIN; the caller retries.
   Status dump(NlMsg msg, const std::string& what, const ReplyFn& on_reply);
 
+  // A libnl-3 NETLINK_ROUTE socket in this socket's network namespace, for the dumps that
+  // libnl-route's caches parse (netlink/dump.h). Opened on first use inside that namespace
+  // (SIOCGSKNS gives it; the thread enters and comes back) and kept while this socket lives. A
+  // socket of its own, so libnl's sequence checks never meet this one's pipelined acks.
+  Result<::nl_sock*> libnl_socket();
+
  private:
+  struct LibnlFree {
+    void operator()(::nl_sock* s) const;
+  };
   struct Pending {
     uint32_t seq;
     std::string what;
@@ -88,6 +100,7 @@ class NlSocket {
   UniqueFd fd_;
   std::deque<Pending> pending_;
   std::optional<AckError> first_error_;
+  std::unique_ptr<::nl_sock, LibnlFree> libnl_;
 };
 
 }  // namespace tb::netlink

@@ -290,12 +290,41 @@ TEST(NetlinkMsg, RouteMatchReadsLengthAndOutputInterface) {
   EXPECT_FALSE(parse_route_match(nlh));
 }
 
-TEST(NetlinkMsg, DumpsAskForEverything) {
-  expect_request(dump_links(), RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP);
-  NlMsg addrs = dump_ipv4_addrs();
-  expect_request(addrs, RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP);
-  EXPECT_EQ(static_cast<const ifaddrmsg*>(mnl_nlmsg_get_payload(addrs.header()))->ifa_family,
-            AF_INET);
+// A fibmatch answer for an ECMP route (two next hops, each with its gateway) and a preferred
+// source: every hop in the kernel's order, no single output interface.
+TEST(NetlinkMsg, RouteMatchReadsEveryNextHopOfAMultipathEntry) {
+  alignas(nlmsghdr) char buf[512] = {};
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
+  nlh->nlmsg_type = RTM_NEWROUTE;
+  auto* rtm = static_cast<rtmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(rtmsg)));
+  rtm->rtm_family = AF_INET;
+  rtm->rtm_dst_len = 24;
+  rtm->rtm_table = RT_TABLE_MAIN;
+  rtm->rtm_type = RTN_UNICAST;
+  uint32_t dst = ip("198.18.3.0"), src = ip("198.18.2.1"), gw = ip("198.18.2.2");
+  mnl_attr_put(nlh, RTA_DST, 4, &dst);
+  mnl_attr_put(nlh, RTA_PREFSRC, 4, &src);
+  nlattr* mp = mnl_attr_nest_start(nlh, RTA_MULTIPATH);
+  for (int i = 0; i < 2; ++i) {
+    auto* nh = static_cast<rtnexthop*>(mnl_nlmsg_get_payload_tail(nlh));
+    nh->rtnh_ifindex = 10 + i;
+    nh->rtnh_flags = RTNH_F_ONLINK;
+    nlh->nlmsg_len += MNL_ALIGN(sizeof(rtnexthop));
+    mnl_attr_put(nlh, RTA_GATEWAY, 4, &gw);
+    nh->rtnh_len = static_cast<unsigned short>(
+        reinterpret_cast<char*>(mnl_nlmsg_get_payload_tail(nlh)) - reinterpret_cast<char*>(nh));
+  }
+  mnl_attr_nest_end(nlh, mp);
+  auto m = parse_route_match(nlh);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->dst_len, 24);
+  EXPECT_EQ(m->nexthops, 2);
+  EXPECT_EQ(m->oif, 0);
+  ASSERT_EQ(m->hops.size(), 2u);
+  EXPECT_EQ(m->hops[0].ifindex, 10);
+  EXPECT_EQ(m->hops[1].ifindex, 11);
+  EXPECT_EQ(m->hops[1].via, *parse_ipv4("198.18.2.2"));
+  EXPECT_EQ(m->prefsrc, *parse_ipv4("198.18.2.1"));
 }
 
 // ---- acks -----------------------------------------------------------------------------------
@@ -348,7 +377,8 @@ TEST(NetlinkDump, ParsesLinkWithKindAliasAndStats) {
   ifi->ifi_type = ARPHRD_ETHER;
   ifi->ifi_flags = IFF_UP | IFF_LOWER_UP;
   mnl_attr_put_strz(nlh, IFLA_IFNAME, "g0");
-  mnl_attr_put(nlh, IFLA_IFALIAS, 5, "owner");
+  // With its NUL, as the kernel sends it (rtnl_fill_alias: nla_put_string); libnl checks it.
+  mnl_attr_put_strz(nlh, IFLA_IFALIAS, "owner");
   mnl_attr_put_u32(nlh, IFLA_MTU, 9000);
   mnl_attr_put_u32(nlh, IFLA_MASTER, 2);
   nlattr* li = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
