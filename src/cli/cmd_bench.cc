@@ -198,6 +198,18 @@ void add_bench(CLI::App& app, int& rc) {
   bench->add_option("--channels", bf.transport.channels, "TCP connections per peer (native)")
       ->capture_default_str()
       ->check(whole_in(collective::kChannelsRange));
+  bench
+      ->add_option_function<std::string>(
+          "--ports",
+          [&bf](const std::string& text) {
+            if (text != "route" && text != "spread")
+              throw CLI::ValidationError("--ports: '" + text + "' is not route or spread");
+            bf.transport.spread_ports = text == "spread";
+          },
+          "native tcp over a dual-ToR rail: route (the routing table's multipath hash picks "
+          "each connection's NIC port) or spread (channel c bound to port c mod ports at "
+          "both ends, as NCCL binds channels to ports)")
+      ->default_str("route");
   bench->add_option("--impl", bf.impl, "native|gloo")->capture_default_str();
   add_transport_flags(bench, bf.transport);
   bench->add_option("-d,--datatype", bf.type, "float|int32|double|int64")->capture_default_str();

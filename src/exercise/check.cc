@@ -11,8 +11,10 @@
 
 #include "collective/types.h"
 #include "experiment/experiment.h"
+#include "experiment/train_sweep.h"
 #include "lab/daemons.h"
 #include "lab/state.h"
+#include "lab/watch.h"
 #include "launch/bench_run.h"
 #include "launch/place.h"
 #include "plan/hosts.h"
@@ -64,6 +66,59 @@ double lowest_rate(const plan::Topology& topo, plan::Tier tier,
   return best;
 }
 
+// A NIC's rail ports: the fewest scale-out links of any of `gpus` and, over those links, the
+// lowest emulated rate and the lowest sum per GPU (the NIC's rate, "of = nic").
+struct NicPorts {
+  int ports = 0;
+  double port_bps = 0, nic_bps = 0;
+};
+
+NicPorts nic_ports(const plan::Topology& topo, const std::vector<std::string>& gpus) {
+  NicPorts n;
+  bool first = true;
+  for (const auto& g : gpus) {
+    int ports = 0;
+    double sum = 0;
+    for (const auto& l : topo.links) {
+      if (l.tier != plan::Tier::kScaleOut || (l.a.node != g && l.b.node != g)) continue;
+      ++ports;
+      sum += l.emulated.rate.bps;
+      if (n.port_bps == 0 || (l.emulated.rate.bps > 0 && l.emulated.rate.bps < n.port_bps))
+        n.port_bps = l.emulated.rate.bps;
+    }
+    if (first || ports < n.ports) n.ports = ports;
+    if (first || sum < n.nic_bps) n.nic_bps = sum;
+    first = false;
+  }
+  return n;
+}
+
+// A ToR's uplinks count for the ECMP target once it sent this much over them (TCP's ACKs and
+// control traffic are no flows to hash; `train` prints a ToR's ECMP line from 1 MiB too).
+constexpr uint64_t kEcmpMinBytes = 1 << 20;
+
+// The aggregation tier's ECMP groups over the window since the watcher's previous sample: every
+// link's bytes from its a end's counters (lab/watch.h), grouped by experiment::ecmp_groups.
+Result<std::vector<experiment::EcmpGroup>> uplink_groups(const lab::LabState& st,
+                                                         lab::Watcher& watcher) {
+  auto f = watcher.sample();
+  if (!f) return std::unexpected(f.error());
+  std::vector<experiment::LinkBytes> links(st.topo.links.size());
+  for (size_t i = 0; i < links.size(); ++i) {
+    const auto& l = st.topo.links[i];
+    links[i].a = l.a.node + ":" + l.a.ifname;
+    links[i].b = l.b.node + ":" + l.b.ifname;
+    links[i].tier = plan::to_string(l.tier);
+    links[i].emulated_bps = l.emulated.rate.bps;
+  }
+  for (const auto& l : f->links) {
+    if (l.link >= links.size()) continue;
+    links[l.link].ab = static_cast<uint64_t>(l.ab_bps * f->interval_s / 8 + 0.5);
+    links[l.link].ba = static_cast<uint64_t>(l.ba_bps * f->interval_s / 8 + 0.5);
+  }
+  return experiment::ecmp_groups(links);
+}
+
 Status workload_missing(const std::string& copy, const std::string& name) {
   return bad_input(copy + ": workload \"" + name +
                    "\": missing; the checker measures this [[workload]] (its ranks, tier and "
@@ -82,6 +137,7 @@ Result<CheckReport> measure_bench(const Exercise& ex, const lab::LabState& st,
   launch::BenchOptions o;
   o.ranks = w->ranks;
   o.transport.channels = w->channels;
+  o.transport.spread_ports = c.spread_ports;
   o.spec.coll = *collective::parse_coll(c.op);
   if (w->kind == "collective" && !w->algo.empty()) o.spec.algo = collective::parse_algo(w->algo);
   o.spec.min_bytes = o.spec.max_bytes = c.bytes;
@@ -104,9 +160,10 @@ Result<CheckReport> measure_bench(const Exercise& ex, const lab::LabState& st,
     ranks.push_back(g->name);
     servers.push_back(scenario::server_node(g->region, g->server));
   }
-  const bool of_rail = c.of_tier == "rail";
-  const double rate = of_rail ? lowest_rate(st.topo, plan::Tier::kScaleOut, ranks)
-                              : lowest_rate(st.topo, plan::Tier::kFrontend, servers);
+  const NicPorts nic = nic_ports(st.topo, ranks);
+  const double rate = c.of_tier == "nic"    ? nic.nic_bps
+                      : c.of_tier == "rail" ? lowest_rate(st.topo, plan::Tier::kScaleOut, ranks)
+                                            : lowest_rate(st.topo, plan::Tier::kFrontend, servers);
   if (rate <= 0)
     return bad_input(ex.dir + "/check.toml: target: of = \"" + c.of_tier + "\": the ranks of " +
                      "workload \"" + c.workload + "\" have no shaped " + c.of_tier +
@@ -118,9 +175,47 @@ Result<CheckReport> measure_bench(const Exercise& ex, const lab::LabState& st,
       if (i != j && job->ranks[i].server != job->ranks[j].server) crossed = job->peers[i][j].tier;
   double ceiling = 0;
   if (crossed == "frontend") ceiling = lowest_rate(st.topo, plan::Tier::kFrontend, servers);
-  if (crossed == "rail") ceiling = lowest_rate(st.topo, plan::Tier::kScaleOut, ranks);
+  // Over the rail, a pair's connections share the NIC's ports: bound in turn (ports =
+  // "spread"), the busiest port carries ceil(channels / ports) of the equal stripes; unbound,
+  // the region's hash decides (l3: every connection of a pair on one port; l4: at best spread).
+  std::string port_note;
+  double per_link = ceiling;
+  if (crossed == "rail") {
+    ceiling = per_link = nic.port_bps;
+    const int n = w->channels, p = std::max(1, nic.ports);
+    bool l3 = true;
+    for (const auto& r : s.regions) l3 = l3 && r.ecmp_hash == "l3";
+    if (p > 1 && c.spread_ports) {
+      const int busiest = (n + p - 1) / p;
+      ceiling = nic.port_bps * n / busiest;
+      port_note = fmt::format(
+          "; {} channel(s) bound to the NIC's {} ports in turn: the busiest port carries {} of "
+          "them, so at most {} ({} x a port's {})",
+          n, p, busiest, mbit(ceiling), fmt::format("{:.2g}", 1.0 * n / busiest),
+          mbit(nic.port_bps));
+    } else if (p > 1 && l3) {
+      port_note = fmt::format(
+          "; ecmp_hash l3 puts every connection of a pair on the same one of the NIC's {} "
+          "ports, so at most one port's {}",
+          p, mbit(nic.port_bps));
+    } else if (p > 1) {
+      ceiling = nic.port_bps * std::min(n, p);
+      port_note = fmt::format(
+          "; ecmp_hash l4 hashes each of the {} connection(s) onto one of the NIC's {} ports "
+          "at random",
+          n, p);
+    }
+  }
 
   const double target_bps = *c.min_busbw_fraction * rate;
+  // The links' counters before and after the bench (max_ecmp_share).
+  std::optional<lab::Watcher> watcher;
+  if (c.max_ecmp_share) {
+    auto wt = lab::Watcher::open(st.lab);
+    if (!wt) return std::unexpected(wt.error());
+    watcher.emplace(std::move(*wt));
+    if (auto f = watcher->sample(); !f) return std::unexpected(f.error());
+  }
   auto before = verify::sample_host(stage_files(st));
   std::atomic<bool> stop{false};
   auto res = launch::run_job(*job, st, o, nullptr, nullptr, stop);
@@ -140,20 +235,75 @@ Result<CheckReport> measure_bench(const Exercise& ex, const lab::LabState& st,
   v.target = target_bps / 1e6;
   v.unit = "Mbit/s";
   v.ok = busbw_bps >= target_bps;
-  v.how = fmt::format("{} x the lowest emulated {} rate of the ranks' links ({})",
-                      *c.min_busbw_fraction, c.of_tier, mbit(rate));
+  v.how = c.of_tier == "nic"
+              ? fmt::format("{} x the NIC's rate: a GPU's {} rail port(s) together ({})",
+                            *c.min_busbw_fraction, nic.ports, mbit(rate))
+              : fmt::format("{} x the lowest emulated {} rate of the ranks' links ({})",
+                            *c.min_busbw_fraction, c.of_tier, mbit(rate));
   rep.values.push_back(v);
   rep.method = fmt::format(
       "bench {} of {} bytes over the {} rank(s) of workload \"{}\" ({}), {} timed iteration(s) "
-      "after {} warm-up, native tcp, {} connection(s) per peer, pairs on two servers over the "
+      "after {} warm-up, native tcp, {} connection(s) per peer{}, pairs on two servers over the "
       "{}; busbw = algbw x nccl-tests' bus factor; shaping {}",
       c.op, c.bytes, job->ranks.size(), c.workload, w->ranks, c.iters, c.warmup, w->channels,
+      c.spread_ports ? " bound to the NIC's ports in turn (bench --ports spread)" : "",
       crossed.empty() ? "(none: one server)" : crossed, st.shaping.empty() ? "none" : st.shaping);
   const double frac = busbw_bps / rate;
-  if (v.ok) {
+
+  // ECMP (max_ecmp_share): each ToR that sent at least kEcmpMinBytes over its uplinks, its
+  // busiest uplink's share of them (experiment::ecmp_groups, as `train` reports them).
+  bool ecmp_ok = true;
+  std::string ecmp_note;
+  if (c.max_ecmp_share) {
+    const auto groups = uplink_groups(st, *watcher);
+    if (!groups) return std::unexpected(groups.error());
+    int judged = 0;
+    for (const auto& g : *groups) {
+      if (g.total < kEcmpMinBytes) continue;
+      ++judged;
+      CheckValue e;
+      e.name = g.node + " busiest uplink share";
+      e.measured = 100 * g.max_share;
+      e.target = 100 * *c.max_ecmp_share;
+      e.at_least = false;
+      e.unit = "% of its bytes up";
+      e.ok = g.max_share <= *c.max_ecmp_share;
+      e.how = fmt::format(
+          "the busiest of {}'s {} uplinks, its share of the {:.1f} MiB the ToR sent up (interface "
+          "counters over the bench; an even share is {:.2f})",
+          g.node, g.links.size(), g.total / 1048576.0, 1.0 / g.links.size());
+      ecmp_ok = ecmp_ok && e.ok;
+      rep.values.push_back(e);
+      std::string shares;
+      double up_bps = 0;
+      for (size_t k = 0; k < g.links.size(); ++k) {
+        shares += fmt::format("{}{} {:.0f}%", k ? ", " : "", g.links[k].substr(g.node.size() + 1),
+                              100.0 * g.bytes[k] / g.total);
+      }
+      for (const auto& l : st.topo.links)
+        if (l.tier == plan::Tier::kAggregation && l.a.node == g.node)
+          up_bps = up_bps == 0 ? l.emulated.rate.bps : std::min(up_bps, l.emulated.rate.bps);
+      ecmp_note += fmt::format("; {} sent {:.1f} MiB up: {} (busiest {:.2f}x an even share)",
+                               g.node, g.total / 1048576.0, shares, g.max_share * g.links.size());
+      // The busiest uplink carries max_share of the bytes at its rate: that caps the pair.
+      if (up_bps > 0 && g.max_share > 0)
+        ceiling = ceiling > 0 ? std::min(ceiling, up_bps / g.max_share) : up_bps / g.max_share;
+    }
+    if (judged == 0) {
+      ecmp_ok = false;
+      ecmp_note = fmt::format(
+          "; no ToR sent {} MiB over its uplinks: the job's traffic did not cross the spines, "
+          "whose balance this exercise measures (keep the job's ranks: `exercise reset` restores "
+          "them)",
+          kEcmpMinBytes >> 20);
+    }
+  }
+
+  if (v.ok && ecmp_ok) {
     rep.verdict = Verdict::kPass;
     rep.diagnosis = fmt::format("busbw {} is {:.2f} of the {} rate {}", mbit(busbw_bps), frac,
-                                c.of_tier, mbit(rate));
+                                c.of_tier, mbit(rate)) +
+                    ecmp_note;
     return rep;
   }
   rep.verdict = Verdict::kFail;
@@ -161,10 +311,18 @@ Result<CheckReport> measure_bench(const Exercise& ex, const lab::LabState& st,
                               mbit(busbw_bps), frac, c.of_tier, mbit(rate), *c.min_busbw_fraction);
   if (!crossed.empty())
     rep.diagnosis += fmt::format(
-        "; the pairs on two servers crossed the {} ({} per link{})", crossed, mbit(ceiling),
+        "; the pairs on two servers crossed the {} ({} per link{})", crossed, mbit(per_link),
         w->channels == 1 ? ", 1 connection per peer"
                          : fmt::format(", {} connections per peer", w->channels));
-  // The lab explains the miss when the tier the pairs crossed cannot carry the target.
+  rep.diagnosis += port_note + ecmp_note;
+  if (!ecmp_ok) {
+    rep.diagnosis += fmt::format(
+        "; the uplinks are not balanced within {:.2f} of a ToR's bytes on one (measured from "
+        "the interface counters: the hash, not the host)",
+        *c.max_ecmp_share);
+    return rep;
+  }
+  // The lab explains the miss when the path the pairs took cannot carry the target.
   const bool explained = ceiling > 0 && ceiling < target_bps;
   if (explained)
     rep.diagnosis +=

@@ -86,8 +86,10 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
     top.finish();
     return bad_input(d.text());
   }
-  Table ct(*cv, "check", "[check]",
-           {"measure", "workload", "op", "bytes", "iters", "warmup", "size", "file", "pairs"}, d);
+  Table ct(
+      *cv, "check", "[check]",
+      {"measure", "workload", "op", "bytes", "iters", "warmup", "ports", "size", "file", "pairs"},
+      d);
   const auto measure = ct.str("measure", true);
   if (measure && ct.one_of("measure", *measure, {"bench", "run", "file"}))
     c.measure = *measure == "run"    ? Measure::kRun
@@ -116,7 +118,7 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
     } else {
       ct.missing("pairs", "the GPU pairs the student measures");
     }
-    ct.not_for({"workload", "op", "bytes", "iters", "warmup", "size"},
+    ct.not_for({"workload", "op", "bytes", "iters", "warmup", "ports", "size"},
                "not for measure = \"file\"");
   } else {
     if (auto w = ct.str("workload", true)) c.workload = *w;
@@ -135,6 +137,8 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
     }
     if (auto n = ct.integer("iters", false, 1, 1000)) c.iters = static_cast<int>(*n);
     if (auto n = ct.integer("warmup", false, 0, 1000)) c.warmup = static_cast<int>(*n);
+    if (auto p = ct.str("ports"); p && ct.one_of("ports", *p, {"route", "spread"}))
+      c.spread_ports = *p == "spread";
     ct.not_for({"size"}, "only for measure = \"run\"");
   } else if (c.measure == Measure::kRun) {
     if (auto s = ct.size("size")) {
@@ -143,7 +147,7 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
       else
         c.size = *s;
     }
-    ct.not_for({"op", "bytes", "iters", "warmup"}, "only for measure = \"bench\"");
+    ct.not_for({"op", "bytes", "iters", "warmup", "ports"}, "only for measure = \"bench\"");
   }
   ct.finish();
 
@@ -151,18 +155,20 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
     d.add(ct.loc(), "target: missing; a [target] table says what the measurement must reach");
   } else {
     Table tt(*tv, "target", "[target]",
-             {"min_busbw_fraction", "of", "max_stall_ms", "max_detection_ms", "max_recovery_ms",
-              "tolerance", "delay_slack_us"},
+             {"min_busbw_fraction", "of", "max_ecmp_share", "max_stall_ms", "max_detection_ms",
+              "max_recovery_ms", "tolerance", "delay_slack_us"},
              d);
     if (c.measure == Measure::kFile) {
       if (auto t = tt.number("tolerance", false, 0, 1, true)) c.tolerance = *t;
       if (auto t = tt.number("delay_slack_us", false, 0, 1e6)) c.delay_slack_us = *t;
-      tt.not_for(
-          {"min_busbw_fraction", "of", "max_stall_ms", "max_detection_ms", "max_recovery_ms"},
-          "not for measure = \"file\"");
+      tt.not_for({"min_busbw_fraction", "of", "max_ecmp_share", "max_stall_ms", "max_detection_ms",
+                  "max_recovery_ms"},
+                 "not for measure = \"file\"");
     } else if (bench) {
       c.min_busbw_fraction = tt.number("min_busbw_fraction", true, 0, 10, true);
-      if (auto of = tt.str("of"); of && tt.one_of("of", *of, {"rail", "frontend"})) c.of_tier = *of;
+      if (auto of = tt.str("of"); of && tt.one_of("of", *of, {"rail", "frontend", "nic"}))
+        c.of_tier = *of;
+      c.max_ecmp_share = tt.number("max_ecmp_share", false, 0, 1, true);
       tt.not_for(
           {"max_stall_ms", "max_detection_ms", "max_recovery_ms", "tolerance", "delay_slack_us"},
           "only for measure = \"run\" (stall, detection, recovery) or \"file\"");
@@ -175,7 +181,7 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
         d.add(tt.loc(),
               "target: a run needs at least one of max_stall_ms, max_detection_ms, "
               "max_recovery_ms");
-      tt.not_for({"min_busbw_fraction", "of", "tolerance", "delay_slack_us"},
+      tt.not_for({"min_busbw_fraction", "of", "max_ecmp_share", "tolerance", "delay_slack_us"},
                  "only for measure = \"bench\" or \"file\"");
     }
     tt.finish();

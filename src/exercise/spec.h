@@ -11,11 +11,16 @@
 //   measure = "bench" | "run" | "file"
 //   workload = "job"        (bench, run) the student's scenario's [[workload]] whose ranks,
 //                           tier and channels the measurement uses (so editing it is the fix)
-//   bench:  op = "allreduce", bytes = "4M", iters = 4, warmup = 1
+//   bench:  op = "allreduce", bytes = "4M", iters = 4, warmup = 1, ports = "route" | "spread"
+//           (bench --ports: "spread" binds channel c to NIC port c mod ports, as NCCL does)
 //   run:    size = "1M" (the steady workload's message size)
 //   [target]
 //   bench:  min_busbw_fraction = 0.9, of = "rail"   busbw >= fraction x the lowest emulated
-//                                                   rate of the ranks' links of that tier
+//                                                   rate of the ranks' links of that tier;
+//                                                   "nic": of a GPU's rail ports together
+//                                                   (the lowest such sum over the ranks);
+//           max_ecmp_share = 0.5                    every ToR's busiest uplink carries at most
+//                                                   this share of its bytes up (0 < x <= 1)
 //   run:    max_stall_ms, max_detection_ms, max_recovery_ms (any of them; run's [expect] keys)
 //   file:   file = "measurements.toml", pairs = [["dc/s0/g0", "dc/s0/g1"], ...]; [target]
 //           tolerance = 0.15 (and delay_slack_us = 100): the student's [[pair]] a, b, tier,
@@ -44,7 +49,11 @@ struct CheckSpec {
   uint64_t bytes = 4ull << 20;
   int iters = 4, warmup = 1;
   std::optional<double> min_busbw_fraction;
-  std::string of_tier = "rail";  // "rail" (scale-out) | "frontend"
+  // bench: every ToR that sent at least 1 MiB over its uplinks, its busiest uplink's share of
+  // those bytes at most this (interface counters over the bench; experiment::ecmp_groups)
+  std::optional<double> max_ecmp_share;
+  std::string of_tier = "rail";  // "rail" (scale-out) | "frontend" | "nic" (all rail ports)
+  bool spread_ports = false;     // ports = "spread": channels bound to NIC ports in turn
   // run
   uint64_t size = 1 << 20;
   std::optional<double> max_stall_ms, max_detection_ms, max_recovery_ms;

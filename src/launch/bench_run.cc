@@ -144,6 +144,10 @@ Status check_options(const BenchOptions& o) {
     return bad_input(
         "--channels: Gloo 5b14351's tcp transport has one connection per pair; "
         "use --channels 1 with --impl gloo");
+  if (o.transport.spread_ports && o.impl == ImplKind::kGloo)
+    return bad_input(
+        "--ports spread: binds native tcp's channels to NIC ports; Gloo's tcp transport has one "
+        "unbound connection per pair; use --impl native or --ports route");
   if (o.transport.intra_server == workload::IntraServer::kShm && o.impl == ImplKind::kGloo)
     return bad_input(
         "--intra-server shm: Gloo's tcp transport has no shared-memory path; use --impl native "
@@ -181,6 +185,10 @@ Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
   job.bench = o.spec;
   TB_TRY(place_ranks(job, lab.topo, *gpus, o.tier == "frontend"));
   mark_rdma_pairs(job, lab.rxe);
+  if (o.transport.spread_ports && bind_ports(job, lab.topo, *gpus) == 0)
+    return bad_input("--ports spread: no pair of --ranks " + o.ranks + " in lab " + lab.lab +
+                     " has two GPUs whose NICs have several rail ports on the same ToRs (a "
+                     "dual-ToR region, GPUs on one rail); use --ports route");
   if (o.transport.kind == Transport::kRdma) {
     const auto pairs = count_rdma_pairs(job);
     if (pairs.rail == 0)

@@ -108,6 +108,41 @@ Status place_ranks(Job& job, const plan::Topology& topo, const std::vector<const
   return {};
 }
 
+namespace {
+
+// A GPU's rail ports: (ToR, this GPU's interface), sorted by ToR.
+std::vector<std::pair<std::string, std::string>> rail_ports(const plan::Topology& topo,
+                                                            const std::string& gpu) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& l : topo.links) {
+    if (l.tier != plan::Tier::kScaleOut) continue;
+    if (l.a.node == gpu) out.emplace_back(l.b.node, l.a.ifname);
+    if (l.b.node == gpu) out.emplace_back(l.a.node, l.b.ifname);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+int bind_ports(Job& job, const plan::Topology& topo, const std::vector<const plan::Node*>& gpus) {
+  int bound = 0;
+  for (size_t i = 0; i < gpus.size() && i < job.peers.size(); ++i) {
+    const auto mine = rail_ports(topo, gpus[i]->name);
+    for (size_t j = 0; j < gpus.size() && j < job.peers[i].size(); ++j) {
+      auto& p = job.peers[i][j];
+      p.ports.clear();
+      if (i == j || p.tier != "rail" || mine.size() < 2) continue;
+      // Same ToRs, same interface names on both ends: a segment that leaves by port k arrives
+      // on the peer's port k.
+      if (rail_ports(topo, gpus[j]->name) != mine) continue;
+      for (const auto& [tor, ifname] : mine) p.ports.push_back(ifname);
+      ++bound;
+    }
+  }
+  return bound;
+}
+
 void mark_rdma_pairs(Job& job, const std::vector<apply::RxeDevice>& rxe) {
   const size_t n = job.ranks.size();
   TB_CHECK(job.peers.size() == n);

@@ -34,6 +34,15 @@ Status place_ranks(workload::Job& job, const plan::Topology& topo,
 // has no NVLink-side address. `train --tier frontend` and the exercises use it too.
 Status route_over_frontend(workload::Job& job, const std::vector<const plan::Node*>& gpus);
 
+// --ports spread (after place_ranks): every rail pair whose two GPUs each have several rail
+// ports on the same ToRs (dual ToR: raila on tor<j>a, railb on tor<j>b) gets those ports, in
+// ToR order, as TcpPeer::ports: channel c of the pair leaves and arrives by port c % n at both
+// ends, so n channels fill the n ports whatever the hash (collective/tcp/tcp.h). Pairs through
+// a spine (GPUs on different rails) stay unbound: the spine, not the sender, would pick the
+// far end's port. Returns how many ordered pairs were bound. Pure.
+int bind_ports(workload::Job& job, const plan::Topology& topo,
+               const std::vector<const plan::Node*>& gpus);
+
 // Fills job.rdma (after place_ranks): pair (i, j) goes over RDMA when job.transport is rdma,
 // its tier is "rail" and both ranks' namespaces hold an rxe device. job.rdma_fallback gets one
 // line per rank whose rail pairs stay on TCP for want of a device. Pure.

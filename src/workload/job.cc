@@ -15,7 +15,11 @@ nlohmann::json to_json(const Job& j) {
   nlohmann::json peers = nlohmann::json::array();
   for (const auto& row : j.peers) {
     nlohmann::json pr = nlohmann::json::array();
-    for (const auto& p : row) pr.push_back({p.dst, p.src, p.tier});
+    for (const auto& p : row) {
+      nlohmann::json e = {p.dst, p.src, p.tier};
+      if (!p.ports.empty()) e.push_back(p.ports);  // bound channels (--ports spread) only
+      pr.push_back(e);
+    }
     peers.push_back(pr);
   }
   nlohmann::json rdma = nlohmann::json::array();
@@ -41,6 +45,7 @@ nlohmann::json to_json(const Job& j) {
                         {"qps", j.transport.qps},
                         {"ib_timeout", j.transport.ib_timeout},
                         {"ib_retry_cnt", j.transport.ib_retry_cnt},
+                        {"ports", j.transport.spread_ports ? "spread" : "route"},
                         {"rdma", rdma},
                         {"rdma_fallback", j.rdma_fallback}};
   if (j.training) out["training"] = to_json(*j.training);
@@ -72,7 +77,9 @@ Result<Job> job_from_json(const nlohmann::json& in) {
     for (const auto& row : in.at("peers")) {
       std::vector<collective::TcpPeer> pr;
       for (const auto& p : row)
-        pr.push_back({p[0].get<std::string>(), p[1].get<std::string>(), p[2].get<std::string>()});
+        pr.push_back(
+            {p[0].get<std::string>(), p[1].get<std::string>(), p[2].get<std::string>(),
+             p.size() > 3 ? p[3].get<std::vector<std::string>>() : std::vector<std::string>{}});
       j.peers.push_back(std::move(pr));
     }
     // Absent in jobs written before the RDMA transport: TCP.
@@ -80,6 +87,11 @@ Result<Job> job_from_json(const nlohmann::json& in) {
     j.transport.qps = in.value("qps", 1);
     j.transport.ib_timeout = in.value("ib_timeout", 14);
     j.transport.ib_retry_cnt = in.value("ib_retry_cnt", 7);
+    // Absent in jobs written before --ports: route.
+    const auto ports = in.value("ports", std::string("route"));
+    if (ports != "route" && ports != "spread")
+      return bad_input("job: ports '" + ports + "' is not route or spread");
+    j.transport.spread_ports = ports == "spread";
     if (in.contains("rdma"))
       for (const auto& row : in.at("rdma")) {
         std::vector<char> r;

@@ -90,6 +90,11 @@ Result<std::unique_ptr<Impl>> make_impl(const Job& job, int rank,
                    : shm    ? std::string("rail/wan")
                             : std::string("nvl/rail/wan")) +
                   ")";
+    size_t ports = 0;
+    for (const auto& p : o.peers) ports = std::max(ports, p.ports.size());
+    if (ports > 0)
+      description += ", rail channels bound to " + std::to_string(ports) +
+                     " NIC ports in turn (--ports spread)";
     net = std::move(*comm);
   } else {
     description = "native, no pair off this rank's server";

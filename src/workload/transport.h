@@ -47,6 +47,10 @@ struct TransportOptions {
   int ib_timeout = 14;   // RDMA: ACK timeout exponent, 4.096 us * 2^t (NCCL_IB_TIMEOUT)
   int ib_retry_cnt = 7;  // RDMA: retries before a peer counts as gone (NCCL_IB_RETRY_CNT)
   int channels = 1;      // TCP connections per peer (native)
+  // --ports spread (bench): each pair's channels bound to the GPU NIC's ports in turn where the
+  // NIC has several on the same ToRs (dual ToR; launch::bind_ports, collective/tcp/tcp.h);
+  // false (--ports route, the default): the routing table's multipath hash picks the port.
+  bool spread_ports = false;
   // Whether any RDMA tunable differs from its default.
   bool rdma_tuned() const;
 };

@@ -63,6 +63,8 @@ TEST_F(ExerciseTest, ListShowsTheExercises) {
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("01-three-tiers"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("02-wrong-nic"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("03-untuned-collectives"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("04-ecmp-polarisation"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("05-dual-tor"), std::string::npos) << r.out;
   CmdResult bad = ex("hint 99 --name exnone");
   EXPECT_EQ(bad.rc, 2) << bad.out;
@@ -152,6 +154,50 @@ TEST_F(ExerciseTest, ThreeTiers) {
   EXPECT_NE(r.out.find("hz/s0/g0 <-> hz/s1/g0: tier nvl is not the network this pair talks over"),
             std::string::npos)
       << r.out;
+}
+
+// Exercise 3: one channel per peer uses one of the NIC's two ports (at most half the NIC,
+// which the lab explains: FAIL even on a busy host); two channels, bound one per port, pass.
+// Three channels load one port with two of the three stripes: at most 0.75 of the NIC.
+TEST_F(ExerciseTest, UntunedCollectives) {
+  const std::string lab = start("3", "ex2u");
+  CmdResult r = ex("check 3 --name " + lab);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find(": FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 channel(s) bound to the NIC's 2 ports in turn: the busiest port "
+                       "carries 1 of them"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("cannot carry the target"), std::string::npos) << r.out;
+  ASSERT_EQ(sh("sed -i 's/^channels = 1$/channels = 3/' " + copy(lab)).rc, 0);
+  r = ex("check 3 --name " + lab);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("the busiest port carries 2 of them"), std::string::npos) << r.out;
+  ASSERT_EQ(ex("reset 3 --name " + lab).rc, 0);
+  solve("03-untuned-collectives", lab);
+  expect_pass(ex("check 3 --name " + lab));
+}
+
+// Exercise 4: with l3 hashing every flow of the pair takes one uplink per ToR, however many
+// channels (a deterministic FAIL, from the interface counters); l4 with 64 channels spreads
+// them (the 0.55 bound fails for the reference solution with probability < 1e-6).
+TEST_F(ExerciseTest, EcmpPolarisation) {
+  const std::string lab = start("4", "ex2e");
+  CmdResult r = ex("check 4 --name " + lab);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find(": FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dc/tor0 sent"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the uplinks are not balanced within 0.55"), std::string::npos) << r.out;
+  // More flows alone: l3 still hashes them all alike.
+  ASSERT_EQ(sh("sed -i 's/^channels = 1$/channels = 64/' " + copy(lab)).rc, 0);
+  r = ex("check 4 --name " + lab);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("the uplinks are not balanced"), std::string::npos) << r.out;
+  ASSERT_EQ(ex("reset 4 --name " + lab).rc, 0);
+  solve("04-ecmp-polarisation", lab);
+  r = ex("start 4 --name " + lab);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  expect_pass(ex("check 4 --name " + lab));
 }
 
 // Exercise 5: a rail flap stalls a single-ToR job; dual-ToR rides through it.

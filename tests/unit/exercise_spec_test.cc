@@ -42,6 +42,42 @@ of = "rail"
   EXPECT_DOUBLE_EQ(*c->min_busbw_fraction, 0.9);
 }
 
+// Exercises 3 and 4: channels bound to NIC ports, the NIC's rate as the target, the ECMP bound.
+TEST(ExerciseCheckSpec, PortsNicAndEcmpShare) {
+  auto c = parse_check(R"([check]
+measure = "bench"
+workload = "job"
+ports = "spread"
+[target]
+min_busbw_fraction = 0.8
+of = "nic"
+max_ecmp_share = 0.55
+)",
+                       "c.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE(c->spread_ports);
+  EXPECT_EQ(c->of_tier, "nic");
+  EXPECT_DOUBLE_EQ(*c->max_ecmp_share, 0.55);
+  auto bad = parse_check(R"([check]
+measure = "run"
+workload = "ar"
+ports = "even"
+[target]
+max_stall_ms = 10
+max_ecmp_share = 0
+[[fault]]
+at = "1s"
+kind = "down"
+link = "x"
+)",
+                         "c.toml");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().exit_code, kExitBadInput);
+  EXPECT_NE(bad.error().message.find("c.toml:4:"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("ports"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("max_ecmp_share"), std::string::npos) << bad.error().message;
+}
+
 TEST(ExerciseCheckSpec, ErrorsNameFileLineAndField) {
   auto c = parse_check(R"([check]
 measure = "benchh"

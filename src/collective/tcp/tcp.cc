@@ -68,6 +68,15 @@ Status io_all(int fd, void* buf, size_t len, bool sending, Clock::time_point dea
   return {};
 }
 
+// SO_BINDTODEVICE: the socket's segments leave by `dev` and only segments arriving on `dev`
+// match it.
+Status bind_device(int fd, const std::string& dev, const std::string& what) {
+  if (::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev.c_str(),
+                   static_cast<socklen_t>(dev.size())) != 0)
+    return sys_fail(what + ": bind to interface " + dev);
+  return {};
+}
+
 void tune(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -99,35 +108,53 @@ Result<std::unique_ptr<TcpComm>> TcpComm::connect(const FileStore& store, const 
   if (!board) return std::unexpected(with_context(board.error(), me));
   c->board_ = std::move(*board);
 
-  UniqueFd lst(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!lst) return sys_fail(me + ": socket");
-  auto any = endpoint("", 0);
-  if (::bind(lst.get(), reinterpret_cast<sockaddr*>(&*any), sizeof *any) != 0 ||
-      ::listen(lst.get(), o.size * o.channels + 16) != 0)
-    return sys_fail(me + ": listen");
-  sockaddr_in bound{};
-  socklen_t bl = sizeof bound;
-  ::getsockname(lst.get(), reinterpret_cast<sockaddr*>(&bound), &bl);
-  TB_TRY(store.set(o.key_prefix + "port." + std::to_string(o.rank),
-                   std::to_string(ntohs(bound.sin_port))));
+  // One listener for unbound connections, one per interface that channels are bound to (a
+  // connection bound to raila is accepted on raila, so its SYN-ACK leaves by raila too).
+  std::vector<std::string> devs{""};
+  for (int j = 0; j < o.size; ++j)
+    if (j != o.rank && c->uses(j))
+      for (const auto& d : o.peers[static_cast<size_t>(j)].ports)
+        if (std::find(devs.begin(), devs.end(), d) == devs.end()) devs.push_back(d);
+  std::vector<UniqueFd> lsts;
+  for (const auto& dev : devs) {
+    UniqueFd lst(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!lst) return sys_fail(me + ": socket");
+    if (!dev.empty()) TB_TRY(bind_device(lst.get(), dev, me + ": listen"));
+    auto any = endpoint("", 0);
+    if (::bind(lst.get(), reinterpret_cast<sockaddr*>(&*any), sizeof *any) != 0 ||
+        ::listen(lst.get(), o.size * o.channels + 16) != 0)
+      return sys_fail(me + ": listen" + (dev.empty() ? "" : " on " + dev));
+    sockaddr_in bound{};
+    socklen_t bl = sizeof bound;
+    ::getsockname(lst.get(), reinterpret_cast<sockaddr*>(&bound), &bl);
+    TB_TRY(
+        store.set(o.key_prefix + "port." + std::to_string(o.rank) + (dev.empty() ? "" : "." + dev),
+                  std::to_string(ntohs(bound.sin_port))));
+    lsts.push_back(std::move(lst));
+  }
 
   // Connect to every lower (masked) rank, from this rank's address on the pair's tier.
   for (int j = 0; j < o.rank; ++j) {
     if (!c->uses(j)) continue;
     const TcpPeer& p = o.peers[static_cast<size_t>(j)];
-    auto port =
-        store.get(o.key_prefix + "port." + std::to_string(j),
-                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-    if (!port) return std::unexpected(with_context(port.error(), me));
-    auto to = endpoint(p.dst, static_cast<uint16_t>(std::stoi(*port)));
     auto from = endpoint(p.src, 0);
-    if (!to || !from) return bad_input(me + ": bad address for rank " + std::to_string(j));
+    if (!from) return bad_input(me + ": bad address for rank " + std::to_string(j));
     for (int ch = 0; ch < o.channels; ++ch) {
+      const std::string dev =
+          p.ports.empty() ? "" : p.ports[static_cast<size_t>(ch) % p.ports.size()];
+      const std::string key =
+          o.key_prefix + "port." + std::to_string(j) + (dev.empty() ? "" : "." + dev);
+      auto port = store.get(
+          key, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+      if (!port) return std::unexpected(with_context(port.error(), me));
+      auto to = endpoint(p.dst, static_cast<uint16_t>(std::stoi(*port)));
+      if (!to) return bad_input(me + ": bad address for rank " + std::to_string(j));
       const std::string what = me + ": connect " + p.src + " -> rank " + std::to_string(j) +
                                " at " + p.dst + ":" + *port + " (" + p.tier + ", channel " +
-                               std::to_string(ch) + ")";
+                               std::to_string(ch) + (dev.empty() ? "" : ", port " + dev) + ")";
       UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
       if (!fd) return sys_fail(what);
+      if (!dev.empty()) TB_TRY(bind_device(fd.get(), dev, what));
       if (!p.src.empty() &&
           ::bind(fd.get(), reinterpret_cast<sockaddr*>(&*from), sizeof *from) != 0)
         return sys_fail(what + ": bind source");
@@ -152,13 +179,17 @@ Result<std::unique_ptr<TcpComm>> TcpComm::connect(const FileStore& store, const 
   for (int j = o.rank + 1; j < o.size; ++j)
     if (c->uses(j)) want += o.channels;
   while (want > 0) {
-    pollfd pfd{lst.get(), POLLIN, 0};
-    if (::poll(&pfd, 1, ms_left(deadline)) == 0) {
+    std::vector<pollfd> pfds;
+    for (const auto& l : lsts) pfds.push_back({l.get(), POLLIN, 0});
+    if (::poll(pfds.data(), pfds.size(), ms_left(deadline)) == 0) {
       if (Clock::now() < deadline) continue;
       return fail(me + ": timed out waiting for " + std::to_string(want) +
                   " connection(s) from higher ranks (did every rank start?)");
     }
-    UniqueFd fd(::accept4(lst.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    size_t which = 0;
+    while (which < pfds.size() && !(pfds[which].revents & POLLIN)) ++which;
+    if (which == pfds.size()) continue;
+    UniqueFd fd(::accept4(lsts[which].get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd) {
       if (errno == EAGAIN || errno == EINTR) continue;
       return sys_fail(me + ": accept");
@@ -170,6 +201,17 @@ Result<std::unique_ptr<TcpComm>> TcpComm::connect(const FileStore& store, const 
         h.channel < 0 || h.channel >= o.channels || c->conn(h.rank, h.channel))
       return fail(me + ": unexpected hello (rank " + std::to_string(h.rank) + ", channel " +
                   std::to_string(h.channel) + ")");
+    // A bound channel must have come in on the listener of its port: both ends agree on it.
+    const auto& ports = o.peers[static_cast<size_t>(h.rank)].ports;
+    const std::string want_dev =
+        ports.empty() ? "" : ports[static_cast<size_t>(h.channel) % ports.size()];
+    if (want_dev != devs[which])
+      return fail(
+          me + ": rank " + std::to_string(h.rank) + "'s channel " + std::to_string(h.channel) +
+          " came in on " +
+          (devs[which].empty() ? std::string("the unbound listener") : "port " + devs[which]) +
+          ", expected " + (want_dev.empty() ? std::string("unbound") : "port " + want_dev) +
+          " (both ends must give the pair the same ports)");
     c->conn(h.rank, h.channel) = std::move(fd);
     --want;
   }

@@ -16,6 +16,14 @@
 // work, as a folded rank of halving-doubling over a slow link, waits on). Single-threaded, except
 // interrupt(), which another thread may call while one is inside exchange().
 //
+// Port binding (TcpPeer::ports, opt-in: bench --ports spread): a GPU NIC with two ports on two
+// ToRs (dual ToR) has one address on both, and the routing table hashes each connection onto
+// one of them. With ports given, channel c of a pair leaves by ports[c % n] (SO_BINDTODEVICE)
+// and is accepted by the peer's listener bound to its interface of the same name, so the
+// SYN-ACK and every later segment of that connection stay on that port in both directions (as
+// NCCL binds its channels to NIC ports). A bound connection does not move to the other port
+// when its own goes down. Without ports nothing is bound: the routing table decides.
+//
 // A peer mask (TcpOptions::use) restricts the mesh to some peers (RdmaComm carries the others):
 // only masked peers are connected, accepted and exchanged with; empty means every peer.
 #pragma once
@@ -37,6 +45,10 @@ struct TcpPeer {
   std::string dst;   // the peer's address this rank connects to ("" for itself / higher ranks)
   std::string src;   // this rank's address on that tier (bound before connecting)
   std::string tier;  // "nvl", "rail", "wan" (reports)
+  // The interfaces the channels to this peer are bound to, in turn (channel c on
+  // ports[c % size]); the peer's interfaces toward this rank have the same names in the same
+  // order. Empty: unbound, the routing table picks (multipath hash).
+  std::vector<std::string> ports;
 };
 
 // TCP connections per peer (--channels; NCCL's channels) a job may ask for.
