@@ -412,6 +412,13 @@ Status RdmaComm::exchange_rdma(std::span<const Xfer> xfers, bool* interrupted) {
         continue;
       }
       if (!q->broken.empty()) continue;
+      // A connection-set-up error on an established QP is a late one from its handshake (seen
+      // in the lab VM under load: UNREACHABLE, ETIMEDOUT, on a QP that had moved data for
+      // seconds, with or without credits); a dead peer shows as DISCONNECTED or as a failed
+      // work completion (retry exceeded), so the data path decides.
+      if (q->phase == Qp::kConnected &&
+          (e->event == RDMA_CM_EVENT_UNREACHABLE || e->event == RDMA_CM_EVENT_CONNECT_ERROR))
+        continue;
       if (e->event == RDMA_CM_EVENT_DISCONNECTED)
         q->broken = "rank " + std::to_string(q->peer) + " disconnected (it exited or failed; " +
                     rdma::qp_name(s.o, *q) + ", " + rdma_event_str(e->event) + ")";
