@@ -169,8 +169,8 @@ TEST_F(Run, ResilientWorkloadRestartsAfterARankIsKilledAndTheStallIsMeasured) {
 // waits for a repair, the workload goes on through the flap, and `run` judges all four [expect]
 // lines against what it measured, exiting 1 exactly when one misses. Whether the shipped bounds
 // hold (a stall under 1.5 s, 80% of the throughput) depends on how busy the machine is: those
-// are measured on a quiet one by scripts/bench-recovery (docs/figures.md, "Recovery figures"); under a
-// CPU hog a TCP retransmission timeout can double, and that is not a defect of the lab.
+// are measured on a quiet one by scripts/bench-recovery (docs/figures.md, "Recovery figures");
+// under a CPU hog a TCP retransmission timeout can double, and that is not a defect of the lab.
 TEST_F(Run, HzBjAsShippedRunsItsTimelineAndJudgesEveryExpectation) {
   auto r = sh("TESTBEDCTL_RESULTS_DIR=" + dir_ + " " + tbctl() + " run " + scenario("hz-bj.toml") +
               " --name " + lab_ + " --down");
