@@ -22,12 +22,6 @@ Ipv4 ip(const char* t) {
 
 class DumpTest : public NetnsTest {
  protected:
-  std::string apply(const std::vector<plan::Op>& ops) {
-    for (const auto& op : ops)
-      if (auto r = kernel_->submit(op); !r) return r.error().message;
-    if (auto r = kernel_->sync(); !r) return r.error().message;
-    return "";
-  }
   static Result<netlink::NlSocket> socket_in(const std::string& netns) {
     auto fd = netlink::open_named_netns(netns);
     if (!fd) return std::unexpected(fd.error());

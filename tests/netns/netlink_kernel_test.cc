@@ -34,13 +34,6 @@ const IfaceInfo* find_if(const std::vector<IfaceInfo>& v, const std::string& nam
 
 class NetlinkKernelTest : public NetnsTest {
  protected:
-  // Submits every op, then syncs; the first failure as text ("" when all went well).
-  std::string apply(const std::vector<plan::Op>& ops) {
-    for (const auto& op : ops)
-      if (auto r = kernel_->submit(op); !r) return r.error().message;
-    if (auto r = kernel_->sync(); !r) return r.error().message;
-    return "";
-  }
   Status undo_all(const std::vector<plan::Op>& ops) {
     for (auto it = ops.rbegin(); it != ops.rend(); ++it) TB_TRY(kernel_->undo(*it));
     return {};

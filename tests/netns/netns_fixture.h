@@ -81,6 +81,14 @@ class NetnsTest : public ::testing::Test {
     return "testbedctl lab=t" + std::to_string(getpid()) + lab + " ";
   }
 
+  // Submits every op, then syncs; the first failure as text ("" when all went well).
+  std::string apply(const std::vector<plan::Op>& ops) {
+    for (const auto& op : ops)
+      if (auto r = kernel_->submit(op); !r) return r.error().message;
+    if (auto r = kernel_->sync(); !r) return r.error().message;
+    return "";
+  }
+
   bool exists(const std::string& name) const {
     return std::filesystem::exists(netlink::netns_path(name));
   }

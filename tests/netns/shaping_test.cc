@@ -43,12 +43,6 @@ class ShapingTest : public NetnsTest {
               }),
               "");
   }
-  std::string apply(const std::vector<plan::Op>& ops) {
-    for (const auto& op : ops)
-      if (auto r = kernel_->submit(op); !r) return r.error().message;
-    if (auto r = kernel_->sync(); !r) return r.error().message;
-    return "";
-  }
   std::string qdiscs() { return capture("tc -n " + a_ + " -s qdisc show dev e0 2>&1"); }
   std::string classes() { return capture("tc -n " + a_ + " class show dev e0 2>&1"); }
   // Bytes the root qdisc has sent ("Sent N bytes" of its first line).
