@@ -335,6 +335,56 @@ Result<CheckReport> measure_bench(const Exercise& ex, const lab::LabState& st,
   return rep;
 }
 
+const char* verdict_word(Verdict v) {
+  return v == Verdict::kPass ? "PASS" : v == Verdict::kFail ? "FAIL" : "NOT JUDGED";
+}
+
+// check.toml's `rounds`: the bench again with new connections (new source ports: a new draw of
+// an l4 hash) until a verdict has a majority of the rounds, or none can. The report is that of
+// the last round with the majority's verdict (its values, results and host), its diagnosis led by
+// every round's verdict and busbw. Without a majority (a round not judged among split ones) it
+// is not judged, with the last not-judged round's report.
+Result<CheckReport> measure_bench_rounds(const Exercise& ex, const lab::LabState& st,
+                                         const scenario::Scenario& s, const CheckTools& tools,
+                                         const CheckReport& rep) {
+  const int n = std::max(1, ex.check.rounds);
+  if (n == 1) return measure_bench(ex, st, s, tools, rep);
+  const int need = n / 2 + 1;
+  int count[3] = {0, 0, 0};  // by Verdict
+  std::optional<CheckReport> last[3];
+  std::string rounds;
+  for (int i = 0; i < n; ++i) {
+    auto r = measure_bench(ex, st, s, tools, rep);
+    if (!r) return r;
+    const int k = static_cast<int>(r->verdict);
+    ++count[k];
+    std::string busbw = "no busbw";
+    for (const auto& v : r->values)
+      if (v.name == "busbw" && v.measured) busbw = fmt::format("busbw {:.1f} Mbit/s", *v.measured);
+    rounds +=
+        fmt::format("{}round {} {} ({})", i ? ", " : "", i + 1, verdict_word(r->verdict), busbw);
+    last[k] = std::move(*r);
+    const int left = n - i - 1;
+    const int lead = std::max(count[0], count[1]);
+    if (lead >= need || lead + left < need) break;
+  }
+  const int total = count[0] + count[1] + count[2];
+  Verdict v = count[static_cast<int>(Verdict::kPass)] >= need   ? Verdict::kPass
+              : count[static_cast<int>(Verdict::kFail)] >= need ? Verdict::kFail
+                                                                : Verdict::kNotJudged;
+  CheckReport out = std::move(*last[static_cast<int>(v)]);
+  out.verdict = v;
+  out.diagnosis =
+      fmt::format(
+          "{} of {} round(s) {} ({} rounds at most, each with new connections: a new "
+          "draw of the hash; a majority decides): {}. The deciding round: ",
+          count[static_cast<int>(v)], total,
+          v == Verdict::kNotJudged ? "not judged and no majority" : verdict_word(v), n, rounds) +
+      out.diagnosis;
+  out.method += fmt::format("; up to {} rounds, judged by majority", n);
+  return out;
+}
+
 // "dc/tor0" -> "dc/tor0a" (and the '-' form) for every dual-ToR region of `s`.
 std::string dual_tor_names(std::string text, const scenario::Scenario& s) {
   for (const auto& r : s.regions) {
@@ -655,7 +705,7 @@ Result<CheckReport> measure(const Exercise& ex, const std::string& lab,
   auto s = scenario::load_text(*copy_text, scenario_copy);
   if (!s) return std::unexpected(s.error());
   if (ex.check.measure == Measure::kFile) return measure_file(ex, *st, std::move(rep));
-  if (ex.check.measure == Measure::kBench) return measure_bench(ex, *st, *s, tools, std::move(rep));
+  if (ex.check.measure == Measure::kBench) return measure_bench_rounds(ex, *st, *s, tools, rep);
   return measure_run(ex, *st, *copy_text, tools, std::move(rep));
 }
 

@@ -86,10 +86,10 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
     top.finish();
     return bad_input(d.text());
   }
-  Table ct(
-      *cv, "check", "[check]",
-      {"measure", "workload", "op", "bytes", "iters", "warmup", "ports", "size", "file", "pairs"},
-      d);
+  Table ct(*cv, "check", "[check]",
+           {"measure", "workload", "op", "bytes", "iters", "warmup", "ports", "rounds", "size",
+            "file", "pairs"},
+           d);
   const auto measure = ct.str("measure", true);
   if (measure && ct.one_of("measure", *measure, {"bench", "run", "file"}))
     c.measure = *measure == "run"    ? Measure::kRun
@@ -118,7 +118,7 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
     } else {
       ct.missing("pairs", "the GPU pairs the student measures");
     }
-    ct.not_for({"workload", "op", "bytes", "iters", "warmup", "ports", "size"},
+    ct.not_for({"workload", "op", "bytes", "iters", "warmup", "ports", "rounds", "size"},
                "not for measure = \"file\"");
   } else {
     if (auto w = ct.str("workload", true)) c.workload = *w;
@@ -139,6 +139,13 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
     if (auto n = ct.integer("warmup", false, 0, 1000)) c.warmup = static_cast<int>(*n);
     if (auto p = ct.str("ports"); p && ct.one_of("ports", *p, {"route", "spread"}))
       c.spread_ports = *p == "spread";
+    if (auto n = ct.integer("rounds", false, 1, 9)) {
+      if (*n % 2 == 0)
+        ct.error("rounds", "must be odd, so that a majority decides (got " + std::to_string(*n) +
+                               "): 1, 3, 5, 7 or 9");
+      else
+        c.rounds = static_cast<int>(*n);
+    }
     ct.not_for({"size"}, "only for measure = \"run\"");
   } else if (c.measure == Measure::kRun) {
     if (auto s = ct.size("size")) {
@@ -147,7 +154,8 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
       else
         c.size = *s;
     }
-    ct.not_for({"op", "bytes", "iters", "warmup", "ports"}, "only for measure = \"bench\"");
+    ct.not_for({"op", "bytes", "iters", "warmup", "ports", "rounds"},
+               "only for measure = \"bench\"");
   }
   ct.finish();
 

@@ -12,7 +12,9 @@
 //   workload = "job"        (bench, run) the student's scenario's [[workload]] whose ranks,
 //                           tier and channels the measurement uses (so editing it is the fix)
 //   bench:  op = "allreduce", bytes = "4M", iters = 4, warmup = 1, ports = "route" | "spread"
-//           (bench --ports: "spread" binds channel c to NIC port c mod ports, as NCCL does)
+//           (bench --ports: "spread" binds channel c to NIC port c mod ports, as NCCL does),
+//           rounds = 3 (odd, 1-9: the bench again, new connections each time, until a verdict
+//           has a majority; for targets a hash's draw decides: check.cc)
 //   run:    size = "1M" (the steady workload's message size)
 //   [target]
 //   bench:  min_busbw_fraction = 0.9, of = "rail"   busbw >= fraction x the lowest emulated
@@ -48,6 +50,7 @@ struct CheckSpec {
   std::string op = "allreduce";
   uint64_t bytes = 4ull << 20;
   int iters = 4, warmup = 1;
+  int rounds = 1;  // bench: odd; the verdict of the majority of rounds (check.cc)
   std::optional<double> min_busbw_fraction;
   // bench: every ToR that sent at least 1 MiB over its uplinks, its busiest uplink's share of
   // those bytes at most this (interface counters over the bench; experiment::ecmp_groups)

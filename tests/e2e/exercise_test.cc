@@ -179,17 +179,19 @@ TEST_F(ExerciseTest, UntunedCollectives) {
 }
 
 // Exercise 4: with l3 hashing every flow of the pair takes one uplink per ToR, however many
-// channels (a deterministic FAIL, from the interface counters); l4 with 64 channels spreads
-// them (the 0.55 bound fails for the reference solution with probability < 1e-6).
+// channels (a deterministic FAIL, from the interface counters, in both of the first two rounds);
+// l4 with 8 channels spreads them (a check of the reference solution fails with probability
+// at most 3.3e-3: docs/exercises.md).
 TEST_F(ExerciseTest, EcmpPolarisation) {
   const std::string lab = start("4", "ex2e");
   CmdResult r = ex("check 4 --name " + lab);
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find(": FAIL"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("dc/tor0 sent"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("the uplinks are not balanced within 0.55"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the uplinks are not balanced within 0.80"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 of 2 round(s) FAIL"), std::string::npos) << r.out;
   // More flows alone: l3 still hashes them all alike.
-  ASSERT_EQ(sh("sed -i 's/^channels = 1$/channels = 64/' " + copy(lab)).rc, 0);
+  ASSERT_EQ(sh("sed -i 's/^channels = 1$/channels = 8/' " + copy(lab)).rc, 0);
   r = ex("check 4 --name " + lab);
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("the uplinks are not balanced"), std::string::npos) << r.out;

@@ -78,6 +78,35 @@ link = "x"
   EXPECT_NE(bad.error().message.find("max_ecmp_share"), std::string::npos) << bad.error().message;
 }
 
+// rounds: odd (a majority must decide), bench only; 1 when absent.
+TEST(ExerciseCheckSpec, RoundsAreOddAndForBenchOnly) {
+  const std::string target = "[target]\nmin_busbw_fraction = 0.3\n";
+  auto c = parse_check("[check]\nmeasure = \"bench\"\nworkload = \"j\"\nrounds = 3\n" + target,
+                       "c.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->rounds, 3);
+  auto one = parse_check("[check]\nmeasure = \"bench\"\nworkload = \"j\"\n" + target, "c.toml");
+  ASSERT_TRUE(one) << one.error().message;
+  EXPECT_EQ(one->rounds, 1);
+  for (const char* bad_rounds : {"2", "0", "11"}) {
+    auto b = parse_check(std::string("[check]\nmeasure = \"bench\"\nworkload = \"j\"\nrounds = ") +
+                             bad_rounds + "\n" + target,
+                         "c.toml");
+    ASSERT_FALSE(b) << bad_rounds;
+    EXPECT_EQ(b.error().exit_code, kExitBadInput);
+    EXPECT_NE(b.error().message.find("c.toml:4:"), std::string::npos) << b.error().message;
+    EXPECT_NE(b.error().message.find("rounds"), std::string::npos) << b.error().message;
+  }
+  auto run = parse_check(
+      "[check]\nmeasure = \"run\"\nworkload = \"ar\"\nrounds = 3\n[target]\nmax_stall_ms = "
+      "10\n[[fault]]\nat = \"1s\"\nkind = \"down\"\nlink = \"x\"\n",
+      "c.toml");
+  ASSERT_FALSE(run);
+  EXPECT_NE(run.error().message.find("c.toml:4:"), std::string::npos) << run.error().message;
+  EXPECT_NE(run.error().message.find("only for measure = \"bench\""), std::string::npos)
+      << run.error().message;
+}
+
 TEST(ExerciseCheckSpec, ErrorsNameFileLineAndField) {
   auto c = parse_check(R"([check]
 measure = "benchh"
