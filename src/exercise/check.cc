@@ -376,8 +376,8 @@ Result<CheckReport> measure_bench_rounds(const Exercise& ex, const lab::LabState
   out.verdict = v;
   out.diagnosis =
       fmt::format(
-          "{} of {} round(s) {} ({} rounds at most, each with new connections: a new "
-          "draw of the hash; a majority decides): {}. The deciding round: ",
+          "{} of {} round(s) {} ({} rounds at most, each with new connections, so a new draw "
+          "of an l4 hash and of TCP's losses; a majority decides): {}. The deciding round: ",
           count[static_cast<int>(v)], total,
           v == Verdict::kNotJudged ? "not judged and no majority" : verdict_word(v), n, rounds) +
       out.diagnosis;
