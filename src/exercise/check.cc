@@ -569,6 +569,31 @@ Result<CheckReport> measure_file(const Exercise& ex, const lab::LabState& st, Ch
   return rep;
 }
 
+// A checkpoint workload's size, cadence and regions are the job's requirement (how much state
+// the standby needs, and how often: the recovery point); the fix is how it is sent (mode, qos,
+// streams). The student's copy against the exercise's own scenario: exit 2 naming the key.
+Status same_checkpoint(const Exercise& ex, const scenario::Workload& w,
+                       const std::string& copy_path) {
+  auto start = scenario::load(ex.scenario_path());
+  if (!start) return std::unexpected(start.error());
+  const scenario::Workload* o = find_workload(*start, w.name);
+  if (!o || o->kind != "checkpoint") return {};
+  std::string key, was;
+  if (w.bytes != o->bytes)
+    key = "bytes", was = format_size(o->bytes);
+  else if (w.every.ns != o->every.ns || w.every_steps != o->every_steps)
+    key = "every",
+    was = o->every_steps ? std::to_string(o->every_steps) + " steps" : format_duration(o->every);
+  else if (w.from != o->from || w.to != o->to)
+    key = "from/to", was = o->from + " -> " + o->to;
+  if (key.empty()) return {};
+  return bad_input(fmt::format(
+      "{}:{}:{}: workload \"{}\": {}: changed; the checkpoint's size, cadence and regions are "
+      "the job's requirement (the exercise's scenario: {}): change how it is sent (mode, qos, "
+      "streams), not what or how often (`exercise reset` restores the starting file)",
+      copy_path, w.loc.line, w.loc.col, w.name, key, was));
+}
+
 }  // namespace
 
 Result<scenario::Scenario> run_scenario_of(const Exercise& ex, const std::string& copy_text,
@@ -583,21 +608,25 @@ Result<scenario::Scenario> run_scenario_of(const Exercise& ex, const std::string
         copy_path, alone->faults.front().loc.line, alone->faults.front().loc.col));
   const auto& e = alone->expect;
   if (e.max_stall_ms || e.min_busbw_fraction || e.max_detection_ms || e.max_recovery_ms ||
-      e.checkpoint_on_time)
+      e.checkpoint_on_time || e.max_gold_p99_ms)
     return bad_input(fmt::format(
         "{}:{}:{}: expect: the targets are the checker's (check.toml [target]); remove [expect] "
         "from your copy",
         copy_path, e.loc.line, e.loc.col));
-  if (!find_workload(*alone, c.workload)) {
+  const auto* w = find_workload(*alone, c.workload);
+  if (!w) {
     auto r = workload_missing(copy_path, c.workload);
     return std::unexpected(r.error());
   }
+  if (w->kind == "checkpoint") TB_TRY(same_checkpoint(ex, *w, copy_path));
   // check.toml's faults keep their own line numbers (the rest of check.toml blanked), then the
   // targets as [expect], then the student's scenario.
   std::string text = dual_tor_names(c.faults_text, *alone) + "[expect]\n";
   if (c.max_stall_ms) text += fmt::format("max_stall_ms = {}\n", *c.max_stall_ms);
   if (c.max_detection_ms) text += fmt::format("max_detection_ms = {}\n", *c.max_detection_ms);
   if (c.max_recovery_ms) text += fmt::format("max_recovery_ms = {}\n", *c.max_recovery_ms);
+  if (c.max_gold_p99_ms) text += fmt::format("max_gold_p99_ms = {}\n", *c.max_gold_p99_ms);
+  if (c.checkpoint_on_time) text += "checkpoint_on_time = true\n";
   text += copy_text;
   auto s = scenario::load_text(text, ex.dir + "/check.toml");
   if (!s) return std::unexpected(s.error());
@@ -616,7 +645,13 @@ Result<CheckReport> measure_run(const Exercise& ex, lab::LabState& st, const std
 
   experiment::RunOptions o;
   o.workload = c.workload;
+  // A checkpoint runs beside the run's steady workload; named by the check, it is the measured
+  // one and the run drives none.
+  const auto* measured_w = find_workload(*s, c.workload);
+  const bool checkpoint = measured_w && measured_w->kind == "checkpoint";
+  if (checkpoint) o.workload = "none";
   o.size_bytes = c.size;
+  o.settle_ms = c.settle_ms;
   o.tb_rank = tools.tb_rank;
   o.tb_probe = tools.tb_probe;
   TB_TRY(experiment::check_run(*s, st, o));
@@ -629,13 +664,61 @@ Result<CheckReport> measure_run(const Exercise& ex, lab::LabState& st, const std
   if (!res) return std::unexpected(res.error());
   rep.host = verify::host_load(before, after);
   rep.results_dir = res->results_dir;
-  rep.method = fmt::format(
-      "run of workload \"{}\" ({} byte messages) under check.toml's {} fault(s), probes every "
-      "{} ms on each faulted path; stall = longest gap between iterations across a fault less "
-      "one baseline iteration, detection = first control-plane reaction, outage = longest run "
-      "of lost probes; shaping {}",
-      c.workload, c.size, s->faults.size(), o.probe_interval_us / 1000,
-      st.shaping.empty() ? "none" : st.shaping);
+  if (checkpoint)
+    rep.method = fmt::format(
+        "run of {:.1f} s with checkpoint workload \"{}\" replicating on its cadence (no other "
+        "workload); gold p99 = tb-probe rtt in the gold class (DSCP {}) across its WAN, one every "
+        "{} ms, lost probes counted as slowest; on time = a replication ended before the next "
+        "was due (replication 0, the seed, not judged); shaping {}",
+        o.settle_ms / 1000.0, c.workload, res->gold ? res->gold->dscp : 0,
+        experiment::kGoldIntervalUs / 1000, st.shaping.empty() ? "none" : st.shaping);
+  else
+    rep.method = fmt::format(
+        "run of workload \"{}\" ({} byte messages) under check.toml's {} fault(s), probes every "
+        "{} ms on each faulted path; stall = longest gap between iterations across a fault less "
+        "one baseline iteration, detection = first control-plane reaction, outage = longest run "
+        "of lost probes; shaping {}",
+        c.workload, c.size, s->faults.size(), o.probe_interval_us / 1000,
+        st.shaping.empty() ? "none" : st.shaping);
+  // What the lab explains: gold sharing the checkpoint's queue on the WAN (no classes, or the
+  // checkpoint marked gold), and a late replication whose bytes need longer at the WAN link's
+  // emulated rate than the cadence allows (`every`): it could not have kept up had it started on
+  // time. One that started late behind a slow predecessor is not the lab's for certain.
+  const bool gold_shares_queue = !s->qos.enabled || (measured_w && measured_w->qos == "gold");
+  std::vector<std::string> late_lines;
+  bool late_explained = false;
+  for (const auto& ck : res->summary.value("checkpoints", nlohmann::json::array())) {
+    const double every_s =
+        ck.value("every_s", nlohmann::json()).is_number() ? ck["every_s"].get<double>() : 0.0;
+    const double wan_bps = ck.value("wan_bps", 0.0);
+    int late = 0, judged = 0;
+    std::string reps;
+    for (const auto& r : ck.value("replications", nlohmann::json::array())) {
+      if (r.value("rep", 0) == 0 || r.value("error", "") == "unfinished when the run ended")
+        continue;
+      ++judged;
+      if (r.value("on_time", true)) continue;
+      ++late;
+      const double bytes = static_cast<double>(r.value("payload_bytes", uint64_t{0}));
+      const double next_due_s = every_s > 0 ? (r.value("due_ns", int64_t{0}) / 1e9 + every_s) : 0;
+      const double over_s = next_due_s > 0 ? r.value("end_ns", int64_t{0}) / 1e9 - next_due_s : 0;
+      const double needs_s = wan_bps > 0 ? bytes * 8 / wan_bps : 0;
+      if (needs_s > 0 && every_s > 0 && needs_s > every_s) late_explained = true;
+      if (late <= 4)
+        reps += fmt::format(
+            "{}replication {} ({} bytes in {:.2f} s) ended {:.2f} s after the next "
+            "was due",
+            late > 1 ? ", " : "", r.value("rep", 0), bytes, r.value("seconds", 0.0), over_s);
+    }
+    if (late > 0)
+      late_lines.push_back(fmt::format(
+          "checkpoint {} ({} mode, every {:.1f} s): {} of {} replication(s) after the seed late: "
+          "{}{}; at the {} link's emulated {} a full checkpoint ({} bytes) needs {:.2f} s",
+          ck.value("workload", ""), ck.value("mode", ""), every_s, late, judged, reps,
+          late > 4 ? ", ..." : "", ck.value("wan", ""), mbit(wan_bps),
+          ck.value("emulated_bytes", uint64_t{0}),
+          wan_bps > 0 ? ck.value("emulated_bytes", uint64_t{0}) * 8 / wan_bps : 0.0));
+  }
   bool explained = false, all_ok = true;
   const auto outage = res->recovery.max_outage_ms();
   for (const auto& v : res->verdicts) {
@@ -644,7 +727,7 @@ Result<CheckReport> measure_run(const Exercise& ex, lab::LabState& st, const std
     cv.measured = v.measured;
     cv.target = v.limit;
     cv.at_least = false;
-    cv.unit = "ms";
+    cv.unit = v.name == "checkpoint_on_time" ? "late" : "ms";
     cv.ok = v.ok;
     cv.how = v.text;
     rep.values.push_back(cv);
@@ -652,11 +735,19 @@ Result<CheckReport> measure_run(const Exercise& ex, lab::LabState& st, const std
     all_ok = false;
     // Lost probes and missing reactions are the network's, not the host's: an outage of at
     // least TCP's minimum retransmission timeout (200 ms) costs the workload's flows a timeout
-    // whatever the host does.
+    // whatever the host does. Gold behind the checkpoint's queue and a replication the link
+    // could not carry in time are the lab's too.
     if (!v.measured || v.name == "max_recovery_ms" ||
-        (v.name == "max_stall_ms" && outage && *outage >= std::min(v.limit, kRtoMinMs)))
+        (v.name == "max_stall_ms" && outage && *outage >= std::min(v.limit, kRtoMinMs)) ||
+        (v.name == "max_gold_p99_ms" && gold_shares_queue) ||
+        (v.name == "checkpoint_on_time" && late_explained))
       explained = true;
   }
+  if (res->gold) rep.diagnosis = res->gold->text();
+  for (const auto& l : late_lines) rep.diagnosis += (rep.diagnosis.empty() ? "" : "; ") + l;
+  if (res->gold && !all_ok && gold_shares_queue)
+    rep.diagnosis += !s->qos.enabled ? "; [qos] is off: gold waits in the WAN link's one queue"
+                                     : "; the checkpoint is marked gold: it fills gold's own queue";
   for (const auto& err : res->errors) {
     all_ok = false;
     rep.diagnosis += (rep.diagnosis.empty() ? "" : "; ") + err;
@@ -678,8 +769,8 @@ Result<CheckReport> measure_run(const Exercise& ex, lab::LabState& st, const std
   } else if (rep.host.host_bound && !explained) {
     rep.verdict = Verdict::kNotJudged;
     rep.diagnosis += "; but the host was busy (" + rep.host.text() +
-                     ") and no probe outage explains the miss: not judged, check again when it "
-                     "is quieter";
+                     ") and nothing in the lab explains the miss: not judged, check again when "
+                     "it is quieter";
   } else {
     rep.verdict = Verdict::kFail;
   }

@@ -5,7 +5,9 @@
 //          servers on the VPC); busbw (nccl-tests' arithmetic) against min_busbw_fraction x the
 //          lowest emulated rate of the ranks' links of the target tier
 //   run    `run` (experiment/experiment.h) of the student's scenario with check.toml's [[fault]]
-//          timeline and its targets as [expect]: the stall, detection and outage it measured
+//          timeline and its targets as [expect]: the stall, detection and outage it measured;
+//          or, naming a checkpoint workload (its bytes, every, from and to as the exercise's
+//          scenario has them, else exit 2), the gold probe's p99 and the replications on time
 //   file   the student's measurements file ([[pair]] a, b, tier, rate, delay) against the lab's
 //          own figures: the tier plan::reach gives the pair, the lowest emulated rate and the sum
 //          of emulated one-way delays of the links that tier crosses; within tolerance
@@ -14,7 +16,9 @@
 // measurement is not judged (exit 2: measure again on a quieter host) unless the lab itself
 // explains the miss: a bench whose pairs cross a tier slower than the target, or a run whose probes
 // lost packets for longer than the limit or than TCP's minimum retransmission timeout (200 ms; the
-// network was down, not slow), or in which nothing reacted to a fault. Not thread-safe.
+// network was down, not slow), or in which nothing reacted to a fault, or whose gold probe shared
+// the checkpoint's queue (no QoS classes, or the checkpoint marked gold), or a late replication
+// whose bytes need longer at the WAN's emulated rate than the cadence allows. Not thread-safe.
 #pragma once
 
 #include <optional>

@@ -8,6 +8,7 @@
 
 #include <toml.hpp>
 
+#include "core/units.h"
 #include "scenario/reader.h"
 
 #ifndef TB_EXERCISES_DIR
@@ -88,7 +89,7 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
   }
   Table ct(*cv, "check", "[check]",
            {"measure", "workload", "op", "bytes", "iters", "warmup", "ports", "rounds", "size",
-            "file", "pairs"},
+            "settle", "file", "pairs"},
            d);
   const auto measure = ct.str("measure", true);
   if (measure && ct.one_of("measure", *measure, {"bench", "run", "file"}))
@@ -118,7 +119,7 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
     } else {
       ct.missing("pairs", "the GPU pairs the student measures");
     }
-    ct.not_for({"workload", "op", "bytes", "iters", "warmup", "ports", "rounds", "size"},
+    ct.not_for({"workload", "op", "bytes", "iters", "warmup", "ports", "rounds", "size", "settle"},
                "not for measure = \"file\"");
   } else {
     if (auto w = ct.str("workload", true)) c.workload = *w;
@@ -146,7 +147,7 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
       else
         c.rounds = static_cast<int>(*n);
     }
-    ct.not_for({"size"}, "only for measure = \"run\"");
+    ct.not_for({"size", "settle"}, "only for measure = \"run\"");
   } else if (c.measure == Measure::kRun) {
     if (auto s = ct.size("size")) {
       if (*s < 4)
@@ -154,41 +155,63 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
       else
         c.size = *s;
     }
+    if (auto d = ct.duration("settle")) {
+      if (d->ns < 100'000'000 || d->ns > 600'000'000'000)
+        ct.error("settle", "must be 100ms to 600s (got " + format_duration(*d) +
+                               "): a check is meant to take seconds");
+      else
+        c.settle_ms = static_cast<int>(d->ns / 1'000'000);
+    }
     ct.not_for({"op", "bytes", "iters", "warmup", "ports", "rounds"},
                "only for measure = \"bench\"");
   }
   ct.finish();
 
+  bool fault_targets = false;  // a run's stall, detection or recovery target
+  bool no_target = !tv || !tv->is_table();
   if (!tv || !tv->is_table()) {
     d.add(ct.loc(), "target: missing; a [target] table says what the measurement must reach");
   } else {
-    Table tt(*tv, "target", "[target]",
-             {"min_busbw_fraction", "of", "max_ecmp_share", "max_stall_ms", "max_detection_ms",
-              "max_recovery_ms", "tolerance", "delay_slack_us"},
-             d);
+    Table tt(
+        *tv, "target", "[target]",
+        {"min_busbw_fraction", "of", "max_ecmp_share", "max_stall_ms", "max_detection_ms",
+         "max_recovery_ms", "max_gold_p99_ms", "checkpoint_on_time", "tolerance", "delay_slack_us"},
+        d);
     if (c.measure == Measure::kFile) {
       if (auto t = tt.number("tolerance", false, 0, 1, true)) c.tolerance = *t;
       if (auto t = tt.number("delay_slack_us", false, 0, 1e6)) c.delay_slack_us = *t;
       tt.not_for({"min_busbw_fraction", "of", "max_ecmp_share", "max_stall_ms", "max_detection_ms",
-                  "max_recovery_ms"},
+                  "max_recovery_ms", "max_gold_p99_ms", "checkpoint_on_time"},
                  "not for measure = \"file\"");
     } else if (bench) {
       c.min_busbw_fraction = tt.number("min_busbw_fraction", true, 0, 10, true);
       if (auto of = tt.str("of"); of && tt.one_of("of", *of, {"rail", "frontend", "nic"}))
         c.of_tier = *of;
       c.max_ecmp_share = tt.number("max_ecmp_share", false, 0, 1, true);
-      tt.not_for(
-          {"max_stall_ms", "max_detection_ms", "max_recovery_ms", "tolerance", "delay_slack_us"},
-          "only for measure = \"run\" (stall, detection, recovery) or \"file\"");
+      tt.not_for({"max_stall_ms", "max_detection_ms", "max_recovery_ms", "max_gold_p99_ms",
+                  "checkpoint_on_time", "tolerance", "delay_slack_us"},
+                 "only for measure = \"run\" (stall, detection, recovery, gold p99, checkpoint "
+                 "on time) or \"file\"");
     } else {
       c.max_stall_ms = tt.number("max_stall_ms", false, 0, 1e9);
       c.max_detection_ms = tt.number("max_detection_ms", false, 0, 1e9);
       c.max_recovery_ms = tt.number("max_recovery_ms", false, 0, 1e9);
-      if (!c.max_stall_ms && !c.max_detection_ms && !c.max_recovery_ms && !tt.has("max_stall_ms") &&
-          !tt.has("max_detection_ms") && !tt.has("max_recovery_ms"))
+      c.max_gold_p99_ms = tt.number("max_gold_p99_ms", false, 0, 1e9, true);
+      if (auto b = tt.boolean("checkpoint_on_time")) {
+        if (!*b)
+          tt.error("checkpoint_on_time",
+                   "false judges nothing; write true (every replication after the seed on time) "
+                   "or leave it out");
+        else
+          c.checkpoint_on_time = true;
+      }
+      fault_targets =
+          tt.has("max_stall_ms") || tt.has("max_detection_ms") || tt.has("max_recovery_ms");
+      no_target = !fault_targets && !tt.has("max_gold_p99_ms") && !tt.has("checkpoint_on_time");
+      if (no_target)
         d.add(tt.loc(),
               "target: a run needs at least one of max_stall_ms, max_detection_ms, "
-              "max_recovery_ms");
+              "max_recovery_ms, max_gold_p99_ms, checkpoint_on_time");
       tt.not_for({"min_busbw_fraction", "of", "max_ecmp_share", "tolerance", "delay_slack_us"},
                  "only for measure = \"bench\" or \"file\"");
     }
@@ -200,8 +223,10 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
       top.error("fault", "a timeline is only for measure = \"run\"");
     else
       c.faults_text = fault_lines(text);
-  } else if (c.measure == Measure::kRun) {
-    d.add(ct.loc(), "fault: missing; measure = \"run\" needs a timeline: at least one [[fault]]");
+  } else if (c.measure == Measure::kRun && (fault_targets || no_target)) {
+    d.add(ct.loc(),
+          "fault: missing; max_stall_ms, max_detection_ms and max_recovery_ms measure a fault: "
+          "they need a timeline, at least one [[fault]]");
   }
   top.finish();
   if (!d.empty()) return bad_input(d.text());

@@ -15,7 +15,9 @@
 //           (bench --ports: "spread" binds channel c to NIC port c mod ports, as NCCL does),
 //           rounds = 3 (odd, 1-9: the bench again, new connections each time, until a verdict
 //           has a majority; for targets a hash's draw decides: check.cc)
-//   run:    size = "1M" (the steady workload's message size)
+//   run:    size = "1M" (the steady workload's message size), settle = "3s" (run --settle: how
+//           long the run goes on after its last fault step; without faults, its length);
+//           workload may name a checkpoint workload: then the run drives no steady workload
 //   [target]
 //   bench:  min_busbw_fraction = 0.9, of = "rail"   busbw >= fraction x the lowest emulated
 //                                                   rate of the ranks' links of that tier;
@@ -23,11 +25,13 @@
 //                                                   (the lowest such sum over the ranks);
 //           max_ecmp_share = 0.5                    every ToR's busiest uplink carries at most
 //                                                   this share of its bytes up (0 < x <= 1)
-//   run:    max_stall_ms, max_detection_ms, max_recovery_ms (any of them; run's [expect] keys)
+//   run:    max_stall_ms, max_detection_ms, max_recovery_ms (these need a [[fault]] timeline),
+//           max_gold_p99_ms, checkpoint_on_time = true (any of them; run's [expect] keys)
 //   file:   file = "measurements.toml", pairs = [["dc/s0/g0", "dc/s0/g1"], ...]; [target]
 //           tolerance = 0.15 (and delay_slack_us = 100): the student's [[pair]] a, b, tier,
 //           rate, delay against the lab's own figures (exercise/check.h)
-//   [[fault]]  (run only) the timeline, in scenario syntax; a fault naming "<region>/tor<j>"
+//   [[fault]]  (run only; required by the stall, detection and recovery targets) the timeline,
+//              in scenario syntax; a fault naming "<region>/tor<j>"
 //              hits tor<j>a when the student made the region dual-ToR.
 // Pure (reads files); thread-safe.
 #pragma once
@@ -59,7 +63,9 @@ struct CheckSpec {
   bool spread_ports = false;     // ports = "spread": channels bound to NIC ports in turn
   // run
   uint64_t size = 1 << 20;
-  std::optional<double> max_stall_ms, max_detection_ms, max_recovery_ms;
+  int settle_ms = 3000;  // run --settle
+  std::optional<double> max_stall_ms, max_detection_ms, max_recovery_ms, max_gold_p99_ms;
+  std::optional<bool> checkpoint_on_time;
   std::string faults_text;  // the [[fault]] tables, verbatim, in scenario syntax
   // file: the student's measurements file (copied from the exercise directory at start) and
   // the pairs it must give, each with its tier, rate and one-way delay

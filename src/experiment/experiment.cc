@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "core/units.h"
@@ -100,6 +102,61 @@ std::optional<Verdict> checkpoint_verdict(const scenario::Expect& e, int late, i
   v.ok = *e.checkpoint_on_time ? late == 0 && total > 0 : true;
   v.text = fmt::format("checkpoint_on_time = {}: {} of {} replication(s) late ({})",
                        *e.checkpoint_on_time, late, total, what);
+  return v;
+}
+
+std::optional<double> percentile_with_lost(std::vector<double> samples, int lost, double q) {
+  const size_t answered = samples.size();
+  const size_t n = answered + static_cast<size_t>(std::max(0, lost));
+  if (n == 0) return std::nullopt;
+  std::sort(samples.begin(), samples.end());
+  const double rank = q * static_cast<double>(n - 1);
+  const auto lo = static_cast<size_t>(std::floor(rank));
+  const auto hi = static_cast<size_t>(std::ceil(rank));
+  const double frac = rank - static_cast<double>(lo);
+  if (lo >= answered || (hi >= answered && frac > 0)) return std::nullopt;
+  if (hi >= answered || hi == lo) return samples[lo];
+  return samples[lo] + (samples[hi] - samples[lo]) * frac;
+}
+
+std::string GoldProbe::text() const {
+  const std::string how = fmt::format(
+      "tb-probe rtt {} -> {} ({}) against tb-probe serve, DSCP {} both ways (the gold class), "
+      "one every {} ms for the whole run, across {} (checkpoint {}'s WAN); CLOCK_MONOTONIC "
+      "round trips",
+      src, dst, addr, dscp, interval_us / 1000,
+      wan.empty() ? std::string("the WAN") : "WAN link " + wan, checkpoint);
+  if (!measured) return "gold probe: no result (" + how + ")";
+  const int lost = sent - received;
+  return fmt::format(
+      "gold probe: p50 {:.1f} ms, p99 {:.1f} ms, max {:.1f} ms, {} of {} lost{} ({})", p50_ms,
+      p99_ms, max_ms, lost, sent,
+      lost == 0 ? ""
+      : p99_with_lost_ms
+          ? fmt::format(" (p99 counting them as slowest: {:.1f} ms)", *p99_with_lost_ms)
+          : std::string(" (counting them as slowest, the p99 falls on a lost "
+                        "probe)"),
+      how);
+}
+
+std::optional<Verdict> gold_verdict(const scenario::Expect& e, const std::optional<GoldProbe>& g) {
+  if (!e.max_gold_p99_ms) return std::nullopt;
+  Verdict v{"max_gold_p99_ms", *e.max_gold_p99_ms, std::nullopt, false, ""};
+  if (g && g->measured) v.measured = g->p99_with_lost_ms;
+  v.ok = v.measured && *v.measured <= v.limit;
+  std::string measured;
+  if (!g || !g->measured)
+    measured = "nothing (the gold probe printed no result)";
+  else if (!v.measured)
+    measured = fmt::format("a lost probe ({} of {} lost: the p99 falls on one)",
+                           g->sent - g->received, g->sent);
+  else
+    measured = g->sent == g->received
+                   ? fmt::format("{:.1f} ms (none of {} lost)", *v.measured, g->sent)
+                   : fmt::format("{:.1f} ms ({} of {} lost, counted as slowest)", *v.measured,
+                                 g->sent - g->received, g->sent);
+  v.text = fmt::format("max_gold_p99_ms <= {:g}: measured {} (the gold probe {} -> {}, DSCP {})",
+                       v.limit, measured, g ? g->src : "-", g ? g->dst : "-", g ? g->dscp : 0);
   return v;
 }
 

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,12 +54,41 @@ struct Verdict {
   std::string text;  // "max_stall_ms = 500: measured 120.3 (fault 1 flap ...)"
 };
 
+// run's gold probe: whenever the scenario has a checkpoint workload (or [expect]
+// max_gold_p99_ms), a request/response probe in the gold class (tb-probe rtt against tb-probe
+// serve, both marking the first DSCP of [qos] gold, EF 46 by default) from the last server of the
+// first checkpoint workload's `from` region to the first server of its `to` region, one every
+// kGoldIntervalUs for the whole run: what latency-sensitive traffic on the checkpoint's WAN saw.
+inline constexpr int kGoldIntervalUs = 20'000;
+inline constexpr uint16_t kGoldPort =
+    7300;  // run's fault probes use 7100 + i, checkpoints 7200 + i
+
+struct GoldProbe {
+  std::string checkpoint;      // the checkpoint workload whose WAN it crosses
+  std::string src, dst, addr;  // server nodes; dst's frontend address
+  std::string wan;             // the primary WAN link between the regions ("" = none)
+  int dscp = 0, interval_us = kGoldIntervalUs;
+  bool measured = false;  // its client printed a result
+  int sent = 0, received = 0;
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;  // of the answered probes
+  // The p99 with lost probes counted as slower than any answered one (what [expect]
+  // max_gold_p99_ms judges); nullopt when it is a lost probe (more than 1% lost) or none was sent.
+  std::optional<double> p99_with_lost_ms;
+  std::string text() const;  // one line: the figures and how they were measured
+};
+
+// The q-quantile (linear interpolation between closest ranks, as probe::percentile) of
+// `samples` together with `lost` values slower than any of them; nullopt when it falls on (or
+// interpolates towards) a lost one, or there is nothing. Pure.
+std::optional<double> percentile_with_lost(std::vector<double> samples, int lost, double q);
+
 struct RunResult {
   std::string results_dir;
   metrics::RecoveryReport recovery;
   std::vector<Verdict> verdicts;
   std::vector<std::string> errors;    // a rank, a probe or a fault step that failed
   std::vector<std::string> warnings;  // what the run could not do as asked (a checkpoint late)
+  std::optional<GoldProbe> gold;      // when the scenario has a checkpoint workload
   nlohmann::json summary;
   bool ok() const;
 };
@@ -91,5 +121,9 @@ std::vector<Verdict> check_expectations(const scenario::Expect& e, const metrics
 // (`late` of `total` finished after the next was due); none when the key is absent.
 std::optional<Verdict> checkpoint_verdict(const scenario::Expect& e, int late, int total,
                                           const std::string& what);
+
+// [expect] max_gold_p99_ms against the gold probe (its p99 with lost probes counted as slower
+// than any answered); a missing probe result fails it; none when the key is absent.
+std::optional<Verdict> gold_verdict(const scenario::Expect& e, const std::optional<GoldProbe>& g);
 
 }  // namespace tb::experiment

@@ -104,17 +104,19 @@ std::vector<ProbePair> probe_pairs(const lab::LabState& st,
 
 Status ProbeSet::start(const lab::LabState& st, std::vector<ProbePair>& pairs,
                        const std::string& dir, const std::string& tb_probe, int interval_us,
-                       int64_t length_ns) {
+                       int64_t length_ns, const std::string& name, int wait_ms) {
   const std::string owner = plan::owner_marker(st.lab);
   const int64_t seconds = length_ns / 1'000'000'000 + 1;
-  deadline_ns_ = monotonic_ns() + length_ns + 5'000'000'000;
+  deadline_ns_ = monotonic_ns() + length_ns + int64_t{wait_ms} * 1'000'000 + 4'500'000'000;
   for (size_t i = 0; i < pairs.size(); ++i) {
     const auto& p = pairs[i];
+    std::vector<std::string> argv = {tb_probe,    "serve",
+                                     "--port",    std::to_string(p.port),
+                                     "--seconds", std::to_string(seconds + 15)};
+    if (p.dscp) argv.insert(argv.end(), {"--dscp", std::to_string(p.dscp)});
     auto srv =
-        runner::spawn_in_netns(st.topo.node(p.dst)->netns,
-                               {tb_probe, "serve", "--port", std::to_string(p.port), "--seconds",
-                                std::to_string(seconds + 15)},
-                               owner, dir + "/logs/probe-serve-" + std::to_string(i) + ".log");
+        runner::spawn_in_netns(st.topo.node(p.dst)->netns, argv, owner,
+                               dir + "/logs/" + name + "-serve-" + std::to_string(i) + ".log");
     if (!srv) return std::unexpected(srv.error());
     servers_.push_back(*srv);
   }
@@ -122,15 +124,19 @@ Status ProbeSet::start(const lab::LabState& st, std::vector<ProbePair>& pairs,
   for (size_t i = 0; i < pairs.size(); ++i) {
     const auto& p = pairs[i];
     const int64_t count = length_ns / (int64_t{interval_us} * 1000) + 1;
-    const std::string log = dir + "/logs/probe-" + std::to_string(i) + ".json";
+    const std::string log = dir + "/logs/" + name + "-" + std::to_string(i) + ".json";
     std::error_code ec;
     std::filesystem::remove(log, ec);
-    auto cli = runner::spawn_in_netns(
-        st.topo.node(p.src)->netns,
-        {tb_probe, "rtt", "--to", p.dst_addr, "--port", std::to_string(p.port), "--count",
-         std::to_string(std::min<int64_t>(count, probe::kMaxProbeCount)), "--interval-us",
-         std::to_string(interval_us), "--wait-ms", "500", "--samples"},
-        owner, log);
+    std::vector<std::string> argv = {
+        tb_probe,        "rtt",
+        "--to",          p.dst_addr,
+        "--port",        std::to_string(p.port),
+        "--count",       std::to_string(std::min<int64_t>(count, probe::kMaxProbeCount)),
+        "--interval-us", std::to_string(interval_us),
+        "--wait-ms",     std::to_string(wait_ms),
+        "--samples"};
+    if (p.dscp) argv.insert(argv.end(), {"--dscp", std::to_string(p.dscp)});
+    auto cli = runner::spawn_in_netns(st.topo.node(p.src)->netns, argv, owner, log);
     if (!cli) return std::unexpected(cli.error());
     clients_.push_back(*cli);
     client_logs_.push_back(log);
@@ -160,20 +166,22 @@ std::vector<std::vector<metrics::Interval>> ProbeSet::finish(std::vector<std::st
   terminate(left, 1000);
   servers_.clear();
   std::vector<std::vector<metrics::Interval>> out;
+  results_.clear();
   for (const auto& log : client_logs_) {
     std::vector<metrics::Interval> o;
     std::ifstream in(log);
-    bool parsed = false;
+    std::optional<probe::RttResult> result;
     for (std::string line; std::getline(in, line);) {
       auto j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded() || j.value("mode", "") != "rtt") continue;
       auto r = probe::rtt_from_json(j);
       if (!r) continue;
       for (auto [a, b] : r->outages_ns) o.push_back({a, b});
-      parsed = true;
+      result = std::move(*r);
     }
-    if (!parsed) errors->push_back("probe " + log + " printed no result");
+    if (!result) errors->push_back("probe " + log + " printed no result");
     out.push_back(std::move(o));
+    results_.push_back(std::move(result));
   }
   clients_.clear();
   return out;

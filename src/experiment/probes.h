@@ -2,16 +2,19 @@
 // link's end to a GPU on another server; across a WAN link, partition or router crash, a GPU
 // in each region), with a `tb-probe serve` at the far end and a `tb-probe rtt --samples` at the
 // near one sending every interval for the whole run. A path is probed once, however many
-// faults it serves. The outages are runs of lost probes (probe/rtt.h). Not thread-safe.
+// faults it serves. The outages are runs of lost probes (probe/rtt.h). A pair with a DSCP marks
+// its probes and their echoes with it (run's gold probe, scenario_run.h). Not thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fault/fault.h"
 #include "lab/state.h"
 #include "metrics/recovery.h"
+#include "probe/rtt.h"
 
 namespace tb::experiment {
 
@@ -20,6 +23,7 @@ struct ProbePair {
   std::string dst_addr;  // the address src reaches dst at (the hosts-file rule)
   std::vector<size_t> faults;
   uint16_t port = 0;
+  int dscp = 0;  // IP_TOS = dscp << 2 on the probes and the echoes; 0 = unmarked
 };
 
 std::vector<ProbePair> probe_pairs(const lab::LabState& st,
@@ -27,15 +31,22 @@ std::vector<ProbePair> probe_pairs(const lab::LabState& st,
 
 class ProbeSet {
  public:
+  // `name` tells the logs apart: logs/<name>-<i>.json and logs/<name>-serve-<i>.log. A probe
+  // unanswered after `wait_ms` once the last is sent is lost.
   Status start(const lab::LabState& st, std::vector<ProbePair>& pairs, const std::string& dir,
-               const std::string& tb_probe, int interval_us, int64_t length_ns);
+               const std::string& tb_probe, int interval_us, int64_t length_ns,
+               const std::string& name = "probe", int wait_ms = 500);
   // Waits for the clients (bounded), stops the servers; outages per pair, in pair order.
   std::vector<std::vector<metrics::Interval>> finish(std::vector<std::string>* errors);
+  // Each pair's whole result (sent, lost, round trips) once finished; nullopt where its client
+  // printed none.
+  const std::vector<std::optional<probe::RttResult>>& results() const { return results_; }
   ~ProbeSet();
 
  private:
   std::vector<int> servers_, clients_;
   std::vector<std::string> client_logs_;
+  std::vector<std::optional<probe::RttResult>> results_;
   int64_t deadline_ns_ = 0;
 };
 

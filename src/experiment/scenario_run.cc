@@ -76,6 +76,29 @@ std::string describe_transport(const workload::Job& j, const lab::LabState& st) 
   return out + "; lab rdma: " + st.rdma + (st.rdma_why.empty() ? "" : " (" + st.rdma_why + ")");
 }
 
+nlohmann::json gold_json(const std::optional<GoldProbe>& g) {
+  if (!g) return nullptr;
+  auto opt = [](const std::optional<double>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json();
+  };
+  return {{"checkpoint", g->checkpoint},
+          {"from", g->src},
+          {"to", g->dst},
+          {"addr", g->addr},
+          {"wan", g->wan},
+          {"dscp", g->dscp},
+          {"interval_us", g->interval_us},
+          {"measured", g->measured},
+          {"sent", g->sent},
+          {"received", g->received},
+          {"lost", g->sent - g->received},
+          {"p50_ms", g->p50_ms},
+          {"p99_ms", g->p99_ms},
+          {"max_ms", g->max_ms},
+          {"p99_with_lost_ms", opt(g->p99_with_lost_ms)},
+          {"text", g->text()}};
+}
+
 }  // namespace
 
 const scenario::Workload* pick_workload(const scenario::Scenario& s, const RunOptions& o) {
@@ -99,6 +122,25 @@ Status ScenarioRun::prepare() {
   const int64_t last_step = steps_.empty() ? 0 : steps_.back().at_ns;
   length_ns_ = last_step + int64_t{o_.settle_ms} * 1'000'000;
   pairs_ = probe_pairs(st_, faults_);
+  // The gold probe: across the first checkpoint workload's WAN, from the last server of `from`
+  // (with several, not the first shard's sender) to the first of `to` (the first shard's
+  // receiver), at its frontend address, as the checkpoint's senders reach it.
+  for (const auto& w : s_.workloads) {
+    if (w.kind != "checkpoint") continue;
+    auto plan = plan_checkpoint(s_, w, st_);
+    if (!plan) return std::unexpected(plan.error());
+    GoldProbe g;
+    g.checkpoint = w.name;
+    g.src = plan->sources.back();
+    g.dst = plan->destinations.front();
+    for (const auto& [role, a] : st_.topo.node(g.dst)->addrs)
+      if (role == "fe") g.addr = a.addr.to_string();
+    g.wan = plan->wan;
+    g.dscp = s_.qos.dscp_of("gold");
+    gold_pair_.push_back({g.src, g.dst, g.addr, {}, kGoldPort, g.dscp});
+    gold_ = g;
+    break;
+  }
   return {};
 }
 
@@ -219,8 +261,17 @@ Status ScenarioRun::start_command(const scenario::Workload& w) {
 
 Status ScenarioRun::start_probes() {
   // From now to the end of the timeline and a second more.
-  return probes_.start(st_, pairs_, res_.results_dir, o_.tb_probe, o_.probe_interval_us,
-                       length_ns_ + 1'000'000'000);
+  TB_TRY(probes_.start(st_, pairs_, res_.results_dir, o_.tb_probe, o_.probe_interval_us,
+                       length_ns_ + 1'000'000'000));
+  if (gold_pair_.empty()) return {};
+  progress_(fmt::format(
+      "gold probe: {} -> {} ({}), DSCP {}, one every {} ms across {} "
+      "(checkpoint {}'s WAN)",
+      gold_->src, gold_->dst, gold_->addr, gold_->dscp, kGoldIntervalUs / 1000,
+      gold_->wan.empty() ? std::string("the WAN") : "WAN link " + gold_->wan, gold_->checkpoint));
+  // Answers later than a second after the last probe are lost.
+  return gold_probe_.start(st_, gold_pair_, res_.results_dir, o_.tb_probe, kGoldIntervalUs,
+                           length_ns_ + 1'000'000'000, "gold", 1000);
 }
 
 void ScenarioRun::fire_timeline() {
@@ -259,6 +310,21 @@ void ScenarioRun::collect() {
   }
   const auto changes = monitors_.stop();
   const auto outages = probes_.finish(&res_.errors);
+  if (gold_) {
+    (void)gold_probe_.finish(&res_.errors);
+    if (const auto& r = gold_probe_.results(); !r.empty() && r.front()) {
+      gold_->measured = true;
+      gold_->sent = r.front()->sent;
+      gold_->received = r.front()->received;
+      gold_->p50_ms = r.front()->summary.p50 / 1000;
+      gold_->p99_ms = r.front()->summary.p99 / 1000;
+      gold_->max_ms = r.front()->summary.max / 1000;
+      if (auto p = percentile_with_lost(r.front()->rtt_us, gold_->sent - gold_->received, 0.99))
+        gold_->p99_with_lost_ms = *p / 1000;
+    }
+    progress_(gold_->text());
+    res_.gold = gold_;
+  }
   // events.jsonl of the run: the lab's events during it, route changes, probe outages and
   // workload iterations, in time order.
   collect_lab_events();
@@ -383,10 +449,15 @@ RunResult ScenarioRun::summarise() {
   std::string what;
   for (const auto& c : checkpoints_) {
     checkpoints.push_back(c->to_json(in_.iterations));
+    // All finished replications for the warning; from the second on for the verdict: the first
+    // is the seed (the standby starts empty, so it is whole in every mode) and says nothing
+    // about the cadence.
     int n = 0, l = 0;
     for (const auto& r : c->reps())
-      if (r.error != "unfinished when the run ended") ++n, l += !r.on_time;
-    total += n, late += l;
+      if (r.error != "unfinished when the run ended") {
+        ++n, l += !r.on_time;
+        if (r.rep > 0) ++total, late += !r.on_time;
+      }
     what += (what.empty() ? "" : "; ") + c->workload().name + " every " +
             (c->workload().every_steps ? std::to_string(c->workload().every_steps) + " steps"
                                        : format_duration(c->workload().every));
@@ -396,7 +467,9 @@ RunResult ScenarioRun::summarise() {
           "did not keep up with the {} link)",
           c->workload().name, l, n, c->plan().wan.empty() ? "WAN" : c->plan().wan));
   }
+  if (!what.empty()) what += "; replication 0, the seed, not judged";
   if (auto v = checkpoint_verdict(s_.expect, late, total, what)) res_.verdicts.push_back(*v);
+  if (auto v = gold_verdict(s_.expect, res_.gold)) res_.verdicts.push_back(*v);
   if (wrong_ > 0)
     res_.errors.push_back(std::to_string(wrong_) + " wrong elements in the workload's checks");
   if (!timeline_ && res_.errors.empty()) res_.errors.push_back(timeline_.error().message);
@@ -430,6 +503,7 @@ RunResult ScenarioRun::summarise() {
       {"recovery", metrics::to_json(res_.recovery)},
       {"expect", verdicts},
       {"checkpoints", checkpoints},
+      {"gold", gold_json(res_.gold)},
       {"warnings", res_.warnings},
       {"errors", res_.errors},
       {"ok", res_.ok()},

@@ -1,6 +1,7 @@
 // The steps of one `run` (experiment.h run_scenario), as a class holding what each step leaves
 // for the next: prepare (results directory, faults resolved and scheduled, paths to probe),
-// start the route monitors, the workload (and the checkpoint workloads beside it) and the probes,
+// start the route monitors, the workload (and the checkpoint workloads beside it) and the probes
+// (and the gold probe across the first checkpoint workload's WAN, experiment.h GoldProbe),
 // fire the timeline, collect (everything stopped, events.jsonl written) and summarise (recovery,
 // [expect], summary.json). Call the steps in that order, once each. Destroying it part-way stops
 // what was started (probes, then the workload, then the monitors). One thread; not thread-safe.
@@ -72,6 +73,8 @@ class ScenarioRun {
   std::vector<fault::Step> steps_;
   int64_t length_ns_ = 0;  // the last step and the settle time after it
   std::vector<ProbePair> pairs_;
+  std::vector<ProbePair> gold_pair_;  // none or one: the gold probe
+  std::optional<GoldProbe> gold_;
   // start_*; declared in start order, so destroyed in reverse
   RouteMonitors monitors_;
   std::optional<SteadyWorkload> workload_;
@@ -79,6 +82,7 @@ class ScenarioRun {
   std::string transport_ = "none (no workload)";  // how the workload moves bytes, for reports
   std::vector<std::unique_ptr<CheckpointWorkload>> checkpoints_;  // beside it
   ProbeSet probes_;
+  ProbeSet gold_probe_;
   // fire_timeline
   int64_t t0_ = 0, t_end_ = 0;
   Status timeline_;

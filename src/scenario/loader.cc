@@ -3,6 +3,7 @@
 // and load_activity.cc (workloads, faults); the shared helpers in reader.{h,cc}.
 #include "scenario/loader.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -181,7 +182,7 @@ void read_expect(Table& top, LoadState& st) {
   }
   Table t(*v, "expect", "[expect]",
           {"max_stall_ms", "min_busbw_fraction", "max_detection_ms", "max_recovery_ms",
-           "checkpoint_on_time"},
+           "checkpoint_on_time", "max_gold_p99_ms"},
           st.d);
   Expect& e = st.s.expect;
   e.loc = t.loc();
@@ -191,6 +192,14 @@ void read_expect(Table& top, LoadState& st) {
   e.max_detection_ms = t.number("max_detection_ms", false, 0, kBig);
   e.max_recovery_ms = t.number("max_recovery_ms", false, 0, kBig);
   e.checkpoint_on_time = t.boolean("checkpoint_on_time");
+  e.max_gold_p99_ms = t.number("max_gold_p99_ms", false, 0, kBig, true);
+  // The gold probe crosses the WAN a checkpoint replicates over: without one it has no path.
+  if (t.has("max_gold_p99_ms") &&
+      std::none_of(st.s.workloads.begin(), st.s.workloads.end(),
+                   [](const Workload& w) { return w.kind == "checkpoint"; }))
+    t.error("max_gold_p99_ms",
+            "needs a [[workload]] of kind = \"checkpoint\": run's gold probe crosses the WAN "
+            "between its from and to regions, and this scenario has none");
   t.finish();
 }
 

@@ -159,8 +159,12 @@ struct Expect {
   std::optional<double> min_busbw_fraction;
   std::optional<double> max_detection_ms;
   std::optional<double> max_recovery_ms;
-  // checkpoint: every replication finished before the next was due (its cadence kept up).
+  // checkpoint: every replication after the first (the seed: the standby starts empty, so it is
+  // whole in every mode) finished before the next was due (its cadence kept up).
   std::optional<bool> checkpoint_on_time;
+  // The gold class's 99th-percentile round trip (ms) across the first checkpoint workload's WAN
+  // (run's gold probe: experiment/scenario_run.h); lost probes count as slower than any answered.
+  std::optional<double> max_gold_p99_ms;
   Loc loc;
 };
 

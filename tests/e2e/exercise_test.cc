@@ -66,6 +66,8 @@ TEST_F(ExerciseTest, ListShowsTheExercises) {
   EXPECT_NE(r.out.find("03-untuned-collectives"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("04-ecmp-polarisation"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("05-dual-tor"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("06-gray-failure"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("07-checkpoint-floods-wan"), std::string::npos) << r.out;
   CmdResult bad = ex("hint 99 --name exnone");
   EXPECT_EQ(bad.rc, 2) << bad.out;
   EXPECT_NE(bad.out.find("no such exercise"), std::string::npos) << bad.out;
@@ -225,6 +227,41 @@ TEST_F(ExerciseTest, GrayFailure) {
   r = ex("start 6 --name " + lab);
   ASSERT_EQ(r.rc, 0) << r.out;
   expect_pass(ex("check 6 --name " + lab));
+}
+
+// Exercise 7: a full, unclassified checkpoint every 4 s on a 1 Mbit/s WAN without QoS classes:
+// the gold probe waits behind it and every replication after the seed is late (FAIL on any host:
+// the lab explains both). QoS on (rebuild), the checkpoint bronze and incremental: PASS. A copy
+// that checkpoints less often is refused; stop leaves nothing behind.
+TEST_F(ExerciseTest, CheckpointFloodsWan) {
+  const std::string lab = start("7", "exk");
+  CmdResult r = ex("check 7 --name " + lab);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find(": FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("max_gold_p99_ms"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gold probe: p50 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[qos] is off: gold waits in the WAN link's one queue"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("replication(s) after the seed late: replication 1 ("), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("after the next was due"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("next hint (Hint 1)"), std::string::npos) << r.out;
+  // The cadence is the requirement, not the fix.
+  ASSERT_EQ(sh("sed -i 's/^every = \"4s\"/every = \"60s\"/' " + copy(lab)).rc, 0);
+  r = ex("check 7 --name " + lab);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("every: changed"), std::string::npos) << r.out;
+  ASSERT_EQ(ex("reset 7 --name " + lab).rc, 0);
+  solve("07-checkpoint-floods-wan", lab);
+  r = ex("start 7 --name " + lab);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("rebuilt"), std::string::npos) << r.out;
+  expect_pass(ex("check 7 --name " + lab));
+  r = ex("stop 7 --name " + lab);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(marked_netns(lab).empty()) << lab;
+  EXPECT_FALSE(std::filesystem::exists(state_ + "/" + lab));
+  started_.clear();
 }
 
 }  // namespace

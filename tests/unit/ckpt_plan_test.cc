@@ -181,5 +181,51 @@ TEST(CkptPlan, OnTimeVerdictCountsLateReplications) {
   EXPECT_FALSE(checkpoint_verdict(e, 0, 0, "none ran")->ok);  // nothing replicated is no pass
 }
 
+// The gold probe's p99 counts lost probes as slower than any answered one.
+TEST(GoldProbe, PercentileWithLost) {
+  std::vector<double> v;
+  for (int i = 1; i <= 100; ++i) v.push_back(i);                // 1..100
+  EXPECT_NEAR(*percentile_with_lost(v, 0, 0.99), 99.01, 1e-9);  // numpy's linear
+  EXPECT_NEAR(*percentile_with_lost(v, 0, 0.5), 50.5, 1e-9);
+  // 1 lost of 101: rank 99 of 0..100 is the answered 100.
+  EXPECT_NEAR(*percentile_with_lost(v, 1, 0.99), 100, 1e-9);
+  // 2 lost of 102: rank 99.99 interpolates towards a lost one.
+  EXPECT_FALSE(percentile_with_lost(v, 2, 0.99));
+  EXPECT_FALSE(percentile_with_lost({}, 0, 0.99));
+  EXPECT_FALSE(percentile_with_lost({}, 3, 0.5));
+  EXPECT_DOUBLE_EQ(*percentile_with_lost({7}, 0, 0.99), 7);
+}
+
+TEST(GoldProbe, VerdictAgainstTheBound) {
+  scenario::Expect e;
+  GoldProbe g;
+  g.src = "hz/s0";
+  g.dst = "bj/s0";
+  g.dscp = 46;
+  g.measured = true;
+  g.sent = 500;
+  g.received = 499;
+  g.p99_with_lost_ms = 80;
+  EXPECT_FALSE(gold_verdict(e, g));  // not asked
+  e.max_gold_p99_ms = 150;
+  auto v = gold_verdict(e, g);
+  ASSERT_TRUE(v);
+  EXPECT_TRUE(v->ok);
+  EXPECT_EQ(v->text,
+            "max_gold_p99_ms <= 150: measured 80.0 ms (1 of 500 lost, counted as slowest) (the "
+            "gold probe hz/s0 -> bj/s0, DSCP 46)");
+  g.p99_with_lost_ms = 380.5;
+  v = gold_verdict(e, g);
+  EXPECT_FALSE(v->ok);
+  EXPECT_DOUBLE_EQ(*v->measured, 380.5);
+  g.p99_with_lost_ms.reset();  // the p99 is a lost probe
+  v = gold_verdict(e, g);
+  EXPECT_FALSE(v->ok);
+  EXPECT_NE(v->text.find("a lost probe (1 of 500 lost"), std::string::npos) << v->text;
+  g.measured = false;  // the probe printed nothing: no pass
+  EXPECT_FALSE(gold_verdict(e, g)->ok);
+  EXPECT_FALSE(gold_verdict(e, std::nullopt)->ok);
+}
+
 }  // namespace
 }  // namespace tb::experiment

@@ -139,6 +139,57 @@ TEST(ExerciseCheckSpec, RunNeedsFaultsAndATarget) {
   EXPECT_NE(b.error().message.find("c.toml:6:"), std::string::npos) << b.error().message;
 }
 
+// Exercise 7's targets: the gold class's p99 and the checkpoint on time need no timeline; the
+// stall, detection and recovery targets still do. settle: the run's length without faults.
+TEST(ExerciseCheckSpec, GoldAndCheckpointTargetsNeedNoFault) {
+  auto c = parse_check(R"([check]
+measure = "run"
+workload = "ckpt"
+settle = "18s"
+[target]
+max_gold_p99_ms = 150
+checkpoint_on_time = true
+)",
+                       "c.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_DOUBLE_EQ(*c->max_gold_p99_ms, 150);
+  EXPECT_TRUE(c->checkpoint_on_time.value_or(false));
+  EXPECT_EQ(c->settle_ms, 18000);
+  EXPECT_TRUE(c->faults_text.empty());
+  auto stall = parse_check(
+      "[check]\nmeasure = \"run\"\nworkload = \"ar\"\n[target]\nmax_stall_ms = 10\n"
+      "max_gold_p99_ms = 100\n",
+      "c.toml");
+  ASSERT_FALSE(stall);
+  EXPECT_NE(stall.error().message.find("they need a timeline, at least one [[fault]]"),
+            std::string::npos)
+      << stall.error().message;
+  auto bad = parse_check(R"([check]
+measure = "run"
+workload = "ckpt"
+settle = "20m"
+[target]
+max_gold_p99_ms = 0
+checkpoint_on_time = false
+)",
+                         "c.toml");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().exit_code, kExitBadInput);
+  const auto& m = bad.error().message;
+  EXPECT_NE(m.find("c.toml:4:"), std::string::npos) << m;  // settle: 100ms to 600s
+  EXPECT_NE(m.find("settle"), std::string::npos) << m;
+  EXPECT_NE(m.find("c.toml:6:"), std::string::npos) << m;  // max_gold_p99_ms: above 0
+  EXPECT_NE(m.find("c.toml:7:"), std::string::npos) << m;  // checkpoint_on_time = false
+  EXPECT_NE(m.find("false judges nothing"), std::string::npos) << m;
+  auto bench = parse_check(
+      "[check]\nmeasure = \"bench\"\nworkload = \"j\"\nsettle = \"5s\"\n[target]\n"
+      "min_busbw_fraction = 0.5\nmax_gold_p99_ms = 100\n",
+      "c.toml");
+  ASSERT_FALSE(bench);
+  EXPECT_NE(bench.error().message.find("c.toml:4:"), std::string::npos) << bench.error().message;
+  EXPECT_NE(bench.error().message.find("c.toml:7:"), std::string::npos) << bench.error().message;
+}
+
 TEST(ExerciseCheckSpec, FaultsKeepTheirLines) {
   auto c = parse_check(R"([check]
 measure = "run"
@@ -211,8 +262,39 @@ TEST(ShippedExercises, LoadWhole) {
     auto text = slurp(ex.scenario_path());
     auto r = run_scenario_of(ex, text, ex.scenario_path());
     ASSERT_TRUE(r) << r.error().message;
-    EXPECT_FALSE(r->faults.empty());
+    EXPECT_EQ(r->faults.empty(), ex.check.faults_text.empty());
+    // The targets became the run's [expect].
+    EXPECT_EQ(r->expect.max_gold_p99_ms, ex.check.max_gold_p99_ms);
+    EXPECT_EQ(r->expect.checkpoint_on_time, ex.check.checkpoint_on_time);
   }
+}
+
+// Exercise 7: the checkpoint's size and cadence are the requirement; the fix is how it is sent.
+TEST(ShippedExercises, CheckpointSizeAndCadenceArePinned) {
+  auto ex = load_exercise(std::string(TB_SOURCE_DIR) + "/exercises/07-checkpoint-floods-wan");
+  ASSERT_TRUE(ex) << ex.error().message;
+  const std::string start = slurp(ex->scenario_path());
+  // The reference solution's kind of change loads.
+  std::string fixed = start;
+  const auto mode = fixed.find("mode = \"full\"");
+  ASSERT_NE(mode, std::string::npos);
+  fixed.replace(mode, 13, "mode = \"incremental\"");
+  auto ok = run_scenario_of(*ex, fixed, "copy.toml");
+  ASSERT_TRUE(ok) << ok.error().message;
+  // A longer cadence is refused, naming the key and the starting value.
+  std::string slower = start;
+  const auto every = slower.find("every = ");
+  ASSERT_NE(every, std::string::npos);
+  slower.replace(every, slower.find('\n', every) - every, "every = \"60s\"");
+  auto r = run_scenario_of(*ex, slower, "copy.toml");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().exit_code, kExitBadInput);
+  EXPECT_NE(r.error().message.find("copy.toml:"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("every: changed"), std::string::npos) << r.error().message;
+  // Without the checkpoint there is nothing to judge: refused too.
+  std::string gone = start;
+  gone.replace(gone.find("name = \"ckpt\""), 13, "name = \"other\"");
+  EXPECT_FALSE(run_scenario_of(*ex, gone, "copy.toml"));
 }
 
 // A dual-ToR copy of exercise 5: the fault's "dc/tor0" becomes the first ToR, tor0a.

@@ -63,7 +63,8 @@ TEST(ScenarioErrors, UnknownKeyListsValidKeys) {
   auto m = load_error(std::string(kHead) + "[expect]\nzzzzzz = 1\n");
   EXPECT_EQ(m,
             "x.toml:12:1: unknown key \"zzzzzz\" in [expect]; valid keys: max_stall_ms, "
-            "min_busbw_fraction, max_detection_ms, max_recovery_ms, checkpoint_on_time");
+            "min_busbw_fraction, max_detection_ms, max_recovery_ms, checkpoint_on_time, "
+            "max_gold_p99_ms");
 }
 
 TEST(ScenarioErrors, UnknownTopLevelTable) {
@@ -172,6 +173,35 @@ bytes = "1G"
 )");
   EXPECT_HAS(m, "x.toml:25:8: wan \"ec\": name: duplicate WAN link \"ec\" (first at line 21)");
   EXPECT_HAS(m, "x.toml:36:8: workload \"w\": name: duplicate workload \"w\" (first at line 30)");
+}
+
+// [expect] max_gold_p99_ms: a number above 0, and only with a checkpoint workload (run's gold
+// probe crosses its WAN).
+TEST(ScenarioErrors, MaxGoldP99) {
+  const std::string ckpt = std::string(kHead) + kBj + R"([[wan]]
+name = "ec"
+between = ["hz", "bj"]
+profile = "vpn"
+[[workload]]
+name = "ck"
+kind = "checkpoint"
+from = "hz"
+to = "bj"
+bytes = "1G"
+)";
+  auto s = load_text(ckpt + "[expect]\nmax_gold_p99_ms = 150\n", "x.toml");
+  ASSERT_TRUE(s) << s.error().message;
+  ASSERT_TRUE(s->expect.max_gold_p99_ms);
+  EXPECT_DOUBLE_EQ(*s->expect.max_gold_p99_ms, 150);
+  auto zero = load_error(ckpt + "[expect]\nmax_gold_p99_ms = 0\n");  // line 31
+  EXPECT_HAS(zero, "x.toml:31:");
+  EXPECT_HAS(zero, "max_gold_p99_ms");
+  auto text = load_error(ckpt + "[expect]\nmax_gold_p99_ms = \"fast\"\n");
+  EXPECT_HAS(text, "x.toml:31:");
+  EXPECT_HAS(text, "max_gold_p99_ms");
+  auto none = load_error(std::string(kHead) + "[expect]\nmax_gold_p99_ms = 150\n");
+  EXPECT_HAS(none, "x.toml:12:");
+  EXPECT_HAS(none, "max_gold_p99_ms: needs a [[workload]] of kind = \"checkpoint\"");
 }
 
 TEST(ScenarioErrors, UnitsMessage) {
