@@ -20,6 +20,12 @@ void print_up(const lab::UpReport& r) {
                   : (", " + std::to_string(p.stages().size()) + " delay stages running").c_str());
   std::printf("rdma: %s (%s)\n", r.state.rdma == "rxe" ? "Soft-RoCE on the rail" : "none, TCP",
               r.state.rdma_why.c_str());
+  if (!p.host.empty()) {
+    int ends = 0;
+    for (const auto& op : p.ops) ends += std::holds_alternative<plan::CreateVxlan>(op);
+    std::printf("host: %s of %zu (plan digest %s): %d VXLAN tunnel ends to the other hosts\n",
+                p.host.c_str(), p.hosts.size(), p.digest.c_str(), ends);
+  }
   std::vector<std::string> gpus;
   for (const auto& n : p.topo.nodes)
     if (n.kind == plan::NodeKind::kGpu) gpus.push_back(n.name);

@@ -29,6 +29,12 @@ Result<UpReport> bring_up(const UpOptions& o) {
   TB_TRY(plan::validate(o.plan));
   auto s = scenario::load(o.scenario_path);
   if (!s) return std::unexpected(s.error());
+  if (!s->hosts.empty() && o.plan.host.empty()) {
+    std::string names;
+    for (const auto& h : s->hosts) names += (names.empty() ? "" : ", ") + h.name;
+    return bad_input(o.scenario_path + " spreads the lab over hosts " + names +
+                     "; say which one this is: up " + o.scenario_path + " --host NAME");
+  }
   TB_TRY(require_root("up"));
   if (auto overlap = overlapping_host_routes(s->address_space); !overlap.empty())
     return bad_input("address_space " + s->address_space.to_string() +

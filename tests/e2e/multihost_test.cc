@@ -1,4 +1,5 @@
-// One lab over several hosts (issue 19), on emulated hosts (emulated_hosts.h): the harness.
+// One lab over several hosts (issue 19), on emulated hosts (emulated_hosts.h): the harness
+// itself, and hz-bj split over two hosts, one region each, stitched by VXLAN over the underlay.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -53,6 +54,122 @@ TEST(EmulatedHosts, UnderlayJoinsThemAndEachSeesOnlyItsOwnState) {
     EXPECT_EQ(hosts.run(0, "ip netns del " + probe).rc, 0);
   }
   for (const auto& ns : {sw, ha, hb}) EXPECT_FALSE(std::filesystem::exists("/run/netns/" + ns));
+}
+
+// hz-bj with hz on host a and bj on host b: the two WAN links are VXLAN tunnels. Each host
+// builds only its part; every GPU reaches every other by name (the hosts file's intended tier:
+// across regions, the frontend and the WAN, through the tunnel); down on both leaves nothing.
+class MultihostHzBj : public testing::Test {
+ protected:
+  void TearDown() override {
+    if (!hosts_) return;
+    for (size_t i = 0; i < hosts_->size(); ++i) hosts_->testbedctl(i, "down " + lab_);
+    hosts_.reset();
+    if (!file_.empty()) std::filesystem::remove(file_);
+  }
+
+  // hz-bj.toml with this test's lab name, a /16 address space, and the two hosts.
+  std::string write_scenario() {
+    std::ifstream in(scenario("hz-bj.toml"));
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string s =
+        std::regex_replace(text.str(), std::regex("name = \"hzbj\""), "name = \"" + lab_ + "\"");
+    s = std::regex_replace(s, std::regex("address_space = \"198.18.0.0/15\""),
+                           "address_space = \"198.18.0.0/16\"");
+    s += "\n[[host]]\nname = \"a\"\nunderlay = \"" + hosts_->underlay(0) +
+         "\"\nregions = [\"hz\"]\n\n[[host]]\nname = \"b\"\nunderlay = \"" + hosts_->underlay(1) +
+         "\"\nregions = [\"bj\"]\n";
+    file_ = "/tmp/" + lab_ + "-multihost.toml";
+    std::ofstream(file_) << s;
+    return file_;
+  }
+
+  std::unique_ptr<EmulatedHosts> hosts_;
+  std::string lab_ = unique_lab("mh");
+  std::string file_;
+};
+
+TEST_F(MultihostHzBj, EveryGpuReachesEveryOtherAcrossTheSeamAndDownLeavesNothing) {
+  TB_REQUIRE_ROOT();
+  hosts_ = std::make_unique<EmulatedHosts>("z", std::vector<std::string>{"a", "b"});
+  ASSERT_TRUE(hosts_->ok()) << hosts_->error();
+  const std::string file = write_scenario();
+
+  // Both hosts plan the same digest; without --host, up refuses.
+  CmdResult pa = hosts_->testbedctl(0, "plan " + file + " --host a --format json");
+  CmdResult pb = hosts_->testbedctl(1, "plan " + file + " --host b --format json");
+  ASSERT_EQ(pa.rc, 0) << pa.out;
+  ASSERT_EQ(pb.rc, 0) << pb.out;
+  auto ja = nlohmann::json::parse(pa.out, nullptr, false);
+  auto jb = nlohmann::json::parse(pb.out, nullptr, false);
+  ASSERT_FALSE(ja.is_discarded());
+  ASSERT_FALSE(jb.is_discarded());
+  EXPECT_EQ(ja["hosts"]["digest"], jb["hosts"]["digest"]);
+  EXPECT_EQ(ja["hosts"]["cross_host"].size(), 2u);  // ec and vpn
+  CmdResult bare = hosts_->testbedctl(0, "up " + file);
+  EXPECT_EQ(bare.rc, 2) << bare.out;
+  EXPECT_TRUE(contains(bare.out, "--host NAME")) << bare.out;
+
+  CmdResult ua = hosts_->testbedctl(0, "up " + file + " --host a");
+  ASSERT_EQ(ua.rc, 0) << ua.out;
+  CmdResult ub = hosts_->testbedctl(1, "up " + file + " --host b");
+  ASSERT_EQ(ub.rc, 0) << ub.out;
+  EXPECT_TRUE(contains(ua.out, "host: a of 2")) << ua.out;
+
+  // Each host holds only its region's namespaces; its tunnels' sockets stay on the underlay.
+  CmdResult la = hosts_->run(0, "ip netns list");
+  EXPECT_TRUE(contains(la.out, "tb-" + lab_ + "-hz-tr")) << la.out;
+  EXPECT_FALSE(contains(la.out, "tb-" + lab_ + "-bj-")) << la.out;
+  CmdResult tun = hosts_->run(0, "ip -n tb-" + lab_ + "-hz-tr -d link show ec");
+  EXPECT_TRUE(contains(tun.out, "vxlan id")) << tun.out;
+  EXPECT_TRUE(contains(tun.out, "remote " + hosts_->underlay(1))) << tun.out;
+  EXPECT_TRUE(contains(tun.out, "link-netns") || contains(tun.out, "link-netnsid")) << tun.out;
+
+  std::vector<std::pair<size_t, std::string>> gpus;  // (host, node name as a host name)
+  for (int s = 0; s < 4; ++s)
+    for (int g = 0; g < 4; ++g)
+      gpus.emplace_back(0, "hz-s" + std::to_string(s) + "-g" + std::to_string(g));
+  for (int s = 0; s < 2; ++s)
+    for (int g = 0; g < 2; ++g)
+      gpus.emplace_back(1, "bj-s" + std::to_string(s) + "-g" + std::to_string(g));
+  int failures = 0;
+  for (const auto& [host, src] : gpus) {
+    std::string targets;
+    for (const auto& [h, dst] : gpus)
+      if (dst != src) targets += " " + dst;
+    // Every target at once; a lost first packet (ARP, the delay stage starting) gets a second
+    // try. Each ping is bounded by -W.
+    const std::string loop = "for t in" + targets +
+                             "; do (ping -c1 -W5 $t >/dev/null 2>&1 || ping -c1 -W5 $t "
+                             ">/dev/null 2>&1 || echo FAIL $t) & done; wait";
+    CmdResult r =
+        hosts_->run(host, "ip netns exec tb-" + lab_ + "-" + src + " sh -c " + shell_quote(loop));
+    if (contains(r.out, "FAIL") || r.rc != 0) {
+      ++failures;
+      ADD_FAILURE() << src << " on host " << hosts_->name(host) << ": " << r.out;
+    }
+  }
+  EXPECT_EQ(failures, 0);
+  // hz <-> bj crossed the seam inside the primary WAN link's tunnel: its device counted them.
+  CmdResult stats = hosts_->run(0, "ip -n tb-" + lab_ + "-hz-tr -j -s link show ec");
+  auto js = nlohmann::json::parse(stats.out, nullptr, false);
+  ASSERT_TRUE(js.is_array() && !js.empty()) << stats.out;
+  EXPECT_GE(js[0]["stats64"]["rx"]["packets"].get<int64_t>(), 16 * 4) << stats.out;
+  EXPECT_GE(js[0]["stats64"]["tx"]["packets"].get<int64_t>(), 16 * 4) << stats.out;
+
+  // down on each host removes its part, and --host is checked against what the host holds.
+  CmdResult wrong = hosts_->testbedctl(0, "down " + lab_ + " --host b");
+  EXPECT_EQ(wrong.rc, 2) << wrong.out;
+  for (size_t i = 0; i < 2; ++i) {
+    CmdResult d = hosts_->testbedctl(i, "down " + lab_ + " --host " + hosts_->name(i));
+    EXPECT_EQ(d.rc, 0) << d.out;
+    CmdResult left =
+        hosts_->run(i, "ip netns list; ls /run/testbedctl; ip -d link show type vxlan");
+    EXPECT_EQ(left.out, "") << "left on host " << hosts_->name(i);
+    EXPECT_EQ(hosts_->processes(i), std::vector<std::string>{})
+        << "left running on host " << hosts_->name(i);
+  }
 }
 
 }  // namespace
