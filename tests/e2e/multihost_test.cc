@@ -68,7 +68,8 @@ class MultihostHzBj : public testing::Test {
     if (!file_.empty()) std::filesystem::remove(file_);
   }
 
-  // hz-bj.toml with this test's lab name, a /16 address space, and the two hosts.
+  // hz-bj.toml with this test's lab name, a /16 address space, and the hosts: a holds hz, b
+  // bj, and c (when there is one) hz's servers 2 and 3 with their GPUs.
   std::string write_scenario() {
     std::ifstream in(scenario("hz-bj.toml"));
     std::stringstream text;
@@ -80,9 +81,58 @@ class MultihostHzBj : public testing::Test {
     s += "\n[[host]]\nname = \"a\"\nunderlay = \"" + hosts_->underlay(0) +
          "\"\nregions = [\"hz\"]\n\n[[host]]\nname = \"b\"\nunderlay = \"" + hosts_->underlay(1) +
          "\"\nregions = [\"bj\"]\n";
+    if (hosts_->size() > 2)
+      s += "\n[[host]]\nname = \"c\"\nunderlay = \"" + hosts_->underlay(2) +
+           "\"\nservers = [\"hz/s2\", \"hz/s3\"]\n";
     file_ = "/tmp/" + lab_ + "-multihost.toml";
     std::ofstream(file_) << s;
     return file_;
+  }
+
+  // Host index of hz's server s: c (2) holds s2 and s3 when there are three hosts.
+  size_t host_of_hz_server(int s) const { return hosts_->size() > 2 && s >= 2 ? 2 : 0; }
+
+  // Every GPU pings every other by name, from the host that holds it.
+  void ping_every_pair() {
+    std::vector<std::pair<size_t, std::string>> gpus;  // (host, node name as a host name)
+    for (int s = 0; s < 4; ++s)
+      for (int g = 0; g < 4; ++g)
+        gpus.emplace_back(host_of_hz_server(s),
+                          "hz-s" + std::to_string(s) + "-g" + std::to_string(g));
+    for (int s = 0; s < 2; ++s)
+      for (int g = 0; g < 2; ++g)
+        gpus.emplace_back(1, "bj-s" + std::to_string(s) + "-g" + std::to_string(g));
+    int failures = 0;
+    for (const auto& [host, src] : gpus) {
+      std::string targets;
+      for (const auto& [h, dst] : gpus)
+        if (dst != src) targets += " " + dst;
+      // Every target at once; a lost first packet (ARP, the delay stage starting) gets a second
+      // try. Each ping is bounded by -W.
+      const std::string loop = "for t in" + targets +
+                               "; do (ping -c1 -W5 $t >/dev/null 2>&1 || ping -c1 -W5 $t "
+                               ">/dev/null 2>&1 || echo FAIL $t) & done; wait";
+      CmdResult r =
+          hosts_->run(host, "ip netns exec tb-" + lab_ + "-" + src + " sh -c " + shell_quote(loop));
+      if (contains(r.out, "FAIL") || r.rc != 0) {
+        ++failures;
+        ADD_FAILURE() << src << " on host " << hosts_->name(host) << ": " << r.out;
+      }
+    }
+    EXPECT_EQ(failures, 0);
+  }
+
+  // down on each host removes its part and leaves nothing there.
+  void down_every_host() {
+    for (size_t i = 0; i < hosts_->size(); ++i) {
+      CmdResult d = hosts_->testbedctl(i, "down " + lab_ + " --host " + hosts_->name(i));
+      EXPECT_EQ(d.rc, 0) << d.out;
+      CmdResult left =
+          hosts_->run(i, "ip netns list; ls /run/testbedctl; ip -d link show type vxlan");
+      EXPECT_EQ(left.out, "") << "left on host " << hosts_->name(i);
+      EXPECT_EQ(hosts_->processes(i), std::vector<std::string>{})
+          << "left running on host " << hosts_->name(i);
+    }
   }
 
   std::unique_ptr<EmulatedHosts> hosts_;
@@ -126,31 +176,7 @@ TEST_F(MultihostHzBj, EveryGpuReachesEveryOtherAcrossTheSeamAndDownLeavesNothing
   EXPECT_TRUE(contains(tun.out, "remote " + hosts_->underlay(1))) << tun.out;
   EXPECT_TRUE(contains(tun.out, "link-netns") || contains(tun.out, "link-netnsid")) << tun.out;
 
-  std::vector<std::pair<size_t, std::string>> gpus;  // (host, node name as a host name)
-  for (int s = 0; s < 4; ++s)
-    for (int g = 0; g < 4; ++g)
-      gpus.emplace_back(0, "hz-s" + std::to_string(s) + "-g" + std::to_string(g));
-  for (int s = 0; s < 2; ++s)
-    for (int g = 0; g < 2; ++g)
-      gpus.emplace_back(1, "bj-s" + std::to_string(s) + "-g" + std::to_string(g));
-  int failures = 0;
-  for (const auto& [host, src] : gpus) {
-    std::string targets;
-    for (const auto& [h, dst] : gpus)
-      if (dst != src) targets += " " + dst;
-    // Every target at once; a lost first packet (ARP, the delay stage starting) gets a second
-    // try. Each ping is bounded by -W.
-    const std::string loop = "for t in" + targets +
-                             "; do (ping -c1 -W5 $t >/dev/null 2>&1 || ping -c1 -W5 $t "
-                             ">/dev/null 2>&1 || echo FAIL $t) & done; wait";
-    CmdResult r =
-        hosts_->run(host, "ip netns exec tb-" + lab_ + "-" + src + " sh -c " + shell_quote(loop));
-    if (contains(r.out, "FAIL") || r.rc != 0) {
-      ++failures;
-      ADD_FAILURE() << src << " on host " << hosts_->name(host) << ": " << r.out;
-    }
-  }
-  EXPECT_EQ(failures, 0);
+  ping_every_pair();
   // hz <-> bj crossed the seam inside the primary WAN link's tunnel: its device counted them.
   CmdResult stats = hosts_->run(0, "ip -n tb-" + lab_ + "-hz-tr -j -s link show ec");
   auto js = nlohmann::json::parse(stats.out, nullptr, false);
@@ -161,15 +187,31 @@ TEST_F(MultihostHzBj, EveryGpuReachesEveryOtherAcrossTheSeamAndDownLeavesNothing
   // down on each host removes its part, and --host is checked against what the host holds.
   CmdResult wrong = hosts_->testbedctl(0, "down " + lab_ + " --host b");
   EXPECT_EQ(wrong.rc, 2) << wrong.out;
-  for (size_t i = 0; i < 2; ++i) {
-    CmdResult d = hosts_->testbedctl(i, "down " + lab_ + " --host " + hosts_->name(i));
-    EXPECT_EQ(d.rc, 0) << d.out;
-    CmdResult left =
-        hosts_->run(i, "ip netns list; ls /run/testbedctl; ip -d link show type vxlan");
-    EXPECT_EQ(left.out, "") << "left on host " << hosts_->name(i);
-    EXPECT_EQ(hosts_->processes(i), std::vector<std::string>{})
-        << "left running on host " << hosts_->name(i);
+  down_every_host();
+}
+
+// Three hosts: hz's servers 2 and 3 (with their GPUs) on host c, apart from their region's
+// switches on a. Their frontend links (bridge ports of hz's VPC switch) and their GPUs' dual-ToR
+// rail links are tunnels to a, the WAN links tunnels from a to b; a GPU on c reaches hz's other
+// GPUs over the rail (through a's ToRs and spines) and bj's over the frontend and the WAN.
+TEST_F(MultihostHzBj, HzServersSplitOverAThirdHostReachEveryGpu) {
+  TB_REQUIRE_ROOT();
+  hosts_ = std::make_unique<EmulatedHosts>("y", std::vector<std::string>{"a", "b", "c"});
+  ASSERT_TRUE(hosts_->ok()) << hosts_->error();
+  const std::string file = write_scenario();
+  for (size_t i = 0; i < 3; ++i) {
+    CmdResult u = hosts_->testbedctl(i, "up " + file + " --host " + hosts_->name(i));
+    ASSERT_EQ(u.rc, 0) << u.out;
   }
+  CmdResult lc = hosts_->run(2, "ip netns list");
+  EXPECT_TRUE(contains(lc.out, "tb-" + lab_ + "-hz-s3-g3")) << lc.out;
+  EXPECT_FALSE(contains(lc.out, "tb-" + lab_ + "-hz-s0")) << lc.out;
+  // hz/s2's frontend tunnel is a port of the VPC switch's bridge on a.
+  CmdResult port = hosts_->run(0, "ip -n tb-" + lab_ + "-hz-vpc -d link show s2");
+  EXPECT_TRUE(contains(port.out, "vxlan id")) << port.out;
+  EXPECT_TRUE(contains(port.out, "master br")) << port.out;
+  ping_every_pair();
+  down_every_host();
 }
 
 }  // namespace
