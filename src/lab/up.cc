@@ -6,6 +6,7 @@
 
 #include "apply/netlink_kernel.h"
 #include "capability/capabilities.h"
+#include "capability/underlay.h"
 #include "lab/lab.h"
 #include "scenario/loader.h"
 
@@ -43,6 +44,12 @@ Result<UpReport> bring_up(const UpOptions& o) {
   const plan::HostCaps host = capability::host_for_plan(o.plan.rdma != "none");
   auto p = plan::compile(*s, host, o.plan);
   if (!p) return std::unexpected(p.error());
+  if (const scenario::Host* me = s->host(o.plan.host)) {
+    std::vector<capability::UnderlayPeer> peers;
+    for (const auto& h : s->hosts)
+      if (h.name != me->name) peers.push_back({h.name, h.underlay});
+    TB_TRY(capability::check_underlay(me->name, me->underlay, peers));
+  }
   apply::NetlinkKernel kernel;
   auto r = up(*p, std::filesystem::absolute(o.scenario_path).string(), kernel, o.progress);
   if (!r) return std::unexpected(r.error());

@@ -161,6 +161,27 @@ TEST_F(MultihostHzBj, EveryGpuReachesEveryOtherAcrossTheSeamAndDownLeavesNothing
   EXPECT_EQ(bare.rc, 2) << bare.out;
   EXPECT_TRUE(contains(bare.out, "--host NAME")) << bare.out;
 
+  // This machine is not host b (it has not b's underlay), and a peer with no route: exit 2,
+  // nothing built.
+  CmdResult not_b = hosts_->testbedctl(0, "up " + file + " --host b");
+  EXPECT_EQ(not_b.rc, 2) << not_b.out;
+  EXPECT_TRUE(contains(not_b.out, "this machine has no address " + hosts_->underlay(1)))
+      << not_b.out;
+  {
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string far = file + ".far.toml";
+    std::ofstream(far) << std::regex_replace(text.str(), std::regex(hosts_->underlay(1)),
+                                             "203.0.113.9");
+    CmdResult unreachable = hosts_->testbedctl(0, "up " + far + " --host a");
+    std::filesystem::remove(far);
+    EXPECT_EQ(unreachable.rc, 2) << unreachable.out;
+    EXPECT_TRUE(contains(unreachable.out, "host b's underlay 203.0.113.9 is unreachable"))
+        << unreachable.out;
+  }
+  EXPECT_EQ(hosts_->run(0, "ip netns list; ls /run/testbedctl").out, "");
+
   CmdResult ua = hosts_->testbedctl(0, "up " + file + " --host a");
   ASSERT_EQ(ua.rc, 0) << ua.out;
   CmdResult ub = hosts_->testbedctl(1, "up " + file + " --host b");
