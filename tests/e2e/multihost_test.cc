@@ -197,6 +197,22 @@ TEST_F(MultihostHzBj, EveryGpuReachesEveryOtherAcrossTheSeamAndDownLeavesNothing
   EXPECT_TRUE(contains(tun.out, "remote " + hosts_->underlay(1))) << tun.out;
   EXPECT_TRUE(contains(tun.out, "link-netns") || contains(tun.out, "link-netnsid")) << tun.out;
 
+  // status on host a: its part, the tunnels up to b, bj's links b's to show, nothing missing.
+  CmdResult status = hosts_->testbedctl(0, "status " + lab_ + " --json");
+  auto jst = nlohmann::json::parse(status.out, nullptr, false);
+  ASSERT_TRUE(jst.is_object()) << status.out;
+  EXPECT_EQ(jst["host"]["name"], "a");
+  EXPECT_EQ(jst["host"]["digest"], ja["hosts"]["digest"]);
+  int tunnels_up = 0, on_b = 0;
+  for (const auto& l : jst["links"]) {
+    const std::string state = l.value("state", "");
+    EXPECT_NE(state, "missing") << l.dump();
+    tunnels_up += state == "up (tunnel to b)";
+    on_b += state == "on host b";
+  }
+  EXPECT_EQ(tunnels_up, 2);  // ec and vpn
+  EXPECT_GT(on_b, 0);
+
   ping_every_pair();
   // hz <-> bj crossed the seam inside the primary WAN link's tunnel: its device counted them.
   CmdResult stats = hosts_->run(0, "ip -n tb-" + lab_ + "-hz-tr -j -s link show ec");
