@@ -11,8 +11,15 @@ namespace tb::cli {
 
 void print_up(const lab::UpReport& r) {
   const plan::Plan& p = r.plan;
-  std::printf("lab %s is up: %s built in %.2f s\n", p.lab.c_str(),
-              report::summary_text(p.topo).c_str(), r.seconds);
+  if (p.host.empty()) {
+    std::printf("lab %s is up: %s built in %.2f s\n", p.lab.c_str(),
+                report::summary_text(p.topo).c_str(), r.seconds);
+  } else {
+    size_t here = 0;
+    for (const auto& n : p.topo.nodes) here += n.host == p.host;
+    std::printf("lab %s is up on host %s: %zu of its %s built in %.2f s\n", p.lab.c_str(),
+                p.host.c_str(), here, report::summary_text(p.topo).c_str(), r.seconds);
+  }
   std::printf("shaping: %s (%s)%s\n", p.shaping.empty() ? "none" : p.shaping.c_str(),
               p.shaping_how.c_str(),
               p.stages().empty()

@@ -186,6 +186,7 @@ TEST_F(MultihostHzBj, EveryGpuReachesEveryOtherAcrossTheSeamAndDownLeavesNothing
   ASSERT_EQ(ua.rc, 0) << ua.out;
   CmdResult ub = hosts_->testbedctl(1, "up " + file + " --host b");
   ASSERT_EQ(ub.rc, 0) << ub.out;
+  EXPECT_TRUE(contains(ua.out, "is up on host a: 32 of its 43 nodes")) << ua.out;
   EXPECT_TRUE(contains(ua.out, "host: a of 2")) << ua.out;
 
   // Each host holds only its region's namespaces; its tunnels' sockets stay on the underlay.
