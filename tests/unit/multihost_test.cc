@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -157,6 +158,30 @@ TEST(MultihostPlan, AServerApartFromItsRegionTakesItsGpusAndTunnelsItsLinks) {
   EXPECT_HAS(text, "cross-host links: 4");
   EXPECT_HAS(text, "hz/s1:fe (b) <-> hz/vpc:s1 (a)");
   EXPECT_HAS(text, "servers hz/s1");
+}
+
+// The journal (down replays it) and the lab's state (status reads it) keep what multi-host adds:
+// a tunnel end whole, each node's host, each link's VNI.
+TEST(MultihostPlan, TunnelsHostsAndVnisRoundTripThroughJournalAndState) {
+  auto s = load_ok(std::string(kHead) + kBjWan + kTwoHosts + "servers = [\"hz/s1\"]\n");
+  Plan p = plan_ok(s);
+  int tunnels_seen = 0;
+  for (const auto& op : p.ops) {
+    if (!std::holds_alternative<CreateVxlan>(op)) continue;
+    ++tunnels_seen;
+    auto j = to_json(op);
+    auto back = op_from_json(j);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(to_json(*back), j);
+    EXPECT_EQ(to_text(*back), to_text(op));
+  }
+  EXPECT_EQ(tunnels_seen, 8);  // 4 cross-host links, two ends each
+  Topology back = topology_from_json(to_json(p.topo));
+  ASSERT_EQ(back.nodes.size(), p.topo.nodes.size());
+  for (size_t i = 0; i < back.nodes.size(); ++i)
+    EXPECT_EQ(back.nodes[i].host, p.topo.nodes[i].host);
+  for (size_t i = 0; i < back.links.size(); ++i) EXPECT_EQ(back.links[i].vni, p.topo.links[i].vni);
+  EXPECT_EQ(digest(p.lab, p.hosts, p.vxlan_port, back), p.digest);
 }
 
 TEST(MultihostPlan, OneHostHoldingEverythingChangesNoOp) {
