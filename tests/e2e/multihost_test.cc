@@ -214,6 +214,13 @@ TEST_F(MultihostHzBj, EveryGpuReachesEveryOtherAcrossTheSeamAndDownLeavesNothing
   EXPECT_EQ(tunnels_up, 2);  // ec and vpn
   EXPECT_GT(on_b, 0);
 
+  // exec reaches this host's nodes; a node of the other host is refused, naming where it is.
+  CmdResult here = hosts_->testbedctl(0, "exec " + lab_ + " hz/s0/g0 -- true");
+  EXPECT_EQ(here.rc, 0) << here.out;
+  CmdResult there = hosts_->testbedctl(0, "exec " + lab_ + " bj/s0/g0 -- true");
+  EXPECT_EQ(there.rc, 2) << there.out;
+  EXPECT_TRUE(contains(there.out, "node bj/s0/g0 is on host b")) << there.out;
+
   ping_every_pair();
   // hz <-> bj crossed the seam inside the primary WAN link's tunnel: its device counted them.
   CmdResult stats = hosts_->run(0, "ip -n tb-" + lab_ + "-hz-tr -j -s link show ec");
