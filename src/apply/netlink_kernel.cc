@@ -198,6 +198,36 @@ Status NetlinkKernel::submit_op(const plan::CreateVeth& op) {
   return nb.sock.send(nl::set_link(c), "set up veth " + op.b.ifname + in_ns(op.b.netns));
 }
 
+Status NetlinkKernel::submit_op(const plan::CreateVxlan& op) {
+  const std::string what = "create vxlan " + op.ifname + " (vni " + std::to_string(op.vni) +
+                           ", remote " + op.remote.to_string() + ")" + in_ns(op.netns);
+  TB_TRY(check_alias(op.alias, what));
+  auto h = handle(op.netns);
+  if (!h) return std::unexpected(with_context(h.error(), what));
+  Ns& ns = **h;
+  int master = 0;
+  if (!op.master.empty()) {
+    auto m = ifindex_of(ns, op.master);
+    if (!m) return std::unexpected(with_context(m.error(), what));
+    master = *m;
+  }
+  if (!own_) {
+    auto sock = nl::NlSocket::open();  // this process's namespace: the host's underlay
+    if (!sock) return std::unexpected(with_context(sock.error(), what));
+    own_ = std::move(*sock);
+  }
+  auto idx = allocate(ns, op.ifname);
+  if (!idx) return std::unexpected(with_context(idx.error(), what));
+  // Synchronous: the follow-up below goes over the node's socket, which must find it made.
+  TB_TRY(own_->call(nl::new_vxlan({op.ifname, *idx, ns.fd.get(), op.vni, op.local, op.remote,
+                                   static_cast<uint16_t>(op.port), op.mtu}),
+                    what));
+  nl::LinkChange c{.ifindex = *idx, .up = true};
+  if (!op.alias.empty()) c.alias = op.alias;
+  if (master) c.master = master;
+  return ns.sock.send(nl::set_link(c), "set up vxlan " + op.ifname + in_ns(op.netns));
+}
+
 Status NetlinkKernel::submit_op(const plan::CreateBridge& op) {
   const std::string what = "create bridge " + op.ifname + in_ns(op.netns);
   TB_TRY(check_alias(op.alias, what));
@@ -305,6 +335,16 @@ Status NetlinkKernel::undo_op(const plan::CreateVeth& op) {
   auto r = ok_if((*h)->sock.call(nl::del_link(0, op.a.ifname), what), ENODEV);
   (*h)->ifindex.erase(op.a.ifname);
   if (auto it = ns_.find(op.b.netns); it != ns_.end()) it->second->ifindex.erase(op.b.ifname);
+  return r;
+}
+
+Status NetlinkKernel::undo_op(const plan::CreateVxlan& op) {
+  const std::string what = "delete vxlan " + op.ifname + in_ns(op.netns);
+  auto h = handle_if_exists(op.netns);
+  if (!h) return std::unexpected(with_context(h.error(), what));
+  if (!*h) return {};
+  auto r = ok_if((*h)->sock.call(nl::del_link(0, op.ifname), what), ENODEV);
+  (*h)->ifindex.erase(op.ifname);
   return r;
 }
 

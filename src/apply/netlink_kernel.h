@@ -67,6 +67,7 @@ class NetlinkKernel final : public Kernel {
   Status submit_op(const plan::AddStageRule& op);  // netlink_kernel_stage.cc
   Status submit_op(const plan::CreateRxe& op);     // netlink_kernel_rxe.cc
   Status submit_op(const plan::StartDaemon& op);   // refused: lab/daemons.h LabKernel
+  Status submit_op(const plan::CreateVxlan& op);
 
   Status undo_op(const plan::CreateNetns& op);
   Status undo_op(const plan::CreateVeth& op);
@@ -79,6 +80,7 @@ class NetlinkKernel final : public Kernel {
   Status undo_op(const plan::AddStageRule& op);  // netlink_kernel_stage.cc
   Status undo_op(const plan::CreateRxe& op);     // netlink_kernel_rxe.cc
   Status undo_op(const plan::StartDaemon& op);
+  Status undo_op(const plan::CreateVxlan& op);
 
   // Opens a namespace by name: descriptor plus a socket inside it (not cached).
   static Result<std::unique_ptr<Ns>> open_ns(const std::string& name);
@@ -99,6 +101,8 @@ class NetlinkKernel final : public Kernel {
   // Whether `netns` exists and its loopback alias carries `marker` (nullopt: no such netns).
   Result<std::optional<bool>> carries_marker(const std::string& netns, const std::string& marker);
   std::optional<netlink::AckError> deferred_;
+  // A socket in the namespace this process runs in (the host's underlay), for the tunnels.
+  std::optional<netlink::NlSocket> own_;
 };
 
 }  // namespace tb::apply

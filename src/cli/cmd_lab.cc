@@ -107,6 +107,9 @@ void add_up(CLI::App& app, int& rc) {
                  "auto (Soft-RoCE on every GPU rail NIC when a probe transfer between two "
                  "namespaces works) | none (default auto)")
       ->check(checked_by(plan::check_rdma, "auto|none"));
+  up->add_option("--host", o->plan.host,
+                 "a lab over several hosts: build only this [[host]]'s part (its nodes, and its "
+                 "end of every VXLAN tunnel to the others)");
   up->callback([o, &rc] { rc = cmd_up(*o); });
 }
 
@@ -116,6 +119,9 @@ void add_down(CLI::App& app, int& rc) {
   down->add_option("TARGET", o->target, "lab name or scenario file")
       ->required()
       ->check(scenario_file_or_lab_name());
+  down->add_option("--host", o->host,
+                   "a lab over several hosts: the [[host]] whose part this is (checked against "
+                   "this host's state of the lab)");
   down->callback([o, &rc] { rc = cmd_down(*o); });
 }
 

@@ -23,7 +23,7 @@ namespace tb::cli {
 namespace {
 
 struct PlanFlags {
-  std::string scenario, format = "text", shaping = "auto";
+  std::string scenario, format = "text", shaping = "auto", host;
 };
 
 struct GraphFlags {
@@ -52,7 +52,8 @@ int cmd_validate(const std::string& path) {
 }
 
 int cmd_plan(const PlanFlags& f) {
-  auto p = lab::make_plan(f.scenario, {"", f.shaping, "auto"}, capability::host_for_plan(true));
+  auto p =
+      lab::make_plan(f.scenario, {"", f.shaping, "auto", f.host}, capability::host_for_plan(true));
   if (!p) return report(p.error());
   const std::string backend = p->shaping.empty() ? "none" : p->shaping;
   if (f.format == "json") {
@@ -63,12 +64,13 @@ int cmd_plan(const PlanFlags& f) {
                         {"rdma", {{"devices", p->rdma}, {"why", p->rdma_why}}},
                         {"topology", plan::to_json(p->topo)},
                         {"ops", ops}};
+    if (!p->hosts.empty()) j["hosts"] = plan::hosts_json(*p);
     std::cout << j.dump(1) << "\n";
     return kExitOk;
   }
   std::cout << report::summary_text(p->topo) << "\nshaping backend: " << backend << " ("
             << p->shaping_how << ")\nrdma: " << p->rdma << " (" << p->rdma_why << ")\n"
-            << plan::to_text(*p);
+            << plan::hosts_text(*p) << plan::to_text(*p);
   return kExitOk;
 }
 
@@ -110,6 +112,8 @@ void add_plan(CLI::App& app, int& rc) {
   plan->add_option("--format", f->format, "text | json")->check(CLI::IsMember({"text", "json"}));
   plan->add_option("--shaping", f->shaping, "auto | none | netem | tbf | htb (default auto)")
       ->check(checked_by(plan::check_shaping, "auto|none|netem|tbf|htb"));
+  plan->add_option("--host", f->host,
+                   "only this [[host]]'s part (a lab over several hosts; default: every host's)");
   plan->callback([f, &rc] { rc = cmd_plan(*f); });
 }
 

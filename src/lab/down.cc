@@ -85,7 +85,13 @@ Result<DownReport> take_down(const DownOptions& o) {
   auto lab = resolve_lab(o.target);
   if (!lab) return std::unexpected(lab.error());
   TB_TRY(require_root("down"));
-  DownReport r{*lab, load_state(*lab).has_value()};
+  auto st = load_state(*lab);
+  if (!o.host.empty() && st && st->host != o.host)
+    return bad_input(
+        "down --host " + o.host + ": lab " + *lab + " here is " +
+        (st->host.empty() ? std::string("a lab on one host") : "host " + st->host + "'s part") +
+        "; run down --host " + o.host + " on host " + o.host);
+  DownReport r{*lab, st.has_value()};
   apply::NetlinkKernel kernel;
   TB_TRY(down(*lab, kernel));
   return r;

@@ -14,6 +14,9 @@ namespace tb::lab {
 
 struct DownOptions {
   std::string target;  // a lab name, or a scenario file naming its lab
+  // A lab over several hosts: the [[host]] the caller means; refused (exit code 2) when this
+  // host's state of the lab says another ("" = whatever this host holds).
+  std::string host;
 };
 
 struct DownReport {

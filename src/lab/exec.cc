@@ -18,6 +18,9 @@ Result<int> exec_on_node(const ExecOptions& o) {
     return bad_input("lab " + o.lab + " has no node \"" + o.node + "\" (nodes are named like " +
                      some + "; see `testbedctl status " + o.lab + "`)");
   }
+  if (!st->host.empty() && n->host != st->host)
+    return bad_input("node " + n->name + " is on host " + n->host + ", not on this one (host " +
+                     st->host + " of lab " + o.lab + "); run exec on host " + n->host);
   TB_TRY(require_root("exec"));
   return runner::exec_in_netns(n->netns, o.argv);
 }

@@ -134,6 +134,8 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, ap
                  ::getpid(), plan.topo,     plan.shaping, plan.stages()};
   state.rdma = plan.rdma;
   state.rdma_why = plan.rdma_why;
+  state.host = plan.host;
+  state.digest = plan.digest;
   if (auto saved = save_state(state); !saved) {
     (void)remove_state(lab);  // the lab directory it may have made (a full disk, say)
     return std::unexpected(saved.error());

@@ -61,6 +61,8 @@ Result<LabState> load_state(const std::string& lab) {
       s.stages.push_back(plan::stage_from_json(st));
     s.rdma = j.value("rdma", "none");
     s.rdma_why = j.value("rdma_why", "");
+    s.host = j.value("host", "");
+    s.digest = j.value("digest", "");
     for (const auto& d : j.value("rxe", nlohmann::json::array()))
       s.rxe.push_back(RxeDevice{d.at("node"), d.at("netns"), d.at("ifname"), d.at("name"),
                                 d.at("gid_index"), d.at("gid")});
@@ -82,6 +84,8 @@ Status save_state(const LabState& s) {
   j["stages"] = stages;
   j["rdma"] = s.rdma;
   j["rdma_why"] = s.rdma_why;
+  if (!s.host.empty()) j["host"] = s.host;
+  if (!s.digest.empty()) j["digest"] = s.digest;
   nlohmann::json rxe = nlohmann::json::array();
   for (const auto& d : s.rxe)
     rxe.push_back({{"node", d.node},

@@ -31,6 +31,10 @@ struct LabState {
   std::string rdma = "none";
   std::string rdma_why;
   std::vector<apply::RxeDevice> rxe;
+  // A lab over several hosts: the [[host]] this state is (`up --host`), "" for a lab on one
+  // host; and the plan digest every host of the lab computed alike (plan.h digest).
+  std::string host;
+  std::string digest;
 };
 
 std::string run_root();

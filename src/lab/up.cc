@@ -6,6 +6,7 @@
 
 #include "apply/netlink_kernel.h"
 #include "capability/capabilities.h"
+#include "capability/underlay.h"
 #include "lab/lab.h"
 #include "scenario/loader.h"
 
@@ -29,6 +30,12 @@ Result<UpReport> bring_up(const UpOptions& o) {
   TB_TRY(plan::validate(o.plan));
   auto s = scenario::load(o.scenario_path);
   if (!s) return std::unexpected(s.error());
+  if (!s->hosts.empty() && o.plan.host.empty()) {
+    std::string names;
+    for (const auto& h : s->hosts) names += (names.empty() ? "" : ", ") + h.name;
+    return bad_input(o.scenario_path + " spreads the lab over hosts " + names +
+                     "; say which one this is: up " + o.scenario_path + " --host NAME");
+  }
   TB_TRY(require_root("up"));
   if (auto overlap = overlapping_host_routes(s->address_space); !overlap.empty())
     return bad_input("address_space " + s->address_space.to_string() +
@@ -37,6 +44,12 @@ Result<UpReport> bring_up(const UpOptions& o) {
   const plan::HostCaps host = capability::host_for_plan(o.plan.rdma != "none");
   auto p = plan::compile(*s, host, o.plan);
   if (!p) return std::unexpected(p.error());
+  if (const scenario::Host* me = s->host(o.plan.host)) {
+    std::vector<capability::UnderlayPeer> peers;
+    for (const auto& h : s->hosts)
+      if (h.name != me->name) peers.push_back({h.name, h.underlay});
+    TB_TRY(capability::check_underlay(me->name, me->underlay, peers));
+  }
   apply::NetlinkKernel kernel;
   auto r = up(*p, std::filesystem::absolute(o.scenario_path).string(), kernel, o.progress);
   if (!r) return std::unexpected(r.error());

@@ -1,5 +1,6 @@
 #include "netlink/message.h"
 
+#include <arpa/inet.h>
 #include <libmnl/libmnl.h>
 #include <linux/if.h>
 #include <linux/if_link.h>
@@ -57,6 +58,26 @@ NlMsg new_veth(const VethEndSpec& a, const VethEndSpec& b, int mtu, int a_master
   put_one_queue(m);
   if (b.netns_fd >= 0) m.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(b.netns_fd));
   m.nest_end(peer);
+  m.nest_end(data);
+  m.nest_end(linkinfo);
+  return m.finish();
+}
+
+NlMsg new_vxlan(const VxlanSpec& v) {
+  MessageBuilder m(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL);
+  put_ifinfo(m, v.ifindex, /*up=*/false);
+  m.put_str(IFLA_IFNAME, v.ifname);
+  m.put_u32(IFLA_MTU, static_cast<uint32_t>(v.mtu));
+  if (v.netns_fd >= 0) m.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(v.netns_fd));
+  nlattr* linkinfo = m.nest_start(IFLA_LINKINFO);
+  m.put_str(IFLA_INFO_KIND, "vxlan");
+  nlattr* data = m.nest_start(IFLA_INFO_DATA);
+  m.put_u32(IFLA_VXLAN_ID, v.vni);
+  const uint32_t remote = htonl(v.remote.value), local = htonl(v.local.value);
+  m.put_bytes(IFLA_VXLAN_GROUP, &remote, sizeof remote);  // a unicast group is the remote
+  m.put_bytes(IFLA_VXLAN_LOCAL, &local, sizeof local);
+  const uint16_t port = htons(v.port);
+  m.put_bytes(IFLA_VXLAN_PORT, &port, sizeof port);
   m.nest_end(data);
   m.nest_end(linkinfo);
   return m.finish();

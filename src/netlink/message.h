@@ -50,6 +50,22 @@ struct VethEndSpec {
 // up, alias and master follow in one set_link().
 NlMsg new_veth(const VethEndSpec& a, const VethEndSpec& b, int mtu, int a_master = 0);
 
+// RTM_NEWLINK kind "vxlan", sent from the underlay's namespace: the device is created down in
+// the namespace `netns_fd` names (IFLA_NET_NS_FD) with index `ifindex` there, while its UDP
+// socket stays in the sender's namespace (drivers/net/vxlan: the device's net is the request's
+// source net), unicast to `remote` from `local` on UDP port `port`, VNI `vni`. Up, alias and
+// master follow in one set_link() in its namespace, as for a veth's peer.
+struct VxlanSpec {
+  std::string_view ifname;
+  int ifindex = 0;
+  int netns_fd = -1;
+  uint32_t vni = 0;
+  Ipv4 local, remote;
+  uint16_t port = 4789;
+  int mtu = 1450;
+};
+NlMsg new_vxlan(const VxlanSpec& v);
+
 // RTM_NEWLINK kind "bridge", created up with the given MTU.
 NlMsg new_bridge(std::string_view ifname, int ifindex, int mtu);
 

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <type_traits>
+#include <variant>
 
 #include "plan/address.h"
 #include "plan/emulate.h"
@@ -41,8 +43,18 @@ class Compiler {
     for (const auto& r : s_.regions) TB_TRY(allocate(r));
     for (const auto& r : s_.regions) build_region(r);
     TB_TRY(build_wan());
+    TB_TRY(place_on_hosts(o.host));
     std::vector<Op> ops;
-    for (auto* group : {&netns_, &bridges_, &veths_, &addrs_, &routes_, &sysctls_})
+    std::ranges::move(netns_, std::back_inserter(ops));
+    std::ranges::move(bridges_, std::back_inserter(ops));
+    for (auto& v : veths_)
+      std::visit(
+          [&](auto& o) {
+            if constexpr (!std::is_same_v<std::decay_t<decltype(o)>, std::monostate>)
+              ops.push_back(std::move(o));
+          },
+          v);
+    for (auto* group : {&addrs_, &routes_, &sysctls_})
       std::ranges::move(*group, std::back_inserter(ops));
     for (auto& h : hosts_files(plan_.lab, plan_.topo, wan_adjacent_)) ops.push_back(std::move(h));
     plan_.ops = std::move(ops);
@@ -74,10 +86,98 @@ class Compiler {
     for (auto& a : agents_) plan_.ops.push_back(StartDaemon{a.netns, std::move(a)});
     for (auto& r : routers_) plan_.ops.push_back(StartDaemon{r.netns, std::move(r)});
     for (auto& f : fabric_) plan_.ops.push_back(StartDaemon{f.netns, std::move(f)});
+    if (!o.host.empty()) keep_host_ops(o.host);
     return std::move(plan_);
   }
 
  private:
+  // [[host]]: every node's host, every link between hosts a VXLAN tunnel (VNI vni_base + its
+  // index among the cross-host links, in link order; MTU less the encapsulation), each host's
+  // part, the digest. Before the ops are gathered: a tunnel's two CreateVxlan ops take the
+  // place of its CreateVeth, and shaping sees the reduced MTU.
+  Status place_on_hosts(const std::string& only) {
+    if (s_.hosts.empty()) {
+      if (!only.empty())
+        return bad_input("--host " + only + ": " + s_.file +
+                         " declares no [[host]]; the whole lab is built on one host, without "
+                         "--host");
+      plan_.digest = digest(plan_.lab, plan_.hosts, plan_.vxlan_port, plan_.topo);
+      return {};
+    }
+    if (!only.empty() && !s_.host(only)) {
+      std::vector<std::string> names;
+      for (const auto& h : s_.hosts) names.push_back(h.name);
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      return bad_input("--host " + only + ": no [[host]] named \"" + only + "\" in " + s_.file +
+                       "; its hosts: " + list);
+    }
+    plan_.vxlan_port = s_.vxlan.port;
+    std::map<std::string, std::string> region_host, server_host;
+    for (const auto& h : s_.hosts) {
+      for (const auto& r : h.regions) region_host[r] = h.name;
+      for (const auto& sv : h.servers) server_host[sv] = h.name;
+      plan_.hosts.push_back(HostPart{h.name, h.underlay, h.regions, h.servers, 0, 0, 0});
+    }
+    auto part = [&](const std::string& name) -> HostPart& {
+      for (auto& h : plan_.hosts)
+        if (h.name == name) return h;
+      TB_CHECK(false);
+      return plan_.hosts.front();
+    };
+    for (auto& n : plan_.topo.nodes) {
+      if (n.server >= 0)
+        if (auto it = server_host.find(scenario::server_node(n.region, n.server));
+            it != server_host.end())
+          n.host = it->second;
+      if (n.host.empty()) n.host = region_host.at(n.region);
+      ++part(n.host).nodes;
+      if (n.kind == NodeKind::kGpu) ++part(n.host).gpus;
+    }
+    uint32_t vni = s_.vxlan.vni_base;
+    TB_CHECK(veths_.size() == plan_.topo.links.size());  // link() adds one of each
+    for (size_t i = 0; i < plan_.topo.links.size(); ++i) {
+      Link& l = plan_.topo.links[i];
+      const Node* a = plan_.topo.node(l.a.node);
+      const Node* b = plan_.topo.node(l.b.node);
+      if (a->host == b->host) continue;
+      l.vni = vni++;
+      const int mtu = l.emulated.mtu - kVxlanOverhead;
+      l.emulated.notes.push_back("between hosts " + a->host + " and " + b->host + ": VXLAN VNI " +
+                                 std::to_string(l.vni) + ", MTU " + std::to_string(l.emulated.mtu) +
+                                 " - " + std::to_string(kVxlanOverhead) +
+                                 " bytes of encapsulation = " + std::to_string(mtu));
+      l.emulated.mtu = mtu;
+      const auto& v = std::get<CreateVeth>(veths_[i]);
+      const Ipv4 ua = s_.host(a->host)->underlay, ub = s_.host(b->host)->underlay;
+      auto end = [&](const Endpoint& e, Ipv4 local, Ipv4 remote, const std::string& host) {
+        return CreateVxlan{e.netns,  e.ifname,      e.alias + " vxlan " + std::to_string(l.vni),
+                           e.master, l.vni,         local,
+                           remote,   s_.vxlan.port, mtu,
+                           host};
+      };
+      tunnels_.push_back(end(v.a, ua, ub, a->host));
+      tunnels_.push_back(end(v.b, ub, ua, b->host));
+      ++part(a->host).tunnels;
+      ++part(b->host).tunnels;
+      veths_[i] = std::monostate{};
+    }
+    std::erase_if(veths_,
+                  [](const auto& op) { return std::holds_alternative<std::monostate>(op); });
+    for (auto& t : tunnels_) veths_.push_back(std::move(t));
+    plan_.digest = digest(plan_.lab, plan_.hosts, plan_.vxlan_port, plan_.topo);
+    return {};
+  }
+
+  // Only `host`'s part: the ops acting in the namespaces of its nodes.
+  void keep_host_ops(const std::string& host) {
+    std::set<std::string> local;
+    for (const auto& n : plan_.topo.nodes)
+      if (n.host == host) local.insert(n.netns);
+    std::erase_if(plan_.ops, [&](const Op& op) { return !local.contains(op_netns(op)); });
+    plan_.host = host;
+  }
+
   // Soft-RoCE on every GPU rail NIC when the host carries it and the user did not say no.
   void add_rxe(const HostCaps& host, const PlanOptions& o) {
     if (o.rdma == "none") {
@@ -208,7 +308,11 @@ class Compiler {
   std::map<std::string, RegionAddrs> region_addrs_;
   std::set<std::pair<std::string, std::string>> wan_adjacent_;
   std::set<std::string> multipath_;  // nodes holding a route with more than one next hop
-  std::vector<Op> netns_, bridges_, veths_, addrs_, routes_, sysctls_;
+  std::vector<Op> netns_, bridges_, addrs_, routes_, sysctls_;
+  // CreateVeth per link, in link order; a cross-host link's slot emptied (monostate) and its
+  // tunnels appended (place_on_hosts).
+  std::vector<std::variant<std::monostate, CreateVeth, CreateVxlan>> veths_;
+  std::vector<CreateVxlan> tunnels_;
 };
 
 void Compiler::build_region(const Region& r) {

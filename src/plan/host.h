@@ -36,6 +36,8 @@ struct PlanOptions {
   std::string lab;               // lab name instead of the scenario's [lab] name; "" = keep
   std::string shaping = "auto";  // auto | none | netem | tbf | htb
   std::string rdma = "auto";     // auto (rxe devices where the host has Soft-RoCE) | none
+  // The [[host]] whose part to plan (`up --host`); "" = every host's part (`plan`).
+  std::string host;
 };
 
 // Checks the options' spelling (exit code 2 naming the flag and what is valid).

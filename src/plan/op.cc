@@ -91,6 +91,13 @@ std::string to_text(const Op& op) {
                    o.addr.to_string();
           },
           [](const StartDaemon& o) { return daemon_text(o.daemon); },
+          [](const CreateVxlan& o) {
+            std::string s = "vxlan  " + o.netns + ":" + o.ifname;
+            if (!o.master.empty()) s += "@" + o.master;
+            return s + "  vni=" + std::to_string(o.vni) + " local=" + o.local.to_string() +
+                   " remote=" + o.remote.to_string() + " port=" + std::to_string(o.port) +
+                   " mtu=" + std::to_string(o.mtu) + "  host=" + o.host;
+          },
       },
       op);
 }
@@ -178,6 +185,19 @@ nlohmann::json to_json(const Op& op) {
           [](const StartDaemon& o) -> nlohmann::json {
             return {{"op", "daemon"}, {"netns", o.netns}, {"daemon", to_json(o.daemon)}};
           },
+          [](const CreateVxlan& o) -> nlohmann::json {
+            return {{"op", "vxlan"},
+                    {"netns", o.netns},
+                    {"ifname", o.ifname},
+                    {"alias", o.alias},
+                    {"master", o.master},
+                    {"vni", o.vni},
+                    {"local", o.local.to_string()},
+                    {"remote", o.remote.to_string()},
+                    {"port", o.port},
+                    {"mtu", o.mtu},
+                    {"host", o.host}};
+          },
       },
       op);
 }
@@ -240,6 +260,22 @@ Result<Op> op_from_json(const nlohmann::json& j) {
       auto addr = parse_ipv4(j.at("addr").get<std::string>());
       if (!addr) return std::unexpected(addr.error());
       return CreateRxe{j.at("netns"), j.at("ifname"), j.at("node"), j.at("name"), *addr};
+    }
+    if (kind == "vxlan") {
+      auto local = parse_ipv4(j.at("local").get<std::string>());
+      if (!local) return std::unexpected(local.error());
+      auto remote = parse_ipv4(j.at("remote").get<std::string>());
+      if (!remote) return std::unexpected(remote.error());
+      return CreateVxlan{j.at("netns"),
+                         j.at("ifname"),
+                         j.value("alias", ""),
+                         j.value("master", ""),
+                         j.at("vni"),
+                         *local,
+                         *remote,
+                         j.at("port"),
+                         j.at("mtu"),
+                         j.value("host", "")};
     }
     if (kind == "daemon") {
       auto d = daemon_from_json(j.at("daemon"));

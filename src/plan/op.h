@@ -121,6 +121,24 @@ struct CreateRxe {
   Ipv4 addr;  // the NIC's rail address, whose IPv4-mapped RoCE v2 GID the device gets
 };
 
+// One end of a link whose ends are on different hosts: a VXLAN device created from the host's
+// own (underlay) namespace — the one `up` runs in — straight into node namespace `netns`
+// (IFLA_NET_NS_FD), so its UDP socket stays on the underlay while the node sees an ordinary
+// Ethernet port; then its alias, bridge master and up, as a veth end's. The far end is the same
+// op on the peer host, with the same VNI and local/remote swapped.
+struct CreateVxlan {
+  std::string netns;
+  std::string ifname;
+  std::string alias;
+  std::string master;  // bridge in `netns` to enslave it to, or ""
+  uint32_t vni = 0;
+  Ipv4 local;   // this host's underlay address
+  Ipv4 remote;  // the peer host's underlay address
+  int port = 4789;
+  int mtu = 1450;
+  std::string host;  // the host that builds this end
+};
+
 // A long-running process of the lab under the lab's supervisor (daemon.h): started once every
 // kernel object is in place, stopped first on undo (with everything else the supervisor runs).
 struct StartDaemon {
@@ -129,7 +147,7 @@ struct StartDaemon {
 };
 
 using Op = std::variant<CreateNetns, CreateVeth, CreateBridge, AddAddr, AddRoute, SetSysctl,
-                        WriteHosts, SetShape, AddStageRule, CreateRxe, StartDaemon>;
+                        WriteHosts, SetShape, AddStageRule, CreateRxe, StartDaemon, CreateVxlan>;
 
 // One line, the same text `testbedctl plan` prints and the golden tests pin.
 std::string to_text(const Op& op);

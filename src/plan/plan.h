@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/error.h"
 #include "plan/host.h"
 #include "plan/op.h"
@@ -23,6 +25,16 @@
 #include "scenario/model.h"
 
 namespace tb::plan {
+
+// One host's share of a lab spread over several ([[host]]): what `up --host NAME` builds there.
+struct HostPart {
+  std::string name;
+  Ipv4 underlay;
+  std::vector<std::string> regions;  // placed whole
+  std::vector<std::string> servers;  // placed apart from their region
+  int nodes = 0, gpus = 0;
+  int tunnels = 0;  // cross-host link ends built on this host
+};
 
 struct Plan {
   std::string lab;
@@ -36,6 +48,14 @@ struct Plan {
   std::string failover = "link-state";  // [failover] mode
   std::string rdma = "none";            // "rxe" when the plan makes Soft-RoCE devices
   std::string rdma_why;                 // the host check's verdict, or "--rdma none"
+  // A lab over several hosts: each host's part ([[host]] order; empty: one host), the host the
+  // ops are for ("" = every host's ops, both ends of every tunnel), and the tunnels' UDP port.
+  std::vector<HostPart> hosts;
+  std::string host;
+  int vxlan_port = 4789;
+  // What every host must agree on, hashed (plan::digest): the same on every host that plans the
+  // same scenario with the same lab name, whatever each host's kernel offers or which --host.
+  std::string digest;
 
   // The daemons among the ops, by kind, in plan order.
   std::vector<Stage> stages() const { return daemons<Stage>(); }
@@ -70,6 +90,18 @@ Result<Plan> compile(const scenario::Scenario& s);
 
 // The dry-run text `testbedctl plan` prints: a header, then one op per line.
 std::string to_text(const Plan& p);
+// `plan`'s words on a lab over several hosts: each host's part and every cross-host link with
+// its VNI and MTU ("" when the plan has no hosts).
+std::string hosts_text(const Plan& p);
+// The same as JSON: {"hosts": [...], "cross_host": [...], "digest": ..., "for_host": ...}.
+nlohmann::json hosts_json(const Plan& p);
+
+// FNV-1a 64 over the canonical JSON of what hosts must agree on: the lab's name, its hosts and
+// their placement, the VXLAN port, and the topology (nodes with their hosts and addresses,
+// links with their figures and VNIs) — not the ops, whose shaping depends on each host's
+// kernel. 16 hex digits.
+std::string digest(const std::string& lab, const std::vector<HostPart>& hosts, int vxlan_port,
+                   const Topology& topo);
 
 // The owner marker every object of lab `lab` carries (prefix of aliases and hosts files).
 std::string owner_marker(const std::string& lab);

@@ -83,6 +83,7 @@ nlohmann::json to_json(const Topology& t) {
                      {"server", n.server},
                      {"index", n.index},
                      {"addrs", addrs}});
+    if (!n.host.empty()) nodes.back()["host"] = n.host;
   }
   nlohmann::json links = nlohmann::json::array();
   for (const auto& l : t.links) {
@@ -109,6 +110,7 @@ nlohmann::json to_json(const Topology& t) {
     });
     if (l.emulated.reorder) links.back()["emulated"]["jitter_mode"] = "reorder";
     if (!l.emulated.qos.empty()) links.back()["emulated"]["qos"] = qos_to_json(l.emulated.qos);
+    if (l.vni) links.back()["vni"] = l.vni;
   }
   return {{"nodes", nodes}, {"links", links}};
 }
@@ -149,6 +151,7 @@ Topology topology_from_json(const nlohmann::json& j) {
               {}};
     for (const auto& [role, p] : n.at("addrs").items())
       if (auto pr = parse_prefix(p.get<std::string>())) node.addrs.emplace_back(role, *pr);
+    node.host = n.value("host", "");
     t.nodes.push_back(std::move(node));
   }
   for (const auto& l : j.at("links")) {
@@ -171,6 +174,7 @@ Topology topology_from_json(const nlohmann::json& j) {
                      e.at("notes").get<std::vector<std::string>>(),
                      e.value("jitter_mode", "ordered") == "reorder"};
     if (e.contains("qos")) link.emulated.qos = qos_from_json(e.at("qos"));
+    link.vni = l.value("vni", 0u);
     t.links.push_back(std::move(link));
   }
   return t;

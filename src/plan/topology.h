@@ -32,6 +32,7 @@ struct Node {
   int index = -1;   // GPU index (= rail), ToR rail, spine number
   // Addresses by role: "nvl", "rail", "fe", "lo" (router id), "gw" ...
   std::vector<std::pair<std::string, Prefix>> addrs;
+  std::string host;  // the [[host]] it is built on; "" when the scenario declares no hosts
 };
 
 // Link figures after scaling. Notes say what could not be emulated, e.g.
@@ -70,7 +71,14 @@ struct Link {
   std::string role;     // "primary" / "backup" for WAN links, "" otherwise
   RealFigures real;
   EmulatedFigures emulated;
+  // A link whose ends are on different hosts is a VXLAN tunnel with this VNI (0: a veth pair
+  // on one host); its emulated MTU is the profile's less kVxlanOverhead.
+  uint32_t vni = 0;
 };
+
+// Bytes VXLAN adds to each frame on an IPv4 underlay: outer IPv4 20 + UDP 8 + VXLAN 8 + the
+// inner Ethernet header 14 (RFC 7348).
+inline constexpr int kVxlanOverhead = 50;
 
 struct Topology {
   std::vector<Node> nodes;

@@ -41,12 +41,25 @@ const apply::IfaceInfo* find_iface(const LiveState* live, const std::string& net
   return nullptr;
 }
 
-// "up", "down", "missing" or "unknown" (no live view without root).
-std::string link_state(const plan::Topology& t, const plan::Link& l, const LiveState* live) {
+// "up", "down", "missing" or "unknown" (no live view without root). On one host's part of a
+// lab over several (`here`, lab state's host): a link with no end here is "on host X"; a
+// tunnel's state is its end's here, "up (tunnel to X)", the far end being X's to show.
+std::string link_state(const plan::Topology& t, const plan::Link& l, const LiveState* live,
+                       const std::string& here = "") {
+  const plan::Node* na = t.node(l.a.node);
+  const plan::Node* nb = t.node(l.b.node);
+  const bool a_here = here.empty() || na->host == here;
+  const bool b_here = here.empty() || nb->host == here;
+  if (!a_here && !b_here) return "on host " + na->host;
   if (!live) return "unknown";
-  const auto* a = find_iface(live, t.node(l.a.node)->netns, l.a.ifname);
-  const auto* b = find_iface(live, t.node(l.b.node)->netns, l.b.ifname);
-  if (!a || !b) return "missing";
+  const auto* a = a_here ? find_iface(live, na->netns, l.a.ifname) : nullptr;
+  const auto* b = b_here ? find_iface(live, nb->netns, l.b.ifname) : nullptr;
+  if ((a_here && !a) || (b_here && !b)) return "missing";
+  if (!a_here || !b_here) {
+    const auto* end = a_here ? a : b;
+    return std::string(end->oper_up ? "up" : "down") + " (tunnel to " +
+           (a_here ? nb->host : na->host) + ")";
+  }
   return a->oper_up && b->oper_up ? "up" : "down";
 }
 
@@ -228,6 +241,12 @@ std::string status_text(const lab::LabState& st, const LiveState* live,
   const std::string when = fmt::format("{:%Y-%m-%d %H:%M:%S}", local);
   std::string s = "lab " + st.lab + "  " + st.phase + " since " + when + "  scenario " +
                   st.scenario + "\n" + summary_text(st.topo) + "\n" + backends_text(st);
+  if (!st.host.empty()) {
+    int here = 0;
+    for (const auto& n : st.topo.nodes) here += n.host == st.host;
+    s += "host: " + st.host + "'s part (" + std::to_string(here) + " of the nodes; plan digest " +
+         st.digest + "); links on other hosts are theirs to show\n";
+  }
   if (!live) s += "live state: not read (needs root); showing the recorded topology\n";
   s += "\nNODES\n" + cell("NODE", 14) + cell("KIND", 14) + cell("NETNS", 22) + "ADDRESSES\n";
   for (const auto& n : st.topo.nodes) {
@@ -245,7 +264,7 @@ std::string status_text(const lab::LabState& st, const LiveState* live,
          cell(l.profile + (l.role.empty() ? "" : "/" + l.role), 16) +
          cell(figures(l.real.rate, l.real.delay, l.real.loss_pct), 18) +
          cell(figures(l.emulated.rate, l.emulated.delay, l.emulated.loss_pct), 18) +
-         link_state(st.topo, l, live) + "\n";
+         link_state(st.topo, l, live, st.host) + "\n";
     for (const auto& n : l.emulated.notes) notes.insert(l.profile + ": " + n);
   }
   if (!scenario.empty()) {
@@ -281,6 +300,7 @@ nlohmann::json status_json(const lab::LabState& st, const LiveState* live,
   for (const auto& n : st.topo.nodes) {
     nlohmann::json j = {
         {"name", n.name}, {"kind", to_string(n.kind)}, {"netns", n.netns}, {"region", n.region}};
+    if (!n.host.empty()) j["host"] = n.host;
     for (const auto& [role, a] : n.addrs) j["addrs"][role] = a.to_string();
     if (live && live->contains(n.netns)) {
       nlohmann::json ifs = nlohmann::json::array();
@@ -303,7 +323,7 @@ nlohmann::json status_json(const lab::LabState& st, const LiveState* live,
   auto topo = plan::to_json(st.topo);
   for (size_t i = 0; i < st.topo.links.size(); ++i) {
     auto j = topo["links"][i];
-    j["state"] = link_state(st.topo, st.topo.links[i], live);
+    j["state"] = link_state(st.topo, st.topo.links[i], live, st.host);
     const auto changed = scenario.find(i);
     j["in_force_differs"] = changed != scenario.end();
     if (changed != scenario.end())
@@ -313,14 +333,16 @@ nlohmann::json status_json(const lab::LabState& st, const LiveState* live,
                                 {"loss_pct", changed->second.loss_pct}};
     links.push_back(j);
   }
-  return {{"lab", st.lab},
-          {"phase", st.phase},
-          {"scenario", st.scenario},
-          {"created_unix", st.created_unix},
-          {"backends", backends_json(st)},
-          {"live", live != nullptr},
-          {"nodes", nodes},
-          {"links", links}};
+  nlohmann::json out = {{"lab", st.lab},
+                        {"phase", st.phase},
+                        {"scenario", st.scenario},
+                        {"created_unix", st.created_unix},
+                        {"backends", backends_json(st)},
+                        {"live", live != nullptr},
+                        {"nodes", nodes},
+                        {"links", links}};
+  if (!st.host.empty()) out["host"] = {{"name", st.host}, {"digest", st.digest}};
+  return out;
 }
 
 std::string labs_text(const std::vector<lab::LabSummary>& labs) {

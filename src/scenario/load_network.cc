@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/ipv4.h"
 #include "scenario/names.h"
 #include "scenario/presets.h"
 #include "scenario/reader.h"
@@ -233,6 +234,134 @@ void read_wans(Table& top, LoadState& st) {
     t.finish();
     if (add) st.s.wans.push_back(std::move(w));
   }
+}
+
+// [[host]]: the machines the lab is spread over, and what each holds. Every region must be
+// placed on exactly one host once any host is declared; a server may be placed on another host
+// than its region (it takes its GPUs along); a server or region on two hosts is an error.
+void read_hosts(Table& top, LoadState& st) {
+  std::map<std::string, Loc> seen_names;
+  std::map<uint32_t, std::pair<std::string, Loc>> seen_underlay;
+  std::map<std::string, std::pair<std::string, Loc>> region_host, server_host;
+  int index = 0;
+  for (const toml::value* e : table_array(top, "host")) {
+    ++index;
+    Table t(*e, "host #" + std::to_string(index), "[[host]]",
+            {"name", "underlay", "regions", "servers"}, st.d);
+    Host h;
+    h.loc = t.loc();
+    bool add = false;
+    if (auto name = t.str("name", true)) {
+      t.set_context("host " + quote(*name));
+      if (check_name(t, "name", *name, kMaxHostNameLen, true, "host name",
+                     "(a Slurm node name, as `up --host` is given it)")) {
+        h.name = *name;
+        if (auto it = seen_names.find(*name); it != seen_names.end()) {
+          t.error("name", "duplicate host " + quote(*name) + " (first at " + at_line(it->second) +
+                              "); host names must be unique");
+        } else {
+          seen_names[*name] = t.loc("name");
+          add = true;
+        }
+      }
+    }
+    if (auto u = t.str("underlay", true)) {
+      auto a = parse_ipv4(*u);
+      if (!a) {
+        t.error("underlay", quote(*u) +
+                                " is not an IPv4 address; write the address this host has on "
+                                "the network joining the hosts, e.g. \"10.0.0.1\"");
+      } else if (a->value == 0 || (a->value >> 24) == 127 || (a->value >> 28) >= 14) {
+        t.error("underlay", quote(*u) +
+                                " cannot be a host's address (unspecified, loopback, multicast "
+                                "or reserved); write a unicast address");
+      } else if (st.s.address_space.contains(*a)) {
+        t.error("underlay", quote(*u) + " is inside the lab's address_space " +
+                                st.s.address_space.to_string() +
+                                "; the underlay must be outside the lab's addresses");
+      } else if (auto it = seen_underlay.find(a->value); it != seen_underlay.end()) {
+        t.error("underlay", quote(*u) + " is already host " + quote(it->second.first) + "'s (at " +
+                                at_line(it->second.second) +
+                                "); each host has its own underlay address");
+      } else {
+        h.underlay = *a;
+        seen_underlay[a->value] = {h.name, t.loc("underlay")};
+      }
+    }
+    if (auto regions = t.strings("regions", false, true)) {
+      for (const auto& [region, at] : *regions) {
+        if (!st.s.region(region)) {
+          t.error_at(at, "regions", explain_missing_region(st.s, region));
+        } else if (auto it = region_host.find(region); it != region_host.end()) {
+          t.error_at(at, "regions",
+                     "region " + quote(region) + " is already on host " + quote(it->second.first) +
+                         " (at " + at_line(it->second.second) +
+                         "); a region is placed on one host (move single servers with servers)");
+        } else {
+          region_host[region] = {h.name, at};
+          h.regions.push_back(region);
+        }
+      }
+    }
+    if (auto servers = t.strings("servers", false, true)) {
+      for (const auto& [written, at] : *servers) {
+        const std::string node = canonical_node(written);
+        if (st.unsure_regions.contains(region_of(node))) continue;
+        const NodeClass c = node_class(st.s, node);
+        if (c == NodeClass::kNone) {
+          t.error_at(at, "servers", explain_missing_node(st.s, node));
+        } else if (c != NodeClass::kServer) {
+          t.error_at(at, "servers",
+                     quote(written) +
+                         " is not a server; list servers (\"hz/s2\"), which take their GPUs "
+                         "along; switches and routers stay with their region");
+        } else if (auto it = server_host.find(node); it != server_host.end()) {
+          t.error_at(at, "servers",
+                     "server " + quote(node) + " is already on host " + quote(it->second.first) +
+                         " (at " + at_line(it->second.second) + "); a server is on one host");
+        } else {
+          server_host[node] = {h.name, at};
+          h.servers.push_back(node);
+        }
+      }
+    }
+    if (h.regions.empty() && h.servers.empty() && !t.has("regions") && !t.has("servers"))
+      t.missing("regions",
+                "a host holds at least one region (regions = [\"hz\"]) or server "
+                "(servers = [\"hz/s2\"])");
+    t.finish();
+    if (add) st.s.hosts.push_back(std::move(h));
+  }
+  if (index == 0) return;
+  for (const auto& r : st.s.regions)
+    if (!region_host.contains(r.name))
+      st.d.add(r.loc, "region " + quote(r.name) +
+                          ": on no host; once [[host]] tables are declared, every region is "
+                          "placed on one of them (regions = [\"" +
+                          r.name + "\"])");
+}
+
+// [vxlan]: the UDP port and first VNI of the tunnels between hosts.
+void read_vxlan(Table& top, LoadState& st) {
+  const toml::value* v = top.find("vxlan");
+  if (!v) return;
+  if (!v->is_table()) {
+    top.error("vxlan", "must be a table, written [vxlan] (got " + type_name(*v) + ")");
+    return;
+  }
+  Table t(*v, "vxlan", "[vxlan]", {"port", "vni_base"}, st.d);
+  st.s.vxlan.loc = t.loc();
+  if (auto p = t.integer("port", false, 1, 65535, "a UDP port"))
+    st.s.vxlan.port = static_cast<int>(*p);
+  // VNIs are 24 bits; leave room for 4096 tunnels above the base.
+  if (auto b = t.integer("vni_base", false, 1, (1 << 24) - 1 - 4096,
+                         "a VNI is 24 bits and the base leaves room for 4096 tunnels"))
+    st.s.vxlan.vni_base = static_cast<uint32_t>(*b);
+  if (st.s.hosts.empty())
+    st.d.add(t.loc(),
+             "vxlan: only with [[host]] tables (tunnels join hosts); declare the hosts "
+             "or remove [vxlan]");
+  t.finish();
 }
 
 void resolve_profiles(LoadState& st) {

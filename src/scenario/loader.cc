@@ -364,7 +364,7 @@ Result<Scenario> load_text(const std::string& text, const std::string& name) {
   LoadState st{s, d, {}, {}, {}};
   Table top(*root, "", "the top level",
             {"lab", "scale", "profiles", "region", "wan", "workload", "fault", "expect", "failover",
-             "qos"},
+             "qos", "host", "vxlan"},
             d);
   read_lab(top, st);
   read_scale(top, st);
@@ -372,6 +372,8 @@ Result<Scenario> load_text(const std::string& text, const std::string& name) {
   detail::read_regions(top, st);
   check_namespaces(st);
   detail::read_wans(top, st);
+  detail::read_hosts(top, st);
+  detail::read_vxlan(top, st);
   detail::resolve_profiles(st);
   detail::read_workloads(top, st);
   detail::read_faults(top, st);

@@ -229,6 +229,25 @@ struct Qos {
   }
 };
 
+// One machine the lab is spread over ([[host]], docs/scenario.md "Hosts"): `up --host NAME`
+// builds the nodes placed on it. A region is placed whole (its transit router, VPC switch,
+// spines, ToRs, servers and GPUs); a server listed under another host goes there with its GPUs.
+struct Host {
+  std::string name;                  // [a-z][a-z0-9-]{0,14}, e.g. a Slurm node name "node1"
+  Ipv4 underlay;                     // the host's address on the network joining the hosts
+  std::vector<std::string> regions;  // regions placed here
+  std::vector<std::string> servers;  // servers placed here, canonical ("hz/s2")
+  Loc loc;
+};
+
+// The VXLAN tunnels that carry links between hosts ([vxlan]): UDP destination port, and the
+// first VNI (the k-th cross-host link in plan order gets vni_base + k).
+struct Vxlan {
+  int port = 4789;            // IANA's VXLAN port
+  uint32_t vni_base = 10000;  // as netlab's multiserver plugin
+  Loc loc;
+};
+
 struct Scenario {
   std::string file;  // the path it was loaded from
   std::string lab;   // [a-z][a-z0-9]{0,7}; namespaces are tb-<lab>-...
@@ -243,12 +262,19 @@ struct Scenario {
   Expect expect;
   Failover failover;
   Qos qos;
+  std::vector<Host> hosts;  // empty: the whole lab on the one host `up` runs on
+  Vxlan vxlan;
 
   const LinkProfile& profile(const std::string& name) const { return profiles.at(name); }
   int rails(const Region& r) const { return r.rails > 0 ? r.rails : r.gpus_per_server; }
   const Region* region(const std::string& name) const {
     for (const auto& r : regions)
       if (r.name == name) return &r;
+    return nullptr;
+  }
+  const Host* host(const std::string& name) const {
+    for (const auto& h : hosts)
+      if (h.name == name) return &h;
     return nullptr;
   }
 };

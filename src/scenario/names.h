@@ -21,6 +21,7 @@ namespace tb::scenario {
 inline constexpr int kMaxLabNameLen = 8;
 inline constexpr int kMaxRegionNameLen = 6;
 inline constexpr int kMaxWanNameLen = 12;
+inline constexpr int kMaxHostNameLen = 15;
 
 std::string gpu_node(const std::string& region, int server, int gpu);
 std::string server_node(const std::string& region, int server);

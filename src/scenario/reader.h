@@ -160,6 +160,8 @@ struct LoadState {
 void read_profiles(Table& top, LoadState& st);
 void read_regions(Table& top, LoadState& st);
 void read_wans(Table& top, LoadState& st);
+void read_hosts(Table& top, LoadState& st);
+void read_vxlan(Table& top, LoadState& st);
 void resolve_profiles(LoadState& st);
 void read_workloads(Table& top, LoadState& st);
 void read_faults(Table& top, LoadState& st);

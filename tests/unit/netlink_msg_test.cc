@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "netlink/ack.h"
 #include "netlink/dump.h"
@@ -118,6 +119,31 @@ TEST(NetlinkMsg, BridgeIsCreatedUp) {
   Attrs a = attrs_of(m.header(), sizeof(ifinfomsg));
   EXPECT_EQ(str(a.at(IFLA_IFNAME)), "nvsw");
   EXPECT_EQ(str(nested(a.at(IFLA_LINKINFO)).at(IFLA_INFO_KIND)), "bridge");
+}
+
+// A tunnel end: created down in the node's namespace, its socket in the sender's; VNI, both
+// underlay addresses and the UDP port in network byte order, as the kernel reads them.
+TEST(NetlinkMsg, VxlanIsCreatedInTheNodesNamespaceWithItsUnderlayEnds) {
+  NlMsg m = new_vxlan({"ec", 6, 9, 10001, Ipv4{(198u << 24) | (19u << 16) | (254u << 8) | 1},
+                       Ipv4{(198u << 24) | (19u << 16) | (254u << 8) | 2}, 4789, 1450});
+  expect_request(m, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL);
+  const auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(m.header()));
+  EXPECT_EQ(ifi->ifi_index, 6);
+  EXPECT_EQ(ifi->ifi_flags & IFF_UP, 0u);  // up with its alias and master, in its namespace
+  Attrs a = attrs_of(m.header(), sizeof(ifinfomsg));
+  EXPECT_EQ(str(a.at(IFLA_IFNAME)), "ec");
+  EXPECT_EQ(mnl_attr_get_u32(a.at(IFLA_MTU)), 1450u);
+  EXPECT_EQ(mnl_attr_get_u32(a.at(IFLA_NET_NS_FD)), 9u);
+  Attrs info = nested(a.at(IFLA_LINKINFO));
+  EXPECT_EQ(str(info.at(IFLA_INFO_KIND)), "vxlan");
+  Attrs data = nested(info.at(IFLA_INFO_DATA));
+  EXPECT_EQ(mnl_attr_get_u32(data.at(IFLA_VXLAN_ID)), 10001u);
+  const auto* remote = static_cast<const uint8_t*>(mnl_attr_get_payload(data.at(IFLA_VXLAN_GROUP)));
+  EXPECT_EQ(std::vector<uint8_t>(remote, remote + 4), (std::vector<uint8_t>{198, 19, 254, 2}));
+  const auto* local = static_cast<const uint8_t*>(mnl_attr_get_payload(data.at(IFLA_VXLAN_LOCAL)));
+  EXPECT_EQ(std::vector<uint8_t>(local, local + 4), (std::vector<uint8_t>{198, 19, 254, 1}));
+  const auto* port = static_cast<const uint8_t*>(mnl_attr_get_payload(data.at(IFLA_VXLAN_PORT)));
+  EXPECT_EQ(port[0] * 256 + port[1], 4789);
 }
 
 TEST(NetlinkMsg, LoopbackUpWithAliasSetsOnlyWhatIsAsked) {
