@@ -84,7 +84,7 @@ TEST_F(Flags, UpDownCleanStatusExec) {
           {up + " --bogus", "up takes --name, --shaping, --rdma"},
           {"up", "SCENARIO is required"},
           {"down", "TARGET is required"},
-          {"down " + lab_ + " --bogus", "down takes no flags"},
+          {"down " + lab_ + " --bogus", "down takes --host"},
           {"clean " + lab_ + " --bogus", "clean takes --all"},
           {"status " + lab_ + " --bogus", "status takes --json"},
           {"exec " + lab_, "NODE is required"},
