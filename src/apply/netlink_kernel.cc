@@ -338,24 +338,23 @@ Status NetlinkKernel::undo_op(const plan::CreateVeth& op) {
   return r;
 }
 
-Status NetlinkKernel::undo_op(const plan::CreateVxlan& op) {
-  const std::string what = "delete vxlan " + op.ifname + in_ns(op.netns);
-  auto h = handle_if_exists(op.netns);
+Status NetlinkKernel::del_link_in(const std::string& netns, const std::string& ifname,
+                                  const std::string& kind) {
+  const std::string what = "delete " + kind + " " + ifname + in_ns(netns);
+  auto h = handle_if_exists(netns);
   if (!h) return std::unexpected(with_context(h.error(), what));
   if (!*h) return {};
-  auto r = ok_if((*h)->sock.call(nl::del_link(0, op.ifname), what), ENODEV);
-  (*h)->ifindex.erase(op.ifname);
+  auto r = ok_if((*h)->sock.call(nl::del_link(0, ifname), what), ENODEV);
+  (*h)->ifindex.erase(ifname);
   return r;
 }
 
+Status NetlinkKernel::undo_op(const plan::CreateVxlan& op) {
+  return del_link_in(op.netns, op.ifname, "vxlan");
+}
+
 Status NetlinkKernel::undo_op(const plan::CreateBridge& op) {
-  const std::string what = "delete bridge " + op.ifname + in_ns(op.netns);
-  auto h = handle_if_exists(op.netns);
-  if (!h) return std::unexpected(with_context(h.error(), what));
-  if (!*h) return {};
-  auto r = ok_if((*h)->sock.call(nl::del_link(0, op.ifname), what), ENODEV);
-  (*h)->ifindex.erase(op.ifname);
-  return r;
+  return del_link_in(op.netns, op.ifname, "bridge");
 }
 
 Status NetlinkKernel::undo_op(const plan::AddAddr& op) {

@@ -88,6 +88,9 @@ class NetlinkKernel final : public Kernel {
   Result<Ns*> handle(const std::string& name);
   // Like handle(), but nullptr (not an error) when the namespace does not exist.
   Result<Ns*> handle_if_exists(const std::string& name);
+  // Deletes link `ifname` of `kind` ("bridge", "vxlan") in `netns`; nothing when the namespace
+  // or the link is gone already.
+  Status del_link_in(const std::string& netns, const std::string& ifname, const std::string& kind);
   Status refresh(Ns& ns);
   Result<int> ifindex_of(Ns& ns, const std::string& ifname);
   Result<int> allocate(Ns& ns, const std::string& ifname);
