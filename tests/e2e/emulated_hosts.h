@@ -1,13 +1,18 @@
 // Emulated hosts for multi-host tests (issue 19): several "machines" on this one, each a network
 // namespace holding its underlay port, with a mount namespace of its own in which /run/netns,
 // /run/testbedctl (lab state), /etc/netns (hosts files) and /var/lib/testbedctl (results) are
-// private tmpfs mounts. A `testbedctl` run in a host (EmulatedHosts::run) sees only what was
-// built there, as on a separate machine: the same code path, no test-only switch in the product.
+// private tmpfs mounts, and a UTS namespace of its own whose hostname is the host's name (so a
+// slurmd started there is that node: slurm_cluster.h). A `testbedctl` run in a host
+// (EmulatedHosts::run) sees only what was built there, as on a separate machine: the same code
+// path, no test-only switch in the product.
 //
 //   root namespace                 (nothing of the hosts is visible here but their namespaces)
-//   tbmh<tag>-ul     the underlay switch: bridge "ul", one veth port per host, MTU 9000
+//   tbmh<tag>-ul     the underlay switch: bridge "ul", one veth port per host, MTU 9000; with
+//                    `controller`, the bridge itself has 198.19.254.254/24 (a cluster
+//                    controller's address: slurmctld and srun run in this namespace)
 //   tbmh<tag>-<h>    host h: "ul0" with 198.19.254.(1+i)/24 (i = the host's index), lo up;
-//                    a holder process (sleep) inside it keeps its private mount namespace
+//                    a holder process (sleep) inside it keeps its private mount and UTS
+//                    namespaces
 //
 // Every address is in 198.19.254.0/24, inside the benchmarking range and only inside these
 // namespaces; every name starts with "tbmh<tag>", the owner of everything it makes. The
@@ -18,6 +23,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -36,9 +42,12 @@ inline std::string shell_quote(const std::string& s) {
 
 class EmulatedHosts {
  public:
-  // `tag`: a few characters unique to the test (a pid is added); `names`: the hosts.
-  EmulatedHosts(const std::string& tag, std::vector<std::string> names)
-      : prefix_("tbmh" + tag + std::to_string(::getpid() % 100000)), names_(std::move(names)) {
+  // `tag`: a few characters unique to the test (a pid is added); `names`: the hosts (valid
+  // hostnames); `controller`: give the switch namespace controller_address().
+  EmulatedHosts(const std::string& tag, std::vector<std::string> names, bool controller = false)
+      : prefix_("tbmh" + tag + std::to_string(::getpid() % 100000)),
+        names_(std::move(names)),
+        controller_(controller) {
     ok_ = build();
   }
   EmulatedHosts(const EmulatedHosts&) = delete;
@@ -51,16 +60,27 @@ class EmulatedHosts {
   std::string netns(size_t i) const { return prefix_ + "-" + names_[i]; }
   std::string switch_netns() const { return prefix_ + "-ul"; }
   std::string underlay(size_t i) const { return "198.19.254." + std::to_string(1 + i); }
+  // The switch namespace's own address on the underlay (with `controller`).
+  std::string controller_address() const { return "198.19.254.254"; }
   size_t size() const { return names_.size(); }
   const std::string& name(size_t i) const { return names_[i]; }
+  // The process that holds host i's namespaces: `nsenter -t holder(i) -n -m -u` enters the host.
+  pid_t holder(size_t i) const { return holders_[i]; }
+  // The prefix of every name this object makes ("tbmh<tag><pid>").
+  const std::string& prefix() const { return prefix_; }
 
-  // `cmd` (a shell command line) inside host i: its network and mount namespaces.
+  // `cmd` (a shell command line) inside host i: its network, mount and UTS namespaces.
   CmdResult run(size_t i, const std::string& cmd) const {
-    return sh("nsenter -t " + std::to_string(holders_[i]) + " -n -m -- sh -c " + shell_quote(cmd));
+    return sh("nsenter -t " + std::to_string(holders_[i]) + " -n -m -u -- sh -c " +
+              shell_quote(cmd));
   }
-  // Processes in host i's mount namespace other than its holder (what `up` started there and
-  // `down` must stop), as "pid comm".
-  std::vector<std::string> processes(size_t i) const {
+  // `cmd` in the switch namespace (network only: the root's mounts and hostname).
+  CmdResult run_switch(const std::string& cmd) const {
+    return sh("nsenter --net=/run/netns/" + switch_netns() + " -- sh -c " + shell_quote(cmd));
+  }
+  // Processes in host i's mount namespace other than its holder and `except` (what `up` started
+  // there and `down` must stop), as "pid comm".
+  std::vector<std::string> processes(size_t i, const std::vector<pid_t>& except = {}) const {
     std::vector<std::string> out;
     std::error_code ec;
     const auto mine =
@@ -69,7 +89,8 @@ class EmulatedHosts {
     for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
       const std::string pid = e.path().filename();
       if (pid.find_first_not_of("0123456789") != std::string::npos ||
-          pid == std::to_string(holders_[i]))
+          pid == std::to_string(holders_[i]) ||
+          std::ranges::find(except, std::atoi(pid.c_str())) != except.end())
         continue;
       std::error_code e2;
       if (std::filesystem::read_symlink(e.path() / "ns/mnt", e2) != mine || e2) continue;
@@ -100,6 +121,8 @@ class EmulatedHosts {
         !step("ip -n " + sw + " link add ul mtu 9000 type bridge") ||
         !step("ip -n " + sw + " link set ul up"))
       return false;
+    if (controller_ && !step("ip -n " + sw + " addr add " + controller_address() + "/24 dev ul"))
+      return false;
     for (size_t i = 0; i < names_.size(); ++i) {
       const std::string h = netns(i), port = "p" + std::to_string(i);
       made_.push_back(h);
@@ -113,14 +136,15 @@ class EmulatedHosts {
           !step("ip -n " + h + " link set ul0 up"))
         return false;
       // The holder: a private mount namespace (unshare's default propagation is private) with
-      // its own tmpfs over each directory testbedctl keeps per-machine state in, then sleep.
-      // nsenter and unshare exec, so $! is the sleeping process itself.
+      // its own tmpfs over each directory testbedctl keeps per-machine state in, a UTS
+      // namespace named after the host, then sleep. nsenter and unshare exec, so $! is the
+      // sleeping process itself.
       const std::string dirs = "/run/netns /run/testbedctl /etc/netns /var/lib/testbedctl";
-      const std::string inner = "mkdir -p " + dirs + " && for d in " + dirs +
-                                "; do mount -t tmpfs -o mode=0755 " + prefix_ +
-                                " $d || exit 1; done && exec sleep 100000";
+      const std::string inner = "hostname " + shell_quote(names_[i]) + " && mkdir -p " + dirs +
+                                " && for d in " + dirs + "; do mount -t tmpfs -o mode=0755 " +
+                                prefix_ + " $d || exit 1; done && exec sleep 100000";
       CmdResult r =
-          sh("nsenter --net=/run/netns/" + h + " unshare -m --propagation private sh -c " +
+          sh("nsenter --net=/run/netns/" + h + " unshare -m -u --propagation private sh -c " +
              shell_quote(inner) + " >/dev/null 2>&1 & echo $!");
       const pid_t pid = static_cast<pid_t>(std::atoi(r.out.c_str()));
       if (pid <= 0) {
@@ -138,7 +162,7 @@ class EmulatedHosts {
         if (!ready) ::usleep(50'000);
       }
       if (!ready) {
-        error_ = "holder of " + h + " did not come up (mounts failed?)";
+        error_ = "holder of " + h + " did not come up (hostname or mounts failed?)";
         return false;
       }
     }
@@ -156,6 +180,7 @@ class EmulatedHosts {
 
   std::string prefix_;
   std::vector<std::string> names_;
+  bool controller_ = false;  // the switch namespace has controller_address()
   std::vector<pid_t> holders_;
   std::vector<std::string> made_;  // namespaces this object made, deleted in reverse
   bool ok_ = false;

@@ -37,6 +37,10 @@ TEST(EmulatedHosts, UnderlayJoinsThemAndEachSeesOnlyItsOwnState) {
     EXPECT_EQ(hosts.processes(0), std::vector<std::string>{});
     CmdResult route = hosts.run(0, "ip route get 192.0.2.1");
     EXPECT_NE(route.rc, 0) << route.out;
+    // Each host is named after itself (its own UTS namespace); the root's name is untouched.
+    EXPECT_EQ(hosts.run(0, "hostname").out, "a\n");
+    EXPECT_EQ(hosts.run(1, "hostname").out, "b\n");
+    EXPECT_NE(sh("hostname").out, "a\n");
 
     const std::string probe = ha + "-probe";
     CmdResult add = hosts.run(0, "ip netns add " + probe + " && ip netns list");
