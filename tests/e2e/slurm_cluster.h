@@ -285,8 +285,9 @@ class SlurmCluster {
                    "seed --log-file=" + m + "log",
                dir_ + "/log/munged.out", munged_))
       return false;
-    if (!until(10,
-               [&] { return sh("munge -n -S " + m + "sock | unmunge -S " + m + "sock").rc == 0; }))
+    if (!until(10, [&] {
+          return sh("{ munge -n -S " + m + "sock | unmunge -S " + m + "sock; } 2>&1").rc == 0;
+        }))
       return fail("munged did not answer on " + m + "sock within 10 s");
 
     // slurmctld in the switch namespace, named as SlurmctldHost says.

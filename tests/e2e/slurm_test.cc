@@ -2,6 +2,10 @@
 // emulated hosts (slurm_cluster.h), srun placing one task inside each host.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -76,6 +80,158 @@ TEST(SlurmCluster, EachHostIsANodeAndSrunRunsItsTaskInsideIt) {
     comm >> c;
     EXPECT_NE(c, "slurmd") << pid;
   }
+}
+
+// hz-bj over two hosts (a: hz, b: bj) started, inspected and taken down through Slurm:
+// scripts/tb-srun runs one `testbedctl VERB ... --host $SLURMD_NODENAME` per node with srun,
+// against the real daemons of SlurmCluster. Bad input through srun is exit 2 with the message
+// of the host that refused, and nothing is built on any host.
+class SlurmHzBj : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!is_root() || !slurm_missing().empty()) return;
+    char t[] = "/tmp/tb-e2e-slurm-XXXXXX";
+    ASSERT_NE(::mkdtemp(t), nullptr);
+    ::chmod(t, 0755);
+    tmp_ = t;
+  }
+  void TearDown() override {
+    if (hosts_)
+      for (size_t i = 0; i < hosts_->size(); ++i) hosts_->testbedctl(i, "down " + lab_);
+    cluster_.reset();  // before the hosts it runs in
+    hosts_.reset();
+    if (!tmp_.empty()) std::filesystem::remove_all(tmp_);
+  }
+
+  // hz-bj.toml with this test's lab name, a /16 address space, and [[host]] tables: each
+  // (name, underlay, region).
+  std::string write_scenario(const std::string& file,
+                             const std::vector<std::array<std::string, 3>>& placement) {
+    std::ifstream in(scenario("hz-bj.toml"));
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string s =
+        std::regex_replace(text.str(), std::regex("name = \"hzbj\""), "name = \"" + lab_ + "\"");
+    s = std::regex_replace(s, std::regex("address_space = \"198.18.0.0/15\""),
+                           "address_space = \"198.18.0.0/16\"");
+    for (const auto& [name, underlay, region] : placement)
+      s += "\n[[host]]\nname = \"" + name + "\"\nunderlay = \"" + underlay + "\"\nregions = [\"" +
+           region + "\"]\n";
+    const std::string path = tmp_ + "/" + file;
+    std::ofstream(path) << s;
+    return path;
+  }
+
+  // scripts/tb-srun ARGS where the cluster's users work, with this build's testbedctl.
+  CmdResult tb_srun(const std::string& args, int timeout_s = 300) const {
+    return cluster_->client("TESTBEDCTL=" + shell_quote(tbctl()) + " timeout -k 10 " +
+                            std::to_string(timeout_s) + " " + TB_SOURCE_DIR + "/scripts/tb-srun " +
+                            args);
+  }
+
+  // Nothing of the lab on host i: no namespace, no state, no tunnel, no process but slurmd's
+  // (a step's slurmstepd may take a moment to go).
+  void expect_nothing_on(size_t i) {
+    CmdResult left =
+        hosts_->run(i, "ip netns list; ls /run/testbedctl; ip -d link show type vxlan");
+    EXPECT_EQ(left.out, "") << "left on host " << hosts_->name(i);
+    std::vector<std::string> procs;
+    for (int t = 0; t < 100; ++t) {
+      procs = hosts_->processes(i, {cluster_->slurmd(i)});
+      if (procs.empty()) break;
+      ::usleep(100'000);
+    }
+    EXPECT_EQ(procs, std::vector<std::string>{}) << "left running on host " << hosts_->name(i);
+  }
+
+  std::unique_ptr<EmulatedHosts> hosts_;
+  std::unique_ptr<SlurmCluster> cluster_;
+  std::string lab_ = unique_lab("sl");
+  std::string tmp_;
+};
+
+TEST_F(SlurmHzBj, UpStatusExecDownThroughSrunOnEveryHost) {
+  TB_REQUIRE_ROOT();
+  TB_REQUIRE_SLURM();
+  hosts_ = std::make_unique<EmulatedHosts>("q", std::vector<std::string>{"a", "b"}, true);
+  ASSERT_TRUE(hosts_->ok()) << hosts_->error();
+  cluster_ = std::make_unique<SlurmCluster>(*hosts_);
+  ASSERT_TRUE(cluster_->start()) << cluster_->error();
+  const std::string a = hosts_->underlay(0), b = hosts_->underlay(1);
+
+  // A [[host]] that is no node of the cluster: the wrapper refuses before srun, naming it.
+  const std::string stray = write_scenario("stray.toml", {{"a", a, "hz"}, {"c", b, "bj"}});
+  CmdResult no_node = tb_srun("up " + stray);
+  EXPECT_EQ(no_node.rc, 2) << no_node.out;
+  EXPECT_TRUE(contains(no_node.out, "host c of " + stray + " is not a node of this Slurm cluster"))
+      << no_node.out;
+  // A node that is no [[host]] of the scenario (b), given to srun by hand: b's testbedctl
+  // refuses with exit 2 and its message reaches the caller, naming b; a refuses too (c's
+  // underlay is unreachable from it), so nothing is built anywhere.
+  const std::string missing =
+      write_scenario("missing.toml", {{"a", a, "hz"}, {"c", "203.0.113.9", "bj"}});
+  CmdResult no_host = tb_srun("-N2 -w a,b -- up " + missing);
+  EXPECT_EQ(no_host.rc, 2) << no_host.out;
+  EXPECT_TRUE(contains(no_host.out, "--host b: no [[host]] named \"b\" in " + missing))
+      << no_host.out;
+  EXPECT_TRUE(contains(no_host.out, "tb-srun: host b: testbedctl up exited with 2")) << no_host.out;
+  EXPECT_TRUE(contains(no_host.out, "host c's underlay 203.0.113.9 is unreachable")) << no_host.out;
+  for (size_t i = 0; i < 2; ++i) expect_nothing_on(i);
+
+  // up on both hosts at once, one srun.
+  const std::string file = write_scenario("hzbj.toml", {{"a", a, "hz"}, {"b", b, "bj"}});
+  CmdResult up = tb_srun("up " + file);
+  ASSERT_EQ(up.rc, 0) << up.out << cluster_->logs();
+  EXPECT_TRUE(contains(up.out, "is up on host a: 32 of its 43 nodes")) << up.out;
+  EXPECT_TRUE(contains(up.out, "is up on host b: 11 of its 43 nodes")) << up.out;
+  // The lab's daemons (its supervisor and the delay stages it runs) outlived the srun step
+  // that started them: under proctrack/linuxproc a daemon that left the step's process tree
+  // (up double-forks it) is not the step's to end.
+  for (size_t i = 0; i < 2; ++i) {
+    const auto procs = hosts_->processes(i, {cluster_->slurmd(i)});
+    EXPECT_TRUE(std::ranges::any_of(
+        procs, [](const std::string& p) { return !p.ends_with(" slurmstepd"); }))
+        << "no daemon of the lab on host " << hosts_->name(i);
+  }
+
+  // A GPU in hz pings every GPU in bj by name, from inside host a (a task of srun there), and
+  // one in bj pings hz's last GPU from host b: across the seam, through the WAN's tunnel.
+  const std::string ping_bj =
+      "for t in bj-s0-g0 bj-s0-g1 bj-s1-g0 bj-s1-g1; do ping -c1 -W5 $t >/dev/null || "
+      "ping -c1 -W5 $t >/dev/null || echo FAIL $t; done";
+  CmdResult from_a =
+      tb_srun("-w a -N1 -- exec " + lab_ + " hz/s0/g0 -- sh -c " + shell_quote(ping_bj));
+  EXPECT_EQ(from_a.rc, 0) << from_a.out;
+  EXPECT_FALSE(contains(from_a.out, "FAIL")) << from_a.out;
+  CmdResult from_b = tb_srun("-w b -N1 -- exec " + lab_ + " bj/s1/g1 -- ping -c1 -W5 hz-s3-g3");
+  EXPECT_EQ(from_b.rc, 0) << from_b.out;
+
+  // status on each host, one JSON file per node (srun -o %N; a lab name, not a
+  // scenario: the nodes are given): each its own part, both WAN
+  // tunnels up, nothing missing, the same plan digest.
+  CmdResult status = tb_srun("-w a,b -o " + tmp_ + "/status-%N.json -- status " + lab_ + " --json");
+  ASSERT_EQ(status.rc, 0) << status.out;
+  std::string digest;
+  for (size_t i = 0; i < 2; ++i) {
+    std::ifstream in(tmp_ + "/status-" + hosts_->name(i) + ".json");
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << "status of host " << hosts_->name(i);
+    EXPECT_EQ(j["host"]["name"], hosts_->name(i));
+    if (i == 0) digest = j["host"]["digest"];
+    EXPECT_EQ(j["host"]["digest"], digest);
+    int tunnels = 0;
+    for (const auto& l : j["links"]) {
+      const std::string state = l.value("state", "");
+      EXPECT_NE(state, "missing") << l.dump();
+      tunnels += state.starts_with("up (tunnel to ");
+    }
+    EXPECT_EQ(tunnels, 2) << "host " << hosts_->name(i);  // ec and vpn
+  }
+
+  // down on both hosts, one srun: nothing left on either.
+  CmdResult down = tb_srun("down " + file);
+  EXPECT_EQ(down.rc, 0) << down.out;
+  for (size_t i = 0; i < 2; ++i) expect_nothing_on(i);
 }
 
 }  // namespace
