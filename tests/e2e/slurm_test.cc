@@ -19,6 +19,8 @@
 namespace tb::e2e {
 namespace {
 
+const std::string HZ = "regions = [\"hz\"]", BJ = "regions = [\"bj\"]";
+
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
@@ -42,9 +44,6 @@ TEST(SlurmCluster, EachHostIsANodeAndSrunRunsItsTaskInsideIt) {
     ASSERT_TRUE(hosts.ok()) << hosts.error();
     SlurmCluster cluster(hosts);
     ASSERT_TRUE(cluster.start()) << cluster.error();
-    std::printf(
-        "slurm cluster of 2 nodes idle after %.1f s (steady clock, start() to sinfo idle)\n",
-        cluster.start_seconds());
     dir = cluster.dir();
     daemons = {cluster.slurmd(0), cluster.slurmd(1)};
     EXPECT_TRUE(std::filesystem::exists(cluster.conf()));
@@ -104,7 +103,7 @@ class SlurmHzBj : public testing::Test {
   }
 
   // hz-bj.toml with this test's lab name, a /16 address space, and [[host]] tables: each
-  // (name, underlay, region).
+  // (name, underlay, what it holds: a TOML line such as regions = ["hz"]).
   std::string write_scenario(const std::string& file,
                              const std::vector<std::array<std::string, 3>>& placement) {
     std::ifstream in(scenario("hz-bj.toml"));
@@ -114,9 +113,8 @@ class SlurmHzBj : public testing::Test {
         std::regex_replace(text.str(), std::regex("name = \"hzbj\""), "name = \"" + lab_ + "\"");
     s = std::regex_replace(s, std::regex("address_space = \"198.18.0.0/15\""),
                            "address_space = \"198.18.0.0/16\"");
-    for (const auto& [name, underlay, region] : placement)
-      s += "\n[[host]]\nname = \"" + name + "\"\nunderlay = \"" + underlay + "\"\nregions = [\"" +
-           region + "\"]\n";
+    for (const auto& [name, underlay, holds] : placement)
+      s += "\n[[host]]\nname = \"" + name + "\"\nunderlay = \"" + underlay + "\"\n" + holds + "\n";
     const std::string path = tmp_ + "/" + file;
     std::ofstream(path) << s;
     return path;
@@ -160,7 +158,7 @@ TEST_F(SlurmHzBj, UpStatusExecDownThroughSrunOnEveryHost) {
   const std::string a = hosts_->underlay(0), b = hosts_->underlay(1);
 
   // A [[host]] that is no node of the cluster: the wrapper refuses before srun, naming it.
-  const std::string stray = write_scenario("stray.toml", {{"a", a, "hz"}, {"c", b, "bj"}});
+  const std::string stray = write_scenario("stray.toml", {{"a", a, HZ}, {"c", b, BJ}});
   CmdResult no_node = tb_srun("up " + stray);
   EXPECT_EQ(no_node.rc, 2) << no_node.out;
   EXPECT_TRUE(contains(no_node.out, "host c of " + stray + " is not a node of this Slurm cluster"))
@@ -169,7 +167,7 @@ TEST_F(SlurmHzBj, UpStatusExecDownThroughSrunOnEveryHost) {
   // refuses with exit 2 and its message reaches the caller, naming b; a refuses too (c's
   // underlay is unreachable from it), so nothing is built anywhere.
   const std::string missing =
-      write_scenario("missing.toml", {{"a", a, "hz"}, {"c", "203.0.113.9", "bj"}});
+      write_scenario("missing.toml", {{"a", a, HZ}, {"c", "203.0.113.9", BJ}});
   CmdResult no_host = tb_srun("-N2 -w a,b -- up " + missing);
   EXPECT_EQ(no_host.rc, 2) << no_host.out;
   EXPECT_TRUE(contains(no_host.out, "--host b: no [[host]] named \"b\" in " + missing))
@@ -179,7 +177,7 @@ TEST_F(SlurmHzBj, UpStatusExecDownThroughSrunOnEveryHost) {
   for (size_t i = 0; i < 2; ++i) expect_nothing_on(i);
 
   // up on both hosts at once, one srun.
-  const std::string file = write_scenario("hzbj.toml", {{"a", a, "hz"}, {"b", b, "bj"}});
+  const std::string file = write_scenario("hzbj.toml", {{"a", a, HZ}, {"b", b, BJ}});
   CmdResult up = tb_srun("up " + file);
   ASSERT_EQ(up.rc, 0) << up.out << cluster_->logs();
   EXPECT_TRUE(contains(up.out, "is up on host a: 32 of its 43 nodes")) << up.out;
@@ -232,6 +230,41 @@ TEST_F(SlurmHzBj, UpStatusExecDownThroughSrunOnEveryHost) {
   CmdResult down = tb_srun("down " + file);
   EXPECT_EQ(down.rc, 0) << down.out;
   for (size_t i = 0; i < 2; ++i) expect_nothing_on(i);
+}
+
+// Three hosts, as many slurmds: hz's servers 2 and 3 (with their GPUs) on c, apart from their
+// region's switches on a (their frontend and rail links are tunnels to a). One srun brings all
+// three parts up; a GPU on c reaches hz's GPUs on a and bj's on b; one srun takes them down.
+TEST_F(SlurmHzBj, ThreeHostsUpPingDownThroughSrun) {
+  TB_REQUIRE_ROOT();
+  TB_REQUIRE_SLURM();
+  hosts_ = std::make_unique<EmulatedHosts>("r", std::vector<std::string>{"a", "b", "c"}, true);
+  ASSERT_TRUE(hosts_->ok()) << hosts_->error();
+  cluster_ = std::make_unique<SlurmCluster>(*hosts_);
+  ASSERT_TRUE(cluster_->start()) << cluster_->error();
+  const std::string file = write_scenario(
+      "hzbj3.toml", {{"a", hosts_->underlay(0), HZ},
+                     {"b", hosts_->underlay(1), BJ},
+                     {"c", hosts_->underlay(2), "servers = [\"hz/s2\", \"hz/s3\"]"}});
+  CmdResult up = tb_srun("up " + file);
+  ASSERT_EQ(up.rc, 0) << up.out << cluster_->logs();
+  for (const char* h : {"a", "b", "c"})
+    EXPECT_TRUE(contains(up.out, std::string("is up on host ") + h + ": ")) << up.out;
+  CmdResult lc = hosts_->run(2, "ip netns list");
+  EXPECT_TRUE(contains(lc.out, "tb-" + lab_ + "-hz-s3-g3")) << lc.out;
+  EXPECT_FALSE(contains(lc.out, "tb-" + lab_ + "-hz-s0")) << lc.out;
+
+  const std::string ping =
+      "for t in hz-s0-g0 hz-s1-g3 hz-s2-g1 bj-s0-g0 bj-s1-g1; do ping -c1 -W5 $t >/dev/null || "
+      "ping -c1 -W5 $t >/dev/null || echo FAIL $t; done";
+  CmdResult from_c =
+      tb_srun("-w c -N1 -- exec " + lab_ + " hz/s3/g3 -- sh -c " + shell_quote(ping));
+  EXPECT_EQ(from_c.rc, 0) << from_c.out;
+  EXPECT_FALSE(contains(from_c.out, "FAIL")) << from_c.out;
+
+  CmdResult down = tb_srun("down " + file);
+  EXPECT_EQ(down.rc, 0) << down.out;
+  for (size_t i = 0; i < 3; ++i) expect_nothing_on(i);
 }
 
 }  // namespace
