@@ -14,7 +14,8 @@
 // start() waits (bounded) until sinfo shows every node idle; the destructor cancels any job,
 // stops exactly the daemons it started (by pid, checked against each process's start time so a
 // reused pid is never hit), any slurmstepd left in its hosts, and removes its directory, also
-// when the test failed. Build with start(), check ok()/error(), run srun(args) or client(cmd).
+// when the test failed. Build with start(), check ok()/error(), run srun(args), tb_srun(args)
+// (scripts/tb-srun) or client(cmd).
 // Needs root, nsenter and unshare; the EmulatedHosts must outlive it. Not thread-safe.
 #pragma once
 
@@ -83,6 +84,13 @@ class SlurmCluster {
   // srun ARGS (already shell words), bounded by `timeout_s`: its exit code and its output.
   CmdResult srun(const std::string& args, int timeout_s = 300) const {
     return client("timeout -k 10 " + std::to_string(timeout_s) + " srun " + args);
+  }
+  // scripts/tb-srun ARGS (shell words) as a cluster's user runs it, with this build's
+  // testbedctl on the nodes (TESTBEDCTL), bounded by `timeout_s`.
+  CmdResult tb_srun(const std::string& args, int timeout_s = 300) const {
+    return client("TESTBEDCTL=" + shell_quote(tbctl()) + " timeout -k 10 " +
+                  std::to_string(timeout_s) + " " +
+                  shell_quote(std::string(TB_SOURCE_DIR) + "/scripts/tb-srun") + " " + args);
   }
   // The last lines of every log the daemons wrote (for failure messages).
   std::string logs() const {

@@ -120,12 +120,7 @@ class SlurmHzBj : public testing::Test {
     return path;
   }
 
-  // scripts/tb-srun ARGS where the cluster's users work, with this build's testbedctl.
-  CmdResult tb_srun(const std::string& args, int timeout_s = 300) const {
-    return cluster_->client("TESTBEDCTL=" + shell_quote(tbctl()) + " timeout -k 10 " +
-                            std::to_string(timeout_s) + " " + TB_SOURCE_DIR + "/scripts/tb-srun " +
-                            args);
-  }
+  CmdResult tb_srun(const std::string& args) const { return cluster_->tb_srun(args); }
 
   // Nothing of the lab on host i: no namespace, no state, no tunnel, no process but slurmd's
   // (a step's slurmstepd may take a moment to go).
