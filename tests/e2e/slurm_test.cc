@@ -81,6 +81,35 @@ TEST(SlurmCluster, EachHostIsANodeAndSrunRunsItsTaskInsideIt) {
   }
 }
 
+// The wrapper's own bad input, before any srun (no cluster needed): srun options not closed by
+// "--", a lab name without nodes, a scenario without [[host]] tables, a bad scenario (plan's
+// own exit 2 and file:line message passes through).
+TEST(TbSrun, BadUseIsExit2NamingWhatIsMissing) {
+  const std::string wrapper =
+      "TESTBEDCTL=" + shell_quote(tbctl()) + " " + TB_SOURCE_DIR + "/scripts/tb-srun ";
+  struct Case {
+    std::string args, says;
+  } cases[] = {
+      {"", "needs a verb and a scenario or lab"},
+      {"-N2 up x", "srun options must end with \"--\" before the verb"},
+      {"status nolab", "nolab is not a scenario file: give the nodes (-N COUNT or -w NODES"},
+      {"up " + scenario("hz-bj.toml"), "hz-bj.toml declares no [[host]]"},
+  };
+  for (const auto& c : cases) {
+    CmdResult r = sh(wrapper + c.args);
+    EXPECT_EQ(r.rc, 2) << c.args << ": " << r.out;
+    EXPECT_TRUE(contains(r.out, c.says)) << c.args << ": " << r.out;
+  }
+  char t[] = "/tmp/tb-e2e-tbsrun-XXXXXX";
+  ASSERT_NE(::mkdtemp(t), nullptr);
+  const std::string bad = std::string(t) + "/bad.toml";
+  std::ofstream(bad) << "[lab]\nname = \"x\"\nbogus = 1\n";
+  CmdResult r = sh(wrapper + "up " + bad);
+  std::filesystem::remove_all(t);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, bad + ":")) << r.out;
+}
+
 // hz-bj over two hosts (a: hz, b: bj) started, inspected and taken down through Slurm:
 // scripts/tb-srun runs one `testbedctl VERB ... --host $SLURMD_NODENAME` per node with srun,
 // against the real daemons of SlurmCluster. Bad input through srun is exit 2 with the message
