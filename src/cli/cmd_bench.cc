@@ -22,6 +22,7 @@
 #include "core/process.h"
 #include "core/units.h"
 #include "lab/state.h"
+#include "launch/across_hosts.h"
 #include "launch/bench_run.h"
 #include "report/bench.h"
 #include "report/html.h"
@@ -41,6 +42,7 @@ struct BenchFlags {
   std::string tier = "auto";
   double timeout_s = 30;
   workload::TransportOptions transport;  // --transport, its tunables, --channels
+  int rendezvous_port = multihost::kDefaultPort;
 };
 
 // nccl-tests on a live lab: one tb-rank per GPU; exit 1 on a wrong value or a failed rank.
@@ -89,6 +91,7 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
   o.impl = *impl;
   o.timeout_ms = static_cast<int>(f.timeout_s * 1000);
   o.transport = f.transport;
+  o.rendezvous_port = f.rendezvous_port;
   // Every flag's own error before the lab is looked up.
   if (auto r = launch::check_options(o); !r) return report(r.error());
   if (!f.json_path.empty()) {
@@ -119,6 +122,39 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
   }
 
   StopSignals signals;
+  auto hosts = launch::job_hosts(*st, *job);
+  if (!hosts) return report(hosts.error());
+  if (hosts->idle()) {
+    std::fprintf(stderr,
+                 "bench %s: host %s holds none of the selected ranks (%s); nothing to do here\n",
+                 lab.c_str(), hosts->me.c_str(), hosts->summary().c_str());
+    return kExitOk;
+  }
+  if (hosts->joins()) {
+    std::fprintf(stderr, "bench %s: host %s runs %d of %zu ranks (%s); host %s coordinates\n",
+                 lab.c_str(), hosts->me.c_str(), hosts->local_count(), job->ranks.size(),
+                 hosts->summary().c_str(), hosts->coordinator.c_str());
+    auto out = launch::serve_job(
+        *job, *hosts, "bench", st->digest, o.rendezvous_port, o.tb_rank,
+        [&](const std::string& line) {
+          std::fprintf(stderr, "bench %s: %s\n", lab.c_str(), line.c_str());
+        },
+        signals.flag());
+    if (!out) return report(out.error());
+    for (const auto& e : out->errors)
+      std::fprintf(stderr, "bench %s: %s\n", lab.c_str(), e.c_str());
+    std::fprintf(stderr,
+                 "bench %s: %s; rows, bench.json and every rank's log are on host %s in %s\n",
+                 lab.c_str(), out->ok ? "done" : "FAILED", out->coordinator.c_str(),
+                 out->results_dir.c_str());
+    return out->ok ? kExitOk : kExitFailed;
+  }
+  if (hosts->coordinates())
+    std::fprintf(stderr,
+                 "bench %s: ranks on hosts %s; this host (%s) coordinates on %s:%d and waits for "
+                 "the others to join\n",
+                 lab.c_str(), hosts->summary().c_str(), hosts->me.c_str(),
+                 hosts->coordinator_addr.to_string().c_str(), o.rendezvous_port);
   std::fprintf(stderr, "bench %s: starting %zu ranks (%s over %s); results in %s\n", lab.c_str(),
                job->ranks.size(), to_string(o.impl).c_str(), to_string(job->transport.kind).c_str(),
                job->results_dir.c_str());
@@ -224,6 +260,12 @@ void add_bench(CLI::App& app, int& rc) {
       ->capture_default_str()
       ->check(real_in(workload::kRankTimeoutSeconds));
   bench->add_option("--json", bf.json_path, "also write the JSON twin here");
+  bench
+      ->add_option("--rendezvous-port", bf.rendezvous_port,
+                   "a lab over several hosts: the TCP port the coordinating host listens on (its "
+                   "underlay address), the same on every host")
+      ->capture_default_str()
+      ->check(whole_in({1, 65535}));
   bench->callback([lab, flags, &rc] { rc = cmd_bench(*lab, *flags); });
 }
 

@@ -136,6 +136,7 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, ap
   state.rdma_why = plan.rdma_why;
   state.host = plan.host;
   state.digest = plan.digest;
+  for (const auto& h : plan.hosts) state.hosts.push_back(LabHost{h.name, h.underlay});
   if (auto saved = save_state(state); !saved) {
     (void)remove_state(lab);  // the lab directory it may have made (a full disk, say)
     return std::unexpected(saved.error());

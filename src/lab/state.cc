@@ -63,6 +63,11 @@ Result<LabState> load_state(const std::string& lab) {
     s.rdma_why = j.value("rdma_why", "");
     s.host = j.value("host", "");
     s.digest = j.value("digest", "");
+    for (const auto& h : j.value("hosts", nlohmann::json::array())) {
+      auto addr = parse_ipv4(h.at("underlay").get<std::string>());
+      if (!addr) return fail("lab \"" + lab + "\": " + path + ": hosts: " + addr.error().message);
+      s.hosts.push_back(LabHost{h.at("name"), *addr});
+    }
     for (const auto& d : j.value("rxe", nlohmann::json::array()))
       s.rxe.push_back(RxeDevice{d.at("node"), d.at("netns"), d.at("ifname"), d.at("name"),
                                 d.at("gid_index"), d.at("gid")});
@@ -86,6 +91,12 @@ Status save_state(const LabState& s) {
   j["rdma_why"] = s.rdma_why;
   if (!s.host.empty()) j["host"] = s.host;
   if (!s.digest.empty()) j["digest"] = s.digest;
+  if (!s.hosts.empty()) {
+    nlohmann::json hosts = nlohmann::json::array();
+    for (const auto& h : s.hosts)
+      hosts.push_back({{"name", h.name}, {"underlay", h.underlay.to_string()}});
+    j["hosts"] = hosts;
+  }
   nlohmann::json rxe = nlohmann::json::array();
   for (const auto& d : s.rxe)
     rxe.push_back({{"node", d.node},

@@ -11,11 +11,18 @@
 
 #include "apply/rxe.h"
 #include "core/error.h"
+#include "core/ipv4.h"
 #include "core/safe_file.h"
 #include "core/unique_fd.h"
 #include "plan/plan.h"
 
 namespace tb::lab {
+
+// A host of a lab over several ([[host]]): its name and underlay address, as the plan had them.
+struct LabHost {
+  std::string name;
+  Ipv4 underlay;
+};
 
 struct LabState {
   std::string lab;
@@ -35,6 +42,7 @@ struct LabState {
   // host; and the plan digest every host of the lab computed alike (plan.h digest).
   std::string host;
   std::string digest;
+  std::vector<LabHost> hosts;  // every host of the lab, [[host]] order (empty: one host)
 };
 
 std::string run_root();

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/shm_names.h"
+#include "launch/across_hosts.h"
 #include "launch/place.h"
 #include "launch/rank_group.h"
 #include "plan/plan.h"
@@ -229,7 +230,8 @@ Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
   return job;
 }
 
-Result<launch::RankGroup> start_ranks(const Job& job, const std::string& tb_rank) {
+Result<launch::RankGroup> start_ranks(const Job& job, const std::string& tb_rank,
+                                      const std::vector<char>& local) {
   auto dir = open_results_dir(job.results_dir);
   if (!dir) return std::unexpected(with_context(dir.error(), "create results directory"));
   if (auto logs = dir->sub("logs"); !logs)
@@ -242,7 +244,8 @@ Result<launch::RankGroup> start_ranks(const Job& job, const std::string& tb_rank
   for (size_t r = 0; r < job.ranks.size(); ++r)
     procs.push_back({job.ranks[r].netns,
                      {tb_rank, "--job", job_path, "--rank", std::to_string(r)},
-                     job.results_dir + "/logs/rank" + std::to_string(r) + ".log"});
+                     job.results_dir + "/logs/rank" + std::to_string(r) + ".log",
+                     !local.empty() && !local[r]});
   return launch::RankGroup::start(procs, plan::owner_marker(job.lab));
 }
 
@@ -276,8 +279,23 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
   res.spec = job.bench;
   for (const auto& r : job.ranks) res.nodes.push_back(r.node);
 
-  auto group = start_ranks(job, o.tb_rank);
-  if (!group) return std::unexpected(group.error());
+  auto hosts = job_hosts(lab, job);
+  if (!hosts) return std::unexpected(hosts.error());
+  std::optional<CoordinatorRelay> relay;
+  if (hosts->coordinates()) {
+    auto r = CoordinatorRelay::open(job, *hosts, "bench", lab.digest, o.rendezvous_port, stop);
+    if (!r) return std::unexpected(r.error());
+    relay.emplace(std::move(*r));
+    res.hosts = hosts->summary();
+  }
+  auto group = start_ranks(job, o.tb_rank, hosts->local);
+  if (!group) {
+    if (relay) {
+      relay->kill(kKillGraceMs);
+      relay->done(false);
+    }
+    return std::unexpected(group.error());
+  }
 
   const auto points = sweep(job.bench, n);
   std::vector<bool> ready(static_cast<size_t>(n), false);
@@ -289,6 +307,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
                  progress_board_path(job), n);
   for (;;) {
     bool activity = group->poll();
+    if (relay) activity = relay->pump(*group) || activity;
     for (int r = 0; r < n; ++r) {
       auto& f = feeds[static_cast<size_t>(r)];
       const size_t before = f.lines.size();
@@ -337,11 +356,13 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
       kill_at = Clock::now() + std::chrono::milliseconds(job.timeout_ms + kAfterFailureGraceMs);
     if (group->all_exited()) break;
     if (stop.load()) {
+      if (relay) relay->kill(kKillGraceMs);
       group->kill_all(kKillGraceMs);
       res.errors.push_back("interrupted: ranks killed");
       break;
     }
     if (kill_at && Clock::now() >= *kill_at) {
+      if (relay) relay->kill(kKillGraceMs);
       group->kill_all(kKillGraceMs);
       res.errors.push_back("ranks still running " +
                            std::to_string(job.timeout_ms + kAfterFailureGraceMs) +
@@ -349,6 +370,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
       break;
     }
     if (idle.expired()) {
+      if (relay) relay->kill(kKillGraceMs);
       group->kill_all(kKillGraceMs);
       res.errors.push_back("no rank reported anything or moved a byte for " +
                            std::to_string(idle.limit().count() / 1000) + " s: killed");
@@ -356,7 +378,25 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (relay) {
+    // The other hosts' last rows, logs and exits (they kill their ranks when told).
+    relay->finish(*group, std::chrono::milliseconds(kKillGraceMs + 15000));
+    for (const auto& e : relay->errors()) res.errors.push_back(e);
+  }
   for (auto& f : feeds) f.read_more();
+  // Sizes the last rows completed (rows relayed from other hosts may arrive after the exits).
+  while (started && next_row < points.size()) {
+    std::vector<RankRow> rows;
+    for (auto& f : feeds) {
+      size_t k = 0;
+      for (const auto& l : f.lines)
+        if (l.contains("bytes") && k++ == next_row) rows.push_back(rank_row_from_json(l));
+    }
+    if (static_cast<int>(rows.size()) < n) break;
+    res.rows.push_back(combine_rows(job.bench.coll, n, rows));
+    if (on_row) on_row(res, res.rows.back());
+    ++next_row;
+  }
   if (rnr_before)
     if (auto after = rnr_naks_sent(res.rdma_devices); after && *after >= *rnr_before)
       res.rnr_naks = *after - *rnr_before;
@@ -375,6 +415,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
     res.errors.push_back(msg);
   }
   res.complete = res.rows.size() == points.size();
+  if (relay) relay->done(res.ok());
   return res;
 }
 

@@ -16,6 +16,7 @@
 #include "collective/progress.h"
 #include "lab/state.h"
 #include "launch/rank_group.h"
+#include "multihost/session.h"
 #include "workload/bench_result.h"
 #include "workload/job.h"
 #include "workload/transport.h"
@@ -33,6 +34,8 @@ struct BenchOptions {
   workload::TransportOptions transport;
   workload::BenchSpec spec;
   std::string tb_rank;  // path of the tb-rank executable
+  // A lab over several hosts: the coordinator's TCP port (launch/across_hosts.h).
+  int rendezvous_port = multihost::kDefaultPort;
 };
 
 // bench's own limit on a run: it is cut when, for `limit`, no rank wrote a line (a row, its
@@ -76,13 +79,17 @@ Status check_options(const BenchOptions& o);
 // --transport rdma) -> exit 2 errors. Pure: reads nothing but `lab`.
 Result<workload::Job> prepare_job(const lab::LabState& lab, const BenchOptions& o);
 
-// Writes job.json (and the results and store directories) and starts one tb-rank per rank.
-Result<launch::RankGroup> start_ranks(const workload::Job& job, const std::string& tb_rank);
+// Writes job.json (and the results and store directories) and starts one tb-rank per rank;
+// with `local` (per rank, a job over several hosts) only the ranks of this host.
+Result<launch::RankGroup> start_ranks(const workload::Job& job, const std::string& tb_rank,
+                                      const std::vector<char>& local = {});
 
-// Starts the ranks and waits for them. `on_row` sees each finished size; `on_start` the
-// result skeleton (ranks, algorithm) once every rank has joined. `stop` (SIGINT) kills them.
-// The caller shows the rows (the verb hands in report/bench.h's formatters; launch/ never
-// includes report/) and writes bench.json into the results directory.
+// Starts the ranks and waits for them. A job over several hosts (launch/across_hosts.h): this
+// host coordinates — the other hosts join first, their ranks' rows and exits arrive through
+// them (a host that runs no rank, or joins, calls serve_job instead). `on_row` sees each finished
+// size; `on_start` the result skeleton (ranks, algorithm) once every rank has joined. `stop`
+// (SIGINT) kills them. The caller shows the rows (the verb hands in report/bench.h's formatters;
+// launch/ never includes report/) and writes bench.json into the results directory.
 Result<workload::BenchResult> run_job(
     const workload::Job& job, const lab::LabState& lab, const BenchOptions& o,
     const std::function<void(const workload::BenchResult&)>& on_start,

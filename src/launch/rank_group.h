@@ -16,11 +16,14 @@ struct RankProc {
   std::string netns;
   std::vector<std::string> argv;  // argv[0] an absolute path
   std::string log_path;
+  // A rank on another host of the lab (issue 19): not started here; its exit arrives from that
+  // host (remote_exit).
+  bool remote = false;
 };
 
 struct RankExit {
   bool running = true;
-  int pid = 0;
+  int pid = 0;      // 0: a remote rank
   int code = -1;    // exit code, or 128 + signal
   std::string how;  // "exit 1", "signal Killed"
 };
@@ -37,8 +40,12 @@ class RankGroup {
   bool poll();
   const std::vector<RankExit>& ranks() const { return ranks_; }
   bool all_exited() const;
-  // SIGTERM the running ones, wait up to grace_ms, SIGKILL, reap.
+  // SIGTERM the running ones on this host, wait up to grace_ms, SIGKILL, reap. Remote ranks are
+  // their host's to kill.
   void kill_all(int grace_ms);
+  // A remote rank ended (as its host says), or its host is gone.
+  void remote_exit(size_t rank, int code, const std::string& how);
+  bool local(size_t rank) const { return ranks_[rank].pid != 0; }
 
  private:
   RankGroup() = default;

@@ -35,6 +35,9 @@ std::string bench_transport_note(const BenchResult& r) {
          "NVLink links, their shaping and faults";
   s += "; lab rdma: " + (r.lab_rdma.empty() ? std::string("none") : r.lab_rdma);
   if (!r.lab_rdma_why.empty()) s += " (" + r.lab_rdma_why + ")";
+  if (!r.hosts.empty())
+    s += "; ranks on hosts " + r.hosts +
+         ": pairs across hosts over VXLAN tunnels on the underlay, rows gathered on the first";
   return s;
 }
 
@@ -141,6 +144,7 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"impl", r.impl},
           {"describe", r.describe},
           {"shaping", r.shaping},
+          {"hosts", r.hosts},
           {"transport",
            {{"kind", r.transport},
             {"intra_server", r.intra_server},

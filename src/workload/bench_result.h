@@ -53,6 +53,8 @@ struct BenchResult {
   std::optional<uint64_t> rnr_naks;
   std::string lab_rdma, lab_rdma_why;
   std::vector<std::string> nodes;
+  // A lab over several hosts: the hosts the ranks ran on, "node1 (10), node2 (10)" ("" : one).
+  std::string hosts;
   BenchSpec spec;
   std::vector<BenchRow> rows;
   std::vector<std::string> errors;  // "rank 3 (dc/s1/g1): exit 1: <its error>"

@@ -1,0 +1,112 @@
+// A job whose ranks run on several hosts of a lab (issue 19). Every host runs the same verb
+// (`testbedctl bench LAB ...`, by hand or through scripts/tb-srun); each works out the same
+// roles from its lab state: the coordinator is the first [[host]] (scenario order) holding a
+// selected rank; the other hosts holding ranks join it over the underlay (multihost/session.h,
+// TCP, --rendezvous-port) with the plan digest and the job digest; a host without a selected
+// rank has nothing to do.
+//
+// The ranks still meet through their FileStore directory (collective/store.h) and write their
+// rows into the results directory, as on one host: each host's testbedctl relays them
+// (multihost/mirror.h) — a store key written on any host reaches every other host's store
+// through the coordinator, and every rank's rows and log are gathered into the coordinator's
+// results directory, where the rows are combined, bench.json written and the report drawn.
+// Ranks never reach the underlay; they talk to each other over the lab's own links (VXLAN
+// across the seam). A rank's progress board (collective/progress.h) counts the ranks of its own
+// host only.
+//
+// Messages, coordinator → host: {"job": job.json}, {"put": chunk} (a store file), {"kill":
+// grace_ms}, {"done": {"ok": bool}}; host → coordinator: {"put": chunk}, {"append": chunk} (its
+// ranks' rows and logs), {"exit": {"rank", "code", "how"}}, {"bye": true} once its ranks have
+// all exited and their files are sent.
+// Not thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/ipv4.h"
+#include "lab/state.h"
+#include "launch/rank_group.h"
+#include "multihost/mirror.h"
+#include "multihost/session.h"
+#include "workload/job.h"
+
+namespace tb::launch {
+
+// How long the coordinator waits for the other hosts to join, and a host for the coordinator.
+inline constexpr std::chrono::seconds kJoinTimeout{60};
+
+struct JobHosts {
+  std::string me;           // this host ("" : the lab is on one host)
+  std::string coordinator;  // "" : the lab is on one host
+  Ipv4 coordinator_addr;
+  std::vector<std::string> peers;      // hosts with ranks other than the coordinator
+  std::vector<std::string> rank_host;  // per rank
+  std::vector<char> local;             // per rank: on this host
+
+  // Ranks on several hosts, this one coordinating / joining; none here at all.
+  bool coordinates() const { return !me.empty() && me == coordinator && !peers.empty(); }
+  bool joins() const { return !me.empty() && me != coordinator && local_count() > 0; }
+  bool idle() const { return !me.empty() && local_count() == 0; }
+  int local_count() const;
+  // "node1 (10), node2 (10)"
+  std::string summary() const;
+};
+
+// The roles for `job` on the host whose state `lab` is. A lab on one host: every rank local.
+// A rank on a node of no known host, or --transport rdma across hosts: exit 2.
+Result<JobHosts> job_hosts(const lab::LabState& lab, const workload::Job& job);
+
+// What every host of a job must agree on (FNV-1a 64 of job.json without the run's own names).
+std::string job_digest(const workload::Job& job);
+
+// The coordinator's side, inside the verb's wait loop.
+class CoordinatorRelay {
+ public:
+  // Waits for every peer to join (exit 2 on a mismatch, a host that does not come, a port in
+  // use), then hands each the job.
+  static Result<CoordinatorRelay> open(const workload::Job& job, const JobHosts& hosts,
+                                       const std::string& verb, const std::string& plan_digest,
+                                       int port, const std::atomic<bool>& stop);
+  // Relays store files both ways, takes the peers' rows and logs and their ranks' exits; a host
+  // that goes away fails its running ranks. True when something arrived.
+  bool pump(RankGroup& group, int wait_ms = 0);
+  // Tells every host to kill its ranks.
+  void kill(int grace_ms);
+  // After the ranks ended: waits (at most `limit`) for every host's last files and exits.
+  void finish(RankGroup& group, std::chrono::milliseconds limit);
+  // The verdict, to every host; they exit with it.
+  void done(bool ok);
+  // What went wrong on the way (a host gone, a file that could not be written).
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  CoordinatorRelay(multihost::Coordinator c, const workload::Job& job, JobHosts hosts);
+  multihost::Coordinator coord_;
+  JobHosts hosts_;
+  multihost::DirMirror store_, results_;
+  std::vector<std::string> byes_;
+  std::vector<std::string> errors_;
+};
+
+struct PeerOutcome {
+  bool ok = false;  // the coordinator's verdict
+  std::string coordinator, results_dir;
+  int ranks = 0;  // ranks run here
+  std::vector<std::string> errors;
+};
+
+// A joining host's whole part: join, take the job, start this host's ranks, relay until the
+// coordinator says done. `say` sees progress lines (joined, ranks started).
+Result<PeerOutcome> serve_job(const workload::Job& mine, const JobHosts& hosts,
+                              const std::string& verb, const std::string& plan_digest, int port,
+                              const std::string& tb_rank,
+                              const std::function<void(const std::string&)>& say,
+                              const std::atomic<bool>& stop);
+
+}  // namespace tb::launch

@@ -1,0 +1,68 @@
+// The wire between two hosts' testbedctl for a verb that spans the hosts of a lab (issue 19):
+// one TCP connection over the underlay carrying one JSON object per line, and base64 for the
+// bytes of files inside those objects. Only testbedctl speaks it, so it is plain and versioned
+// by the hello (session.h). Not thread-safe: one thread drives a connection.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/ipv4.h"
+#include "core/unique_fd.h"
+
+namespace tb::multihost {
+
+std::string base64_encode(std::string_view bytes);
+Result<std::string> base64_decode(std::string_view text);
+
+// The longest line a connection accepts (a file chunk is at most mirror.h kMaxChunk, base64).
+inline constexpr size_t kMaxLine = 4u << 20;
+
+class Conn {
+ public:
+  Conn(UniqueFd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {}
+  Conn(Conn&&) noexcept = default;
+  Conn& operator=(Conn&&) noexcept = default;
+
+  // One message, one line; waits at most `limit` for the socket to take all of it.
+  Status send(const nlohmann::json& msg,
+              std::chrono::milliseconds limit = std::chrono::milliseconds(10000));
+  // What has arrived as whole lines (after waiting up to `wait_ms` for something to arrive).
+  // The peer closing is no error: closed() says so once its last line was returned.
+  Status receive(std::vector<nlohmann::json>& out, int wait_ms = 0);
+  bool closed() const { return closed_; }
+  int fd() const { return fd_.get(); }
+  const std::string& peer() const { return peer_; }  // "198.19.254.2:41234"
+
+ private:
+  UniqueFd fd_;
+  std::string peer_;
+  std::string in_;
+  bool closed_ = false;
+};
+
+// Connects to `addr`:`port`, retrying (every 100 ms) while nobody listens yet or the route is
+// missing, until `deadline` or `stop`.
+Result<Conn> connect_to(Ipv4 addr, int port, std::chrono::steady_clock::time_point deadline,
+                        const std::atomic<bool>& stop);
+
+class Listener {
+ public:
+  // Listens on `addr`:`port` (SO_REUSEADDR). In use or not this host's address: exit 2.
+  static Result<Listener> open(Ipv4 addr, int port);
+  // A connection that arrived within `wait_ms`, or none.
+  Result<std::optional<Conn>> accept(int wait_ms);
+
+ private:
+  explicit Listener(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+};
+
+}  // namespace tb::multihost
