@@ -250,6 +250,15 @@ TEST_F(SlurmHzBj, UpStatusExecDownThroughSrunOnEveryHost) {
     EXPECT_EQ(tunnels, 2) << "host " << hosts_->name(i);  // ec and vpn
   }
 
+  // A bench across both hosts, one srun: a coordinates (hz is its first host with a rank), b
+  // joins; the rows come out of a's task, b's says where they are; both exit 0.
+  CmdResult bench = tb_srun("-w a,b -- bench " + lab_ +
+                            " allreduce -b 64K -e 64K -n 2 -w 1 --ranks hz/s0/g0,bj/s0/g0");
+  EXPECT_EQ(bench.rc, 0) << bench.out;
+  EXPECT_TRUE(contains(bench.out, "Out of bounds values : 0 OK")) << bench.out;
+  EXPECT_TRUE(contains(bench.out, "rows, bench.json and every rank's log are on host a"))
+      << bench.out;
+
   // down on both hosts, one srun: nothing left on either.
   CmdResult down = tb_srun("down " + file);
   EXPECT_EQ(down.rc, 0) << down.out;
