@@ -323,8 +323,10 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
       verify::Reading r;
       c.request.work_dir = dir + (reading++ ? "-" + std::to_string(reading) : "");
       const auto before = verify::sample_host(stage_files);
+      verify::PromptnessWatch watch;
       r.outcome = verify::measure_link(c.request, signals.flag());
       r.host = verify::host_load(before, verify::sample_host(stage_files));
+      r.host->promptness = watch.stop();
       r.checks = verify::evaluate(c.link.emulated, r.outcome.m);
       r.stall = verify::host_stall(r.outcome.m, r.host);
       return r;

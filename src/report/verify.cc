@@ -164,8 +164,11 @@ std::string method_text(const Settings& s) {
          "again while the host stalled during the reading (its base over lo's median >= " +
          fmt::format("{:.2f} ms or its IQR >= {:.2f} ms", verify::kBaseStallMedianUs / 1000,
                      verify::kBaseStallIqrUs / 1000) +
-         ", or the delay stages >= " + fmt::format("{:.0f}", verify::kStageLateUs) +
-         " us late on average), up to " + std::to_string(verify::kMaxReadings) +
+         ", the delay stages >= " + fmt::format("{:.0f}", verify::kStageLateUs) +
+         " us late on average, or a SCHED_FIFO thread waking every " +
+         std::to_string(verify::kWatchPeriodUs) + " us stalled (>= 1 ms late) for >= " +
+         fmt::format("{:.0f}", verify::kPromptStallShare * 100) + "% of the reading), up to " +
+         std::to_string(verify::kMaxReadings) +
          " readings; the last is judged, the earlier shown beside. A class still out of "
          "tolerance with the host stalled is NOT JUDGED (exit 2: verify again when the host is "
          "quieter); out of tolerance with the host fine, FAIL\n";
@@ -512,11 +515,13 @@ nlohmann::json verify_json(const VerifyReport& r) {
         {"interrupted", r.interrupted}}},
       {"stall_rule",
        fmt::format("a reading is stalled when the base over lo read a median >= {:.2f} ms or an "
-                   "IQR >= {:.2f} ms, or the delay stages released packets >= {:.0f} us late on "
-                   "average; a class out of tolerance in a stalled reading is measured again "
-                   "(up to {} readings) and, still stalled, not judged",
+                   "IQR >= {:.2f} ms, the delay stages released packets >= {:.0f} us late on "
+                   "average, or a SCHED_FIFO thread waking every {} us was >= 1 ms late for >= "
+                   "{:.0f}% of the reading; a class out of tolerance in a stalled reading is "
+                   "measured again (up to {} readings) and, still stalled, not judged",
                    verify::kBaseStallMedianUs / 1000, verify::kBaseStallIqrUs / 1000,
-                   verify::kStageLateUs, verify::kMaxReadings)},
+                   verify::kStageLateUs, verify::kWatchPeriodUs, verify::kPromptStallShare * 100,
+                   verify::kMaxReadings)},
       {"result", to_string(r.verdict())}};
 }
 

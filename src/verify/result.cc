@@ -37,6 +37,10 @@ std::string host_stall(const Measurement& m, const std::optional<HostLoad>& host
           "stall from a median of {:.2f} ms or an IQR of {:.2f} ms)",
           b.p50 / 1000, iqr / 1000, kBaseStallMedianUs / 1000, kBaseStallIqrUs / 1000));
   }
+  if (host && host->promptness && host->promptness->stalled_share >= kPromptStallShare)
+    add(fmt::format("the host stalled {:.1f}% of the reading ({}; a stall from {:.0f}%)",
+                    host->promptness->stalled_share * 100, host->promptness->text(),
+                    kPromptStallShare * 100));
   if (host && host->stage_late_mean_us >= kStageLateUs)
     add(
         fmt::format("the delay stages released {} packets {:.1f} us late on average (a stall "

@@ -496,6 +496,35 @@ TEST(VerifyStall, TheBaseOverLoOrLateStagesShowAStallBusyCpusDoNot) {
   h.stage_packets = 900;
   EXPECT_NE(host_stall(reading(0).outcome.m, h).find("900 packets 20.0 us late"),
             std::string::npos);
+  // The promptness watch: 2 s of wake-ups 1 ms apart, 30 us late but for the stretches given.
+  auto watch = [](std::vector<double> stalls_ms) {
+    Promptness p;
+    p.seconds = 2;
+    p.scheduling = "SCHED_FIFO 11";
+    for (int i = 0; i < 2000; ++i) add_wakeup(p, 30);
+    for (double s : stalls_ms) add_wakeup(p, s * 1000);
+    return p;
+  };
+  h.stage_late_mean_us = 5;
+  h.promptness = watch({0.9, 0.9, 0.9});  // late, but never 1 ms
+  EXPECT_EQ(h.promptness->stalled_share, 0);
+  EXPECT_NEAR(h.promptness->late_max_us, 900, 1e-9);
+  EXPECT_EQ(host_stall(reading(0).outcome.m, h), "");
+  h.promptness = watch({30, 9});  // 39 ms of 2 s: 1.95%
+  EXPECT_NEAR(h.promptness->stalled_share, 0.0195, 1e-12);
+  EXPECT_EQ(host_stall(reading(0).outcome.m, h), "");
+  h.promptness = watch({30, 10});  // 2%
+  const auto stalled_thread = host_stall(reading(0).outcome.m, h);
+  EXPECT_NE(stalled_thread.find("the host stalled 2.0% of the reading (a SCHED_FIFO 11 thread "
+                                "waking every 1000 us"),
+            std::string::npos)
+      << stalled_thread;
+  EXPECT_NE(stalled_thread.find("30.0 ms at worst"), std::string::npos) << stalled_thread;
+  Promptness early;  // a wake-up reads early only by clock noise: never negative lateness
+  early.seconds = 1;
+  add_wakeup(early, -5);
+  EXPECT_EQ(early.late_mean_us, 0);
+  EXPECT_EQ(early.wakeups, 1);
 }
 
 // The decision, readings in, verdict out.
