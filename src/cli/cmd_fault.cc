@@ -1,7 +1,9 @@
 // fault: inject one fault into a live lab by hand, the same way a scenario's [[fault]]
 // timeline does in `run`. Blocks while the fault lasts (--for, or a flap's cycles), printing
 // each step, then reverts it; Ctrl-C reverts at once. Every step is an event in the lab's
-// events.jsonl. Exit 0 when every step applied, 1 when one failed, 2 for bad input.
+// events.jsonl. Exit 0 when every step applied, 1 when one failed, 2 for bad input (and for a
+// fault wholly on another host of a lab over several: on a link between hosts it acts on this
+// host's end, and says what the other host must run; fault/fault.h resolve).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -144,6 +146,9 @@ int cmd_fault(const std::string& lab, const FaultFlags& ff) {
   auto lock = lab::LabLock::acquire(lab);
   if (!lock) return report(lock.error());
 
+  // A lab over several hosts: the part another host holds, and how to act on it there.
+  for (const auto& e : resolved->elsewhere) std::printf("on this host only: %s\n", e.c_str());
+  std::fflush(stdout);
   StopSignals signals;
   auto status = fault::inject_by_hand(
       *st, *resolved, signals.flag(), [&](const fault::Step& s, const Status& r, double seconds) {

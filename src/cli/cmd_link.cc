@@ -1,7 +1,8 @@
 // `testbedctl link LAB set|reset|down|up A B`: change a live link in place. Rates and qdisc
 // figures are replaced in the kernel (no delete and re-add), a delay stage's queue is changed by
 // rewriting its config and SIGHUP, a loss rule is swapped; every change is an event
-// (fault/live_link.h).
+// (fault/live_link.h). On a link between two hosts of a lab over several (a VXLAN tunnel) the
+// change is this host's part; the output says so and prints the other host's command.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -66,7 +67,28 @@ int cmd_link(const LinkFlags& f) {
   if (const auto& n = r->figures)
     said = "rate " + format_rate(n->rate) + ", delay " + format_duration(n->delay) + ", jitter " +
            format_duration(n->jitter) + ", loss " + format_percent(n->loss_pct);
-  std::printf("%s: %s\n", r->key.c_str(), said.c_str());
+  if (r->here.empty()) {
+    std::printf("%s: %s\n", r->key.c_str(), said.c_str());
+    return kExitOk;
+  }
+  // A link between hosts, changed on one of them: this host's part, and the other host's command.
+  std::printf("%s: %s on %s\n", r->key.c_str(), said.c_str(), r->here.c_str());
+  std::printf("  %s\n", r->elsewhere.c_str());
+  if (f.action == "down")
+    std::printf(
+        "  until then: no traffic crosses the tunnel either way (the far end's packets find no "
+        "device here), but the other host's routes still lead into it\n");
+  else if (f.action == "set" || f.action == "reset")
+    std::printf(
+        "  until then the link is half changed: this host shaped what it holds, its end's egress "
+        "and the direction it receives (delay stage, loss rule)\n");
+  std::string cmd = "testbedctl link " + f.lab + " " + f.action + " " + f.end_a + " " + f.end_b;
+  for (const auto& [flag, v] : {std::pair{"--rate", &f.rate_s},
+                                {"--delay", &f.delay_s},
+                                {"--jitter", &f.jitter_s},
+                                {"--loss", &f.loss_s}})
+    if (!v->empty()) cmd += std::string(" ") + flag + " " + *v;
+  std::printf("  on the other host: sudo %s\n", cmd.c_str());
   return kExitOk;
 }
 

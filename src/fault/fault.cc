@@ -37,8 +37,26 @@ std::vector<int> ranks_in(const std::string& lab, const std::string& netns) {
 
 }  // namespace
 
+namespace {
+
+// This host's part of a resolved fault (a lab over several hosts): every link it acts on has an
+// end here, and what the other hosts hold is said.
+Result<Resolved> on_this_host(const lab::LabState& st, Resolved r) {
+  if (st.host.empty()) return r;
+  for (size_t i : r.links) {
+    const auto& l = st.topo.links[i];
+    if (auto e = require_an_end_here(st, l); !e)
+      return std::unexpected(with_context(e.error(), r.label));
+    if (auto note = ends_here(st, l).elsewhere(l); !note.empty())
+      r.elsewhere.push_back(lab::link_key(l) + ": " + note);
+  }
+  return r;
+}
+
+}  // namespace
+
 Result<Resolved> resolve(const lab::LabState& st, const scenario::Fault& f) {
-  Resolved r{f, {}, "", ""};
+  Resolved r{f, {}, "", "", {}};
   const std::string kind = scenario::to_string(f.kind);
   switch (scenario::info(f.kind).target) {
     case scenario::FaultTarget::kLink: {
@@ -51,7 +69,7 @@ Result<Resolved> resolve(const lab::LabState& st, const scenario::Fault& f) {
       if (!idx) return std::unexpected(with_context(idx.error(), kind));
       r.links.push_back(*idx);
       r.label = kind + " " + lab::link_key(st.topo.links[*idx]);
-      return r;
+      return on_this_host(st, r);
     }
     case scenario::FaultTarget::kRegions: {
       for (size_t i = 0; i < st.topo.links.size(); ++i) {
@@ -67,7 +85,25 @@ Result<Resolved> resolve(const lab::LabState& st, const scenario::Fault& f) {
         return bad_input(kind + " " + f.region_a + " " + f.region_b +
                          ": no WAN link joins these regions in lab " + st.lab);
       r.label = kind + " " + f.region_a + " | " + f.region_b;
-      return r;
+      if (!st.host.empty()) {
+        // This host's WAN links between them: those with an end here.
+        std::vector<size_t> here;
+        std::string hosts;
+        for (size_t i : r.links) {
+          const auto e = ends_here(st, st.topo.links[i]);
+          if (!e.none()) {
+            here.push_back(i);
+          } else if (hosts.find(e.a_host) == std::string::npos) {
+            hosts += (hosts.empty() ? "" : ", ") + e.a_host;
+          }
+        }
+        if (here.empty())
+          return bad_input(r.label + ": no WAN link between " + f.region_a + " and " + f.region_b +
+                           " has an end on this host (host " + st.host + " of lab " + st.lab +
+                           "); they are on host " + hosts + ": run it there");
+        r.links = here;
+      }
+      return on_this_host(st, r);
     }
     case scenario::FaultTarget::kNode:
       break;
@@ -75,6 +111,10 @@ Result<Resolved> resolve(const lab::LabState& st, const scenario::Fault& f) {
   const std::string node = scenario::canonical_node(f.node);
   const plan::Node* n = st.topo.node(node);
   if (!n) return bad_input(kind + ": no node " + f.node + " in lab " + st.lab);
+  if (!st.host.empty() && n->host != st.host)
+    return bad_input(kind + ": node " + node + " is on host " + n->host +
+                     ", not on this one (host " + st.host + " of lab " + st.lab +
+                     "); run it on host " + n->host);
   if (f.kind == FaultKind::kRankKill) {
     if (n->kind != plan::NodeKind::kGpu)
       return bad_input("rank-kill: " + node + " is not a GPU (node-crash takes switches)");
@@ -88,7 +128,7 @@ Result<Resolved> resolve(const lab::LabState& st, const scenario::Fault& f) {
   for (size_t i = 0; i < st.topo.links.size(); ++i)
     if (st.topo.links[i].a.node == node || st.topo.links[i].b.node == node) r.links.push_back(i);
   r.label = "node-crash " + node + " (" + std::to_string(r.links.size()) + " links)";
-  return r;
+  return on_this_host(st, r);
 }
 
 std::vector<Step> schedule(const std::vector<Resolved>& faults) {

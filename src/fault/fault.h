@@ -3,6 +3,8 @@
 // their names are scenario::FaultKind (scenario/fault_kind.h); what each does here:
 //
 //   link-down / link-up   carrier off/on at both ends (routes through it go and come back)
+//                         (on a lab over several hosts, every kind acts on this host's part:
+//                         link_ops.h EndsHere)
 //   flap                  `count` cycles of down for period/2, up for period/2
 //   loss                  the link's loss set to `loss` %, back to its figure after `for`
 //   latency               `delay` added to the link's one-way delay for `for`
@@ -30,9 +32,15 @@ struct Resolved {
   std::vector<size_t> links;  // topology link indices it acts on
   std::string netns;          // rank-kill: the GPU's namespace
   std::string label;          // "blackhole hz/tr:ec <-> bj/tr:ec"
+  // On a lab over several hosts: what of it is another host's (link_ops.h EndsHere::elsewhere),
+  // one line per link this host holds only one end of; empty when it is all here.
+  std::vector<std::string> elsewhere;
 };
 
-// Exit-2 errors name the fault and what would be valid.
+// Exit-2 errors name the fault and what would be valid. On one host of a lab over several
+// (lab state's host) a fault acts on this host's part: a link's ends here (a cross-host link's
+// one end, the tunnel's), a partition's WAN links with an end here; a fault on a link or node
+// wholly on another host, or a partition with no WAN link here, is exit 2 naming that host.
 Result<Resolved> resolve(const lab::LabState& st, const scenario::Fault& f);
 
 struct Step {

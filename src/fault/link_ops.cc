@@ -15,10 +15,38 @@ namespace tb::fault {
 namespace {
 
 // Applies figures `f` to one direction src -> dst of a link.
+// The old loss rule gives way to the new in one nft transaction: no moment without either.
+// Rules from `up` carry the marker + " loss" (older labs: the bare marker). The loss rule is on
+// the receiving port, in the bridge family when it is a bridge port (plan/shaping.h). Each half
+// where its namespace is on this host.
+Status replace_loss(const lab::LabState& st, const plan::LinkEnd& src, const plan::LinkEnd& dst,
+                    const shaping::Residual& residual) {
+  const plan::Node* sn = st.topo.node(src.node);
+  const plan::Node* dn = st.topo.node(dst.node);
+  auto here = [&](const plan::Node* n) { return st.host.empty() || n->host == st.host; };
+  const std::string loss_marker = plan::stage_rule_marker(st.lab, dst.ifname, false);
+  if (here(dn))
+    TB_TRY(stage::replace_loss_rule(
+        dn->netns, {dst.ifname, stage::loss_ppm(residual.loss_pct), false, dst.bridged},
+        loss_marker + " loss", {loss_marker + " loss", loss_marker}));
+  // A lab brought up before the loss rule moved into the bridge has it on the sender's egress
+  // (marker + " loss"): it goes once the new one is in force.
+  const std::string marker = plan::stage_rule_marker(st.lab, src.ifname, true);
+  if (dst.bridged && here(sn))
+    TB_TRY(stage::replace_loss_rule(sn->netns, {src.ifname, 0, true, false}, marker + " loss",
+                                    {marker + " loss", marker}));
+  return {};
+}
+
+// On a lab over several hosts only the parts on this host: the egress qdisc at the sender when
+// it is here, the stage queue where it runs when that is here, the loss rule at the receiver when
+// it is here (ends_here).
 Status apply_direction(lab::LabState& st, apply::Kernel& kernel, const plan::LinkEnd& src,
                        const plan::LinkEnd& dst, const plan::EmulatedFigures& f) {
   const plan::Node* sn = st.topo.node(src.node);
   const plan::Node* dn = st.topo.node(dst.node);
+  auto here = [&](const plan::Node* n) { return st.host.empty() || n->host == st.host; };
+  const bool src_here = here(sn), dst_here = here(dn);
   shaping::LinkShape shape = plan::shape_of(f);
   if (shape.rate > plan::kHostVethRate) shape.rate = Rate{0};
   shaping::Residual residual{shape.delay, shape.jitter, shape.loss_pct};
@@ -27,14 +55,17 @@ Status apply_direction(lab::LabState& st, apply::Kernel& kernel, const plan::Lin
     if (!qp) return std::unexpected(qp.error());
     residual = qp->residual;
     const plan::SetShape op{sn->netns, src.ifname, shape, st.shaping};
-    TB_TRY(qp->nodes.empty() ? kernel.undo(op) : kernel.submit(op));
-    TB_TRY(kernel.sync());
+    if (src_here) {
+      TB_TRY(qp->nodes.empty() ? kernel.undo(op) : kernel.submit(op));
+      TB_TRY(kernel.sync());
+    }
   } else if (shape.rate.bps > 0 || !residual.empty()) {
     return bad_input("lab " + st.lab + " was built without shaping (--shaping none)");
   }
   // What the backend leaves over goes to the stage queue and loss rule of this direction.
   const plan::Node* at = dst.bridged ? sn : dn;
   const std::string& ifname = dst.bridged ? src.ifname : dst.ifname;
+  if (!here(at)) return dst_here ? replace_loss(st, src, dst, residual) : Status{};
   const std::string marker = plan::stage_rule_marker(st.lab, ifname, dst.bridged);
   const std::string key = src.node + ":" + src.ifname + " -> " + dst.node + ":" + dst.ifname;
   plan::StageQueue* queue = nullptr;
@@ -71,19 +102,7 @@ Status apply_direction(lab::LabState& st, apply::Kernel& kernel, const plan::Lin
     std::erase_if(stage->queues, [&](const plan::StageQueue& q) { return q.queue == num; });
     TB_TRY(lab::refresh_stage(st.lab, *stage));
   }
-  // The old loss rule gives way to the new in one nft transaction: no moment without either.
-  // Rules from `up` carry the marker + " loss" (older labs: the bare marker). The loss rule is
-  // on the receiving port, in the bridge family when it is a bridge port (plan/shaping.h).
-  const std::string loss_marker = plan::stage_rule_marker(st.lab, dst.ifname, false);
-  TB_TRY(stage::replace_loss_rule(
-      dn->netns, {dst.ifname, stage::loss_ppm(residual.loss_pct), false, dst.bridged},
-      loss_marker + " loss", {loss_marker + " loss", loss_marker}));
-  // A lab brought up before the loss rule moved into the bridge has it on the sender's egress
-  // (marker + " loss"): it goes once the new one is in force.
-  if (dst.bridged)
-    TB_TRY(stage::replace_loss_rule(sn->netns, {src.ifname, 0, true, false}, marker + " loss",
-                                    {marker + " loss", marker}));
-  return {};
+  return dst_here || src_here ? replace_loss(st, src, dst, residual) : Status{};
 }
 
 Status restore_routes(const lab::LabState& st, apply::Kernel& kernel, const plan::Link& link) {
@@ -117,24 +136,73 @@ std::string legacy_blackhole_marker(const lab::LabState& st, const plan::LinkEnd
   return plan::stage_rule_marker(st.lab, dst.ifname, true) + " blackhole";
 }
 
+// For an event on a link this host holds one end of: which, and whose the other is.
+std::string here_part(const EndsHere& e, const plan::Link& l) {
+  const plan::LinkEnd& mine = e.a ? l.a : l.b;
+  return "host " + e.here + "'s end " + mine.node + ":" + mine.ifname + " only (the other is on " +
+         "host " + e.far_host() + ")";
+}
+
 }  // namespace
 
 std::string events_path(const std::string& lab) {
   return lab::lab_dir(lab) + "/events.jsonl";
 }
 
+std::string EndsHere::far_host() const {
+  if (a == b) return "";
+  return a ? b_host : a_host;
+}
+
+std::string EndsHere::elsewhere(const plan::Link& l) const {
+  if (both()) return "";
+  if (none())
+    return "link " + lab::link_key(l) + " is on host " + a_host +
+           (b_host != a_host ? " and host " + b_host : "") + ", not on this one (host " + here +
+           ")";
+  const plan::LinkEnd& far = a ? l.b : l.a;
+  return "the far end " + far.node + ":" + far.ifname + " is on host " + far_host() +
+         " (a VXLAN tunnel): this host acted on its own end; run the same command on host " +
+         far_host() + " for the other";
+}
+
+EndsHere ends_here(const lab::LabState& st, const plan::Link& l) {
+  EndsHere e;
+  e.here = st.host;
+  const plan::Node* na = st.topo.node(l.a.node);
+  const plan::Node* nb = st.topo.node(l.b.node);
+  e.a_host = na ? na->host : "";
+  e.b_host = nb ? nb->host : "";
+  if (st.host.empty()) return e;
+  e.a = e.a_host == st.host;
+  e.b = e.b_host == st.host;
+  return e;
+}
+
+Status require_an_end_here(const lab::LabState& st, const plan::Link& l) {
+  const auto e = ends_here(st, l);
+  if (!e.none()) return {};
+  return bad_input(e.elsewhere(l) + " of lab " + st.lab + "; run it on host " + e.a_host);
+}
+
 Status set_link_state(const lab::LabState& st, apply::Kernel& kernel, size_t idx, bool up,
                       int64_t* first_effect_ns) {
   const plan::Link& link = st.topo.links[idx];
+  TB_TRY(require_an_end_here(st, link));
+  const auto here = ends_here(st, link);
   for (const auto* end : {&link.a, &link.b}) {
+    // A tunnel's end on another host is that host's to take down: this end down stops the
+    // traffic both ways (the far end's packets find no device here).
+    if (!(end == &link.a ? here.a : here.b)) continue;
     TB_TRY(kernel.set_link_up(st.topo.node(end->node)->netns, end->ifname, up));
     if (first_effect_ns && *first_effect_ns == 0) *first_effect_ns = monotonic_ns();
   }
   // Taking an interface down makes the kernel delete the routes through it (multipath
   // routes only lose that next hop); bringing it up puts back the plan's routes.
   if (up) TB_TRY(restore_routes(st, kernel, link));
-  (void)append_event(events_path(st.lab),
-                     {{"event", up ? "link_up" : "link_down"}, {"link", lab::link_key(link)}});
+  nlohmann::json e{{"event", up ? "link_up" : "link_down"}, {"link", lab::link_key(link)}};
+  if (!here.both()) e["host_part"] = here_part(here, link);
+  (void)append_event(events_path(st.lab), e);
   return {};
 }
 
@@ -152,6 +220,8 @@ plan::EmulatedFigures current_figures(const lab::LabState& st, size_t idx) {
 Result<plan::EmulatedFigures> change_link(lab::LabState& st, apply::Kernel& kernel, size_t idx,
                                           bool reset, const lab::FigureChange& change) {
   const plan::Link& link = st.topo.links[idx];
+  TB_TRY(require_an_end_here(st, link));
+  const auto here = ends_here(st, link);
   const std::string key = lab::link_key(link);
   auto overrides = lab::load_link_overrides(st.lab);
   const plan::EmulatedFigures next =
@@ -167,22 +237,28 @@ Result<plan::EmulatedFigures> change_link(lab::LabState& st, apply::Kernel& kern
     overrides[key] = next;
   TB_TRY(lab::save_link_overrides(st.lab, overrides));
   TB_TRY(lab::save_state(st));  // stage queues
-  (void)append_event(events_path(st.lab), {{"event", reset ? "link_reset" : "link_set"},
-                                           {"link", key},
-                                           {"rate_bps", next.rate.bps},
-                                           {"delay_ns", next.delay.ns},
-                                           {"jitter_ns", next.jitter.ns},
-                                           {"loss_pct", next.loss_pct}});
+  nlohmann::json e{{"event", reset ? "link_reset" : "link_set"},
+                   {"link", key},
+                   {"rate_bps", next.rate.bps},
+                   {"delay_ns", next.delay.ns},
+                   {"jitter_ns", next.jitter.ns},
+                   {"loss_pct", next.loss_pct}};
+  if (!here.both()) e["host_part"] = here_part(here, link);
+  (void)append_event(events_path(st.lab), e);
   return next;
 }
 
 Status set_blackhole(const lab::LabState& st, size_t idx, bool on, int64_t* first_effect_ns) {
   const plan::Link& link = st.topo.links[idx];
+  TB_TRY(require_an_end_here(st, link));
+  const auto here = ends_here(st, link);
   for (int dir = 0; dir < 2; ++dir) {
     const plan::LinkEnd& src = dir ? link.b : link.a;
     const plan::LinkEnd& dst = dir ? link.a : link.b;
     // The rule drops at the receiving port: a bridge port's in the bridge family, so the
-    // sender sees a silent loss, not a local error.
+    // sender sees a silent loss, not a local error. A receiving end on another host is that
+    // host's: here, the direction this host receives.
+    if (!(dir ? here.a : here.b)) continue;
     const plan::Node* at = st.topo.node(dst.node);
     const std::string marker = blackhole_marker(st, dst);
     TB_TRY(stage::remove_marked_rules(at->netns, marker));
@@ -190,12 +266,13 @@ Status set_blackhole(const lab::LabState& st, size_t idx, bool on, int64_t* firs
       TB_TRY(stage::add_loss_rule(at->netns, {dst.ifname, stage::kLossModulus, false, dst.bridged},
                                   marker));
     if (first_effect_ns && *first_effect_ns == 0) *first_effect_ns = monotonic_ns();
-    if (!on && dst.bridged)
+    if (!on && dst.bridged && (dir ? here.b : here.a))
       TB_TRY(stage::remove_marked_rules(st.topo.node(src.node)->netns,
                                         legacy_blackhole_marker(st, dst)));
   }
-  (void)append_event(events_path(st.lab), {{"event", on ? "blackhole_on" : "blackhole_off"},
-                                           {"link", lab::link_key(link)}});
+  nlohmann::json e{{"event", on ? "blackhole_on" : "blackhole_off"}, {"link", lab::link_key(link)}};
+  if (!here.both()) e["host_part"] = here_part(here, link);
+  (void)append_event(events_path(st.lab), e);
   return {};
 }
 

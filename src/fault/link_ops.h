@@ -16,8 +16,31 @@ namespace tb::fault {
 
 std::string events_path(const std::string& lab);
 
+// On a lab over several hosts (`up --host`, lab state's host) each host acts on its own part of
+// a link: the ends whose nodes it built. A link between two hosts is a VXLAN tunnel with one end
+// on each; down/up takes this host's end, figures change what this host holds of both
+// directions (its end's egress qdisc, and the stage queue and loss rule of the direction it
+// receives), and the same command on the other host does the rest. A lab on one host holds
+// both ends. Pure.
+struct EndsHere {
+  bool a = true, b = true;     // which of the link's ends (plan::Link a, b) are on this host
+  std::string here;            // this host ("" on a lab on one host)
+  std::string a_host, b_host;  // the ends' hosts ("" on a lab on one host)
+  bool both() const { return a && b; }
+  bool none() const { return !a && !b; }
+  // The host of the end that is not here ("" when both are, or neither).
+  std::string far_host() const;
+  // "" when both ends are here; else what this host did not touch, for people: "the end
+  // bj/tr:ec is on host b: run the same command there for its part".
+  std::string elsewhere(const plan::Link& l) const;
+};
+EndsHere ends_here(const lab::LabState& st, const plan::Link& l);
+// Exit 2 naming the host that holds the link when neither of its ends is here.
+Status require_an_end_here(const lab::LabState& st, const plan::Link& l);
+
 // `first_effect_ns`, when given and still 0, gets the CLOCK_MONOTONIC time the first part of
 // the change was in force (one end down, one direction's rule committed): when the fault began.
+// Each acts on the ends on this host (ends_here) and refuses a link with none here (exit 2).
 Status set_link_state(const lab::LabState& st, apply::Kernel& kernel, size_t link, bool up,
                       int64_t* first_effect_ns = nullptr);
 

@@ -48,10 +48,17 @@ Result<LinkChangeReport> change_live_link(const LinkChangeOptions& o) {
   if (!st) return bad_input(st.error().message);
   auto idx = lab::find_link(st->topo, o.a, o.b);
   if (!idx) return std::unexpected(idx.error());
+  const plan::Link& link = st->topo.links[*idx];
+  TB_TRY(require_an_end_here(*st, link));
   TB_TRY(lab::require_root("link"));
   auto lock = lab::LabLock::acquire(o.lab);
   if (!lock) return std::unexpected(lock.error());
-  LinkChangeReport r{lab::link_key(st->topo.links[*idx]), std::nullopt};
+  LinkChangeReport r{lab::link_key(link), std::nullopt, "", ""};
+  if (const auto e = ends_here(*st, link); !e.both()) {
+    const plan::LinkEnd& mine = e.a ? link.a : link.b;
+    r.here = "host " + st->host + "'s end " + mine.node + ":" + mine.ifname;
+    r.elsewhere = e.elsewhere(link);
+  }
   apply::NetlinkKernel kernel;
   if (o.action == LinkAction::kDown || o.action == LinkAction::kUp) {
     TB_TRY(set_link_state(*st, kernel, *idx, o.action == LinkAction::kUp));

@@ -9,6 +9,7 @@
 namespace tb::report {
 using verify::Check;
 using verify::ClassResult;
+using verify::ClassVerdict;
 using verify::MeasureRequest;
 using verify::Settings;
 using verify::Verdict;
@@ -159,8 +160,18 @@ std::string method_text(const Settings& s) {
          "figures: those in force on the link (`link set` changes them); the scenario's are "
          "shown beside when they differ\n"
          "again: a class with a failed check is measured once more and judged on that (a host "
-         "hiccup in one probe train moves a median; a fault of the emulation fails twice); the "
-         "first reading is shown beside\n";
+         "hiccup in one probe train moves a median; a fault of the emulation fails twice), and "
+         "again while the host stalled during the reading (its base over lo's median >= " +
+         fmt::format("{:.2f} ms or its IQR >= {:.2f} ms", verify::kBaseStallMedianUs / 1000,
+                     verify::kBaseStallIqrUs / 1000) +
+         ", the delay stages >= " + fmt::format("{:.0f}", verify::kStageLateUs) +
+         " us late on average, or a SCHED_FIFO thread waking every " +
+         std::to_string(verify::kWatchPeriodUs) + " us stalled (>= 1 ms late) for >= " +
+         fmt::format("{:.0f}", verify::kPromptStallShare * 100) + "% of the reading), up to " +
+         std::to_string(verify::kMaxReadings) +
+         " readings; the last is judged, the earlier shown beside. A class still out of "
+         "tolerance with the host stalled is NOT JUDGED (exit 2: verify again when the host is "
+         "quieter); out of tolerance with the host fine, FAIL\n";
 }
 
 std::string paths_text(const VerifyReport& r) {
@@ -347,25 +358,52 @@ std::string verify_text(const VerifyReport& r) {
     }
     for (const auto& k : c.checks)
       if (!k.detail.empty()) s += "      " + k.name + ": " + k.detail + "\n";
-    for (const auto& k : c.first_checks)
-      if (k.verdict == Verdict::kFail)
-        s += "      measured twice: the first measurement's " + k.name + " read " +
-             cells(k).achieved + " (" + k.reason + "); the table is the second\n";
+    if (c.host)
+      s += "      host over the reading: " + c.host->text() +
+           (c.stall.empty() ? "" : "  => STALLED: " + c.stall) + "\n";
+    const size_t readings = c.earlier.size() + 1;
+    for (size_t i = 0; i < c.earlier.size(); ++i) {
+      const auto& e = c.earlier[i];
+      std::string what;
+      for (const auto& k : e.checks)
+        if (k.verdict == Verdict::kFail)
+          what += (what.empty() ? "" : ", ") + k.name + " read " + cells(k).achieved + " (" +
+                  k.reason + ")";
+      for (const auto& err : e.outcome.errors) what += (what.empty() ? "" : ", ") + err;
+      s += fmt::format("      measured {} times: reading {}'s {}; {}; the table is reading {}\n",
+                       readings, i + 1, what.empty() ? "checks passed" : what,
+                       e.stall.empty() ? "the host was fine" : "the host stalled: " + e.stall,
+                       readings);
+    }
+    if (c.not_judged())
+      s += fmt::format(
+          "      => NOT JUDGED: out of tolerance in {} reading{}, the last while the host "
+          "stalled ({}); the miss may be the host's, not the link's: verify again when the host "
+          "is quieter\n",
+          readings, readings == 1 ? "" : "s", c.stall);
   }
-  int bad = 0;
-  for (const auto& c : r.classes) bad += c.failed();
-  s += "\n" + std::string(r.passed() ? "PASS" : "FAIL") + ": " + std::to_string(bad) + " of " +
-       std::to_string(r.classes.size()) + " link class" + (r.classes.size() == 1 ? "" : "es") +
-       " out of tolerance; checks " + std::to_string(passed) + " passed, " +
-       std::to_string(failed) + " failed, " + std::to_string(skipped) + " not checked" +
-       (r.interrupted ? "; interrupted" : "") + "\n";
+  int bad = 0, not_judged = 0;
+  for (const auto& c : r.classes) {
+    bad += c.failed();
+    not_judged += c.not_judged();
+  }
+  const auto v = r.verdict();
+  s += "\n" +
+       std::string(v == ClassVerdict::kPass   ? "PASS"
+                   : v == ClassVerdict::kFail ? "FAIL"
+                                              : "NOT JUDGED") +
+       ": " + std::to_string(bad) + " of " + std::to_string(r.classes.size()) + " link class" +
+       (r.classes.size() == 1 ? "" : "es") + " out of tolerance" +
+       (not_judged ? ", " + std::to_string(not_judged) + " not judged (the host stalled)" : "") +
+       "; checks " + std::to_string(passed) + " passed, " + std::to_string(failed) + " failed, " +
+       std::to_string(skipped) + " not checked" + (r.interrupted ? "; interrupted" : "") + "\n";
   return s;
 }
 
 nlohmann::json verify_json(const VerifyReport& r) {
   if (r.paths_mode) return paths_json(r);
   nlohmann::json classes = nlohmann::json::array();
-  int passed = 0, failed = 0, skipped = 0, bad = 0;
+  int passed = 0, failed = 0, skipped = 0, bad = 0, not_judged = 0;
   for (const auto& c : r.classes) {
     const auto& l = c.link;
     const auto& q = c.request;
@@ -387,7 +425,19 @@ nlohmann::json verify_json(const VerifyReport& r) {
                             {"detail", k.detail}};
     };
     nlohmann::json checks = nlohmann::json::array(), first = nlohmann::json::array();
-    for (const auto& k : c.first_checks) first.push_back(check_json(k));
+    nlohmann::json earlier = nlohmann::json::array();
+    for (const auto& e : c.earlier) {
+      nlohmann::json ks = nlohmann::json::array();
+      for (const auto& k : e.checks) ks.push_back(check_json(k));
+      if (first.empty()) first = ks;
+      nlohmann::json one = {{"checks", ks},
+                            {"errors", e.outcome.errors},
+                            {"result", to_string(verify::judge(e))},
+                            {"stall", e.stall},
+                            {"host", e.host ? verify::to_json(*e.host) : nlohmann::json()}};
+      if (e.outcome.m.base) one["base"] = rtt_json(*e.outcome.m.base, q, "lo in A's namespace");
+      earlier.push_back(one);
+    }
     for (const auto& k : c.checks) {
       checks.push_back(check_json(k));
       passed += k.verdict == Verdict::kPass;
@@ -414,6 +464,7 @@ nlohmann::json verify_json(const VerifyReport& r) {
       }
     }
     bad += c.failed();
+    not_judged += c.not_judged();
     classes.push_back({{"class", c.cls.name()},
                        {"tier", to_string(c.cls.tier)},
                        {"profile", c.cls.profile},
@@ -431,7 +482,11 @@ nlohmann::json verify_json(const VerifyReport& r) {
                        {"measurement", m},
                        {"checks", checks},
                        {"first_measurement_checks", first},
-                       {"result", c.failed() ? "fail" : "pass"}});
+                       {"readings", c.earlier.size() + 1},
+                       {"earlier_readings", earlier},
+                       {"host", c.host ? verify::to_json(*c.host) : nlohmann::json()},
+                       {"stall", c.stall},
+                       {"result", to_string(c.verdict())}});
   }
   return {
       {"lab", r.lab},
@@ -453,11 +508,21 @@ nlohmann::json verify_json(const VerifyReport& r) {
       {"summary",
        {{"classes", r.classes.size()},
         {"classes_failed", bad},
+        {"classes_not_judged", not_judged},
         {"checks_passed", passed},
         {"checks_failed", failed},
         {"checks_not_checked", skipped},
         {"interrupted", r.interrupted}}},
-      {"result", r.passed() ? "pass" : "fail"}};
+      {"stall_rule",
+       fmt::format("a reading is stalled when the base over lo read a median >= {:.2f} ms or an "
+                   "IQR >= {:.2f} ms, the delay stages released packets >= {:.0f} us late on "
+                   "average, or a SCHED_FIFO thread waking every {} us was >= 1 ms late for >= "
+                   "{:.0f}% of the reading; a class out of tolerance in a stalled reading is "
+                   "measured again (up to {} readings) and, still stalled, not judged",
+                   verify::kBaseStallMedianUs / 1000, verify::kBaseStallIqrUs / 1000,
+                   verify::kStageLateUs, verify::kWatchPeriodUs, verify::kPromptStallShare * 100,
+                   verify::kMaxReadings)},
+      {"result", to_string(r.verdict())}};
 }
 
 }  // namespace tb::report

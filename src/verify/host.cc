@@ -2,10 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <time.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
+
+#include "core/realtime.h"
 
 namespace tb::verify {
 
@@ -49,6 +56,79 @@ HostSample sample_host(const std::vector<std::string>& stage_stats_files) {
     add_stage_stats(s, nlohmann::json::parse(in, nullptr, false));
   }
   return s;
+}
+
+void add_wakeup(Promptness& p, double late_us) {
+  late_us = std::max(0.0, late_us);
+  p.late_mean_us += (late_us - p.late_mean_us) / static_cast<double>(++p.wakeups);
+  p.late_max_us = std::max(p.late_max_us, late_us);
+  if (late_us >= kWatchStallUs && p.seconds > 0) p.stalled_share += late_us / 1e6 / p.seconds;
+}
+
+std::string Promptness::text() const {
+  return fmt::format(
+      "a {} thread waking every {} us woke {:.0f} us late on average, {:.1f} ms at worst; "
+      "{:.1f}% of the {:.1f} s stalled (wake-ups >= {:.0f} ms late)",
+      scheduling, kWatchPeriodUs, late_mean_us, late_max_us / 1000, stalled_share * 100, seconds,
+      kWatchStallUs / 1000);
+}
+
+struct PromptnessWatch::State {
+  std::atomic<bool> stop{false};
+  std::vector<double> late_us;  // the thread's; read after join
+  std::string scheduling;
+  int64_t t0_ns = 0, t1_ns = 0;
+  std::thread thread;
+};
+
+namespace {
+
+int64_t mono_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
+
+}  // namespace
+
+PromptnessWatch::PromptnessWatch() : s_(std::make_unique<State>()) {
+  State* s = s_.get();
+  s->late_us.reserve(1 << 16);
+  s->t0_ns = mono_ns();
+  s->thread = std::thread([s] {
+    s->scheduling = try_realtime(kRealtimePriority + 1).text;  // this thread only
+    constexpr int64_t period = int64_t{kWatchPeriodUs} * 1000;
+    int64_t next = mono_ns() + period;
+    while (!s->stop.load(std::memory_order_relaxed)) {
+      timespec at{static_cast<time_t>(next / 1'000'000'000),
+                  static_cast<long>(next % 1'000'000'000)};
+      while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR) {
+      }
+      const int64_t now = mono_ns();
+      s->late_us.push_back(static_cast<double>(now - next) / 1000);
+      next += period;
+      if (next <= now) next = now + period;  // missed wake-ups are one lateness, not many
+    }
+  });
+}
+
+Promptness PromptnessWatch::stop() {
+  Promptness p;
+  if (!s_ || !s_->thread.joinable()) return p;
+  s_->stop = true;
+  s_->thread.join();
+  s_->t1_ns = mono_ns();
+  p.scheduling = s_->scheduling;
+  p.seconds = static_cast<double>(s_->t1_ns - s_->t0_ns) / 1e9;
+  for (double l : s_->late_us) add_wakeup(p, l);
+  return p;
+}
+
+PromptnessWatch::~PromptnessWatch() {
+  if (s_ && s_->thread.joinable()) {
+    s_->stop = true;
+    s_->thread.join();
+  }
 }
 
 HostLoad host_load(const HostSample& before, const HostSample& after) {
@@ -125,6 +205,7 @@ std::string HostLoad::text() const {
     s += ", no packet through a delay stage";
   for (const auto& t : scheduling) s += "; stage scheduling " + t;
   for (const auto& l : links) s += "; link short of its rate: " + l.text();
+  if (promptness) s += "; " + promptness->text();
   return s;
 }
 
@@ -138,22 +219,31 @@ nlohmann::json to_json(const HostLoad& h) {
                      {"delivered_share", l.delivered_share},
                      {"backlog_max_bytes", l.backlog_max},
                      {"text", l.text()}});
-  return {{"cpu_busy", h.cpu_busy},
-          {"stage_packets", h.stage_packets},
-          {"stage_late_mean_us", h.stage_late_mean_us},
-          {"stage_late_max_us", h.stage_late_max_us},
-          {"stage_scheduling", h.scheduling},
-          {"host_bound", h.host_bound},
-          {"links_checked", h.links_checked},
-          {"links_short", links},
-          {"rule", fmt::format("the host is the cause when its CPUs were >= {:.0f}% busy, the "
-                               "stages released packets >= {:.0f} us late on average, or an "
-                               "unfaulted link sent < {:.0f}% of min(the bytes queued in front "
-                               "of it, its rate x the interval) in >= {} 0.5 s intervals (and "
-                               "at least half of those with bytes queued at both ends)",
-                               kHostBusyShare * 100, kStageLateUs, kLinkShortfall * 100,
-                               kLinkShortIntervals)},
-          {"text", h.text()}};
+  return {
+      {"cpu_busy", h.cpu_busy},
+      {"stage_packets", h.stage_packets},
+      {"stage_late_mean_us", h.stage_late_mean_us},
+      {"stage_late_max_us", h.stage_late_max_us},
+      {"stage_scheduling", h.scheduling},
+      {"host_bound", h.host_bound},
+      {"links_checked", h.links_checked},
+      {"promptness", h.promptness ? nlohmann::json{{"wakeups", h.promptness->wakeups},
+                                                   {"seconds", h.promptness->seconds},
+                                                   {"period_us", kWatchPeriodUs},
+                                                   {"late_mean_us", h.promptness->late_mean_us},
+                                                   {"late_max_us", h.promptness->late_max_us},
+                                                   {"stalled_share", h.promptness->stalled_share},
+                                                   {"scheduling", h.promptness->scheduling}}
+                                  : nlohmann::json()},
+      {"links_short", links},
+      {"rule",
+       fmt::format("the host is the cause when its CPUs were >= {:.0f}% busy, the "
+                   "stages released packets >= {:.0f} us late on average, or an "
+                   "unfaulted link sent < {:.0f}% of min(the bytes queued in front "
+                   "of it, its rate x the interval) in >= {} 0.5 s intervals (and "
+                   "at least half of those with bytes queued at both ends)",
+                   kHostBusyShare * 100, kStageLateUs, kLinkShortfall * 100, kLinkShortIntervals)},
+      {"text", h.text()}};
 }
 
 }  // namespace tb::verify

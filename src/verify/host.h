@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,14 +70,50 @@ struct LinkShortfall {
 // The links that were short (pure): intervals grouped by link, in first-seen order.
 std::vector<LinkShortfall> short_links(const std::vector<LinkInterval>& intervals);
 
+// The host's promptness over a window, as cyclictest measures it: a thread of testbedctl wakes
+// every kWatchPeriodUs (SCHED_FIFO kRealtimePriority + 1 where the host allows it: ahead of the
+// probes and the stages, so neither they nor a CPU hog of ordinary priority delay it) and notes
+// how late it woke. What delays it is the host not running its most urgent work: a stall (a
+// hypervisor's, RT throttling, a higher real-time task) — over the whole of a reading, the
+// goodput transfer included, which the base over lo, taken before it, does not cover.
+inline constexpr int kWatchPeriodUs = 1000;
+// A wake-up at least this late counts its lateness as time the host stalled.
+inline constexpr double kWatchStallUs = 1000;
+struct Promptness {
+  int64_t wakeups = 0;
+  double seconds = 0;  // the window
+  double late_mean_us = 0, late_max_us = 0;
+  double stalled_share = 0;  // sum of lateness of wake-ups >= kWatchStallUs late / window
+  std::string scheduling;    // the watcher's (try_realtime's text)
+  std::string text() const;
+};
+// Folds one wake-up `late_us` late into `p`, whose `seconds` (the window) is set (pure; the
+// arithmetic half of PromptnessWatch).
+void add_wakeup(Promptness& p, double late_us);
+
+// Starts the watcher thread; stop() (or the destructor) ends it and returns the window's figures.
+class PromptnessWatch {
+ public:
+  PromptnessWatch();
+  PromptnessWatch(const PromptnessWatch&) = delete;
+  PromptnessWatch& operator=(const PromptnessWatch&) = delete;
+  ~PromptnessWatch();
+  Promptness stop();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
 struct HostLoad {
   double cpu_busy = -1;            // share of all CPUs' time, -1 unknown
   double stage_late_mean_us = -1;  // over the window, -1 when no packet was released
   uint64_t stage_packets = 0;
   double stage_late_max_us = 0;  // since the stages started
   std::vector<std::string> scheduling;
-  std::vector<LinkShortfall> links;  // the link check's evidence (add_link_check)
-  bool links_checked = false;        // the link check ran (intervals were sampled)
+  std::vector<LinkShortfall> links;      // the link check's evidence (add_link_check)
+  std::optional<Promptness> promptness;  // verify's readings: the watcher over the window
+  bool links_checked = false;            // the link check ran (intervals were sampled)
   // busy >= kHostBusyShare, late mean >= kStageLateUs, or a link short of its rate
   bool host_bound = false;
   std::string text() const;  // one line for people

@@ -1,41 +1,123 @@
 #include "verify/result.h"
 
-namespace tb::verify {
+#include <fmt/format.h>
 
-bool ClassResult::failed() const {
-  if (!outcome.errors.empty()) return true;
+namespace tb::verify {
+namespace {
+
+bool missed(const std::vector<Check>& checks) {
   for (const auto& c : checks)
     if (c.verdict == Verdict::kFail) return true;
   return false;
+}
+
+}  // namespace
+
+const char* to_string(ClassVerdict v) {
+  switch (v) {
+    case ClassVerdict::kPass:
+      return "pass";
+    case ClassVerdict::kFail:
+      return "fail";
+    case ClassVerdict::kNotJudged:
+      return "not judged";
+  }
+  return "?";
+}
+
+std::string host_stall(const Measurement& m, const std::optional<HostLoad>& host) {
+  std::string s;
+  auto add = [&s](const std::string& t) { s += (s.empty() ? "" : "; ") + t; };
+  if (m.base && m.base->summary.n > 0) {
+    const auto& b = m.base->summary;
+    const double iqr = b.p75 - b.p25;
+    if (b.p50 >= kBaseStallMedianUs || iqr >= kBaseStallIqrUs)
+      add(fmt::format(
+          "the base over lo read median {:.3f} ms, IQR {:.3f} ms (the probes' own path; a "
+          "stall from a median of {:.2f} ms or an IQR of {:.2f} ms)",
+          b.p50 / 1000, iqr / 1000, kBaseStallMedianUs / 1000, kBaseStallIqrUs / 1000));
+  }
+  if (host && host->promptness && host->promptness->stalled_share >= kPromptStallShare)
+    add(fmt::format("the host stalled {:.1f}% of the reading ({}; a stall from {:.0f}%)",
+                    host->promptness->stalled_share * 100, host->promptness->text(),
+                    kPromptStallShare * 100));
+  if (host && host->stage_late_mean_us >= kStageLateUs)
+    add(
+        fmt::format("the delay stages released {} packets {:.1f} us late on average (a stall "
+                    "from {:.0f} us)",
+                    host->stage_packets, host->stage_late_mean_us, kStageLateUs));
+  return s;
+}
+
+ClassVerdict judge(const Reading& r) {
+  if (!r.outcome.errors.empty()) return ClassVerdict::kFail;
+  if (!missed(r.checks)) return ClassVerdict::kPass;
+  return r.stall.empty() ? ClassVerdict::kFail : ClassVerdict::kNotJudged;
+}
+
+bool measure_again(const std::vector<Reading>& readings) {
+  if (readings.empty()) return true;
+  const auto n = static_cast<int>(readings.size());
+  const Reading& last = readings.back();
+  if (!last.outcome.errors.empty() || !missed(last.checks) || n >= kMaxReadings) return false;
+  return n == 1 || !last.stall.empty();
+}
+
+ClassVerdict ClassResult::verdict() const {
+  return judge(Reading{outcome, checks, host, stall});
+}
+
+void measure_class(ClassResult& c, const std::function<Reading()>& measure,
+                   const std::function<bool()>& stop,
+                   const std::function<void(int n, const std::string& why)>& on_again) {
+  std::vector<Reading> readings;
+  for (int n = 1; n <= kMaxReadings; ++n) {
+    if (n > 1) {
+      if (!measure_again(readings) || stop()) break;
+      const auto& last = readings.back();
+      on_again(n, last.stall.empty() ? "a check out of tolerance"
+                                     : "a check out of tolerance while the host stalled");
+    }
+    readings.push_back(measure());
+  }
+  if (readings.empty()) return;
+  Reading last = std::move(readings.back());
+  readings.pop_back();
+  c.outcome = std::move(last.outcome);
+  c.checks = std::move(last.checks);
+  c.host = std::move(last.host);
+  c.stall = std::move(last.stall);
+  c.earlier = std::move(readings);
 }
 
 bool PathResult::failed() const {
   return !errors.empty() || !outcome.errors.empty() || check.verdict == Verdict::kFail;
 }
 
-bool measure_again(const std::vector<Check>& checks, const MeasureOutcome& outcome) {
-  if (!outcome.errors.empty()) return false;
-  for (const auto& c : checks)
-    if (c.verdict == Verdict::kFail) return true;
-  return false;
-}
-
 bool measure_again(const PathCheck& check, const MeasureOutcome& outcome) {
   return outcome.errors.empty() && check.verdict == Verdict::kFail;
 }
 
-bool VerifyReport::passed() const {
-  if (interrupted || !load_errors.empty()) return false;
+ClassVerdict VerifyReport::verdict() const {
+  if (interrupted || !load_errors.empty()) return ClassVerdict::kFail;
   if (paths_mode) {
-    if (paths.empty()) return false;
+    if (paths.empty()) return ClassVerdict::kFail;
     for (const auto& p : paths)
-      if (p.failed()) return false;
-    return true;
+      if (p.failed()) return ClassVerdict::kFail;
+    return ClassVerdict::kPass;
   }
-  if (classes.empty()) return false;
-  for (const auto& c : classes)
-    if (c.failed()) return false;
-  return true;
+  if (classes.empty()) return ClassVerdict::kFail;
+  bool not_judged = false;
+  for (const auto& c : classes) {
+    const auto v = c.verdict();
+    if (v == ClassVerdict::kFail) return ClassVerdict::kFail;
+    not_judged = not_judged || v == ClassVerdict::kNotJudged;
+  }
+  return not_judged ? ClassVerdict::kNotJudged : ClassVerdict::kPass;
+}
+
+bool VerifyReport::passed() const {
+  return verdict() == ClassVerdict::kPass;
 }
 
 }  // namespace tb::verify

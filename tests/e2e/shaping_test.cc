@@ -139,9 +139,15 @@ void expect_verify_passes(const std::string& scenario_file, const std::string& p
   LabGuard g(unique_lab(prefix));
   ASSERT_EQ(testbedctl("up " + scenario(scenario_file) + " --name " + g.lab()).rc, 0);
   CmdResult v = testbedctl("verify " + g.lab() + " --quick");
-  EXPECT_EQ(v.rc, 0) << v.out;
-  EXPECT_NE(v.out.find("PASS"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find(" pass"), std::string::npos) << "no check ran at all: " << v.out;
+  // A host that stalls through all three readings of a class leaves it NOT JUDGED (exit 2),
+  // with the stall's evidence printed; never a FAIL.
+  if (v.rc == 2 && v.out.find("\nNOT JUDGED: 0 of") != std::string::npos) {
+    EXPECT_NE(v.out.find("=> STALLED: "), std::string::npos) << v.out;
+    return;
+  }
+  EXPECT_EQ(v.rc, 0) << v.out;
+  EXPECT_NE(v.out.find("\nPASS: 0 of"), std::string::npos) << v.out;
 }
 
 TEST(Verify, MiniPasses) {

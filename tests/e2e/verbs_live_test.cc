@@ -238,7 +238,8 @@ TEST(LiveVerbs, VerifyOneLinkAndItsJsonSayTheSame) {
   CmdResult jr = sh("(" + tbctl() + " " + args + " --json 2>/dev/null)");
   const json j = json::parse(jr.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << jr.out;
-  EXPECT_EQ(jr.rc, j["result"] == "pass" ? 0 : 1) << jr.out;
+  // Exit 0 pass, 1 fail, 2 not judged (the host stalled through every reading).
+  EXPECT_EQ(jr.rc, j["result"] == "pass" ? 0 : j["result"] == "fail" ? 1 : 2) << jr.out;
   EXPECT_EQ(j["lab"], g.lab());
   ASSERT_EQ(j["classes"].size(), 1u) << "--link measures the one link";
   const json& c = j["classes"][0];

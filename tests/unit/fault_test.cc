@@ -9,6 +9,7 @@
 #include "failover/fabric.h"
 #include "failover/frr.h"
 #include "fault/fault.h"
+#include "fault/link_ops.h"
 #include "metrics/recovery.h"
 #include "plan/plan.h"
 #include "scenario/loader.h"
@@ -90,6 +91,89 @@ TEST(Fault, ResolvesEachKindAgainstTheTopology) {
   auto e = fault::resolve(st, bad);
   ASSERT_FALSE(e);
   EXPECT_EQ(e.error().exit_code, kExitBadInput);
+}
+
+// hz-bj as host `here` of a lab over several sees it: hz on host a, bj on host b, and hz's
+// servers 2 and 3 (with their GPUs) on host c when `three`.
+lab::LabState on_hosts(const std::string& here, bool three = false) {
+  auto st = lab_of("hz-bj.toml");
+  for (auto& n : st.topo.nodes) {
+    n.host = n.region == "hz" ? "a" : "b";
+    if (three && n.region == "hz" && n.server >= 2) n.host = "c";
+  }
+  st.host = here;
+  return st;
+}
+
+// On one host of a lab over several (issue 19), a fault acts on this host's part: a WAN tunnel's
+// end here, the other end's host named; a link, node or partition wholly elsewhere is exit 2
+// naming the host that has it.
+TEST(Fault, OnOneHostOfSeveralActsOnItsEndsAndNamesTheOthers) {
+  const auto st = on_hosts("a");
+  auto wan = fault("latency");
+  wan.a = "hz/tr";
+  wan.b = "bj/tr";
+  wan.link = "ec";
+  auto r = fault::resolve(st, wan);
+  ASSERT_TRUE(r) << r.error().message;
+  const auto& l = st.topo.links[r->links.at(0)];
+  const auto here = fault::ends_here(st, l);
+  EXPECT_TRUE(here.a != here.b);
+  EXPECT_EQ(here.far_host(), "b");
+  ASSERT_EQ(r->elsewhere.size(), 1u);
+  EXPECT_NE(r->elsewhere[0].find("bj/tr:ec is on host b (a VXLAN tunnel): this host acted on "
+                                 "its own end; run the same command on host b"),
+            std::string::npos)
+      << r->elsewhere[0];
+  // A link of bj's: host b's.
+  auto rail = fault("link-down");
+  rail.a = "bj/s0/g0";
+  rail.b = "bj/tor0";
+  auto e = fault::resolve(st, rail);
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().exit_code, kExitBadInput);
+  EXPECT_NE(e.error().message.find("is on host b, not on this one (host a)"), std::string::npos)
+      << e.error().message;
+  EXPECT_NE(e.error().message.find("run it on host b"), std::string::npos) << e.error().message;
+  // Nodes of bj's: crash and kill are host b's.
+  auto crash = fault("node-crash");
+  crash.node = "bj/tr";
+  e = fault::resolve(st, crash);
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message.find("node bj/tr is on host b"), std::string::npos)
+      << e.error().message;
+  auto kill = fault("rank-kill");
+  kill.node = "bj/s1/g1";
+  e = fault::resolve(st, kill);
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message.find("run it on host b"), std::string::npos) << e.error().message;
+  // hz's router here: all its links, the two WAN tunnels' far ends said.
+  crash.node = "hz/tr";
+  r = fault::resolve(st, crash);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->elsewhere.size(), 2u);
+  // Both WAN links between hz and bj have an end here; from host b the same.
+  auto part = fault("partition");
+  part.region_a = "hz";
+  part.region_b = "bj";
+  r = fault::resolve(st, part);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->links.size(), 2u);
+  EXPECT_EQ(r->elsewhere.size(), 2u);
+  EXPECT_TRUE(fault::resolve(on_hosts("b"), part));
+  // Host c holds hz's servers 2 and 3: no WAN link, so a partition is a and b's to make.
+  const auto c = on_hosts("c", true);
+  e = fault::resolve(c, part);
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message.find("no WAN link between hz and bj has an end on this host (host "
+                                   "c of lab hzbj); they are on host a: run it there"),
+            std::string::npos)
+      << e.error().message;
+  // The same lab on one host: every end here, nothing said.
+  r = fault::resolve(lab_of("hz-bj.toml"), wan);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->elsewhere.empty());
+  EXPECT_TRUE(fault::ends_here(lab_of("hz-bj.toml"), l).both());
 }
 
 TEST(Fault, ScheduleExpandsFlapsAndReverts) {
