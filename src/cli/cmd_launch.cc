@@ -16,6 +16,7 @@
 #include "cli/stop_signals.h"
 #include "core/units.h"
 #include "lab/state.h"
+#include "launch/across_hosts.h"
 #include "launch/command.h"
 #include "report/launch.h"
 
@@ -29,6 +30,7 @@ CLI::Validator job_duration() {
 struct LaunchFlags {
   std::string lab, ranks = "all", tier = "auto", timeout, grace = "5s";
   int master_port = 29500;
+  int rendezvous_port = multihost::kDefaultPort;
   bool mpi = false;
   std::vector<std::string> argv;
 };
@@ -48,6 +50,7 @@ int cmd_launch(const LaunchFlags& f) {
   if (!g) return report(Error{"--grace: " + g.error().message, 0, kExitBadInput});
   o.grace_ms = static_cast<int>(std::min<int64_t>(*g, 3'600'000));
   o.master_port = f.master_port;
+  o.rendezvous_port = f.rendezvous_port;
   o.mpi = f.mpi;
   o.argv = f.argv;
   std::error_code ec;
@@ -62,15 +65,54 @@ int cmd_launch(const LaunchFlags& f) {
   if (auto rc = require_root("launch")) return *rc;
 
   StopSignals signals;
-  std::fputs(report::launch_header(*job).c_str(), stderr);
-  std::fflush(stderr);
-  auto res = launch::run_command(*job, o, signals.flag(), [&](int rank, std::string_view line) {
+  auto hosts = launch::command_hosts(*st, *job);
+  if (!hosts) return report(hosts.error());
+  job->host = hosts->me;
+  auto print_line = [&](int rank, std::string_view line) {
     std::string out = report::launch_prefix(*job, rank);
     out.append(line);
     out += '\n';
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);
-  });
+  };
+  if (hosts->idle()) {
+    std::fprintf(stderr,
+                 "launch %s: host %s holds none of the selected ranks (%s); nothing to do here\n",
+                 f.lab.c_str(), hosts->me.c_str(), hosts->summary().c_str());
+    return kExitOk;
+  }
+  if (hosts->joins()) {
+    std::fprintf(stderr, "launch %s: host %s runs %d of %zu ranks (%s); host %s coordinates\n",
+                 f.lab.c_str(), hosts->me.c_str(), hosts->local_count(), job->ranks.size(),
+                 hosts->summary().c_str(), hosts->coordinator.c_str());
+    auto out = launch::serve_command(
+        *job, *hosts, st->digest, o, print_line,
+        [&](const std::string& line) {
+          std::fprintf(stderr, "launch %s: %s\n", f.lab.c_str(), line.c_str());
+        },
+        signals.flag());
+    if (!out) return report(out.error());
+    for (const auto& e : out->errors)
+      std::fprintf(stderr, "launch %s: %s\n", f.lab.c_str(), e.c_str());
+    std::fprintf(
+        stderr,
+        "launch %s: %s; the whole job's verdict and every rank's log are on host %s in %s\n",
+        f.lab.c_str(), out->ok ? "done" : "FAILED", out->coordinator.c_str(),
+        out->results_dir.c_str());
+    if (signals.flag().load()) return 130;
+    return out->ok ? kExitOk : kExitFailed;
+  }
+  std::fputs(report::launch_header(*job).c_str(), stderr);
+  if (hosts->coordinates())
+    std::fprintf(stderr,
+                 "launch %s: ranks on hosts %s; this host (%s) coordinates on %s:%d and waits for "
+                 "the others to join\n",
+                 f.lab.c_str(), hosts->summary().c_str(), hosts->me.c_str(),
+                 hosts->coordinator_addr.to_string().c_str(), o.rendezvous_port);
+  std::fflush(stderr);
+  auto res = hosts->coordinates() ? launch::coordinate_command(*job, *hosts, st->digest, o,
+                                                               signals.flag(), print_line)
+                                  : launch::run_command(*job, o, signals.flag(), print_line);
   if (!res) return report(res.error());
   std::fputs(report::launch_footer(*job, *res).c_str(), stderr);
   if (res->interrupted) return 130;
@@ -96,6 +138,11 @@ void add_launch(CLI::App& app, int& rc) {
   l->add_option("--grace", f->grace, "SIGTERM -> SIGKILL when the job ends early")
       ->capture_default_str()
       ->check(job_duration());
+  l->add_option("--rendezvous-port", f->rendezvous_port,
+                "a lab over several hosts: the TCP port the coordinating host listens on (its "
+                "underlay address), the same on every host")
+      ->capture_default_str()
+      ->check(whole_in({1, 65535}));
   l->add_option("--master-port", f->master_port, "MASTER_PORT (rank 0's TCP store)")
       ->capture_default_str()
       ->check(whole_in({1, 65535}));

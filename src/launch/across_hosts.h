@@ -31,6 +31,7 @@
 #include "core/error.h"
 #include "core/ipv4.h"
 #include "lab/state.h"
+#include "launch/command.h"
 #include "launch/rank_group.h"
 #include "multihost/mirror.h"
 #include "multihost/session.h"
@@ -58,12 +59,23 @@ struct JobHosts {
   std::string summary() const;
 };
 
+// The roles for ranks on `nodes` (in rank order) on the host whose state `lab` is.
+Result<JobHosts> hosts_of(const lab::LabState& lab, const std::vector<std::string>& nodes);
 // The roles for `job` on the host whose state `lab` is. A lab on one host: every rank local.
 // A rank on a node of no known host, or --transport rdma across hosts: exit 2.
 Result<JobHosts> job_hosts(const lab::LabState& lab, const workload::Job& job);
 
 // What every host of a job must agree on (FNV-1a 64 of job.json without the run's own names).
 std::string job_digest(const workload::Job& job);
+std::string job_digest(const CommandJob& job);
+
+// One turn of the coordinator's relay: the other hosts' ranks that ended, the bytes of their
+// files that arrived (already written here), whether anything arrived.
+struct RelayTurn {
+  bool activity = false;
+  std::vector<RemoteEnd> ends;
+  std::vector<multihost::Chunk> appended;
+};
 
 // The coordinator's side, inside the verb's wait loop.
 class CoordinatorRelay {
@@ -73,6 +85,12 @@ class CoordinatorRelay {
   static Result<CoordinatorRelay> open(const workload::Job& job, const JobHosts& hosts,
                                        const std::string& verb, const std::string& plan_digest,
                                        int port, const std::atomic<bool>& stop);
+  // The same for any job: `job_msg` is what the hosts get as {"job": ...}; `store_dir` "" : none.
+  static Result<CoordinatorRelay> open(const multihost::Hello& hello, const JobHosts& hosts,
+                                       const nlohmann::json& job_msg, const std::string& store_dir,
+                                       const std::string& results_dir, int port,
+                                       const std::atomic<bool>& stop);
+  RelayTurn turn(int wait_ms = 0);
   // Relays store files both ways, takes the peers' rows and logs and their ranks' exits; a host
   // that goes away fails its running ranks. True when something arrived.
   bool pump(RankGroup& group, int wait_ms = 0);
@@ -80,16 +98,22 @@ class CoordinatorRelay {
   void kill(int grace_ms);
   // After the ranks ended: waits (at most `limit`) for every host's last files and exits.
   void finish(RankGroup& group, std::chrono::milliseconds limit);
+  // The same without a group: every turn's files to `on_turn`.
+  void finish(const std::function<void(const RelayTurn&)>& on_turn,
+              std::chrono::milliseconds limit);
   // The verdict, to every host; they exit with it.
   void done(bool ok);
   // What went wrong on the way (a host gone, a file that could not be written).
   const std::vector<std::string>& errors() const { return errors_; }
 
  private:
-  CoordinatorRelay(multihost::Coordinator c, const workload::Job& job, JobHosts hosts);
+  CoordinatorRelay(multihost::Coordinator c, JobHosts hosts, const std::string& store_dir,
+                   const std::string& results_dir);
+  bool all_bye() const;
   multihost::Coordinator coord_;
   JobHosts hosts_;
-  multihost::DirMirror store_, results_;
+  std::optional<multihost::DirMirror> store_;
+  multihost::DirMirror results_;
   std::vector<std::string> byes_;
   std::vector<std::string> errors_;
 };
@@ -108,5 +132,19 @@ Result<PeerOutcome> serve_job(const workload::Job& mine, const JobHosts& hosts,
                               const std::string& tb_rank,
                               const std::function<void(const std::string&)>& say,
                               const std::atomic<bool>& stop);
+
+// `launch` over several hosts: the coordinator runs its ranks with run_command and relays the
+// others' ends and lines (printed through `on_line` as they arrive); a joining host runs its
+// ranks and relays them. --mpi across hosts: exit 2 (job_hosts_for_command).
+Result<JobHosts> command_hosts(const lab::LabState& lab, const CommandJob& job);
+Result<CommandResult> coordinate_command(const CommandJob& job, const JobHosts& hosts,
+                                         const std::string& plan_digest, const CommandOptions& o,
+                                         const std::atomic<bool>& stop,
+                                         const std::function<void(int, std::string_view)>& on_line);
+Result<PeerOutcome> serve_command(CommandJob mine, const JobHosts& hosts,
+                                  const std::string& plan_digest, const CommandOptions& o,
+                                  const std::function<void(int, std::string_view)>& on_line,
+                                  const std::function<void(const std::string&)>& say,
+                                  const std::atomic<bool>& stop);
 
 }  // namespace tb::launch

@@ -136,7 +136,7 @@ Result<int64_t> parse_job_duration_ms(std::string_view text) {
 }
 
 bool CommandResult::ok() const {
-  if (interrupted || timed_out || first_failed >= 0) return false;
+  if (interrupted || timed_out || first_failed >= 0 || !errors.empty()) return false;
   return std::all_of(ranks.begin(), ranks.end(),
                      [](const RankEnd& r) { return r.exited && r.code == 0; });
 }
@@ -298,6 +298,7 @@ std::vector<std::string> rank_environment(const CommandJob& job, int rank) {
       std::string(kJobEnv) + "=" + job.run_id,
       std::string(kOwnerEnv) + "=" + plan::owner_marker(job.lab),
   };
+  if (!job.host.empty()) env.push_back("TESTBEDCTL_HOST=" + job.host);
   // As torchrun: one OpenMP thread per worker unless the user chose (every rank shares the
   // host's cores).
   if (!std::getenv("OMP_NUM_THREADS")) env.push_back("OMP_NUM_THREADS=1");
@@ -387,9 +388,11 @@ nlohmann::json to_json(const CommandJob& job, const CommandResult* res) {
   return j;
 }
 
-std::vector<int> job_processes(const std::string& owner, const std::string& run_id) {
+std::vector<int> job_processes(const std::string& owner, const std::string& run_id,
+                               const std::string& host) {
   const std::string want_owner = std::string(kOwnerEnv) + "=" + owner;
   const std::string want_job = std::string(kJobEnv) + "=" + run_id;
+  const std::string want_host = "TESTBEDCTL_HOST=" + host;
   std::vector<int> out;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
@@ -398,12 +401,13 @@ std::vector<int> job_processes(const std::string& owner, const std::string& run_
     const int pid = std::stoi(name);
     if (pid == ::getpid()) continue;
     std::ifstream in(e.path() / "environ", std::ios::binary);
-    bool has_owner = false, has_job = false;
+    bool has_owner = false, has_job = false, has_host = host.empty();
     for (std::string var; std::getline(in, var, '\0');) {
       has_owner = has_owner || var == want_owner;
       has_job = has_job || var == want_job;
+      has_host = has_host || var == want_host;
     }
-    if (has_owner && has_job) out.push_back(pid);
+    if (has_owner && has_job && has_host) out.push_back(pid);
   }
   return out;
 }
@@ -487,7 +491,9 @@ double since(Clock::time_point t0) {
 
 Result<CommandResult> run_command(const CommandJob& job, const CommandOptions& o,
                                   const std::atomic<bool>& stop,
-                                  const std::function<void(int, std::string_view)>& on_line) {
+                                  const std::function<void(int, std::string_view)>& on_line,
+                                  const CommandHooks& hooks) {
+  auto here = [&](size_t i) { return hooks.local.empty() || job.mpi || hooks.local[i]; };
   auto dir = open_results_dir(job.results_dir);
   if (!dir) return std::unexpected(with_context(dir.error(), "create results directory"));
   auto logs = dir->sub("logs");
@@ -528,9 +534,18 @@ Result<CommandResult> run_command(const CommandJob& job, const CommandOptions& o
         ::kill(-l.pid, sig);
         ::kill(l.pid, sig);
       }
-    for (int pid : job_processes(owner, job.run_id)) ::kill(pid, sig);
+    for (int pid : job_processes(owner, job.run_id, job.host)) ::kill(pid, sig);
   };
   for (size_t i = 0; i < procs.size(); ++i) {
+    if (!here(i)) {  // another host's rank: its end and lines come through hooks.turn
+      res.ranks[i].start_s = since(t0);
+      if (!hooks.remote_ends) {
+        live[i].running = false;
+        res.ranks[i].how = "on another host";
+        res.ranks[i].code = 0;
+      }
+      continue;
+    }
     auto log = logs->open("rank" + std::to_string(i) + ".log", O_WRONLY | O_CREAT | O_APPEND);
     if (!log) {
       signal_all(SIGKILL);
@@ -594,6 +609,22 @@ Result<CommandResult> run_command(const CommandJob& job, const CommandOptions& o
     res.reason = why;
     signal_all(SIGTERM);
     kill_at = Clock::now() + std::chrono::milliseconds(o.grace_ms);
+    if (hooks.ending) hooks.ending(why, o.grace_ms);
+  };
+  auto ended = [&](size_t i, int code, const std::string& how, bool by_signal) {
+    live[i].running = false;
+    auto& e = res.ranks[i];
+    e.exited = true;
+    e.code = code;
+    e.how = how;
+    e.end_s = since(t0);
+    if (ending) {
+      if (by_signal) e.how += " (ended by testbedctl: " + res.reason + ")";
+    } else if (e.code != 0) {
+      res.first_failed = static_cast<int>(i);
+      const std::string who = job.mpi ? "mpirun" : "rank " + std::to_string(i);
+      end_job(who + " (" + job.ranks[i].node + ") " + e.how);
+    }
   };
   for (;;) {
     std::vector<pollfd> fds;
@@ -612,22 +643,28 @@ Result<CommandResult> run_command(const CommandJob& job, const CommandOptions& o
     }
     for (size_t i = 0; i < live.size(); ++i) {
       auto& l = live[i];
-      if (!l.running) continue;
+      if (!l.running || l.pid <= 0) continue;
       int status = 0;
       if (::waitpid(l.pid, &status, WNOHANG) != l.pid) continue;
-      l.running = false;
-      auto& e = res.ranks[i];
-      e.exited = true;
-      e.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      e.how = runner::describe_exit(status);
-      e.end_s = since(t0);
-      if (ending) {
-        if (WIFSIGNALED(status)) e.how += " (ended by testbedctl: " + res.reason + ")";
-      } else if (e.code != 0) {
-        res.first_failed = static_cast<int>(i);
-        const std::string who = job.mpi ? "mpirun" : "rank " + std::to_string(i);
-        end_job(who + " (" + job.ranks[i].node + ") " + e.how);
+      ended(i, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+            runner::describe_exit(status), WIFSIGNALED(status));
+      if (hooks.local_end) {
+        read_output(i);  // its last lines into its log before its end is told
+        hooks.local_end(static_cast<int>(i), res.ranks[i]);
       }
+    }
+    if (hooks.turn) {
+      std::vector<RemoteEnd> ends;
+      std::vector<std::pair<int, std::string>> lines;
+      std::string end;
+      hooks.turn(ends, lines, end);
+      for (const auto& [rank, line] : lines)
+        if (on_line) on_line(rank, line);
+      for (const auto& e : ends)
+        if (e.rank >= 0 && static_cast<size_t>(e.rank) < live.size() && !here(e.rank) &&
+            live[e.rank].running)
+          ended(static_cast<size_t>(e.rank), e.code, e.how, e.code > 128);
+      if (!end.empty() && !ending) end_job(end);
     }
     const bool all_done =
         std::none_of(live.begin(), live.end(), [](const Live& l) { return l.running; });
@@ -636,7 +673,7 @@ Result<CommandResult> run_command(const CommandJob& job, const CommandOptions& o
         draining = true;
         drain_until = Clock::now() + std::chrono::milliseconds(kDrainMs);
         // Whatever the ranks left behind (a daemon in its own session holding the pipe).
-        terminate(job_processes(owner, job.run_id), std::min(o.grace_ms, 2000));
+        terminate(job_processes(owner, job.run_id, job.host), std::min(o.grace_ms, 2000));
       }
       const bool pipes_closed =
           std::none_of(live.begin(), live.end(), [](const Live& l) { return bool(l.out); });

@@ -54,6 +54,7 @@ struct CommandOptions {
   std::vector<std::string> argv;  // the command; argv[0] looked up in PATH as given
   std::string testbedctl;         // this executable (the MPI rsh agent runs `exec` with it)
   std::string mpirun = "mpirun";  // looked up in PATH
+  int rendezvous_port = 29411;    // a lab over several hosts: the coordinator's port
 };
 
 struct CommandRank {
@@ -77,6 +78,10 @@ struct CommandJob {
   std::vector<CommandRank> ranks;
   bool mpi = false;
   std::vector<std::string> mpi_argv;  // the mpirun command line (mpi only)
+  // A lab over several hosts: the host this job's processes run on (TESTBEDCTL_HOST in their
+  // environment, so that what this host ends is its own even where hosts share a /proc, as
+  // emulated hosts do). Not in job.json: every host writes the same job.
+  std::string host;
 };
 
 // Picks the ranks and the tier and resolves the command; every error is exit 2 and names the
@@ -108,19 +113,47 @@ struct CommandResult {
   bool timed_out = false;
   int first_failed = -1;
   double wall_s = 0;
+  // A job over several hosts: where the ranks ran ("a (2), b (2)") and what went wrong between
+  // the hosts (a host gone, a file not gathered).
+  std::string hosts;
+  std::vector<std::string> errors;
   bool ok() const;  // every rank exited 0 and nothing ended it early
 };
 
 nlohmann::json to_json(const CommandJob& job, const CommandResult* res);
+
+// A job over several hosts (launch/across_hosts.h): which ranks run here, and the relay's
+// turn in the wait loop. Empty: every rank here, nothing relayed.
+struct RemoteEnd {
+  int rank = 0;
+  int code = 1;
+  std::string how;
+};
+struct CommandHooks {
+  std::vector<char> local;  // per rank: runs on this host (empty: all)
+  // The coordinator: other hosts' ranks end through `turn` and the job waits for them. A
+  // joining host: it waits for its own ranks only.
+  bool remote_ends = false;
+  // Each turn: other hosts' ranks that ended and the lines they printed; `end` set asks the job
+  // to end (the coordinator said so, or it is gone).
+  std::function<void(std::vector<RemoteEnd>& ends, std::vector<std::pair<int, std::string>>& lines,
+                     std::string& end)>
+      turn;
+  std::function<void(int rank, const struct RankEnd& e)> local_end;  // a rank here ended
+  std::function<void(const std::string& why, int grace_ms)> ending;  // the job ends early
+};
 
 // Writes job.json and starts the ranks, then streams their output (`on_line(rank, line)`, also
 // into logs/rank<N>.log) until every rank has exited; ends them early as described above. Only
 // an error before any rank ran is returned as an error.
 Result<CommandResult> run_command(const CommandJob& job, const CommandOptions& o,
                                   const std::atomic<bool>& stop,
-                                  const std::function<void(int, std::string_view)>& on_line);
+                                  const std::function<void(int, std::string_view)>& on_line,
+                                  const CommandHooks& hooks = {});
 
-// Pids whose environment holds both TESTBEDCTL_OWNER=<owner> and TESTBEDCTL_JOB=<run_id>.
-std::vector<int> job_processes(const std::string& owner, const std::string& run_id);
+// Pids whose environment holds both TESTBEDCTL_OWNER=<owner> and TESTBEDCTL_JOB=<run_id> (and
+// TESTBEDCTL_HOST=<host> unless `host` is "").
+std::vector<int> job_processes(const std::string& owner, const std::string& run_id,
+                               const std::string& host = "");
 
 }  // namespace tb::launch

@@ -31,6 +31,10 @@ std::string launch_footer(const launch::CommandJob& job, const launch::CommandRe
                                     : fmt::format("rank {} ({})", i, job.ranks.at(i).node);
     out += fmt::format("launch {}: {}: {} after {:.2f} s\n", job.lab, who, e.how, e.end_s);
   }
+  if (!res.hosts.empty())
+    out += fmt::format("launch {}: ranks on hosts {}; every rank's log gathered here in {}/logs\n",
+                       job.lab, res.hosts, job.results_dir);
+  for (const auto& e : res.errors) out += fmt::format("launch {}: {}\n", job.lab, e);
   if (res.ok())
     out +=
         fmt::format("launch {}: all {} exited 0 in {:.2f} s\n", job.lab,

@@ -126,5 +126,38 @@ TEST_F(MultihostBench, GlooAcrossTheSeamMeetsThroughTheRelayedStore) {
   EXPECT_TRUE(contains(a.out, "Out of bounds values : 0 OK")) << a.out;
 }
 
+// `launch` across hosts: each host starts its own ranks with torchrun's environment; rank 1 on b
+// reaches MASTER_ADDR (rank 0 on a) across the seam; b's lines come out of a, prefixed.
+TEST_F(MultihostBench, LaunchRunsEachHostsRanksAndGathersTheirLines) {
+  const std::string cmd =
+      "launch " + lab_ +
+      " --ranks hz/s0/g0,bj/s0/g0 --timeout 60s -- sh -c "
+      "'echo rank=$RANK world=$WORLD_SIZE; ping -c1 -W5 $MASTER_ADDR >/dev/null && echo reached'";
+  CmdResult rb;
+  std::thread t([&] { rb = hosts_->testbedctl(1, cmd); });
+  CmdResult ra = hosts_->testbedctl(0, cmd);
+  t.join();
+  ASSERT_EQ(ra.rc, 0) << ra.out << "\n--- host b:\n" << rb.out;
+  EXPECT_EQ(rb.rc, 0) << rb.out;
+  EXPECT_TRUE(contains(ra.out, "rank=0 world=2")) << ra.out;
+  EXPECT_TRUE(contains(ra.out, "rank=1 world=2")) << ra.out;  // b's rank, relayed
+  EXPECT_TRUE(std::regex_search(ra.out, std::regex("rank 1[^\n]*\\] reached"))) << ra.out;
+  EXPECT_TRUE(contains(ra.out, "ranks on hosts a (1), b (1)")) << ra.out;
+  EXPECT_TRUE(contains(rb.out, "done; the whole job's verdict")) << rb.out;
+
+  // A rank that fails on b ends the job on a too (torchrun's rule), both exit 1.
+  const std::string failing = "launch " + lab_ +
+                              " --ranks hz/s0/g0,bj/s0/g0 --grace 2s --timeout 60s -- sh -c "
+                              "'if [ $RANK = 1 ]; then exit 3; fi; sleep 50'";
+  std::thread t2([&] { rb = hosts_->testbedctl(1, failing); });
+  ra = hosts_->testbedctl(0, failing);
+  t2.join();
+  EXPECT_EQ(ra.rc, 1) << ra.out;
+  EXPECT_EQ(rb.rc, 1) << rb.out;
+  EXPECT_TRUE(contains(ra.out, "rank 1 (bj/s0/g0) exit 3")) << ra.out;
+  for (size_t h = 0; h < 2; ++h)
+    for (const auto& p : hosts_->processes(h)) EXPECT_FALSE(contains(p, "sleep")) << p;
+}
+
 }  // namespace
 }  // namespace tb::e2e
