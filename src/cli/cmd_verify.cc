@@ -260,10 +260,20 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
     auto i = verify::find_link(st->topo, verify::parse_endpoint(link[0]),
                                verify::parse_endpoint(link[1]));
     if (!i) return report(i.error());
+    if (auto why = verify::link_elsewhere(st->topo, *i, st->host); !why.empty())
+      return report(Error{"--link " + link[0] + " " + link[1] + ": this is host " + st->host +
+                              " of lab " + lab + ", and " + why,
+                          0, kExitBadInput});
     classes.push_back(verify::class_of(st->topo, *i));
   } else {
-    classes = verify::link_classes(st->topo);
+    classes = verify::link_classes(st->topo, st->host);
   }
+  std::vector<std::string> not_here;
+  std::erase_if(classes, [&](const verify::LinkClass& c) {
+    if (c.elsewhere.empty()) return false;
+    not_here.push_back(c.name() + ": " + c.elsewhere);
+    return true;
+  });
   if (auto rc = require_root("verify")) return *rc;
   auto tb_probe = verify::find_tb_probe();
   if (!tb_probe) return report(tb_probe.error());
@@ -282,6 +292,8 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   rep.quick = quick;
   rep.settings = verify::settings(quick);
   rep.single_link = !link.empty();
+  rep.lab_host = st->host;
+  rep.not_here = not_here;
   const std::string work = lab::lab_dir(lab) + "/verify-" + std::to_string(::getpid());
   std::vector<std::string> stage_files;
   for (const auto& s : st->stages) stage_files.push_back(lab::stage_stats_path(lab, s.netns));

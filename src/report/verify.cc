@@ -397,6 +397,11 @@ std::string verify_text(const VerifyReport& r) {
        (not_judged ? ", " + std::to_string(not_judged) + " not judged (the host stalled)" : "") +
        "; checks " + std::to_string(passed) + " passed, " + std::to_string(failed) + " failed, " +
        std::to_string(skipped) + " not checked" + (r.interrupted ? "; interrupted" : "") + "\n";
+  if (!r.not_here.empty()) {
+    s += "not measured on host " + r.lab_host + " (" + std::to_string(r.not_here.size()) +
+         " class" + (r.not_here.size() == 1 ? "" : "es") + "):\n";
+    for (const auto& n : r.not_here) s += "  " + n + "\n";
+  }
   return s;
 }
 
@@ -505,6 +510,8 @@ nlohmann::json verify_json(const VerifyReport& r) {
          "clusters of GSO segments, + 10%"}}},
       {"figures", "in force on each link (the scenario's, or the last `link set`)"},
       {"classes", classes},
+      {"lab_host", r.lab_host},
+      {"not_here", r.not_here},
       {"summary",
        {{"classes", r.classes.size()},
         {"classes_failed", bad},

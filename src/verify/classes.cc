@@ -27,17 +27,43 @@ std::string LinkClass::name() const {
   return std::string(to_string(tier)) + "/" + profile;
 }
 
-std::vector<LinkClass> link_classes(const plan::Topology& t) {
+std::string link_elsewhere(const plan::Topology& t, size_t i, const std::string& host) {
+  if (host.empty()) return "";
+  const auto& l = t.links.at(i);
+  const plan::Node* a = t.node(l.a.node);
+  const plan::Node* b = t.node(l.b.node);
+  const std::string ha = a ? a->host : "", hb = b ? b->host : "";
+  if (ha == host && hb == host) return "";
+  if (ha != hb)
+    return "it crosses hosts " + ha + " and " + hb +
+           " (a VXLAN tunnel; verify across hosts is not done yet)";
+  return "it is on host " + ha + " (run verify there)";
+}
+
+std::vector<LinkClass> link_classes(const plan::Topology& t, const std::string& host) {
   std::vector<LinkClass> out;
   for (size_t i = 0; i < t.links.size(); ++i) {
     const auto& l = t.links[i];
+    const std::string why = link_elsewhere(t, i, host);
     auto it = std::ranges::find_if(
         out, [&](const LinkClass& c) { return c.tier == l.tier && c.profile == l.profile; });
-    if (it == out.end())
-      out.push_back({l.tier, l.profile, i, 1});
-    else
-      ++it->members;
+    if (it == out.end()) {
+      out.push_back({l.tier, l.profile, i, 1, why});
+      continue;
+    }
+    ++it->members;
+    if (!it->elsewhere.empty() && why.empty()) {  // the first link of the class on this host
+      it->link = i;
+      it->elsewhere.clear();
+    } else if (!it->elsewhere.empty() && it->elsewhere != why &&
+               it->elsewhere.find("crosses") == std::string::npos) {
+      it->elsewhere = why;  // prefer saying that some cross hosts
+    }
   }
+  for (auto& c : out)
+    if (!c.elsewhere.empty())
+      c.elsewhere = "every link of the class is elsewhere: e.g. " + t.links[c.link].a.node + " - " +
+                    t.links[c.link].b.node + ": " + c.elsewhere;
   return out;
 }
 

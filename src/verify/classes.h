@@ -20,10 +20,17 @@ struct LinkClass {
   std::string profile;
   size_t link = 0;
   int members = 0;
+  // A lab over several hosts: why this host cannot measure the class ("" : it can): every link
+  // of it is on another host, or crosses hosts (verify across hosts is not done yet).
+  std::string elsewhere;
   std::string name() const;  // "scale-out/hpn"
 };
 
-std::vector<LinkClass> link_classes(const plan::Topology& t);
+// `host` (a lab over several hosts: the host this is): the representative is the first link of
+// the class with both ends here; a class with none is returned with `elsewhere` said.
+std::vector<LinkClass> link_classes(const plan::Topology& t, const std::string& host = "");
+// Why link `i` cannot be measured on `host` ("" : it can; always "" for a lab on one host).
+std::string link_elsewhere(const plan::Topology& t, size_t i, const std::string& host);
 
 // "NODE[:IFNAME]" as typed after --link; NODE in slash or hyphen form.
 struct Endpoint {

@@ -130,6 +130,9 @@ struct VerifyReport {
   Settings settings;
   bool single_link = false;  // --link
   std::vector<ClassResult> classes;
+  // A lab over several hosts: this host and the classes it could not measure ("CLASS: why").
+  std::string lab_host;
+  std::vector<std::string> not_here;
   bool paths_mode = false;  // --paths: `paths` instead of `classes`
   std::vector<PathResult> paths;
   bool under_load = false;        // --under-load: measured while `load` flows ran

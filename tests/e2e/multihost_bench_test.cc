@@ -159,5 +159,26 @@ TEST_F(MultihostBench, LaunchRunsEachHostsRanksAndGathersTheirLines) {
     for (const auto& p : hosts_->processes(h)) EXPECT_FALSE(contains(p, "sleep")) << p;
 }
 
+// verify on each host measures the classes it holds whole, and names those it cannot: the WAN
+// classes cross the seam (verify across hosts is not done yet); --link on a tunnel is exit 2.
+TEST_F(MultihostBench, VerifyOnEachHostMeasuresItsOwnClassesAndNamesTheRest) {
+  for (size_t h = 0; h < 2; ++h) {
+    CmdResult v = hosts_->testbedctl(h, "verify " + lab_ + " --quick --json");
+    auto j = nlohmann::json::parse(v.out.substr(std::min(v.out.find('{'), v.out.size())), nullptr,
+                                   false);
+    ASSERT_TRUE(j.is_object()) << v.out;
+    EXPECT_NE(j["result"], "fail") << v.out;
+    EXPECT_EQ(j["lab_host"], hosts_->name(h));
+    EXPECT_GT(j["classes"].size(), 0u) << v.out;
+    bool wan_named = false;
+    for (const auto& n : j["not_here"])
+      wan_named = wan_named || contains(n.get<std::string>(), "crosses hosts a and b");
+    EXPECT_TRUE(wan_named) << j["not_here"].dump();
+  }
+  CmdResult tunnel = hosts_->testbedctl(0, "verify " + lab_ + " --link hz/tr:ec bj/tr");
+  EXPECT_EQ(tunnel.rc, 2) << tunnel.out;
+  EXPECT_TRUE(contains(tunnel.out, "crosses hosts a and b")) << tunnel.out;
+}
+
 }  // namespace
 }  // namespace tb::e2e
