@@ -279,6 +279,12 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   if (!tb_probe) return report(tb_probe.error());
   auto lock = lab::LabLock::acquire(lab);
   if (!lock) return report(Error{lock.error().message, 0, kExitBadInput});
+  if (paths && !st->host.empty())
+    return report(Error{"--paths: lab " + lab + " is spread over several hosts (this is " +
+                            st->host +
+                            "), and whole paths across hosts are not measured yet; verify without "
+                            "--paths measures this host's link classes",
+                        0, kExitBadInput});
   if (paths) return cmd_verify_paths(*st, *tb_probe, json, quick, under_load, html);
   StopSignals signals;
   const auto figures = figures_in_force(*st);

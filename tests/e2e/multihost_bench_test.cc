@@ -175,6 +175,9 @@ TEST_F(MultihostBench, VerifyOnEachHostMeasuresItsOwnClassesAndNamesTheRest) {
       wan_named = wan_named || contains(n.get<std::string>(), "crosses hosts a and b");
     EXPECT_TRUE(wan_named) << j["not_here"].dump();
   }
+  CmdResult paths = hosts_->testbedctl(0, "verify " + lab_ + " --paths");
+  EXPECT_EQ(paths.rc, 2) << paths.out;
+  EXPECT_TRUE(contains(paths.out, "spread over several hosts")) << paths.out;
   CmdResult tunnel = hosts_->testbedctl(0, "verify " + lab_ + " --link hz/tr:ec bj/tr");
   EXPECT_EQ(tunnel.rc, 2) << tunnel.out;
   EXPECT_TRUE(contains(tunnel.out, "crosses hosts a and b")) << tunnel.out;
