@@ -303,6 +303,21 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
   size_t next_row = 0;
   std::optional<Clock::time_point> kill_at;
   std::optional<uint64_t> rnr_before;
+  // Emits every size that all ranks have finished.
+  auto emit_rows = [&] {
+    while (started && next_row < points.size()) {
+      std::vector<RankRow> rows;
+      for (auto& f : feeds) {
+        size_t k = 0;
+        for (const auto& l : f.lines)
+          if (l.contains("bytes") && k++ == next_row) rows.push_back(rank_row_from_json(l));
+      }
+      if (static_cast<int>(rows.size()) < n) break;
+      res.rows.push_back(combine_rows(job.bench.coll, n, rows));
+      if (on_row) on_row(res, res.rows.back());
+      ++next_row;
+    }
+  };
   IdleWatch idle(std::chrono::milliseconds(std::max(2 * job.timeout_ms, 120000)),
                  progress_board_path(job), n);
   for (;;) {
@@ -335,19 +350,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
       if (!res.rdma_devices.empty()) rnr_before = rnr_naks_sent(res.rdma_devices);
       if (on_start) on_start(res);
     }
-    // Emit every size that all ranks have finished.
-    while (started && next_row < points.size()) {
-      std::vector<RankRow> rows;
-      for (auto& f : feeds) {
-        size_t k = 0;
-        for (const auto& l : f.lines)
-          if (l.contains("bytes") && k++ == next_row) rows.push_back(rank_row_from_json(l));
-      }
-      if (static_cast<int>(rows.size()) < n) break;
-      res.rows.push_back(combine_rows(job.bench.coll, n, rows));
-      if (on_row) on_row(res, res.rows.back());
-      ++next_row;
-    }
+    emit_rows();
     if (activity) idle.reported();
     const bool any_failed =
         std::any_of(group->ranks().begin(), group->ranks().end(),
@@ -384,19 +387,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
     for (const auto& e : relay->errors()) res.errors.push_back(e);
   }
   for (auto& f : feeds) f.read_more();
-  // Sizes the last rows completed (rows relayed from other hosts may arrive after the exits).
-  while (started && next_row < points.size()) {
-    std::vector<RankRow> rows;
-    for (auto& f : feeds) {
-      size_t k = 0;
-      for (const auto& l : f.lines)
-        if (l.contains("bytes") && k++ == next_row) rows.push_back(rank_row_from_json(l));
-    }
-    if (static_cast<int>(rows.size()) < n) break;
-    res.rows.push_back(combine_rows(job.bench.coll, n, rows));
-    if (on_row) on_row(res, res.rows.back());
-    ++next_row;
-  }
+  emit_rows();  // the sizes the last rows completed (another host's may come after the exits)
   if (rnr_before)
     if (auto after = rnr_naks_sent(res.rdma_devices); after && *after >= *rnr_before)
       res.rnr_naks = *after - *rnr_before;

@@ -24,8 +24,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,23 @@ inline std::string shell_quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
+}
+
+// scenarios/hz-bj.toml as lab `lab` in 198.18.0.0/16, with one [[host]] table per (name,
+// underlay, what it holds: a TOML line such as regions = ["hz"]), written to `path`.
+inline std::string hzbj_over_hosts(const std::string& lab, const std::string& path,
+                                   const std::vector<std::array<std::string, 3>>& placement) {
+  std::ifstream in(scenario("hz-bj.toml"));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string s =
+      std::regex_replace(text.str(), std::regex("name = \"hzbj\""), "name = \"" + lab + "\"");
+  s = std::regex_replace(s, std::regex("address_space = \"198.18.0.0/15\""),
+                         "address_space = \"198.18.0.0/16\"");
+  for (const auto& [name, underlay, holds] : placement)
+    s += "\n[[host]]\nname = \"" + name + "\"\nunderlay = \"" + underlay + "\"\n" + holds + "\n";
+  std::ofstream(path) << s;
+  return path;
 }
 
 class EmulatedHosts {

@@ -25,18 +25,9 @@ class MultihostBench : public testing::Test {
     if (!is_root()) GTEST_SKIP() << "needs root";
     hosts_ = std::make_unique<EmulatedHosts>("q", std::vector<std::string>{"a", "b"});
     ASSERT_TRUE(hosts_->ok()) << hosts_->error();
-    std::ifstream in(scenario("hz-bj.toml"));
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string s =
-        std::regex_replace(text.str(), std::regex("name = \"hzbj\""), "name = \"" + lab_ + "\"");
-    s = std::regex_replace(s, std::regex("address_space = \"198.18.0.0/15\""),
-                           "address_space = \"198.18.0.0/16\"");
-    s += "\n[[host]]\nname = \"a\"\nunderlay = \"" + hosts_->underlay(0) +
-         "\"\nregions = [\"hz\"]\n\n[[host]]\nname = \"b\"\nunderlay = \"" + hosts_->underlay(1) +
-         "\"\nregions = [\"bj\"]\n";
-    file_ = "/tmp/" + lab_ + "-multihost.toml";
-    std::ofstream(file_) << s;
+    file_ = hzbj_over_hosts(lab_, "/tmp/" + lab_ + "-multihost.toml",
+                            {{{"a", hosts_->underlay(0), "regions = [\"hz\"]"},
+                              {"b", hosts_->underlay(1), "regions = [\"bj\"]"}}});
     for (size_t i = 0; i < 2; ++i) {
       CmdResult u = hosts_->testbedctl(i, "up " + file_ + " --host " + hosts_->name(i));
       ASSERT_EQ(u.rc, 0) << u.out;

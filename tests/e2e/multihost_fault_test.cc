@@ -34,18 +34,9 @@ class MultihostFault : public testing::Test {
 
   // hz-bj.toml with this test's lab name, a /16 address space, hz on host a and bj on host b.
   std::string write_scenario() {
-    std::ifstream in(scenario("hz-bj.toml"));
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string s =
-        std::regex_replace(text.str(), std::regex("name = \"hzbj\""), "name = \"" + lab_ + "\"");
-    s = std::regex_replace(s, std::regex("address_space = \"198.18.0.0/15\""),
-                           "address_space = \"198.18.0.0/16\"");
-    s += "\n[[host]]\nname = \"a\"\nunderlay = \"" + hosts_->underlay(0) +
-         "\"\nregions = [\"hz\"]\n\n[[host]]\nname = \"b\"\nunderlay = \"" + hosts_->underlay(1) +
-         "\"\nregions = [\"bj\"]\n";
-    file_ = "/tmp/" + lab_ + "-multihost-fault.toml";
-    std::ofstream(file_) << s;
+    file_ = hzbj_over_hosts(lab_, "/tmp/" + lab_ + "-multihost-fault.toml",
+                            {{{"a", hosts_->underlay(0), "regions = [\"hz\"]"},
+                              {"b", hosts_->underlay(1), "regions = [\"bj\"]"}}});
     return file_;
   }
 

@@ -75,21 +75,12 @@ class MultihostHzBj : public testing::Test {
   // hz-bj.toml with this test's lab name, a /16 address space, and the hosts: a holds hz, b
   // bj, and c (when there is one) hz's servers 2 and 3 with their GPUs.
   std::string write_scenario() {
-    std::ifstream in(scenario("hz-bj.toml"));
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string s =
-        std::regex_replace(text.str(), std::regex("name = \"hzbj\""), "name = \"" + lab_ + "\"");
-    s = std::regex_replace(s, std::regex("address_space = \"198.18.0.0/15\""),
-                           "address_space = \"198.18.0.0/16\"");
-    s += "\n[[host]]\nname = \"a\"\nunderlay = \"" + hosts_->underlay(0) +
-         "\"\nregions = [\"hz\"]\n\n[[host]]\nname = \"b\"\nunderlay = \"" + hosts_->underlay(1) +
-         "\"\nregions = [\"bj\"]\n";
+    std::vector<std::array<std::string, 3>> placement = {
+        {"a", hosts_->underlay(0), "regions = [\"hz\"]"},
+        {"b", hosts_->underlay(1), "regions = [\"bj\"]"}};
     if (hosts_->size() > 2)
-      s += "\n[[host]]\nname = \"c\"\nunderlay = \"" + hosts_->underlay(2) +
-           "\"\nservers = [\"hz/s2\", \"hz/s3\"]\n";
-    file_ = "/tmp/" + lab_ + "-multihost.toml";
-    std::ofstream(file_) << s;
+      placement.push_back({"c", hosts_->underlay(2), "servers = [\"hz/s2\", \"hz/s3\"]"});
+    file_ = hzbj_over_hosts(lab_, "/tmp/" + lab_ + "-multihost.toml", placement);
     return file_;
   }
 

@@ -135,18 +135,7 @@ class SlurmHzBj : public testing::Test {
   // (name, underlay, what it holds: a TOML line such as regions = ["hz"]).
   std::string write_scenario(const std::string& file,
                              const std::vector<std::array<std::string, 3>>& placement) {
-    std::ifstream in(scenario("hz-bj.toml"));
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string s =
-        std::regex_replace(text.str(), std::regex("name = \"hzbj\""), "name = \"" + lab_ + "\"");
-    s = std::regex_replace(s, std::regex("address_space = \"198.18.0.0/15\""),
-                           "address_space = \"198.18.0.0/16\"");
-    for (const auto& [name, underlay, holds] : placement)
-      s += "\n[[host]]\nname = \"" + name + "\"\nunderlay = \"" + underlay + "\"\n" + holds + "\n";
-    const std::string path = tmp_ + "/" + file;
-    std::ofstream(path) << s;
-    return path;
+    return hzbj_over_hosts(lab_, tmp_ + "/" + file, placement);
   }
 
   CmdResult tb_srun(const std::string& args) const { return cluster_->tb_srun(args); }
