@@ -290,7 +290,6 @@ Result<PeerOutcome> serve_job(const workload::Job& mine, const JobHosts& hosts,
   out.coordinator = hosts.coordinator;
   out.results_dir = job->results_dir;
   out.ranks = hosts.local_count();
-  std::vector<RankProc> procs;
   auto group = start_ranks(*job, tb_rank, hosts.local);
   if (!group) {
     (void)peer->send({{"bye", true}});
@@ -304,8 +303,10 @@ Result<PeerOutcome> serve_job(const workload::Job& mine, const JobHosts& hosts,
   DirMirror results = results_mirror(*job);
   std::vector<char> exit_sent(job->ranks.size(), 0);
   bool bye_sent = false, done = false;
-  // Bounded: the coordinator's own limits end a run; this host gives up when it heard nothing
-  // for longer than the coordinator's idle limit (bench_run.h IdleWatch) and a grace.
+  // Bounded: while this host's ranks run, their own timeouts and the coordinator's limits end
+  // the run (a coordinator gone closes the connection); once they have all exited, this host
+  // waits for the verdict no longer than the coordinator's idle limit (bench_run.h IdleWatch)
+  // and a grace.
   const auto quiet_limit = std::chrono::milliseconds(std::max(2 * job->timeout_ms, 120000) + 60000);
   auto last_word = Clock::now();
   auto local_exited = [&] {
@@ -331,6 +332,7 @@ Result<PeerOutcome> serve_job(const workload::Job& mine, const JobHosts& hosts,
       send_files(true);
       (void)peer->send({{"bye", true}});
       bye_sent = true;
+      last_word = Clock::now();
     }
     auto got = peer->receive(20);
     if (!got) {
@@ -364,7 +366,7 @@ Result<PeerOutcome> serve_job(const workload::Job& mine, const JobHosts& hosts,
       group->kill_all(1000);
       out.errors.push_back("interrupted: this host's ranks killed");
     }
-    if (Clock::now() - last_word > quiet_limit) {
+    if (bye_sent && Clock::now() - last_word > quiet_limit) {
       out.errors.push_back("no word from host " + hosts.coordinator + " for " +
                            std::to_string(quiet_limit.count() / 1000) + " s");
       break;
