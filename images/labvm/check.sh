@@ -479,7 +479,9 @@ if [ $rc = 0 ]; then
   done
   [ $ok = 1 ] && pass "status: zebra, bfdd and bgpd running in both routers' namespaces" ||
     bad "FRR's daemons are not all running in the routers (status and ip netns pids above)"
-  for _ in $(seq 1 50); do
+  # Up to 30 s: BGP comes first, then bfdd's sessions; a TCG guest on a loaded host (the VM tier
+  # beside the rest of the suite) once needed more than the 10 s this waited before.
+  for _ in $(seq 1 150); do
     [ "$(bfd_state "$bpri") $(bfd_state "$bbak")" = "up up" ] && break
     sleep 0.2
   done
