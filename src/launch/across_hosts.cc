@@ -21,8 +21,10 @@ multihost::Hello hello_for(const workload::Job& job, const JobHosts& hosts, cons
   return {job.lab, hosts.me, verb, plan_digest, job_digest(job)};
 }
 
-DirMirror results_mirror(const workload::Job& job) {
-  return DirMirror(job.results_dir, DirMirror::Mode::kAppend, {"store", "job.json"});
+// A job's results directory as the other hosts send it: their ranks' rows and logs (the store
+// is mirrored on its own; job.json is each host's).
+DirMirror results_mirror(const std::string& results_dir) {
+  return DirMirror(results_dir, DirMirror::Mode::kAppend, {"store", "job.json"});
 }
 
 // The coordinator's {"job": ...} (within 30 s) and whatever came after it in the same read.
@@ -142,9 +144,7 @@ std::string job_digest(const CommandJob& job) {
 
 CoordinatorRelay::CoordinatorRelay(multihost::Coordinator c, JobHosts hosts,
                                    const std::string& store_dir, const std::string& results_dir)
-    : coord_(std::move(c)),
-      hosts_(std::move(hosts)),
-      results_(results_dir, DirMirror::Mode::kAppend, {"store", "job.json"}) {
+    : coord_(std::move(c)), hosts_(std::move(hosts)), results_(results_mirror(results_dir)) {
   if (!store_dir.empty()) store_.emplace(store_dir, DirMirror::Mode::kWhole);
 }
 
@@ -300,7 +300,7 @@ Result<PeerOutcome> serve_job(const workload::Job& mine, const JobHosts& hosts,
         std::to_string(job->ranks.size()) + "; results gathered on host " + hosts.coordinator +
         " in " + job->results_dir);
   DirMirror store(job->store_dir, DirMirror::Mode::kWhole);
-  DirMirror results = results_mirror(*job);
+  DirMirror results = results_mirror(job->results_dir);
   std::vector<char> exit_sent(job->ranks.size(), 0);
   bool bye_sent = false, done = false;
   // Bounded: while this host's ranks run, their own timeouts and the coordinator's limits end
@@ -477,7 +477,7 @@ Result<PeerOutcome> serve_command(CommandJob mine, const JobHosts& hosts,
   out.coordinator = hosts.coordinator;
   out.results_dir = mine.results_dir;
   out.ranks = hosts.local_count();
-  DirMirror results(mine.results_dir, DirMirror::Mode::kAppend, {"store", "job.json"});
+  DirMirror results = results_mirror(mine.results_dir);
   bool done = false;
   auto handle = [&](const std::vector<nlohmann::json>& got, std::string& end) {
     for (const auto& m : got) {
