@@ -1,8 +1,12 @@
 // verify on a lab over several hosts (issue 19), the pure half: which host measures which class
 // and which serves B's end of a link between hosts (the same answer on every host), the roles
 // (who coordinates, who joins, who has no part), the digest of what every host must agree on,
-// and a class's measurement as one host sends it to another, judged alike on arrival.
+// a class's measurement as one host sends it to another, judged alike on arrival, and the
+// coordinator's side of the session over loopback (fake joining hosts).
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <thread>
 
 #include "lab/state.h"
 #include "multihost_text.h"
@@ -303,6 +307,143 @@ TEST(VerifyHosts, TheServedEndCrossesTheWire) {
   EXPECT_EQ(back->server_dev, "ec");
   EXPECT_EQ(back->notes, std::vector<std::string>{"raised"});
   EXPECT_FALSE(remote_end_from_json({{"host", "b"}, {"addr", "not an address"}}));
+}
+
+// A joining host played by a thread over loopback: joins as `host`, answers each message with
+// `answer`'s replies until {"done"} (whose rc it keeps), or hangs up when told to.
+struct FakePeer {
+  std::string host;
+  std::function<std::vector<nlohmann::json>(const nlohmann::json&)> answer;
+  std::atomic<bool> hang_up{false};  // set: it hangs up at the next {"measure"} instead
+  std::vector<nlohmann::json> got;
+  int rc = -1;
+  std::string error;
+  std::thread t;
+
+  void start(const multihost::Hello& hello, int port) {
+    t = std::thread([this, hello, port] {
+      std::atomic<bool> stop{false};
+      multihost::Hello mine = hello;
+      mine.host = host;
+      auto peer =
+          multihost::Peer::join(mine, "a", Ipv4{0x7f000001}, port, std::chrono::seconds(10), stop);
+      if (!peer) {
+        error = peer.error().message;
+        return;
+      }
+      for (int turn = 0; turn < 200; ++turn) {  // 200 x 100 ms at most
+        auto msgs = peer->receive(100);
+        if (!msgs) return;
+        for (const auto& m : *msgs) {
+          if (m.contains("closed")) return;
+          got.push_back(m);
+          if (m.contains("done")) {
+            rc = m["done"]["rc"];
+            return;
+          }
+          if (hang_up && m.contains("measure")) return;
+          for (const auto& r : answer(m)) (void)peer->send(r);
+        }
+      }
+    });
+  }
+  ~FakePeer() {
+    if (t.joinable()) t.join();
+  }
+};
+
+// The coordinator's side of the session over loopback, with hosts b and c played by threads:
+// a tunnel class measured by b to the end c serves (c asked first, b told where it listens, c
+// told to stop after); c failing to serve fails the class without asking b; b hanging up
+// mid-measurement fails its class; every host hears the verdict.
+TEST(VerifySession, TheCoordinatorAsksTheServerThenTheClientAndFailsWhatGoesAway) {
+  const auto p = plan_of(std::string(kHead) + kBjWan + kTwoHosts);
+  lab::LabState st = state_of(p, "a");
+  const Ipv4 lo{0x7f000001};
+  auto classes = link_classes(p.topo);
+  const auto wan = std::ranges::find_if(classes, [](const LinkClass& c) { return c.crosses(); });
+  ASSERT_NE(wan, classes.end());
+  LinkClass tunnel = *wan;  // as if A's end were on b and B's on c
+  tunnel.host = "b";
+  tunnel.serve_host = "c";
+  const size_t n = static_cast<size_t>(wan - classes.begin());
+  VerifyHosts hosts;
+  hosts.me = hosts.coordinator = "a";
+  hosts.coordinator_addr = lo;
+  hosts.peers = {"b", "c"};
+  hosts.parts = {"a", "b", "c"};
+  ClassContext ctx;
+  ctx.st = &st;
+  ctx.settings = settings(true);
+  ctx.figures = [&](size_t i) { return st.topo.links.at(i).emulated; };
+  const std::string digest = verify_digest(classes, "quick=1");
+  const int port = 45000 + static_cast<int>(::getpid() % 2000) * 2;
+
+  // What b sends back: the class measured (one passing reading of made-up figures).
+  ClassResult measured = unmeasured(ctx, tunnel, "placeholder");
+  measured.outcome = {};
+  measured.target.addr = *parse_ipv4("10.9.9.9");
+  measured.request.target = measured.target;
+  nlohmann::json end_seen;
+  FakePeer b{"b", [&](const nlohmann::json& m) -> std::vector<nlohmann::json> {
+               if (!m.contains("measure")) return {};
+               end_seen = m.value("end", nlohmann::json());
+               return {
+                   {{"again", {{"class", m["measure"]}, {"n", 2}, {"why", "a check out"}}}},
+                   {{"result", {{"class", m["measure"]}, {"result", class_to_wire(measured)}}}}};
+             }};
+  int serves = 0;
+  FakePeer c{"c", [&](const nlohmann::json& m) -> std::vector<nlohmann::json> {
+               if (m.contains("serve")) {
+                 if (serves++ == 1)
+                   return {{{"serving", {{"class", m["serve"]}, {"error", "no address on br"}}}}};
+                 RemoteEnd e{"c", *parse_ipv4("10.9.9.9"), "ec", "B's address on this link", {}};
+                 return {{{"serving", {{"class", m["serve"]}, {"end", to_json(e)}}}}};
+               }
+               if (m.contains("unserve")) return {{{"unserved", m["unserve"]}}};
+               return {};
+             }};
+  const multihost::Hello hello{st.lab, "", "verify", st.digest, digest};
+  b.start(hello, port);
+  c.start(hello, port);
+  std::atomic<bool> stop{false};
+  auto coord = VerifyCoordinator::open(st, hosts, digest, port, stop);
+  ASSERT_TRUE(coord) << coord.error().message;
+  std::vector<std::string> agains;
+  auto on_again = [&](int k, const std::string& why) {
+    agains.push_back(std::to_string(k) + " " + why);
+  };
+
+  ClassResult ok = coord->measure(ctx, tunnel, n, stop, on_again);
+  EXPECT_TRUE(ok.outcome.errors.empty()) << ok.outcome.errors.front();
+  EXPECT_EQ(ok.target.addr.to_string(), "10.9.9.9");
+  EXPECT_EQ(ok.cls.where(), "b -> c (a VXLAN tunnel)");
+  EXPECT_EQ(end_seen.value("host", ""), "c");  // b was told where c listens
+  EXPECT_EQ(end_seen.value("addr", ""), "10.9.9.9");
+  EXPECT_EQ(agains, std::vector<std::string>{"2 a check out, on host b"});
+
+  ClassResult no_server = coord->measure(ctx, tunnel, n, stop, on_again);
+  ASSERT_EQ(no_server.outcome.errors.size(), 1u);
+  EXPECT_EQ(no_server.outcome.errors[0], "serving B's end on host c: no address on br");
+  EXPECT_TRUE(no_server.failed());
+
+  b.hang_up = true;  // b hangs up when asked next
+  ClassResult gone = coord->measure(ctx, tunnel, n, stop, on_again);
+  ASSERT_EQ(gone.outcome.errors.size(), 1u);
+  EXPECT_EQ(gone.outcome.errors[0], "measured on host b: host b went away");
+  coord->done(1, "host a's report on its stdout");
+  b.t.join();
+  c.t.join();
+  EXPECT_EQ(b.error, "");
+  EXPECT_EQ(c.rc, 1);
+  // c was asked to serve three times and told to stop after the first and the third; b was
+  // asked to measure twice (not after c could not serve).
+  int serve = 0, unserve = 0, measure = 0;
+  for (const auto& m : c.got) serve += m.contains("serve"), unserve += m.contains("unserve");
+  for (const auto& m : b.got) measure += m.contains("measure");
+  EXPECT_EQ(serve, 3);
+  EXPECT_EQ(unserve, 2);
+  EXPECT_EQ(measure, 2);
 }
 
 }  // namespace
