@@ -1,4 +1,4 @@
-// verify on a lab over several hosts (issue 19), the pure half: which host measures which class
+// verify on a lab over several hosts (issue 19): which host measures which class
 // and which serves B's end of a link between hosts (the same answer on every host), the roles
 // (who coordinates, who joins, who has no part), the digest of what every host must agree on,
 // a class's measurement as one host sends it to another, judged alike on arrival, and the
