@@ -36,6 +36,7 @@
 #include "report/html.h"
 #include "report/status.h"
 #include "report/verify.h"
+#include "verify/across_hosts.h"
 
 namespace tb::cli {
 namespace {
@@ -45,24 +46,8 @@ struct VerifyFlags {
   std::vector<std::string> link_ends;
   bool json = false, quick = false, paths = false, under_load = false;
   std::string html;  // --html FILE
+  int rendezvous_port = multihost::kDefaultPort;
 };
-
-// The figures in force on each link: the scenario's, or the last `link set`.
-verify::FiguresOf figures_in_force(const lab::LabState& st) {
-  auto overrides = std::make_shared<std::map<std::string, plan::EmulatedFigures>>(
-      lab::load_link_overrides(st.lab));
-  const plan::Topology* t = &st.topo;
-  return [overrides, t](size_t i) {
-    const auto& l = t->links.at(i);
-    auto it = overrides->find(lab::link_key(l));
-    return it != overrides->end() ? it->second : l.emulated;
-  };
-}
-
-bool same_figures(const plan::EmulatedFigures& x, const plan::EmulatedFigures& y) {
-  return x.rate == y.rate && x.delay == y.delay && x.jitter == y.jitter &&
-         x.loss_pct == y.loss_pct && x.mtu == y.mtu;
-}
 
 // The text or JSON on stdout; with --html also the page (report/html.h), its path on stderr. A
 // page that cannot be written is an error of its own (exit 2) after the measurement is shown.
@@ -142,7 +127,7 @@ int cmd_verify_paths(const lab::LabState& st, const std::string& tb_probe, bool 
   rep.settings = verify::settings(quick);
   rep.paths_mode = true;
   rep.under_load = under_load;
-  const auto figures = figures_in_force(st);
+  const auto figures = verify::figures_in_force(st);
   const std::string work = lab::lab_dir(lab) + "/verify-" + std::to_string(::getpid());
   // Find every path first: the load must avoid all of them.
   for (const auto& pair : verify::path_pairs(st.topo)) {
@@ -242,52 +227,119 @@ int cmd_verify_paths(const lab::LabState& st, const std::string& tb_probe, bool 
   return print_report(rep, json, html, st);
 }
 
-int cmd_verify(const std::string& lab, const std::vector<std::string>& link, bool json, bool quick,
-               bool paths, bool under_load, const std::string& html) {
-  if (paths && !link.empty())
+int cmd_verify(const VerifyFlags& f) {
+  const std::string& lab = f.lab;
+  const auto& link = f.link_ends;
+  if (f.paths && !link.empty())
     return report(
         Error{"--paths measures whole paths; --link one link: give one of them", 0, kExitBadInput});
-  if (under_load && !paths)
+  if (f.under_load && !f.paths)
     return report(Error{"--under-load goes with --paths", 0, kExitBadInput});
   auto st = lab::load_state(lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
   if (st->phase != "up")
     return report(Error{"lab " + lab + " is " + st->phase + ", not up", 0, kExitBadInput});
   std::vector<verify::LinkClass> classes;
+  std::string flags = std::string("quick=") + (f.quick ? "1" : "0");
   if (!link.empty()) {
     if (link.size() != 2)
       return report(Error{"--link takes two endpoints: NODE[:IF] NODE[:IF]", 0, kExitBadInput});
     auto i = verify::find_link(st->topo, verify::parse_endpoint(link[0]),
                                verify::parse_endpoint(link[1]));
     if (!i) return report(i.error());
-    if (auto why = verify::link_elsewhere(st->topo, *i, st->host); !why.empty())
-      return report(Error{"--link " + link[0] + " " + link[1] + ": this is host " + st->host +
-                              " of lab " + lab + ", and " + why,
-                          0, kExitBadInput});
     classes.push_back(verify::class_of(st->topo, *i));
+    flags += " link=" + std::to_string(*i);
   } else {
-    classes = verify::link_classes(st->topo, st->host);
+    classes = verify::link_classes(st->topo);
   }
-  std::vector<std::string> not_here;
-  std::erase_if(classes, [&](const verify::LinkClass& c) {
-    if (c.elsewhere.empty()) return false;
-    not_here.push_back(c.name() + ": " + c.elsewhere);
-    return true;
-  });
+  if (f.paths && !st->host.empty())
+    return report(Error{"--paths: lab " + lab + " is spread over several hosts (this is " +
+                            st->host +
+                            "), and whole paths across hosts are not measured yet; verify without "
+                            "--paths measures every link class, the links between hosts too",
+                        0, kExitBadInput});
+  // A lab over several hosts: who measures what (verify/across_hosts.h).
+  const auto hosts = verify::verify_hosts(*st, classes);
+  if (!st->host.empty() && !hosts.has_part()) {
+    std::string parts;
+    for (const auto& h : hosts.parts) parts += (parts.empty() ? "" : ", ") + h;
+    std::fprintf(stderr,
+                 "verify %s: host %s holds no end of the %s measured (hosts %s do); nothing to "
+                 "do here\n",
+                 lab.c_str(), st->host.c_str(), link.empty() ? "links" : "link", parts.c_str());
+    return kExitOk;
+  }
   if (auto rc = require_root("verify")) return *rc;
   auto tb_probe = verify::find_tb_probe();
   if (!tb_probe) return report(tb_probe.error());
   auto lock = lab::LabLock::acquire(lab);
   if (!lock) return report(Error{lock.error().message, 0, kExitBadInput});
-  if (paths && !st->host.empty())
-    return report(Error{"--paths: lab " + lab + " is spread over several hosts (this is " +
-                            st->host +
-                            "), and whole paths across hosts are not measured yet; verify without "
-                            "--paths measures this host's link classes",
-                        0, kExitBadInput});
-  if (paths) return cmd_verify_paths(*st, *tb_probe, json, quick, under_load, html);
+  if (f.paths) return cmd_verify_paths(*st, *tb_probe, f.json, f.quick, f.under_load, f.html);
   StopSignals signals;
-  const auto figures = figures_in_force(*st);
+
+  verify::ClassContext ctx;
+  ctx.st = &*st;
+  ctx.settings = verify::settings(f.quick);
+  ctx.tb_probe = *tb_probe;
+  ctx.work_dir = lab::lab_dir(lab) + "/verify-" + std::to_string(::getpid());
+  for (const auto& s : st->stages) ctx.stage_files.push_back(lab::stage_stats_path(lab, s.netns));
+  ctx.figures = verify::figures_in_force(*st);
+  const std::string digest = verify::verify_digest(classes, flags);
+  // The work directory goes however this ends.
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{ctx.work_dir};
+
+  if (hosts.joins()) {
+    std::fprintf(
+        stderr, "verify %s: host %s takes part (hosts %s); host %s coordinates on %s:%d\n",
+        lab.c_str(), hosts.me.c_str(),
+        [&] {
+          std::string p;
+          for (const auto& h : hosts.parts) p += (p.empty() ? "" : ", ") + h;
+          return p;
+        }()
+            .c_str(),
+        hosts.coordinator.c_str(), hosts.coordinator_addr.to_string().c_str(), f.rendezvous_port);
+    auto out = verify::serve_verify(
+        ctx, classes, hosts, digest, f.rendezvous_port,
+        [&](const std::string& line) {
+          std::fprintf(stderr, "verify %s: %s\n", lab.c_str(), line.c_str());
+        },
+        signals.flag());
+    if (!out) return report(out.error());
+    const char* verdict = out->rc == kExitOk       ? "pass"
+                          : out->rc == kExitFailed ? "FAIL"
+                                                   : "NOT JUDGED";
+    std::fprintf(stderr,
+                 "verify %s: %s; this host measured %d class(es) and served %d; the report is on "
+                 "host %s (%s)\n",
+                 lab.c_str(), verdict, out->measured, out->served, out->coordinator.c_str(),
+                 out->where.c_str());
+    return out->rc;
+  }
+  std::optional<verify::VerifyCoordinator> coord;
+  if (hosts.coordinates()) {
+    std::fprintf(
+        stderr,
+        "verify %s: classes on hosts %s; this host (%s) coordinates on %s:%d and waits "
+        "for the others to join\n",
+        lab.c_str(),
+        [&] {
+          std::string p;
+          for (const auto& h : hosts.parts) p += (p.empty() ? "" : ", ") + h;
+          return p;
+        }()
+            .c_str(),
+        hosts.me.c_str(), hosts.coordinator_addr.to_string().c_str(), f.rendezvous_port);
+    auto c = verify::VerifyCoordinator::open(*st, hosts, digest, f.rendezvous_port, signals.flag());
+    if (!c) return report(c.error());
+    coord.emplace(std::move(*c));
+  }
 
   verify::VerifyReport rep;
   rep.lab = lab;
@@ -295,74 +347,39 @@ int cmd_verify(const std::string& lab, const std::vector<std::string>& link, boo
   // What `status --json` says under "backends" (no live view needed for it).
   rep.backends = report::backends_json(*st);
   rep.shaping = rep.backends.value("shaping", "unknown");
-  rep.quick = quick;
-  rep.settings = verify::settings(quick);
+  rep.quick = f.quick;
+  rep.settings = ctx.settings;
   rep.single_link = !link.empty();
   rep.lab_host = st->host;
-  rep.not_here = not_here;
-  const std::string work = lab::lab_dir(lab) + "/verify-" + std::to_string(::getpid());
-  std::vector<std::string> stage_files;
-  for (const auto& s : st->stages) stage_files.push_back(lab::stage_stats_path(lab, s.netns));
+  rep.hosts = hosts.parts;
   Progress progress("verify " + lab);
   for (size_t n = 0; n < classes.size(); ++n) {
     if (stop_requested()) {
       rep.interrupted = true;
       break;
     }
-    plan::Link l = st->topo.links[classes[n].link];
-    verify::ClassResult c;
-    c.cls = classes[n];
-    c.link = l;
-    // Judged against what is in force; the scenario's figures are shown beside when they differ.
-    c.link.emulated = figures(classes[n].link);
-    if (!same_figures(c.link.emulated, l.emulated)) c.scenario = l.emulated;
-    l.emulated = c.link.emulated;
-    progress.step(
-        n + 1, classes.size(),
-        c.cls.name() + "  " + l.a.node + ":" + l.a.ifname + " -> " + l.b.node + ":" + l.b.ifname);
-    auto ifaces = lab::interfaces_in(st->topo.node(l.b.node)->netns);
-    auto target = ifaces ? verify::probe_target(st->topo, l, *ifaces)
-                         : Result<verify::ProbeTarget>(std::unexpected(ifaces.error()));
-    if (!target) {
-      c.outcome.errors.push_back(target.error().message);
-      c.checks = verify::evaluate(c.link.emulated, c.outcome.m);
-      rep.classes.push_back(std::move(c));
-      continue;
-    }
-    c.target = *target;
-    c.request = verify::plan_request(l, *target, rep.settings);
-    c.request.tb_probe = *tb_probe;
-    c.request.owner = plan::owner_marker(lab);
-    const std::string dir = work + "/" + std::to_string(n);
-    int reading = 0;
-    // One reading: the host sampled around the measurement (its stages' lateness, the CPUs),
-    // the checks, and whether the host stalled (verify/result.h).
-    auto measure = [&]() {
-      verify::Reading r;
-      c.request.work_dir = dir + (reading++ ? "-" + std::to_string(reading) : "");
-      const auto before = verify::sample_host(stage_files);
-      verify::PromptnessWatch watch;
-      r.outcome = verify::measure_link(c.request, signals.flag());
-      r.host = verify::host_load(before, verify::sample_host(stage_files));
-      r.host->promptness = watch.stop();
-      r.checks = verify::evaluate(c.link.emulated, r.outcome.m);
-      r.stall = verify::host_stall(r.outcome.m, r.host);
-      return r;
+    const auto& cls = classes[n];
+    const auto& l = st->topo.links[cls.link];
+    progress.step(n + 1, classes.size(),
+                  cls.name() + "  " + l.a.node + ":" + l.a.ifname + " -> " + l.b.node + ":" +
+                      l.b.ifname + (cls.host.empty() ? "" : "  " + cls.where()));
+    auto on_again = [&](int k, const std::string& why) {
+      progress.step(
+          n + 1, classes.size(),
+          cls.name() + ": measuring it again (reading " + std::to_string(k) + ": " + why + ")");
     };
-    verify::measure_class(
-        c, measure, [] { return stop_requested(); },
-        [&](int k, const std::string& why) {
-          progress.step(n + 1, classes.size(),
-                        c.cls.name() + ": measuring it again (reading " + std::to_string(k) + ": " +
-                            why + ")");
-        });
-    rep.classes.push_back(std::move(c));
+    // A class on this host alone is measured here; the coordinator asks the others.
+    rep.classes.push_back(
+        coord ? coord->measure(ctx, cls, n, signals.flag(), on_again)
+              : verify::measure_here(ctx, cls, n, std::nullopt, signals.flag(), on_again));
   }
   if (stop_requested()) rep.interrupted = true;
-  std::error_code ec;
-  std::filesystem::remove_all(work, ec);
   progress.done();
-  return print_report(rep, json, html, *st);
+  const int rc = print_report(rep, f.json, f.html, *st);
+  if (coord)
+    coord->done(rc, "host " + st->host + "'s " + (f.json ? "JSON" : "report") + " on its stdout" +
+                        (f.html.empty() ? "" : ", and its page " + f.html));
+  return rc;
 }
 
 }  // namespace
@@ -383,9 +400,13 @@ void add_verify(CLI::App& app, int& rc) {
                    "with --paths: measure while bulk TCP flows load the lab's other links");
   verify->add_option("--html", f->html,
                      "also write an HTML report (charts, topology) to this file");
-  verify->callback([f, &rc] {
-    rc = cmd_verify(f->lab, f->link_ends, f->json, f->quick, f->paths, f->under_load, f->html);
-  });
+  verify
+      ->add_option("--rendezvous-port", f->rendezvous_port,
+                   "a lab over several hosts: the TCP port the coordinating host listens on (its "
+                   "underlay address), the same on every host")
+      ->capture_default_str()
+      ->check(whole_in({1, 65535}));
+  verify->callback([f, &rc] { rc = cmd_verify(*f); });
 }
 
 }  // namespace tb::cli

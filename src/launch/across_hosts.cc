@@ -117,29 +117,16 @@ Result<JobHosts> command_hosts(const lab::LabState& lab, const CommandJob& job) 
   return h;
 }
 
-namespace {
-std::string fnv(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-}  // namespace
-
 std::string job_digest(const workload::Job& job) {
   nlohmann::json j = workload::to_json(job);
   for (const char* k : {"run_id", "results_dir", "store_dir", "rdma", "rdma_fallback"}) j.erase(k);
-  return fnv(j.dump());
+  return multihost::digest(j.dump());
 }
 
 std::string job_digest(const CommandJob& job) {
   nlohmann::json j = to_json(job, nullptr);
   for (const char* k : {"run_id", "results_dir"}) j.erase(k);
-  return fnv(j.dump());
+  return multihost::digest(j.dump());
 }
 
 CoordinatorRelay::CoordinatorRelay(multihost::Coordinator c, JobHosts hosts,

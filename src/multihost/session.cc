@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 namespace tb::multihost {
@@ -24,6 +25,17 @@ int64_t ms_left(Clock::time_point deadline) {
 }
 
 }  // namespace
+
+std::string digest(std::string_view text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
 
 nlohmann::json to_json(const Hello& h) {
   return {{"hello", kProtocol},

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,9 @@ namespace tb::multihost {
 inline constexpr int kProtocol = 1;
 // The coordinator's TCP port unless the verb's --rendezvous-port says another.
 inline constexpr int kDefaultPort = 29411;
+
+// A digest two hosts compare: FNV-1a 64 of `text`, as 16 hex digits.
+std::string digest(std::string_view text);
 
 struct Hello {
   std::string lab, host, verb;

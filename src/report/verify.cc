@@ -335,6 +335,7 @@ std::string verify_text(const VerifyReport& r) {
          l.a.node + ":" + l.a.ifname + " " + c.target.a_addr.to_string() + " -> " + l.b.node + ":" +
          l.b.ifname + " " + c.target.addr.to_string() + "  MTU " + std::to_string(l.emulated.mtu) +
          "\n";
+    if (!c.cls.host.empty()) s += "      measured " + c.cls.where() + "\n";
     if (!c.target.why.empty()) s += "      target: " + c.target.why + "\n";
     if (c.scenario)
       s += "      in force (link set): " + figures_text(l.emulated) +
@@ -397,10 +398,10 @@ std::string verify_text(const VerifyReport& r) {
        (not_judged ? ", " + std::to_string(not_judged) + " not judged (the host stalled)" : "") +
        "; checks " + std::to_string(passed) + " passed, " + std::to_string(failed) + " failed, " +
        std::to_string(skipped) + " not checked" + (r.interrupted ? "; interrupted" : "") + "\n";
-  if (!r.not_here.empty()) {
-    s += "not measured on host " + r.lab_host + " (" + std::to_string(r.not_here.size()) +
-         " class" + (r.not_here.size() == 1 ? "" : "es") + "):\n";
-    for (const auto& n : r.not_here) s += "  " + n + "\n";
+  if (!r.hosts.empty()) {
+    std::string hosts;
+    for (const auto& h : r.hosts) hosts += (hosts.empty() ? "" : ", ") + h;
+    s += "hosts: " + hosts + " (host " + r.lab_host + " coordinated; each class says where)\n";
   }
   return s;
 }
@@ -474,6 +475,8 @@ nlohmann::json verify_json(const VerifyReport& r) {
                        {"tier", to_string(c.cls.tier)},
                        {"profile", c.cls.profile},
                        {"members", c.cls.members},
+                       {"measured_on", c.cls.host},
+                       {"served_on", c.cls.serve_host},
                        {"link", {{"a", end(l.a)}, {"b", end(l.b)}}},
                        {"target",
                         {{"from", c.target.a_addr.to_string()},
@@ -511,7 +514,7 @@ nlohmann::json verify_json(const VerifyReport& r) {
       {"figures", "in force on each link (the scenario's, or the last `link set`)"},
       {"classes", classes},
       {"lab_host", r.lab_host},
-      {"not_here", r.not_here},
+      {"hosts", r.hosts},
       {"summary",
        {{"classes", r.classes.size()},
         {"classes_failed", bad},

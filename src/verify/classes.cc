@@ -27,50 +27,61 @@ std::string LinkClass::name() const {
   return std::string(to_string(tier)) + "/" + profile;
 }
 
-std::string link_elsewhere(const plan::Topology& t, size_t i, const std::string& host) {
+std::string LinkClass::where() const {
   if (host.empty()) return "";
-  const auto& l = t.links.at(i);
-  const plan::Node* a = t.node(l.a.node);
-  const plan::Node* b = t.node(l.b.node);
-  const std::string ha = a ? a->host : "", hb = b ? b->host : "";
-  if (ha == host && hb == host) return "";
-  if (ha != hb)
-    return "it crosses hosts " + ha + " and " + hb +
-           " (a VXLAN tunnel; verify across hosts is not done yet)";
-  return "it is on host " + ha + " (run verify there)";
+  if (serve_host.empty()) return "on host " + host;
+  return host + " -> " + serve_host + " (a VXLAN tunnel)";
 }
 
-std::vector<LinkClass> link_classes(const plan::Topology& t, const std::string& host) {
+namespace {
+
+// Sets the class's hosts from its representative's ends.
+void set_hosts(const plan::Topology& t, LinkClass& c) {
+  const auto& l = t.links.at(c.link);
+  const plan::Node* a = t.node(l.a.node);
+  const plan::Node* b = t.node(l.b.node);
+  c.host = a ? a->host : "";
+  const std::string hb = b ? b->host : "";
+  c.serve_host = hb != c.host ? hb : "";
+}
+
+bool on_one_host(const plan::Topology& t, const plan::Link& l) {
+  const plan::Node* a = t.node(l.a.node);
+  const plan::Node* b = t.node(l.b.node);
+  return a && b && a->host == b->host;
+}
+
+}  // namespace
+
+std::vector<LinkClass> link_classes(const plan::Topology& t) {
   std::vector<LinkClass> out;
+  std::vector<char> whole;  // per class: the representative has both ends on one host
   for (size_t i = 0; i < t.links.size(); ++i) {
     const auto& l = t.links[i];
-    const std::string why = link_elsewhere(t, i, host);
+    const bool one = on_one_host(t, l);
     auto it = std::ranges::find_if(
-        out, [&](const LinkClass& c) { return c.tier == l.tier && c.profile == l.profile; });
+        out, [&](const LinkClass& c) { return same_class(l, c.tier, c.profile); });
     if (it == out.end()) {
-      out.push_back({l.tier, l.profile, i, 1, why});
+      out.push_back({l.tier, l.profile, i, 1, {}, {}});
+      whole.push_back(one);
       continue;
     }
     ++it->members;
-    if (!it->elsewhere.empty() && why.empty()) {  // the first link of the class on this host
+    const size_t k = static_cast<size_t>(it - out.begin());
+    if (!whole[k] && one) {  // the first link of the class wholly on one host
       it->link = i;
-      it->elsewhere.clear();
-    } else if (!it->elsewhere.empty() && it->elsewhere != why &&
-               it->elsewhere.find("crosses") == std::string::npos) {
-      it->elsewhere = why;  // prefer saying that some cross hosts
+      whole[k] = 1;
     }
   }
-  for (auto& c : out)
-    if (!c.elsewhere.empty())
-      c.elsewhere = "every link of the class is elsewhere: e.g. " + t.links[c.link].a.node + " - " +
-                    t.links[c.link].b.node + ": " + c.elsewhere;
+  for (auto& c : out) set_hosts(t, c);
   return out;
 }
 
 LinkClass class_of(const plan::Topology& t, size_t i) {
   const auto& l = t.links.at(i);
-  LinkClass c{l.tier, l.profile, i, 0};
+  LinkClass c{l.tier, l.profile, i, 0, {}, {}};
   for (const auto& o : t.links) c.members += same_class(o, l.tier, l.profile);
+  set_hosts(t, c);
   return c;
 }
 

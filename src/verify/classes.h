@@ -20,17 +20,22 @@ struct LinkClass {
   std::string profile;
   size_t link = 0;
   int members = 0;
-  // A lab over several hosts: why this host cannot measure the class ("" : it can): every link
-  // of it is on another host, or crosses hosts (verify across hosts is not done yet).
-  std::string elsewhere;
+  // A lab over several hosts ([[host]]; both "" on one host): the host whose testbedctl runs the
+  // probes' clients, A's end of `link` (the whole measurement when B is there too), and the host
+  // that runs `tb-probe serve` at B's end when that is another (a VXLAN tunnel; "" otherwise).
+  std::string host;
+  std::string serve_host;
   std::string name() const;  // "scale-out/hpn"
+  bool crosses() const { return !serve_host.empty(); }
+  // "on host a" or "a -> b (a VXLAN tunnel)"; "" on one host.
+  std::string where() const;
 };
 
-// `host` (a lab over several hosts: the host this is): the representative is the first link of
-// the class with both ends here; a class with none is returned with `elsewhere` said.
-std::vector<LinkClass> link_classes(const plan::Topology& t, const std::string& host = "");
-// Why link `i` cannot be measured on `host` ("" : it can; always "" for a lab on one host).
-std::string link_elsewhere(const plan::Topology& t, size_t i, const std::string& host);
+// One class per tier + profile, in topology order. On a lab over several hosts every host gets
+// the same answer: the representative is the first link of the class with both ends on one host
+// (that host measures it), else the class's first link, which crosses hosts (A's host runs the
+// clients, B's the server at its end, over the tunnel).
+std::vector<LinkClass> link_classes(const plan::Topology& t);
 
 // "NODE[:IFNAME]" as typed after --link; NODE in slash or hyphen form.
 struct Endpoint {
@@ -42,7 +47,8 @@ Endpoint parse_endpoint(std::string_view text);
 // The one link joining the two endpoints, in either order. Bad input (exit 2) when a node is
 // unknown, no link joins them, or several do (the error lists them as NODE:IFNAME pairs).
 Result<size_t> find_link(const plan::Topology& t, const Endpoint& x, const Endpoint& y);
-// The class of link `i` (members counted over the whole topology).
+// The class of link `i` (members counted over the whole topology), `i` its representative, the
+// hosts set as link_classes does.
 LinkClass class_of(const plan::Topology& t, size_t i);
 
 // Where the probes go. They always run from the link's `a` end (which carries an address in

@@ -108,7 +108,36 @@ uint64_t tx_bytes(const std::string& netns, const std::vector<std::string>& devs
   return sum;
 }
 
+// B's `tb-probe serve` for a link's measurement: bound to the interface holding the target
+// address, its receive buffer the transfer's.
+Result<ProbeChild> start_server_b(const MeasureRequest& r, int seconds, const std::string& log) {
+  std::vector<std::string> serve = {
+      r.tb_probe, "--realtime",           kRealtime,   "serve",
+      "--port",   std::to_string(r.port), "--seconds", std::to_string(seconds)};
+  if (!r.target.server_dev.empty()) serve.insert(serve.end(), {"--dev", r.target.server_dev});
+  if (!r.rtt_only) serve.insert(serve.end(), {"--buffer", std::to_string(r.buffer)});
+  return ProbeChild::start(r.target.b_netns, serve, r.owner, log);
+}
+
 }  // namespace
+
+Result<ServeEnd> ServeEnd::start(const MeasureRequest& r, int seconds,
+                                 const std::atomic<bool>& stop) {
+  if (auto dir = SafeDir::open_root(r.work_dir); !dir) return std::unexpected(dir.error());
+  ServeEnd s;
+  if (!r.rtt_only) {
+    auto g = TcpBufferRaise::apply(r.target.b_netns, r.buffer);
+    if (!g) return std::unexpected(g.error());
+    s.notes_ = g->notes();
+    s.raised_.push_back(std::move(*g));
+  }
+  auto server = start_server_b(r, seconds, r.work_dir + "/serve-b.log");
+  if (!server) return std::unexpected(server.error());
+  if (auto ok = server->wait_for_line("\"ready\"", kReadyTimeoutMs, stop); !ok)
+    return fail(ok.error().message + ": " + tail(server->log()));
+  s.server_.emplace(std::move(*server));
+  return s;
+}
 
 Settings settings(bool quick) {
   if (quick) return Settings{200, 1000, 2, 500};
@@ -180,6 +209,7 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
   std::vector<TcpBufferRaise> raised;
   for (const auto& ns : {r.target.a_netns, r.target.b_netns}) {
     if (r.rtt_only) break;
+    if (r.remote_server && ns == r.target.b_netns) continue;  // the serving host's to raise
     auto g = TcpBufferRaise::apply(ns, r.buffer);
     if (!g) {
       out.errors.push_back(g.error().message);
@@ -189,17 +219,16 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
     raised.push_back(std::move(*g));
   }
   const std::string secs = std::to_string(r.serve_seconds);
-  std::vector<std::string> serve = {r.tb_probe, "--realtime",           kRealtime,   "serve",
-                                    "--port",   std::to_string(r.port), "--seconds", secs};
-  if (!r.target.server_dev.empty()) serve.insert(serve.end(), {"--dev", r.target.server_dev});
-  if (!r.rtt_only) serve.insert(serve.end(), {"--buffer", std::to_string(r.buffer)});
-  auto server = ProbeChild::start(r.target.b_netns, serve, r.owner, r.work_dir + "/serve-b.log");
+  std::optional<Result<ProbeChild>> server;  // none: B's server runs on the host holding B
+  if (!r.remote_server)
+    server.emplace(start_server_b(r, r.serve_seconds, r.work_dir + "/serve-b.log"));
   auto base_server = ProbeChild::start(
       r.target.a_netns,
       {r.tb_probe, "--realtime", kRealtime, "serve", "--port", std::to_string(r.port + 1),
        "--seconds", secs, "--dev", "lo", "--addr", "127.0.0.1"},
       r.owner, r.work_dir + "/serve-a-lo.log");
-  for (auto* s : {&server, &base_server}) {
+  for (auto* s : {server ? &*server : nullptr, &base_server}) {
+    if (!s) continue;
     if (!*s) {
       out.errors.push_back(s->error().message);
       return out;

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ struct MeasureRequest {
   bool rtt_only = false;
   // A lossy link: a second transfer paced at this rate (bit/s; 0 = none) for the TCP loss check.
   uint64_t loss_pace_bps = 0;
+  // A link between hosts: B's server runs on the host holding B's end (serve_end below, started
+  // there on request); this host raises no buffer in B's namespace and starts no server there.
+  bool remote_server = false;
 };
 
 // Pure: the request for one link. The probe interval is stretched so probes use at most 5%
@@ -130,6 +134,25 @@ struct LoadFlow {
   std::string to_netns;
   Ipv4 addr;
 };
+// The `tb-probe serve` at B's end that measure_link would start (bound to r.target.server_dev,
+// B's TCP buffers raised to r.buffer), up to `seconds`: what the host holding B's end of a link
+// between hosts runs for the other host's clients (r.remote_server there). Destroying it stops
+// the server (by pid) and restores the sysctls. Move-only.
+class ServeEnd {
+ public:
+  static Result<ServeEnd> start(const MeasureRequest& r, int seconds,
+                                const std::atomic<bool>& stop);
+  ServeEnd(ServeEnd&&) noexcept = default;
+  ~ServeEnd() = default;
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ private:
+  ServeEnd() = default;
+  std::vector<TcpBufferRaise> raised_;
+  std::optional<ProbeChild> server_;
+  std::vector<std::string> notes_;
+};
+
 class Load {
  public:
   static Result<Load> start(const std::vector<LoadFlow>& flows, const std::string& tb_probe,

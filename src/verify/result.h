@@ -130,9 +130,10 @@ struct VerifyReport {
   Settings settings;
   bool single_link = false;  // --link
   std::vector<ClassResult> classes;
-  // A lab over several hosts: this host and the classes it could not measure ("CLASS: why").
+  // A lab over several hosts: this host (the coordinator) and every host that took part, in
+  // [[host]] order (each class says where it was measured: LinkClass::host, serve_host).
   std::string lab_host;
-  std::vector<std::string> not_here;
+  std::vector<std::string> hosts;
   bool paths_mode = false;  // --paths: `paths` instead of `classes`
   std::vector<PathResult> paths;
   bool under_load = false;        // --under-load: measured while `load` flows ran

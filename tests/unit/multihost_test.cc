@@ -14,7 +14,6 @@
 #include "plan/plan.h"
 #include "scenario/loader.h"
 #include "scenario_text.h"
-#include "verify/classes.h"
 
 namespace tb::plan {
 namespace {
@@ -235,36 +234,6 @@ TEST(MultihostPlan, ShippedScenariosDigestsArePinned) {
   std::stringstream want;
   want << in.rdbuf();
   EXPECT_EQ(got, want.str());
-}
-
-// verify on one host of a lab over several: each class measured on a link wholly here; a class
-// whose links are all on another host or cross hosts says so and is not measured here.
-TEST(MultihostPlan, VerifyClassesPickALinkWhollyOnThisHost) {
-  auto s = load_ok(std::string(kHead) + kBjWan + kTwoHosts);
-  Plan p = plan_ok(s);
-  const auto one = verify::link_classes(p.topo);
-  for (const auto& c : one) EXPECT_EQ(c.elsewhere, "") << c.name();
-  for (const std::string host : {"a", "b"}) {
-    const auto classes = verify::link_classes(p.topo, host);
-    ASSERT_EQ(classes.size(), one.size());
-    int here = 0;
-    for (const auto& c : classes) {
-      EXPECT_EQ(c.members, one[&c - classes.data()].members) << c.name();
-      const auto& l = p.topo.links[c.link];
-      if (c.elsewhere.empty()) {
-        ++here;
-        EXPECT_EQ(p.topo.node(l.a.node)->host, host) << c.name();
-        EXPECT_EQ(p.topo.node(l.b.node)->host, host) << c.name();
-        EXPECT_EQ(verify::link_elsewhere(p.topo, c.link, host), "");
-      } else if (c.tier == Tier::kWan) {
-        EXPECT_NE(c.elsewhere.find("crosses hosts a and b"), std::string::npos) << c.elsewhere;
-      }
-    }
-    EXPECT_GT(here, 0) << host;
-  }
-  // The WAN link: across the seam from either host.
-  for (size_t i = 0; i < p.topo.links.size(); ++i)
-    if (p.topo.links[i].vni) EXPECT_NE(verify::link_elsewhere(p.topo, i, "a"), "");
 }
 
 }  // namespace
