@@ -58,7 +58,7 @@ class CoordinatorLink {
           return std::unexpected(with_context(s.error(), "host " + h));
         const auto deadline = Clock::now() + std::chrono::seconds(10);
         bool answered = false;
-        while (!answered && Clock::now() < deadline && !stop.load()) {
+        for (int i = 0; i < 100000 && !answered && Clock::now() < deadline && !stop.load(); ++i) {
           auto t = relay_.turn(20);
           apply_ends(t.ends);
           for (auto& m : t.other) {
@@ -103,7 +103,7 @@ class CoordinatorLink {
                                                       const std::atomic<bool>& stop) {
     std::map<std::string, nlohmann::json> got;
     const auto deadline = Clock::now() + limit;
-    while (got.size() < peers_.size()) {
+    for (int64_t i = 0; i < 100'000'000 && got.size() < peers_.size(); ++i) {
       {
         std::lock_guard lk(mu_);
         for (auto it = inbox_.begin(); it != inbox_.end();) {
@@ -128,6 +128,7 @@ class CoordinatorLink {
       }
       std::this_thread::sleep_for(milliseconds(10));
     }
+    if (got.size() < peers_.size()) return fail("no " + key + " from every host");
     return got;
   }
   std::vector<std::string> errors() {
@@ -188,7 +189,8 @@ class PeerLink {
   Status answer_clocks(const std::atomic<bool>& stop) {
     int answered = 0;
     const auto deadline = Clock::now() + std::chrono::seconds(60);
-    while (answered < kClockRounds && Clock::now() < deadline && !stop.load()) {
+    for (int i = 0;
+         i < 100000 && answered < kClockRounds && Clock::now() < deadline && !stop.load(); ++i) {
       std::vector<nlohmann::json> got;
       for (auto it = inbox_.begin(); it != inbox_.end();) {
         got.push_back(std::move(*it));
@@ -248,6 +250,10 @@ class PeerLink {
             inbox_.erase(it);
             return v;
           }
+        for (const auto& m : inbox_)  // it ended the run (it failed on its side)
+          if (m.contains("done"))
+            return fail("host " + coordinator_ + " ended the run before it sent " + key +
+                        " (see its output)");
         if (closed_) return fail("host " + coordinator_ + " went away before it sent " + key);
         for (const auto& e : errors_)
           if (!e.empty()) return fail(e);
@@ -270,7 +276,7 @@ class PeerLink {
   // After finish(): the coordinator's verdict.
   Result<nlohmann::json> verdict(milliseconds limit) {
     const auto deadline = Clock::now() + limit;
-    while (Clock::now() < deadline) {
+    for (int i = 0; i < 10'000'000 && Clock::now() < deadline; ++i) {
       for (const auto& m : inbox_)
         if (m.contains("done")) return m["done"];
       inbox_.clear();
@@ -450,7 +456,7 @@ Result<RunResult> join(const scenario::Scenario& s, lab::LabState& st, const Run
   std::optional<nlohmann::json> job;
   std::vector<nlohmann::json> early;
   const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (!job && Clock::now() < deadline && !stop.load()) {
+  for (int i = 0; i < 100000 && !job && Clock::now() < deadline && !stop.load(); ++i) {
     auto got = peer->receive(100);
     if (!got) return std::unexpected(got.error());
     for (auto& m : *got) {

@@ -189,6 +189,17 @@ TEST_F(MultihostRun, DifferentFlagsAreExit2OnBothHostsAndUnsupportedOptionsAreNa
   CmdResult r = hosts_->testbedctl(0, "run " + *lab_ + " --resilient");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_TRUE(contains(r.out, "--resilient across hosts is not supported yet")) << r.out;
+  // A lab over hosts that is not up here: `run` cannot bring it up without --host.
+  const std::string other = "/tmp/" + *lab_ + "-notup.toml";
+  const std::string not_up = unique_lab("mz");
+  hzbj_over_hosts(not_up, other,
+                  {{{"a", hosts_->underlay(0), "regions = [\"hz\"]"},
+                    {"b", hosts_->underlay(1), "regions = [\"bj\"]"}}});
+  r = hosts_->testbedctl(0, "run " + other);
+  std::filesystem::remove(other);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "--host NAME` on each host first")) << r.out;
+  EXPECT_TRUE(hosts_->run(0, "ip netns list").out.find(not_up) == std::string::npos);
   // The shipped hz-bj over hosts: its checkpoint workload is named, nothing runs.
   const std::string shipped = "/tmp/" + *lab_ + "-shipped.toml";
   hzbj_over_hosts(*lab_, shipped,
