@@ -522,9 +522,17 @@ void ScenarioRun::take_lab_event(const nlohmann::json& j) {
       w.inject_ns = eff;
       w.requested_ns = req;
     }
-    if (e == "fault_revert" && eff >= w.revert_ns) {
-      w.revert_ns = eff;
-      w.revert_requested_ns = req;
+    // A fault ends with its last revert on each host (a flap's last cycle); over several hosts
+    // its repair begins with the first host's: that host's routes come back first.
+    if (e == "fault_revert") {
+      auto& last = last_revert_[j["fault"].get<size_t>()][j.value("host", "")];
+      if (eff >= last.first) last = {eff, req};
+      w.revert_ns = 0;
+      for (const auto& [host, r] : last_revert_[j["fault"].get<size_t>()])
+        if (w.revert_ns == 0 || r.first < w.revert_ns) {
+          w.revert_ns = r.first;
+          w.revert_requested_ns = r.second;
+        }
     }
   }
 }

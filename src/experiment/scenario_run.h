@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -129,6 +130,8 @@ class ScenarioRun {
   // collect
   std::vector<nlohmann::json> events_;  // the run's events.jsonl
   metrics::RecoveryInput in_;
+  // Per fault, per host ("" : this one): its last revert (effective, requested).
+  std::map<size_t, std::map<std::string, std::pair<int64_t, int64_t>>> last_revert_;
   uint64_t wrong_ = 0;  // wrong elements in the workload's checks
 };
 
