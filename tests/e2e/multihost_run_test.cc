@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -178,6 +179,31 @@ TEST_F(MultihostRun, AWanLinkDownOverTwoHostsHoldsItsExpectations) {
       EXPECT_FALSE(contains(argv, " rtt ") || contains(argv, " serve "))
           << "host " << h << ": a probe left: " << argv;
     }
+}
+
+// Without a workload (no host holds a rank) both hosts still fire their parts of the timeline.
+// The same lab run from a copy of its scenario whose [expect] cannot hold (no outage at all):
+// a judges FAILED and b exits with a's verdict (1).
+TEST_F(MultihostRun, WithoutAWorkloadEachHostFiresItsPartAndSharesTheCoordinatorsVerdict) {
+  const std::string strict = "/tmp/" + *lab_ + "-strict.toml";
+  {
+    std::ifstream in(*file_);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::ofstream(strict) << std::regex_replace(text.str(), std::regex("max_recovery_ms = 1000"),
+                                                "max_recovery_ms = 0.001");
+  }
+  const std::string args = "run " + strict + " --workload none --settle 1";
+  auto [a, b] = both(args, args);
+  std::filesystem::remove(strict);
+  EXPECT_EQ(a.rc, 1) << a.out << "\n--- host b:\n" << b.out;
+  EXPECT_EQ(b.rc, 1) << b.out;
+  EXPECT_TRUE(contains(a.out, "expect FAILED max_recovery_ms <= 0.001")) << a.out;
+  EXPECT_TRUE(std::regex_search(a.out, std::regex("expect ok +max_detection_ms"))) << a.out;
+  EXPECT_TRUE(contains(b.out, "0 workload rank(s) here")) << b.out;
+  EXPECT_TRUE(contains(b.out, "2 fault(s), 2 step(s)")) << b.out;
+  EXPECT_TRUE(contains(b.out, ": FAILED; summary.json")) << b.out;
+  EXPECT_TRUE(contains(b.out, "host a's verdict: FAILED")) << b.out;
 }
 
 TEST_F(MultihostRun, DifferentFlagsAreExit2OnBothHostsAndUnsupportedOptionsAreNamed) {
