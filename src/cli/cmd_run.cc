@@ -25,6 +25,7 @@
 #include "lab/down.h"
 #include "lab/state.h"
 #include "lab/up.h"
+#include "multihost/session.h"
 #include "plan/host.h"
 #include "report/html.h"
 #include "report/run.h"
@@ -38,6 +39,7 @@ struct RunFlags {
   std::string name, workload, size = "1M", shaping = "auto";
   double timeout_s = 30, settle_s = 3;
   bool down = false, resilient = false;
+  int rendezvous_port = multihost::kDefaultPort;
   workload::TransportOptions transport;  // the workload's (its channels: the [[workload]]'s)
 };
 
@@ -68,6 +70,7 @@ int cmd_run(const std::string& target, const RunFlags& f) {
   o.settle_ms = static_cast<int>(f.settle_s * 1000);
   o.resilient = f.resilient;
   o.transport = f.transport;
+  o.rendezvous_port = f.rendezvous_port;
   // Every flag's own error before the scenario or the lab is read.
   if (auto r = experiment::check_options(o); !r) return report(r.error());
 
@@ -93,6 +96,14 @@ int cmd_run(const std::string& target, const RunFlags& f) {
   o.tb_probe = *tb_probe;
 
   auto st = lab::load_state(s->lab);
+  if (!st && !s->hosts.empty())
+    return report(Error{"run: lab " + s->lab + " is not up on this host, and " + path +
+                            " spreads it over several hosts ([[host]]), which `run` cannot bring "
+                            "up: run `testbedctl up " +
+                            path +
+                            " --host NAME` on each host first, then the same `testbedctl run " +
+                            s->lab + "` on each",
+                        0, kExitBadInput});
   if (!st) {
     auto up = lab::bring_up({path, {s->lab, f.shaping, "auto"}});
     if (!up) return report(up.error());
@@ -133,13 +144,24 @@ int cmd_run(const std::string& target, const RunFlags& f) {
     if (ticker.joinable()) ticker.join();
     progress.done();
     if (!res) return report(res.error());
-    std::fputs(report::run_text(*res).c_str(), stdout);
-    // The HTML twin (report/html.h), with the lab's topology saved beside for later reports.
-    if (auto h = report::write_html_report(res->results_dir, "", &st->topo))
-      std::printf("report: %s\n", h->c_str());
-    else
-      std::fprintf(stderr, "run: no HTML report: %s\n", h.error().message.c_str());
-    rc = res->ok() ? kExitOk : kExitFailed;
+    if (!res->gathered_on.empty()) {
+      // A joining host of a lab over several: the results are the coordinator's.
+      std::printf(
+          "run %s: %s; summary.json, events.jsonl and every rank's rows are on host %s in "
+          "%s\n",
+          s->lab.c_str(), res->ok() ? "done" : "FAILED", res->gathered_on.c_str(),
+          res->results_dir.c_str());
+      for (const auto& e : res->errors) std::printf("  %s\n", e.c_str());
+      rc = res->ok() ? kExitOk : kExitFailed;
+    } else {
+      std::fputs(report::run_text(*res).c_str(), stdout);
+      // The HTML twin (report/html.h), with the lab's topology saved beside for later reports.
+      if (auto h = report::write_html_report(res->results_dir, "", &st->topo))
+        std::printf("report: %s\n", h->c_str());
+      else
+        std::fprintf(stderr, "run: no HTML report: %s\n", h.error().message.c_str());
+      rc = res->ok() ? kExitOk : kExitFailed;
+    }
   }
   if (f.down) {
     auto d = lab::take_down({s->lab});
@@ -181,6 +203,11 @@ void add_run(CLI::App& app, int& rc) {
                   "seconds the run goes on after the last fault step (no faults: its length)")
       ->capture_default_str()
       ->check(real_in(experiment::kSettleSeconds));
+  run->add_option("--rendezvous-port", rf.rendezvous_port,
+                  "a lab over several hosts: the TCP port the coordinating host listens on (its "
+                  "underlay address), the same on every host")
+      ->capture_default_str()
+      ->check(whole_in({1, 65535}));
   run->callback([target, flags, &rc] { rc = cmd_run(*target, *flags); });
 }
 

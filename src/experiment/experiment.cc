@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "core/units.h"
+#include "experiment/across_hosts.h"
 #include "experiment/checkpoint_workload.h"
 #include "experiment/scenario_run.h"
 #include "experiment/train_sweep.h"
@@ -34,8 +35,13 @@ Status check_options(const RunOptions& o) {
 
 Status check_run(const scenario::Scenario& s, const lab::LabState& st, const RunOptions& o) {
   TB_TRY(check_options(o));
+  TB_TRY(check_across_hosts(s, st, o));
+  // On one host of a lab over several, every fault against the whole lab: each host fires the
+  // ones it holds a part of (across_hosts.h).
+  lab::LabState whole = st;
+  whole.host.clear();
   for (const auto& f : s.faults) {
-    auto r = fault::resolve(st, f);
+    auto r = fault::resolve(whole, f);
     if (!r)
       return std::unexpected(with_context(r.error(), s.file + ":" + std::to_string(f.loc.line) +
                                                          ": [[fault]] " +
@@ -164,6 +170,7 @@ Result<RunResult> run_scenario(const scenario::Scenario& s, lab::LabState& st, c
                                const std::atomic<bool>& stop,
                                const std::function<void(const std::string&)>& progress) {
   TB_TRY(check_run(s, st, o));
+  if (spans_hosts(st)) return run_across_hosts(s, st, o, stop, progress);
   ScenarioRun run(s, st, o, stop, progress);
   TB_TRY(run.prepare());
   TB_TRY(run.start_monitors());

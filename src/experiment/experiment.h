@@ -44,6 +44,8 @@ struct RunOptions {
   workload::TransportOptions transport;
   std::string tb_rank, tb_probe;  // executables
   RunClock* clock = nullptr;      // filled as the run goes, when given
+  // A lab over several hosts (experiment/across_hosts.h): the coordinator's TCP port.
+  int rendezvous_port = 29411;
 };
 
 struct Verdict {
@@ -90,6 +92,10 @@ struct RunResult {
   std::vector<std::string> warnings;  // what the run could not do as asked (a checkpoint late)
   std::optional<GoldProbe> gold;      // when the scenario has a checkpoint workload
   nlohmann::json summary;
+  // A lab over several hosts: the hosts and their ranks ("a (2), b (2)"); on a joining host, the
+  // coordinator that holds the results (results_dir is there) — `summary` and `verdicts` are
+  // empty here and the coordinator's verdict is `errors` empty or not.
+  std::string hosts, gathered_on;
   bool ok() const;
 };
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "core/events.h"
@@ -102,14 +103,30 @@ std::vector<ProbePair> probe_pairs(const lab::LabState& st,
   return out;
 }
 
+namespace {
+// Whether `node` is on this host (a lab on one host: always).
+bool here(const lab::LabState& st, const std::string& node) {
+  const plan::Node* n = st.topo.node(node);
+  return st.host.empty() || (n && n->host == st.host);
+}
+}  // namespace
+
 Status ProbeSet::start(const lab::LabState& st, std::vector<ProbePair>& pairs,
                        const std::string& dir, const std::string& tb_probe, int interval_us,
                        int64_t length_ns, const std::string& name, int wait_ms) {
+  TB_TRY(start_servers(st, pairs, dir, tb_probe, length_ns, name));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // servers bound
+  return start_clients(st, pairs, dir, tb_probe, interval_us, length_ns, name, wait_ms);
+}
+
+Status ProbeSet::start_servers(const lab::LabState& st, std::vector<ProbePair>& pairs,
+                               const std::string& dir, const std::string& tb_probe,
+                               int64_t length_ns, const std::string& name) {
   const std::string owner = plan::owner_marker(st.lab);
   const int64_t seconds = length_ns / 1'000'000'000 + 1;
-  deadline_ns_ = monotonic_ns() + length_ns + int64_t{wait_ms} * 1'000'000 + 4'500'000'000;
   for (size_t i = 0; i < pairs.size(); ++i) {
     const auto& p = pairs[i];
+    if (!here(st, p.dst)) continue;
     std::vector<std::string> argv = {tb_probe,    "serve",
                                      "--port",    std::to_string(p.port),
                                      "--seconds", std::to_string(seconds + 15)};
@@ -120,9 +137,18 @@ Status ProbeSet::start(const lab::LabState& st, std::vector<ProbePair>& pairs,
     if (!srv) return std::unexpected(srv.error());
     servers_.push_back(*srv);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // servers bound
+  return {};
+}
+
+Status ProbeSet::start_clients(const lab::LabState& st, std::vector<ProbePair>& pairs,
+                               const std::string& dir, const std::string& tb_probe, int interval_us,
+                               int64_t length_ns, const std::string& name, int wait_ms) {
+  const std::string owner = plan::owner_marker(st.lab);
+  deadline_ns_ = monotonic_ns() + length_ns + int64_t{wait_ms} * 1'000'000 + 4'500'000'000;
+  client_logs_.assign(pairs.size(), "");
   for (size_t i = 0; i < pairs.size(); ++i) {
     const auto& p = pairs[i];
+    if (!here(st, p.src)) continue;
     const int64_t count = length_ns / (int64_t{interval_us} * 1000) + 1;
     const std::string log = dir + "/logs/" + name + "-" + std::to_string(i) + ".json";
     std::error_code ec;
@@ -139,9 +165,22 @@ Status ProbeSet::start(const lab::LabState& st, std::vector<ProbePair>& pairs,
     auto cli = runner::spawn_in_netns(st.topo.node(p.src)->netns, argv, owner, log);
     if (!cli) return std::unexpected(cli.error());
     clients_.push_back(*cli);
-    client_logs_.push_back(log);
+    client_logs_[i] = log;
   }
   return {};
+}
+
+std::optional<probe::RttResult> parse_rtt_log(const std::string& text) {
+  std::optional<probe::RttResult> result;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || j.value("mode", "") != "rtt") continue;
+    auto r = probe::rtt_from_json(j);
+    if (!r) continue;
+    result = std::move(*r);
+  }
+  return result;
 }
 
 std::vector<std::vector<metrics::Interval>> ProbeSet::finish(std::vector<std::string>* errors) {
@@ -169,17 +208,16 @@ std::vector<std::vector<metrics::Interval>> ProbeSet::finish(std::vector<std::st
   results_.clear();
   for (const auto& log : client_logs_) {
     std::vector<metrics::Interval> o;
-    std::ifstream in(log);
     std::optional<probe::RttResult> result;
-    for (std::string line; std::getline(in, line);) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || j.value("mode", "") != "rtt") continue;
-      auto r = probe::rtt_from_json(j);
-      if (!r) continue;
-      for (auto [a, b] : r->outages_ns) o.push_back({a, b});
-      result = std::move(*r);
+    if (!log.empty()) {
+      std::ifstream in(log);
+      std::stringstream text;
+      text << in.rdbuf();
+      result = parse_rtt_log(text.str());
+      if (!result) errors->push_back("probe " + log + " printed no result");
+      if (result)
+        for (auto [a, b] : result->outages_ns) o.push_back({a, b});
     }
-    if (!result) errors->push_back("probe " + log + " printed no result");
     out.push_back(std::move(o));
     results_.push_back(std::move(result));
   }

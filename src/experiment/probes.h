@@ -32,11 +32,24 @@ std::vector<ProbePair> probe_pairs(const lab::LabState& st,
 class ProbeSet {
  public:
   // `name` tells the logs apart: logs/<name>-<i>.json and logs/<name>-serve-<i>.log. A probe
-  // unanswered after `wait_ms` once the last is sent is lost.
+  // unanswered after `wait_ms` once the last is sent is lost. On a lab over several hosts
+  // (lab state's host) only the servers whose node is on this host, then only the clients.
   Status start(const lab::LabState& st, std::vector<ProbePair>& pairs, const std::string& dir,
                const std::string& tb_probe, int interval_us, int64_t length_ns,
                const std::string& name = "probe", int wait_ms = 500);
-  // Waits for the clients (bounded), stops the servers; outages per pair, in pair order.
+  // Only the servers here (start_clients after: a lab over several hosts, where every host's
+  // servers must listen before any host's clients send).
+  Status start_servers(const lab::LabState& st, std::vector<ProbePair>& pairs,
+                       const std::string& dir, const std::string& tb_probe, int64_t length_ns,
+                       const std::string& name = "probe");
+  Status start_clients(const lab::LabState& st, std::vector<ProbePair>& pairs,
+                       const std::string& dir, const std::string& tb_probe, int interval_us,
+                       int64_t length_ns, const std::string& name = "probe", int wait_ms = 500);
+  // Whether pair i's client ran on this host.
+  bool client_here(size_t i) const { return i < client_logs_.size() && !client_logs_[i].empty(); }
+  const std::string& client_log(size_t i) const { return client_logs_[i]; }
+  // Waits for the clients (bounded), stops the servers; outages per pair, in pair order (none
+  // for a pair whose client is on another host).
   std::vector<std::vector<metrics::Interval>> finish(std::vector<std::string>* errors);
   // Each pair's whole result (sent, lost, round trips) once finished; nullopt where its client
   // printed none.
@@ -49,5 +62,8 @@ class ProbeSet {
   std::vector<std::optional<probe::RttResult>> results_;
   int64_t deadline_ns_ = 0;
 };
+
+// The result line of a `tb-probe rtt --samples` log (its last), nullopt when there is none.
+std::optional<probe::RttResult> parse_rtt_log(const std::string& text);
 
 }  // namespace tb::experiment

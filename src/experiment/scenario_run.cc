@@ -5,12 +5,14 @@
 #include <chrono>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "apply/netlink_kernel.h"
 #include "core/events.h"
+#include "experiment/across_hosts.h"
 #include "experiment/train_sweep.h"
 #include "fault/link_ops.h"
 #include "fault/timeline.h"
@@ -36,7 +38,8 @@ std::string run_id() {
   return std::string("run-") + ts + "-" + std::to_string(::getpid());
 }
 
-// The steady job of workload `w`: one rank per selected GPU, o's message size and transport.
+}  // namespace
+
 Result<workload::Job> steady_job(const scenario::Workload& w, const lab::LabState& st,
                                  const RunOptions& o, const std::string& id,
                                  const std::string& results_dir) {
@@ -58,6 +61,8 @@ Result<workload::Job> steady_job(const scenario::Workload& w, const lab::LabStat
   launch::mark_rdma_pairs(j, st.rxe);
   return j;
 }
+
+namespace {
 
 // "rdma: 4 of 4 rail pair(s) over RDMA verbs (...), the rest over TCP; lab rdma: rxe (...)"
 std::string describe_transport(const workload::Job& j, const lab::LabState& st) {
@@ -111,16 +116,31 @@ const scenario::Workload* pick_workload(const scenario::Scenario& s, const RunOp
 }
 
 Status ScenarioRun::prepare() {
-  id_ = run_id();
+  id_ = part_ && !part_->coordinates ? part_->run_id : run_id();
   res_.results_dir = launch::results_root() + "/" + st_.lab + "/" + id_;
   auto dir = launch::open_results_dir(res_.results_dir);
   if (!dir) return std::unexpected(with_context(dir.error(), "create results directory"));
   if (auto logs = dir->sub("logs"); !logs)
     return std::unexpected(with_context(logs.error(), "create results directory"));
-  for (const auto& f : s_.faults) faults_.push_back(*fault::resolve(st_, f));  // check_run'd
+  // Resolved on the whole lab (so that every host of a lab over several has the same faults,
+  // probes and timeline), then this host's part of each it holds one of (check_run'd).
+  lab::LabState whole = st_;
+  whole.host.clear();
+  for (const auto& f : s_.faults) faults_.push_back(*fault::resolve(whole, f));
   steps_ = fault::schedule(faults_);
   const int64_t last_step = steps_.empty() ? 0 : steps_.back().at_ns;
   length_ns_ = last_step + int64_t{o_.settle_ms} * 1'000'000;
+  std::vector<char> held(faults_.size(), 1);
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    fire_.push_back(faults_[i]);
+    if (st_.host.empty()) continue;
+    held[i] = fires_here(st_, faults_[i]) ? 1 : 0;
+    if (!held[i]) continue;
+    auto mine = fault::resolve(st_, faults_[i].spec);
+    if (!mine) return std::unexpected(mine.error());
+    fire_[i] = std::move(*mine);
+  }
+  std::erase_if(steps_, [&](const fault::Step& step) { return !held[step.fault]; });
   pairs_ = probe_pairs(st_, faults_);
   // The gold probe: across the first checkpoint workload's WAN, from the last server of `from`
   // (with several, not the first shard's sender) to the first of `to` (the first shard's
@@ -154,6 +174,11 @@ Status ScenarioRun::start_monitors() {
       for (const auto* end : {&st_.topo.links[l].a, &st_.topo.links[l].b})
         watch.insert(st_.topo.node(end->node)->netns);
   for (const auto& p : pairs_) watch.insert(st_.topo.node(p.src)->netns);
+  // On a lab over several hosts, those of this host's nodes (the others watch theirs).
+  std::set<std::string> local;
+  for (const auto& n : st_.topo.nodes)
+    if (st_.host.empty() || n.host == st_.host) local.insert(n.netns);
+  std::erase_if(watch, [&](const std::string& ns) { return !local.contains(ns); });
   return monitors_.start({watch.begin(), watch.end()});
 }
 
@@ -191,12 +216,26 @@ Status ScenarioRun::start_workload() {
   progress_("workload " + w->name + ": " + what + " over " + std::to_string(j->ranks.size()) +
             " ranks, steady, transport " + transport_ +
             (resilient ? ", resilient (the group restarts after a rank fails)" : ""));
-  workload_.emplace(*j, o_.tb_rank, resilient, fault::events_path(st_.lab));
+  workload_.emplace(*j, o_.tb_rank, resilient, fault::events_path(st_.lab),
+                    part_ ? part_->local : std::vector<char>{});
   TB_TRY(workload_->start());
-  // The first iterations, bounded by twice the ranks' own timeout.
-  if (!workload_->wait_iterating(3, int64_t{o_.timeout_ms} * 2'000'000, stop_))
-    res_.errors.push_back("the workload did not start iterating");
+  if (part_) {
+    // The other hosts' ranks: the coordinator hears of their exits; a joining host leaves them
+    // to their hosts (done here as far as it is concerned).
+    if (!part_->coordinates)
+      for (size_t r = 0; r < part_->local.size(); ++r)
+        if (!part_->local[r]) workload_->remote_exit(r, 0, "runs on another host");
+    return start_checkpoints();  // none over several hosts (check_across_hosts)
+  }
+  TB_TRY(wait_iterating());
   return start_checkpoints();
+}
+
+Status ScenarioRun::wait_iterating() {
+  // The first iterations, bounded by twice the ranks' own timeout.
+  if (workload_ && !workload_->wait_iterating(3, int64_t{o_.timeout_ms} * 2'000'000, stop_))
+    res_.errors.push_back("the workload did not start iterating");
+  return {};
 }
 
 // Every checkpoint [[workload]], beside the collective or command one (checkpoint_workload.h).
@@ -259,6 +298,16 @@ Status ScenarioRun::start_command(const scenario::Workload& w) {
   return {};
 }
 
+Status ScenarioRun::start_probe_servers() {
+  return probes_.start_servers(st_, pairs_, res_.results_dir, o_.tb_probe,
+                               length_ns_ + 1'000'000'000);
+}
+
+Status ScenarioRun::start_probe_clients(int64_t lead_ns) {
+  return probes_.start_clients(st_, pairs_, res_.results_dir, o_.tb_probe, o_.probe_interval_us,
+                               lead_ns + length_ns_ + 1'000'000'000);
+}
+
 Status ScenarioRun::start_probes() {
   // From now to the end of the timeline and a second more.
   TB_TRY(probes_.start(st_, pairs_, res_.results_dir, o_.tb_probe, o_.probe_interval_us,
@@ -275,7 +324,15 @@ Status ScenarioRun::start_probes() {
 }
 
 void ScenarioRun::fire_timeline() {
-  t0_ = monotonic_ns();
+  fire_timeline(monotonic_ns());
+}
+
+void ScenarioRun::fire_timeline(int64_t t0_ns) {
+  // t0 may lie ahead (a lab over several hosts: the coordinator's t0, which every host meets).
+  for (int i = 0; i < 100000 && !stop_.load() && monotonic_ns() < t0_ns; ++i)
+    std::this_thread::sleep_for(
+        std::chrono::nanoseconds(std::clamp<int64_t>(t0_ns - monotonic_ns(), 0, 20'000'000)));
+  t0_ = t0_ns;
   if (o_.clock) {
     o_.clock->length_ns = length_ns_;
     o_.clock->t0_ns = t0_;
@@ -283,11 +340,14 @@ void ScenarioRun::fire_timeline() {
   (void)append_event(fault::events_path(st_.lab), {{"event", "run_start"}, {"run", id_}});
   progress_("timeline: " + std::to_string(faults_.size()) + " fault(s), " +
             std::to_string(steps_.size()) + " step(s) over " +
-            std::to_string(length_ns_ / 1'000'000'000) + " s");
+            std::to_string(length_ns_ / 1'000'000'000) + " s" +
+            (st_.host.empty()
+                 ? std::string()
+                 : " (the steps of the faults host " + st_.host + " holds a part of)"));
   apply::NetlinkKernel kernel;
   fault::Injector injector(st_, kernel);
   timeline_ = fault::run_timeline(
-      injector, faults_, steps_, t0_, stop_, [&](const fault::Step& step, const Status& r) {
+      injector, fire_, steps_, t0_, stop_, [&](const fault::Step& step, const Status& r) {
         progress_(fmt::format("{:>8.3f} s  ", (monotonic_ns() - t0_) / 1e9) +
                   (step.inject ? "inject " : "revert ") + faults_[step.fault].label +
                   (r ? "" : ": FAILED " + r.error().message));
@@ -301,8 +361,12 @@ void ScenarioRun::fire_timeline() {
 }
 
 void ScenarioRun::collect() {
+  collect(-1);
+}
+
+void ScenarioRun::collect(int64_t stop_iter) {
   for (auto& c : checkpoints_) c->stop(&res_.errors);
-  if (workload_) workload_->stop(o_.timeout_ms, &res_.errors);
+  if (workload_) workload_->stop(o_.timeout_ms, &res_.errors, stop_iter);
   if (command_) {
     bool early = false;
     command_->stop(&res_.errors, &early);
@@ -331,6 +395,10 @@ void ScenarioRun::collect() {
   collect_route_changes(changes);
   collect_outages(outages);
   collect_iterations();
+  write_events();
+}
+
+void ScenarioRun::write_events() {
   std::stable_sort(events_.begin(), events_.end(),
                    [](const nlohmann::json& a, const nlohmann::json& b) {
                      return a.value("t_mono_ns", int64_t{0}) < b.value("t_mono_ns", int64_t{0});
@@ -339,6 +407,79 @@ void ScenarioRun::collect() {
   for (const auto& e : events_) text += e.dump() + "\n";
   if (auto w = write_file(res_.results_dir + "/events.jsonl", text); !w)
     res_.errors.push_back(w.error().message);
+}
+
+nlohmann::json ScenarioRun::part_json() const {
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& e : events_) {
+    const std::string kind = e.value("event", "");
+    if (kind != "probe_outage" && kind != "iteration") events.push_back(e);
+  }
+  nlohmann::json probes = nlohmann::json::object();
+  for (size_t i = 0; i < pairs_.size(); ++i) {
+    if (!probes_.client_here(i)) continue;
+    std::ifstream in(probes_.client_log(i));
+    std::stringstream text;
+    text << in.rdbuf();
+    probes[std::to_string(i)] = text.str();
+  }
+  return {
+      {"events", events}, {"probes", probes}, {"errors", res_.errors}, {"warnings", res_.warnings}};
+}
+
+namespace {
+// `j`'s times moved onto this host's clock.
+void shift_times(nlohmann::json& j, int64_t offset_ns) {
+  for (const char* k : {"t_mono_ns", "effective_ns", "requested_ns", "end_ns", "start_ns"})
+    if (j.contains(k) && j[k].is_number_integer()) j[k] = j[k].get<int64_t>() - offset_ns;
+}
+}  // namespace
+
+void ScenarioRun::merge(const std::string& host, const nlohmann::json& part, int64_t offset_ns) {
+  for (auto e : part.value("events", nlohmann::json::array())) {
+    if (!e.is_object()) continue;
+    shift_times(e, offset_ns);
+    e["host"] = host;
+    const std::string kind = e.value("event", "");
+    const int64_t t = e.value("t_mono_ns", int64_t{0});
+    if (kind == "carrier_up" || kind == "carrier_down")
+      in_.control.push_back({t, kind, e.value("netns", ""), e.value("ifname", "")});
+    else if (kind == "route_add" || kind == "route_del")
+      in_.control.push_back({t, kind, e.value("netns", ""), e.value("dst", "")});
+    else
+      take_lab_event(e);
+    events_.push_back(std::move(e));
+  }
+  // Its probe clients' logs, kept here beside this host's, and their outages.
+  for (const auto& [key, text] : part.value("probes", nlohmann::json::object()).items()) {
+    const size_t p = std::strtoul(key.c_str(), nullptr, 10);
+    if (p >= pairs_.size() || !text.is_string()) continue;
+    const std::string log = res_.results_dir + "/logs/probe-" + std::to_string(p) + ".json";
+    if (auto w = write_file(log, text.get<std::string>()); !w)
+      res_.errors.push_back(w.error().message);
+    auto r = parse_rtt_log(text.get<std::string>());
+    if (!r) {
+      res_.errors.push_back("probe " + pairs_[p].src + " -> " + pairs_[p].dst + " on host " + host +
+                            " printed no result");
+      continue;
+    }
+    for (auto [a, b] : r->outages_ns) {
+      const metrics::Interval o{a - offset_ns, b - offset_ns};
+      events_.push_back({{"event", "probe_outage"},
+                         {"from", pairs_[p].src},
+                         {"to", pairs_[p].dst},
+                         {"host", host},
+                         {"t_mono_ns", o.a},
+                         {"end_ns", o.b},
+                         {"ms", (o.b - o.a) / 1e6}});
+      for (size_t f : pairs_[p].faults) in_.outages[f].push_back(o);
+    }
+  }
+  for (const auto& e : part.value("errors", std::vector<std::string>{}))
+    res_.errors.push_back("host " + host + ": " + e);
+  for (const auto& w : part.value("warnings", std::vector<std::string>{}))
+    res_.warnings.push_back("host " + host + ": " + w);
+  write_events();
 }
 
 // The lab's events from a second before t0 to the end: control-plane reactions, and each
@@ -357,25 +498,42 @@ void ScenarioRun::collect_lab_events() {
     auto j = nlohmann::json::parse(l, nullptr, false);
     if (j.is_discarded() || j.value("t_mono_ns", int64_t{0}) < t0_ - 1'000'000'000) continue;
     if (j.value("t_mono_ns", int64_t{0}) > t_end_) continue;
-    const std::string e = j.value("event", "");
-    if (e == "agent_path_down" || e == "agent_path_up")
-      in_.control.push_back(
-          {j["t_mono_ns"].get<int64_t>(), e, j.value("node", ""), j.value("path", "")});
-    if (e == "fabric_withdraw" || e == "fabric_restore")  // the spines' host routes
-      in_.control.push_back(
-          {j["t_mono_ns"].get<int64_t>(), e, j.value("region", ""), j.value("gpu", "")});
-    if ((e == "fault_inject" || e == "fault_revert") && j.contains("fault")) {
-      auto& w = in_.faults[j["fault"].get<size_t>()];
-      if (e == "fault_inject" && w.inject_ns == 0) {
-        w.inject_ns = j.value("effective_ns", j["t_mono_ns"].get<int64_t>());
-        w.requested_ns = j.value("requested_ns", w.inject_ns);
-      }
-      if (e == "fault_revert") {
-        w.revert_ns = j.value("effective_ns", j["t_mono_ns"].get<int64_t>());
-        w.revert_requested_ns = j.value("requested_ns", w.revert_ns);
-      }
-    }
+    take_lab_event(j);
     events_.push_back(j);
+  }
+}
+
+// A lab event's part in the recovery analysis: a control-plane reaction, a fault's window (its
+// first inject and last revert, over every host that fired a part of it).
+void ScenarioRun::take_lab_event(const nlohmann::json& j) {
+  const std::string e = j.value("event", "");
+  if (e == "agent_path_down" || e == "agent_path_up")
+    in_.control.push_back(
+        {j["t_mono_ns"].get<int64_t>(), e, j.value("node", ""), j.value("path", "")});
+  if (e == "fabric_withdraw" || e == "fabric_restore")  // the spines' host routes
+    in_.control.push_back(
+        {j["t_mono_ns"].get<int64_t>(), e, j.value("region", ""), j.value("gpu", "")});
+  if ((e == "fault_inject" || e == "fault_revert") && j.contains("fault") &&
+      j["fault"].get<size_t>() < in_.faults.size()) {
+    auto& w = in_.faults[j["fault"].get<size_t>()];
+    const int64_t eff = j.value("effective_ns", j["t_mono_ns"].get<int64_t>());
+    const int64_t req = j.value("requested_ns", eff);
+    if (e == "fault_inject" && (w.inject_ns == 0 || eff < w.inject_ns)) {
+      w.inject_ns = eff;
+      w.requested_ns = req;
+    }
+    // A fault ends with its last revert on each host (a flap's last cycle); over several hosts
+    // its repair begins with the first host's: that host's routes come back first.
+    if (e == "fault_revert") {
+      auto& last = last_revert_[j["fault"].get<size_t>()][j.value("host", "")];
+      if (eff >= last.first) last = {eff, req};
+      w.revert_ns = 0;
+      for (const auto& [host, r] : last_revert_[j["fault"].get<size_t>()])
+        if (w.revert_ns == 0 || r.first < w.revert_ns) {
+          w.revert_ns = r.first;
+          w.revert_requested_ns = r.second;
+        }
+    }
   }
 }
 

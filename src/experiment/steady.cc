@@ -33,7 +33,7 @@ SteadyWorkload::~SteadyWorkload() {
 }
 
 Status SteadyWorkload::start() {
-  auto g = launch::start_ranks(job_, tb_rank_);
+  auto g = launch::start_ranks(job_, tb_rank_, local_);
   if (!g) return std::unexpected(g.error());
   group_.emplace(std::move(*g));
   watcher_ = std::thread([this] { watch(); });
@@ -78,6 +78,7 @@ void SteadyWorkload::watch() {
     std::lock_guard lk(mu_);
     if (!group_ || stopping_.load()) continue;
     group_->poll();
+    last_states_ = group_->ranks();
     // Every rank that failed; a killed one (a signal) first: it is the cause, the others'
     // errors are its consequence.
     std::vector<std::string> failed;
@@ -131,23 +132,46 @@ void SteadyWorkload::watch() {
   }
 }
 
-void SteadyWorkload::stop(int timeout_ms, std::vector<std::string>* errors) {
+void SteadyWorkload::remote_exit(size_t rank, int code, const std::string& how) {
+  std::lock_guard lk(mu_);
+  if (group_ && rank < group_->ranks().size()) {
+    group_->remote_exit(rank, code, how);
+    last_states_ = group_->ranks();
+  }
+}
+
+std::vector<launch::RankExit> SteadyWorkload::rank_states() const {
+  std::lock_guard lk(mu_);
+  return last_states_;
+}
+
+void SteadyWorkload::stop(int timeout_ms, std::vector<std::string>* errors, int64_t stop_iter) {
   {
     std::lock_guard lk(mu_);
     stopping_ = true;
   }
   if (watcher_.joinable()) watcher_.join();
-  if (auto w = write_file(workload::stop_path(job_), std::to_string(max_iteration() + 3) + "\n");
-      !w && errors)
+  const int64_t at = stop_iter >= 0 ? stop_iter : max_iteration() + 3;
+  if (on_stop_) on_stop_(at);
+  if (auto w = write_file(workload::stop_path(job_), std::to_string(at) + "\n"); !w && errors)
     errors->push_back(w.error().message);
   if (group_) {
     const int64_t deadline = monotonic_ns() + int64_t{timeout_ms} * 1'000'000 + 5'000'000'000;
-    while (!group_->all_exited() && monotonic_ns() < deadline) {
+    auto all_exited = [&] {
+      std::lock_guard lk(mu_);  // remote exits arrive from another thread
       group_->poll();
+      last_states_ = group_->ranks();
+      return group_->all_exited();
+    };
+    while (!all_exited() && monotonic_ns() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    std::lock_guard lk(mu_);
     if (!group_->all_exited()) {
       group_->kill_all(1000);
+      for (size_t r = 0; r < group_->ranks().size(); ++r)
+        if (!group_->local(r) && group_->ranks()[r].running)
+          group_->remote_exit(r, 128 + 9, "no exit from its host");
+      last_states_ = group_->ranks();
       errors->push_back("workload ranks did not stop; killed");
     }
     for (size_t r = 0; r < group_->ranks().size(); ++r)
@@ -164,10 +188,13 @@ std::vector<metrics::Iteration> SteadyWorkload::iterations(uint64_t* wrong,
   std::vector<std::map<int64_t, metrics::Iteration>> per(job_.ranks.size());
   for (size_t r = 0; r < job_.ranks.size(); ++r)
     for (const auto& j : rows_of(job_, r)) {
-      if (j.contains("iter"))  // a redone iteration (after a restart) replaces the first try
-        per[r][j["iter"].get<int64_t>()] = {j["s"].get<int64_t>(), j["e"].get<int64_t>()};
-      else if (j.contains("wrong"))
+      if (j.contains("iter")) {  // a redone iteration (after a restart) replaces the first try
+        const int64_t off = r < offsets_.size() ? offsets_[r] : 0;
+        per[r][j["iter"].get<int64_t>()] = {j["s"].get<int64_t>() - off,
+                                            j["e"].get<int64_t>() - off};
+      } else if (j.contains("wrong")) {
         *wrong += j["wrong"].get<uint64_t>();
+      }
       if (j.contains("error") && !resilient_)
         errors->push_back("rank " + std::to_string(r) + " (" + job_.ranks[r].node +
                           "): " + j["error"].get<std::string>());

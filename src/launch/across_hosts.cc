@@ -198,6 +198,9 @@ RelayTurn CoordinatorRelay::turn(int wait_ms) {
         if (hosts_.rank_host[r] == m.host)
           t.ends.push_back(
               {static_cast<int>(r), 128 + 9, "host " + m.host + "'s testbedctl went away"});
+      t.other.push_back(m);
+    } else {
+      t.other.push_back(m);
     }
   }
   return t;

@@ -75,6 +75,8 @@ struct RelayTurn {
   bool activity = false;
   std::vector<RemoteEnd> ends;
   std::vector<multihost::Chunk> appended;
+  // Messages the relay does not know (a verb's own: `run`'s "ready", "part", "clock"), in order.
+  std::vector<multihost::Message> other;
 };
 
 // The coordinator's side, inside the verb's wait loop.
@@ -96,6 +98,9 @@ class CoordinatorRelay {
   bool pump(RankGroup& group, int wait_ms = 0);
   // Tells every host to kill its ranks.
   void kill(int grace_ms);
+  // A verb's own message to every host, or to one.
+  void broadcast(const nlohmann::json& msg) { coord_.broadcast(msg); }
+  Status send(const std::string& host, const nlohmann::json& msg) { return coord_.send(host, msg); }
   // After the ranks ended: waits (at most `limit`) for every host's last files and exits.
   void finish(RankGroup& group, std::chrono::milliseconds limit);
   // The same without a group: every turn's files to `on_turn`.

@@ -1,0 +1,241 @@
+// `run` on hz-bj split over two emulated hosts (issue 19): hz on host a, bj on host b. Both run
+// the same `run`; a coordinates (its first workload rank), b joins; the WAN link-down fires on
+// both tunnel ends at once, the flap inside hz on a only; the workload's ranks run on both
+// hosts across the seam, and the summary, events and every rank's rows are on a, where [expect]
+// is judged; b exits with a's verdict. Different flags on the two hosts are exit 2 on both.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "e2e_util.h"
+#include "emulated_hosts.h"
+
+namespace tb::e2e {
+namespace {
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// hz-bj over hosts a and b with a short timeline: no checkpoint workload (not across hosts
+// yet), a collective over two GPUs of each region (its ranks on both hosts, its ring across the
+// WAN), the Express Connect link down for 2 s, then a short flap inside hz.
+std::string short_hzbj(const std::string& lab, const EmulatedHosts& h) {
+  const std::string path = "/tmp/" + lab + "-multihost-run.toml";
+  hzbj_over_hosts(
+      lab, path,
+      {{{"a", h.underlay(0), "regions = [\"hz\"]"}, {"b", h.underlay(1), "regions = [\"bj\"]"}}});
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  const size_t w = s.find("[[workload]]"), hosts = s.find("[[host]]");
+  s = s.substr(0, w) + R"([[workload]]
+name = "ar-seam"
+kind = "collective"
+op = "allreduce"
+algo = "ring"
+ranks = ["hz/s0/g0", "hz/s1/g0", "bj/s0/g0", "bj/s1/g0"]
+warmup = 1
+channels = 1
+
+[[fault]]
+at = "2s"
+kind = "link-down"
+a = "hz/tr"
+b = "bj/tr"
+link = "ec"
+for = "2s"
+
+[[fault]]
+at = "6s"
+kind = "flap"
+a = "hz/s0/g0"
+b = "hz/tor0a"
+period = "400ms"
+count = 2
+
+[expect]
+max_stall_ms = 3000
+max_detection_ms = 200
+max_recovery_ms = 1000
+
+)" + s.substr(hosts);
+  std::ofstream(path) << s;
+  return path;
+}
+
+class MultihostRun : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!is_root()) return;
+    hosts_ = new EmulatedHosts("r", {"a", "b"});
+    if (!hosts_->ok()) return;
+    lab_ = new std::string(unique_lab("mr"));
+    file_ = new std::string(short_hzbj(*lab_, *hosts_));
+    up_ok_ = true;
+    for (size_t i = 0; i < 2 && up_ok_; ++i) {
+      CmdResult u = hosts_->testbedctl(i, "up " + *file_ + " --host " + hosts_->name(i));
+      up_ok_ = u.rc == 0;
+      if (!up_ok_) *up_error_ = u.out;
+    }
+  }
+  static void TearDownTestSuite() {
+    if (hosts_ && lab_)
+      for (size_t i = 0; i < hosts_->size(); ++i)
+        hosts_->testbedctl(i, "down " + *lab_ + " --host " + hosts_->name(i));
+    delete hosts_;  // kills its holders, deletes its namespaces
+    hosts_ = nullptr;
+    if (file_) std::filesystem::remove(*file_);
+    delete file_;
+    delete lab_;
+    file_ = lab_ = nullptr;
+  }
+  void SetUp() override {
+    if (!is_root()) GTEST_SKIP() << "needs root";
+    ASSERT_TRUE(hosts_ && hosts_->ok()) << (hosts_ ? hosts_->error() : "");
+    ASSERT_TRUE(up_ok_) << *up_error_;
+  }
+
+  // The same verb on both hosts at once (as srun starts it): {a's result, b's result}.
+  std::pair<CmdResult, CmdResult> both(const std::string& args_a, const std::string& args_b) {
+    CmdResult rb;
+    std::thread t([&] { rb = hosts_->testbedctl(1, args_b); });
+    CmdResult ra = hosts_->testbedctl(0, args_a);
+    t.join();
+    return {ra, rb};
+  }
+
+  static inline EmulatedHosts* hosts_ = nullptr;
+  static inline std::string* lab_ = nullptr;
+  static inline std::string* file_ = nullptr;
+  static inline bool up_ok_ = false;
+  static inline std::string* up_error_ = new std::string;
+};
+
+TEST_F(MultihostRun, AWanLinkDownOverTwoHostsHoldsItsExpectations) {
+  const std::string args = "run " + *lab_ + " --size 16K --settle 2 --timeout 20";
+  auto [a, b] = both(args, args);
+  ASSERT_EQ(a.rc, 0) << a.out << "\n--- host b:\n" << b.out;
+  EXPECT_EQ(b.rc, 0) << b.out << "\n--- host a:\n" << a.out;
+  EXPECT_TRUE(contains(a.out, "this host (a) coordinates")) << a.out;
+  EXPECT_TRUE(contains(b.out, "host a coordinates")) << b.out;
+  EXPECT_TRUE(std::regex_search(b.out, std::regex("run " + *lab_ +
+                                                  ": done; summary.json.* on "
+                                                  "host a in /")))
+      << b.out;
+  // The timeline: a fires both faults' steps (its tunnel end, the flap), b the link-down only.
+  EXPECT_TRUE(contains(a.out, "2 fault(s), 6 step(s)")) << a.out;
+  EXPECT_TRUE(contains(b.out, "2 fault(s), 2 step(s)")) << b.out;
+  for (const char* v : {"max_stall_ms", "max_detection_ms", "max_recovery_ms"})
+    EXPECT_TRUE(std::regex_search(a.out, std::regex(std::string("expect ok +") + v))) << a.out;
+
+  // The results, on a: summary.json with both hosts, every rank's rows, b's events merged.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(a.out, m, std::regex("results: (\\S+)"))) << a.out;
+  const std::string dir = m[1];
+  CmdResult sum = hosts_->run(0, "cat " + dir + "/summary.json");
+  auto s = nlohmann::json::parse(sum.out, nullptr, false);
+  ASSERT_TRUE(s.is_object()) << sum.out;
+  EXPECT_TRUE(s["ok"].get<bool>()) << sum.out;
+  EXPECT_EQ(s["hosts"]["coordinator"], "a");
+  EXPECT_EQ(s["hosts"]["ranks"], "a (2), b (2)");
+  EXPECT_GT(s["iterations"].get<int>(), 5) << sum.out;
+  EXPECT_EQ(s["workload_wrong"], 0);
+  ASSERT_EQ(s["recovery"]["faults"].size(), 2u) << sum.out;
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(hosts_->run(0, "test -s " + dir + "/workload/rank" + std::to_string(r) + ".jsonl").rc,
+              0)
+        << "rank " << r;
+  CmdResult ev = hosts_->run(0, "cat " + dir + "/events.jsonl");
+  int injects_b = 0, carrier_b = 0;
+  for (std::istringstream in(ev.out); !in.eof();) {
+    std::string line;
+    std::getline(in, line);
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || j.value("host", "") != "b") continue;
+    injects_b += j.value("event", "") == "fault_inject";
+    carrier_b += j.value("event", "") == "carrier_down";
+  }
+  EXPECT_EQ(injects_b, 1) << ev.out;  // b's tunnel end, once
+  EXPECT_GE(carrier_b, 1) << ev.out;  // b's router saw its end go
+  // b has no summary of its own; no rank or probe is left on either host.
+  EXPECT_NE(hosts_->run(1, "test -e " + dir + "/summary.json").rc, 0);
+  for (size_t h = 0; h < 2; ++h)
+    for (const auto& p : hosts_->processes(h)) {
+      EXPECT_FALSE(contains(p, "tb-rank")) << "host " << h << ": " << p;
+      if (!contains(p, "tb-probe")) continue;  // the lab's own (the fabric agent) may run
+      std::ifstream cmd("/proc/" + p.substr(0, p.find(' ')) + "/cmdline");
+      std::string argv((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+      std::replace(argv.begin(), argv.end(), '\0', ' ');
+      EXPECT_FALSE(contains(argv, " rtt ") || contains(argv, " serve "))
+          << "host " << h << ": a probe left: " << argv;
+    }
+}
+
+// Without a workload (no host holds a rank) both hosts still fire their parts of the timeline.
+// The same lab run from a copy of its scenario whose [expect] cannot hold (no outage at all):
+// a judges FAILED and b exits with a's verdict (1).
+TEST_F(MultihostRun, WithoutAWorkloadEachHostFiresItsPartAndSharesTheCoordinatorsVerdict) {
+  const std::string strict = "/tmp/" + *lab_ + "-strict.toml";
+  {
+    std::ifstream in(*file_);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::ofstream(strict) << std::regex_replace(text.str(), std::regex("max_recovery_ms = 1000"),
+                                                "max_recovery_ms = 0.001");
+  }
+  const std::string args = "run " + strict + " --workload none --settle 1";
+  auto [a, b] = both(args, args);
+  std::filesystem::remove(strict);
+  EXPECT_EQ(a.rc, 1) << a.out << "\n--- host b:\n" << b.out;
+  EXPECT_EQ(b.rc, 1) << b.out;
+  EXPECT_TRUE(contains(a.out, "expect FAILED max_recovery_ms <= 0.001")) << a.out;
+  EXPECT_TRUE(std::regex_search(a.out, std::regex("expect ok +max_detection_ms"))) << a.out;
+  EXPECT_TRUE(contains(b.out, "0 workload rank(s) here")) << b.out;
+  EXPECT_TRUE(contains(b.out, "2 fault(s), 2 step(s)")) << b.out;
+  EXPECT_TRUE(contains(b.out, ": FAILED; summary.json")) << b.out;
+  EXPECT_TRUE(contains(b.out, "host a's verdict: FAILED")) << b.out;
+}
+
+TEST_F(MultihostRun, DifferentFlagsAreExit2OnBothHostsAndUnsupportedOptionsAreNamed) {
+  auto [a, b] = both("run " + *lab_ + " --settle 2", "run " + *lab_ + " --settle 3");
+  EXPECT_EQ(a.rc, 2) << a.out;
+  EXPECT_EQ(b.rc, 2) << b.out;
+  EXPECT_TRUE(contains(a.out, "give every host the same flags")) << a.out;
+  EXPECT_TRUE(contains(b.out, "refused this host")) << b.out;
+  CmdResult r = hosts_->testbedctl(0, "run " + *lab_ + " --resilient");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "--resilient across hosts is not supported yet")) << r.out;
+  // A lab over hosts that is not up here: `run` cannot bring it up without --host.
+  const std::string other = "/tmp/" + *lab_ + "-notup.toml";
+  const std::string not_up = unique_lab("mz");
+  hzbj_over_hosts(not_up, other,
+                  {{{"a", hosts_->underlay(0), "regions = [\"hz\"]"},
+                    {"b", hosts_->underlay(1), "regions = [\"bj\"]"}}});
+  r = hosts_->testbedctl(0, "run " + other);
+  std::filesystem::remove(other);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "--host NAME` on each host first")) << r.out;
+  EXPECT_TRUE(hosts_->run(0, "ip netns list").out.find(not_up) == std::string::npos);
+  // The shipped hz-bj over hosts: its checkpoint workload is named, nothing runs.
+  const std::string shipped = "/tmp/" + *lab_ + "-shipped.toml";
+  hzbj_over_hosts(*lab_, shipped,
+                  {{{"a", hosts_->underlay(0), "regions = [\"hz\"]"},
+                    {"b", hosts_->underlay(1), "regions = [\"bj\"]"}}});
+  r = hosts_->testbedctl(0, "run " + shipped);
+  std::filesystem::remove(shipped);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "checkpoint workloads across hosts are not supported yet")) << r.out;
+}
+
+}  // namespace
+}  // namespace tb::e2e
