@@ -564,10 +564,17 @@ Status check_across_hosts(const scenario::Scenario& s, const lab::LabState& st,
                           const RunOptions& o) {
   if (!spans_hosts(st)) return {};
   const std::string where = "lab " + st.lab + " is spread over several hosts";
-  for (const auto& w : s.workloads)
-    if (w.kind == "checkpoint")
-      return bad_input("[[workload]] " + w.name + ": checkpoint workloads across hosts are not " +
-                       "supported yet (" + where + "); run a scenario without them");
+  for (const auto& w : s.workloads) {
+    if (w.kind != "checkpoint") continue;
+    if (w.every_steps > 0)
+      return bad_input("[[workload]] " + w.name + ": a checkpoint cadence in steps (every = " +
+                       std::to_string(w.every_steps) + ") across hosts is not supported yet (" +
+                       where + "); write a duration (every = \"10s\")");
+    if (s.expect.max_gold_p99_ms)
+      return bad_input("[expect] max_gold_p99_ms across hosts is not supported yet (" + where +
+                       "): the gold probe beside checkpoint " + w.name +
+                       " runs on one host only; drop it");
+  }
   if (o.resilient)
     return bad_input("--resilient across hosts is not supported yet (" + where + ")");
   if (const auto* w = pick_workload(s, o)) {
@@ -588,8 +595,15 @@ std::string run_digest(const scenario::Scenario& s, const RunOptions& o, const w
     faults.push_back({scenario::to_string(f.kind), f.at.ns, f.a, f.b, f.link, f.node, f.region_a,
                       f.region_b, f.duration.ns, f.period.ns, f.count, f.loss_pct, f.delay.ns});
   auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nullptr; };
+  // Checkpoint workloads: every host runs its part of each on the same cadence.
+  nlohmann::json ckpts = nlohmann::json::array();
+  for (const auto& w : s.workloads)
+    if (w.kind == "checkpoint")
+      ckpts.push_back({w.name, w.from, w.to, w.bytes, w.qos, w.mode, w.changed, w.full_every,
+                       w.every.ns, w.every_steps, w.streams, w.block});
   const auto& e = s.expect;
   nlohmann::json j = {
+      {"checkpoints", ckpts},
       {"workload", o.workload},
       {"job", job ? launch::job_digest(*job) : ""},
       {"size", o.size_bytes},
@@ -601,7 +615,8 @@ std::string run_digest(const scenario::Scenario& s, const RunOptions& o, const w
       {"faults", faults},
       {"expect",
        {opt(e.max_stall_ms), opt(e.min_busbw_fraction), opt(e.max_detection_ms),
-        opt(e.max_recovery_ms), opt(e.max_gold_p99_ms)}},
+        opt(e.max_recovery_ms), opt(e.max_gold_p99_ms),
+        e.checkpoint_on_time ? nlohmann::json(*e.checkpoint_on_time) : nullptr}},
   };
   return fnv(j.dump());
 }

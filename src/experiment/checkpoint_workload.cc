@@ -125,13 +125,89 @@ Result<CheckpointPlan> plan_checkpoint(const scenario::Scenario& s, const scenar
   return p;
 }
 
+nlohmann::json rep_to_json(const CheckpointRep& r) {
+  nlohmann::json shards = nlohmann::json::array();
+  for (const auto& s : r.shards)
+    shards.push_back({{"shard", s.shard},
+                      {"from", s.from},
+                      {"to", s.to},
+                      {"payload_bytes", s.payload},
+                      {"checksum", fmt::format("{:016x}", s.checksum)},
+                      {"receiver_checksum", fmt::format("{:016x}", s.receiver_checksum)},
+                      {"ok", s.ok}});
+  return {{"rep", r.rep},
+          {"full", r.full},
+          {"payload_bytes", r.payload},
+          {"wire_bytes", r.wire},
+          {"seconds", r.seconds},
+          {"wan_utilisation", r.wan_utilisation},
+          {"ok", r.ok},
+          {"on_time", r.on_time},
+          {"due_ns", r.due_ns},
+          {"start_ns", r.start_ns},
+          {"end_ns", r.end_ns},
+          {"error", r.error},
+          {"shards", shards}};
+}
+
+CheckpointRep rep_from_json(const nlohmann::json& j) {
+  CheckpointRep r;
+  r.rep = j.value("rep", 0);
+  r.full = j.value("full", false);
+  r.payload = j.value("payload_bytes", uint64_t{0});
+  r.wire = j.value("wire_bytes", uint64_t{0});
+  r.seconds = j.value("seconds", 0.0);
+  r.wan_utilisation = j.value("wan_utilisation", 0.0);
+  r.ok = j.value("ok", false);
+  r.on_time = j.value("on_time", false);
+  r.due_ns = j.value("due_ns", int64_t{0});
+  r.start_ns = j.value("start_ns", int64_t{0});
+  r.end_ns = j.value("end_ns", int64_t{0});
+  r.error = j.value("error", "");
+  for (const auto& s : j.value("shards", nlohmann::json::array())) {
+    if (!s.is_object()) continue;
+    auto hex = [&](const char* k) { return std::strtoull(s.value(k, "0").c_str(), nullptr, 16); };
+    r.shards.push_back({s.value("shard", 0), s.value("from", ""), s.value("to", ""),
+                        s.value("payload_bytes", uint64_t{0}), hex("checksum"),
+                        hex("receiver_checksum"), s.value("ok", false)});
+  }
+  return r;
+}
+
+void merge_rep(CheckpointRep& a, const CheckpointRep& b) {
+  a.full = a.full || b.full;
+  a.payload += b.payload;
+  a.wire += b.wire;
+  a.due_ns = std::min(a.due_ns, b.due_ns);
+  a.start_ns = std::min(a.start_ns, b.start_ns);
+  a.end_ns = std::max(a.end_ns, b.end_ns);
+  a.seconds = (a.end_ns - a.start_ns) / 1e9;
+  a.ok = a.ok && b.ok;
+  a.on_time = a.on_time && b.on_time;
+  if (a.error.empty()) a.error = b.error;
+  a.shards.insert(a.shards.end(), b.shards.begin(), b.shards.end());  // wan_utilisation: caller
+  std::ranges::sort(a.shards, {}, &CheckpointShard::shard);
+}
+
 CheckpointWorkload::~CheckpointWorkload() {
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
   if (!receivers_.empty()) terminate(receivers_, 1000);
 }
 
+bool CheckpointWorkload::here(const std::string& node) const {
+  if (st_.host.empty()) return true;
+  const auto* n = st_.topo.node(node);
+  return n && n->host == st_.host;
+}
+
 Status CheckpointWorkload::start() {
+  TB_TRY(start_receivers());
+  begin(monotonic_ns(), 0);
+  return {};
+}
+
+Status CheckpointWorkload::start_receivers() {
   if (w_.every_steps > 0 && !wait_steps_)
     return bad_input("[[workload]] " + w_.name +
                      " (checkpoint): every = " + std::to_string(w_.every_steps) +
@@ -147,9 +223,9 @@ Status CheckpointWorkload::start() {
   auto base = root->sub("checkpoint/" + w_.name);
   if (!base) return std::unexpected(base.error());
   const std::string owner = plan::owner_marker(st_.lab);
-  std::vector<std::string> dests = plan_.destinations;
   std::vector<std::string> logs;
-  for (const auto& d : dests) {
+  for (const auto& d : plan_.destinations) {
+    if (!here(d)) continue;  // another host's receiver
     auto sub = base->sub(flat(d));
     if (!sub) return std::unexpected(sub.error());
     const std::string log = dir_ + "/logs/ckpt-recv-" + w_.name + "-" + flat(d) + ".log";
@@ -172,14 +248,18 @@ Status CheckpointWorkload::start() {
     }
     if (!ready) return fail("checkpoint receiver did not start listening: see " + log);
   }
-  thread_ = std::thread([this] { cadence(); });
   return {};
 }
 
-void CheckpointWorkload::cadence() {
-  const int64_t t0 = monotonic_ns();
+void CheckpointWorkload::begin(int64_t t0_ns, int64_t end_ns) {
+  if (!std::ranges::any_of(plan_.sources, [&](const std::string& n) { return here(n); })) return;
+  thread_ = std::thread([this, t0_ns, end_ns] { cadence(t0_ns, end_ns); });
+}
+
+void CheckpointWorkload::cadence(int64_t t0, int64_t end_ns) {
   for (int rep = 0; !stopping_.load(); ++rep) {
     int64_t due = t0 + rep * w_.every.ns;
+    if (end_ns > 0 && due >= end_ns) break;  // over several hosts: every host stops alike
     if (w_.every_steps > 0) {
       if (rep > 0 && !wait_steps_(int64_t{rep} * w_.every_steps, kForeverNs, stopping_)) break;
       due = monotonic_ns();
@@ -218,7 +298,9 @@ CheckpointRep CheckpointWorkload::replicate(int rep, int64_t due_ns) {
       std::max<int64_t>(kMinRepTimeoutNs, static_cast<int64_t>(plan_.min_seconds * 20e9));
   std::vector<int> pids;
   std::vector<std::string> logs;
+  std::vector<size_t> shard;  // of each sender started
   for (size_t i = 0; i < plan_.sources.size(); ++i) {
+    if (!here(plan_.sources[i])) continue;  // another host's shard
     const std::string& dst = plan_.destinations[i % plan_.destinations.size()];
     const auto* dn = st_.topo.node(dst);
     std::string addr;
@@ -248,6 +330,7 @@ CheckpointRep CheckpointWorkload::replicate(int rep, int64_t due_ns) {
     }
     pids.push_back(*pid);
     logs.push_back(log);
+    shard.push_back(i);
   }
   // Every sender's exit, bounded by its own timeout (and a grace once the run has ended).
   int64_t stop_seen = 0;
@@ -286,17 +369,22 @@ CheckpointRep CheckpointWorkload::replicate(int rep, int64_t due_ns) {
     if (res.is_null()) {
       all_ok = false;
       if (r.error.empty())
-        r.error = "shard " + std::to_string(i) + " sender printed no result (see " + logs[i] + ")";
+        r.error =
+            "shard " + std::to_string(shard[i]) + " sender printed no result (see " + logs[i] + ")";
       continue;
     }
+    r.shards.push_back({static_cast<int>(shard[i]), plan_.sources[shard[i]],
+                        plan_.destinations[shard[i] % plan_.destinations.size()],
+                        res.value("payload_bytes", uint64_t{0}), res.value("checksum", uint64_t{0}),
+                        res.value("receiver_checksum", uint64_t{0}), res.value("ok", false)});
     r.full = res.value("full", false);
     r.payload += res.value("payload_bytes", uint64_t{0});
     r.wire += res.value("wire_bytes", uint64_t{0});
     if (!res.value("ok", false)) {
       all_ok = false;
       if (r.error.empty())
-        r.error = fmt::format("shard {} checksum mismatch: sender {:016x}, receiver {:016x}", i,
-                              res.value("checksum", uint64_t{0}),
+        r.error = fmt::format("shard {} checksum mismatch: sender {:016x}, receiver {:016x}",
+                              shard[i], res.value("checksum", uint64_t{0}),
                               res.value("receiver_checksum", uint64_t{0}));
     }
   }
@@ -306,15 +394,43 @@ CheckpointRep CheckpointWorkload::replicate(int rep, int64_t due_ns) {
   return r;
 }
 
-void CheckpointWorkload::stop(std::vector<std::string>* errors) {
+void CheckpointWorkload::stop(std::vector<std::string>* errors, bool keep_receivers) {
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
-  if (!receivers_.empty()) terminate(receivers_, 1000);
-  receivers_.clear();
+  if (!keep_receivers && !receivers_.empty()) {
+    terminate(receivers_, 1000);
+    receivers_.clear();
+  }
   for (const auto& r : reps())
     if (!r.ok && r.error != "unfinished when the run ended")
       errors->push_back("checkpoint " + w_.name + " replication " + std::to_string(r.rep) + ": " +
                         (r.error.empty() ? "failed" : r.error));
+}
+
+nlohmann::json CheckpointWorkload::to_part() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : reps()) out.push_back(rep_to_json(r));
+  return out;
+}
+
+void CheckpointWorkload::merge_part(const nlohmann::json& part, int64_t offset_ns) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& j : part) {
+    if (!j.is_object()) continue;
+    CheckpointRep b = rep_from_json(j);
+    b.due_ns -= offset_ns;
+    b.start_ns -= offset_ns;
+    b.end_ns -= offset_ns;
+    auto it = std::ranges::find(reps_, b.rep, &CheckpointRep::rep);
+    if (it == reps_.end()) {
+      reps_.push_back(std::move(b));
+      continue;
+    }
+    merge_rep(*it, b);
+    if (plan_.wan_bps > 0 && it->seconds > 0)
+      it->wan_utilisation = static_cast<double>(it->payload) * 8 / it->seconds / plan_.wan_bps;
+  }
+  std::ranges::sort(reps_, {}, &CheckpointRep::rep);
 }
 
 std::vector<CheckpointRep> CheckpointWorkload::reps() const {
@@ -337,19 +453,7 @@ nlohmann::json CheckpointWorkload::to_json(
          "during: those that overlap a replication of this workload (started before its "
          "last sender exited, ended after its first started); outside: the others; medians"}};
   }
-  for (const auto& r : all)
-    reps.push_back({{"rep", r.rep},
-                    {"full", r.full},
-                    {"payload_bytes", r.payload},
-                    {"wire_bytes", r.wire},
-                    {"seconds", r.seconds},
-                    {"wan_utilisation", r.wan_utilisation},
-                    {"ok", r.ok},
-                    {"on_time", r.on_time},
-                    {"due_ns", r.due_ns},
-                    {"start_ns", r.start_ns},
-                    {"end_ns", r.end_ns},
-                    {"error", r.error}});
+  for (const auto& r : all) reps.push_back(rep_to_json(r));
   return {{"workload", w_.name},
           {"from", w_.from},
           {"to", w_.to},

@@ -15,6 +15,14 @@
 // the run's workload's iterations while a replication was in flight and while none was
 // (split_steps), so a checkpoint's cost to training is a figure.
 //
+// On a lab over several hosts (experiment/across_hosts.h) each host runs its part: receivers in
+// the destination servers it holds (start_receivers, before any host's sender starts), senders
+// of the shards whose source server it holds, on a cadence from the run's t0 (begin: every host
+// the same t0, so replication k is due at t0 + k x `every` everywhere; none is due at or after
+// the timeline's end), and its replications (to_part) go to the coordinator, which merges them
+// by number (merge_part) and judges them as on one host. A host's receivers stay up until its
+// destructor (the caller keeps it until every host's senders ended: stop(keep_receivers)).
+//
 // Thread-safe: start/stop/results from one thread; the cadence runs on an internal one.
 #pragma once
 
@@ -36,6 +44,15 @@
 
 namespace tb::experiment {
 
+// One shard of a replication as its sender reported it.
+struct CheckpointShard {
+  int shard = 0;
+  std::string from, to;  // server nodes
+  uint64_t payload = 0;
+  uint64_t checksum = 0, receiver_checksum = 0;  // FNV-1a 64 of the whole shard at both ends
+  bool ok = false;
+};
+
 struct CheckpointRep {
   int rep = 0;
   bool full = false;
@@ -47,7 +64,16 @@ struct CheckpointRep {
   bool ok = false;             // every shard's checksum matched at both ends
   bool on_time = true;         // ended before the next replication was due
   std::string error;
+  std::vector<CheckpointShard> shards;  // those that printed a result, by shard number
 };
+
+// A replication as JSON (times as they are) and back; merge: `b` (another host's shards of the
+// same replication, times on this clock) into `a` — bytes and shards added, the first start and
+// the last end, ok and on time only when both are; wan_utilisation is left to the caller (it
+// knows the WAN's rate). Pure.
+nlohmann::json rep_to_json(const CheckpointRep& r);
+CheckpointRep rep_from_json(const nlohmann::json& j);
+void merge_rep(CheckpointRep& a, const CheckpointRep& b);
 
 // What a workload's replication needs at best: its full size over the primary WAN's rate.
 struct CheckpointPlan {
@@ -98,9 +124,20 @@ class CheckpointWorkload {
 
   // Receivers up and answering, then the cadence starts (replication 0 now).
   Status start();
+  // Over several hosts: the receivers of the destinations on this host (st.host), up and
+  // answering; then begin(t0, end): the senders of the sources on this host, replication k due
+  // at t0_ns + k x `every`, none due at or after end_ns (0: no end). No thread when this host
+  // holds no source.
+  Status start_receivers();
+  void begin(int64_t t0_ns, int64_t end_ns);
   // No replication starts after this; the one in flight finishes (bounded by its own timeout);
-  // receivers end. Errors: replications that failed.
-  void stop(std::vector<std::string>* errors);
+  // receivers end unless `keep_receivers` (the destructor ends them). Errors: replications that
+  // failed.
+  void stop(std::vector<std::string>* errors, bool keep_receivers = false);
+  // This host's replications for the coordinator; the coordinator merges another host's (times
+  // shifted by `offset_ns`, that host's clock minus this one's), after stop().
+  nlohmann::json to_part() const;
+  void merge_part(const nlohmann::json& part, int64_t offset_ns);
   std::vector<CheckpointRep> reps() const;
   const CheckpointPlan& plan() const { return plan_; }
   const scenario::Workload& workload() const { return w_; }
@@ -109,7 +146,8 @@ class CheckpointWorkload {
   nlohmann::json to_json(const std::vector<metrics::Iteration>& iterations) const;
 
  private:
-  void cadence();
+  void cadence(int64_t t0, int64_t end_ns);
+  bool here(const std::string& node) const;
   CheckpointRep replicate(int rep, int64_t due_ns);
 
   const scenario::Scenario& s_;

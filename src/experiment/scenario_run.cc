@@ -144,8 +144,10 @@ Status ScenarioRun::prepare() {
   pairs_ = probe_pairs(st_, faults_);
   // The gold probe: across the first checkpoint workload's WAN, from the last server of `from`
   // (with several, not the first shard's sender) to the first of `to` (the first shard's
-  // receiver), at its frontend address, as the checkpoint's senders reach it.
+  // receiver), at its frontend address, as the checkpoint's senders reach it. Not on a lab over
+  // several hosts (check_across_hosts refuses max_gold_p99_ms there).
   for (const auto& w : s_.workloads) {
+    if (part_) break;
     if (w.kind != "checkpoint") continue;
     auto plan = plan_checkpoint(s_, w, st_);
     if (!plan) return std::unexpected(plan.error());
@@ -225,7 +227,7 @@ Status ScenarioRun::start_workload() {
     if (!part_->coordinates)
       for (size_t r = 0; r < part_->local.size(); ++r)
         if (!part_->local[r]) workload_->remote_exit(r, 0, "runs on another host");
-    return start_checkpoints();  // none over several hosts (check_across_hosts)
+    return start_checkpoints();  // this host's receivers (their senders from t0)
   }
   TB_TRY(wait_iterating());
   return start_checkpoints();
@@ -268,7 +270,8 @@ Status ScenarioRun::start_checkpoints() {
     auto c = std::make_unique<CheckpointWorkload>(s_, w, st_, std::move(*plan), res_.results_dir,
                                                   o_.tb_probe, fault::events_path(st_.lab),
                                                   std::move(wait));
-    TB_TRY(c->start());
+    // Over several hosts: this host's receivers now, its senders from t0 (fire_timeline).
+    TB_TRY(part_ ? c->start_receivers() : c->start());
     checkpoints_.push_back(std::move(c));
   }
   return {};
@@ -328,6 +331,10 @@ void ScenarioRun::fire_timeline() {
 }
 
 void ScenarioRun::fire_timeline(int64_t t0_ns) {
+  // Over several hosts the checkpoints' cadence runs from the same t0 on every host, and no
+  // replication is due at or after the timeline's end.
+  if (part_)
+    for (auto& c : checkpoints_) c->begin(t0_ns, t0_ns + length_ns_);
   // t0 may lie ahead (a lab over several hosts: the coordinator's t0, which every host meets).
   for (int i = 0; i < 100000 && !stop_.load() && monotonic_ns() < t0_ns; ++i)
     std::this_thread::sleep_for(
@@ -365,7 +372,8 @@ void ScenarioRun::collect() {
 }
 
 void ScenarioRun::collect(int64_t stop_iter) {
-  for (auto& c : checkpoints_) c->stop(&res_.errors);
+  // Over several hosts receivers stay up until every host's senders ended (the destructor).
+  for (auto& c : checkpoints_) c->stop(&res_.errors, part_ != nullptr);
   if (workload_) workload_->stop(o_.timeout_ms, &res_.errors, stop_iter);
   if (command_) {
     bool early = false;
@@ -423,8 +431,13 @@ nlohmann::json ScenarioRun::part_json() const {
     text << in.rdbuf();
     probes[std::to_string(i)] = text.str();
   }
-  return {
-      {"events", events}, {"probes", probes}, {"errors", res_.errors}, {"warnings", res_.warnings}};
+  nlohmann::json checkpoints = nlohmann::json::object();
+  for (const auto& c : checkpoints_) checkpoints[c->workload().name] = c->to_part();
+  return {{"events", events},
+          {"probes", probes},
+          {"checkpoints", checkpoints},
+          {"errors", res_.errors},
+          {"warnings", res_.warnings}};
 }
 
 namespace {
@@ -450,6 +463,11 @@ void ScenarioRun::merge(const std::string& host, const nlohmann::json& part, int
       take_lab_event(e);
     events_.push_back(std::move(e));
   }
+  // Its checkpoint replications (the shards whose sources it holds), merged by number.
+  const auto ckpts = part.value("checkpoints", nlohmann::json::object());
+  for (auto& c : checkpoints_)
+    if (ckpts.contains(c->workload().name) && ckpts[c->workload().name].is_array())
+      c->merge_part(ckpts[c->workload().name], offset_ns);
   // Its probe clients' logs, kept here beside this host's, and their outages.
   for (const auto& [key, text] : part.value("probes", nlohmann::json::object()).items()) {
     const size_t p = std::strtoul(key.c_str(), nullptr, 10);

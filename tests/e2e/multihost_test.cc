@@ -2,6 +2,10 @@
 // itself, and hz-bj split over two hosts, one region each, stitched by VXLAN over the underlay.
 #include <gtest/gtest.h>
 
+#include <thread>
+
+#include <set>
+
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -233,7 +237,9 @@ TEST_F(MultihostHzBj, EveryGpuReachesEveryOtherAcrossTheSeamAndDownLeavesNothing
 // Three hosts: hz's servers 2 and 3 (with their GPUs) on host c, apart from their region's
 // switches on a. Their frontend links (bridge ports of hz's VPC switch) and their GPUs' dual-ToR
 // rail links are tunnels to a, the WAN links tunnels from a to b; a GPU on c reaches hz's other
-// GPUs over the rail (through a's ToRs and spines) and bj's over the frontend and the WAN.
+// GPUs over the rail (through a's ToRs and spines) and bj's over the frontend and the WAN. A
+// bench with a rank on each host is correct, and verify measures a rail tunnel between c and a
+// (the coordinator holding one end) while b has nothing to do.
 TEST_F(MultihostHzBj, HzServersSplitOverAThirdHostReachEveryGpu) {
   TB_REQUIRE_ROOT();
   hosts_ = std::make_unique<EmulatedHosts>("y", std::vector<std::string>{"a", "b", "c"});
@@ -251,6 +257,44 @@ TEST_F(MultihostHzBj, HzServersSplitOverAThirdHostReachEveryGpu) {
   EXPECT_TRUE(contains(port.out, "vxlan id")) << port.out;
   EXPECT_TRUE(contains(port.out, "master br")) << port.out;
   ping_every_pair();
+
+  // The same verb on all three hosts at once (as srun starts it): {a's, b's, c's result}.
+  auto on_all = [&](const std::string& args) {
+    std::vector<CmdResult> r(3);
+    std::thread tb([&] { r[1] = hosts_->testbedctl(1, args); });
+    std::thread tc([&] { r[2] = hosts_->testbedctl(2, args); });
+    r[0] = hosts_->testbedctl(0, args);
+    tb.join();
+    tc.join();
+    return r;
+  };
+  // A bench with a rank on each host: a coordinates, the values are right everywhere.
+  auto bench = on_all("bench " + lab_ +
+                      " allreduce -b 64K -e 64K -n 2 -w 1 -c 1 --ranks hz/s0/g0,hz/s3/g0,bj/s0/g0");
+  ASSERT_EQ(bench[0].rc, 0) << bench[0].out << "\n--- b:\n"
+                            << bench[1].out << "\n--- c:\n"
+                            << bench[2].out;
+  EXPECT_EQ(bench[1].rc, 0) << bench[1].out;
+  EXPECT_EQ(bench[2].rc, 0) << bench[2].out;
+  EXPECT_TRUE(contains(bench[0].out, "ranks on hosts a (1), c (1), b (1)")) << bench[0].out;
+  EXPECT_TRUE(contains(bench[0].out, "Out of bounds values : 0 OK")) << bench[0].out;
+  // verify of a server-ToR tunnel between c (hz/s3's GPU) and a (hz's ToR): a coordinates and
+  // holds one end, c the other; they measure it between them across the seam; b holds neither
+  // end and has nothing to do. Exit 2 (not judged on a stalled host) is no failure here.
+  auto v = on_all("verify " + lab_ + " --quick --json --link hz/s3/g0 hz/tor0a");
+  EXPECT_NE(v[0].rc, 1) << v[0].out << "\n--- c:\n" << v[2].out;
+  EXPECT_EQ(v[2].rc, v[0].rc) << v[2].out;
+  EXPECT_EQ(v[1].rc, 0) << v[1].out;
+  EXPECT_TRUE(contains(v[1].out, "nothing to do here")) << v[1].out;
+  auto j = nlohmann::json::parse(v[0].out.substr(std::min(v[0].out.find('{'), v[0].out.size())),
+                                 nullptr, false);
+  ASSERT_TRUE(j.is_object()) << v[0].out;
+  ASSERT_EQ(j["classes"].size(), 1u) << v[0].out;
+  const auto& c = j["classes"][0];
+  EXPECT_NE(c["result"], "fail") << c.dump();
+  const std::set<std::string> ends{c.value("measured_on", ""), c.value("served_on", "")};
+  EXPECT_EQ(ends, (std::set<std::string>{"a", "c"})) << c.dump();
+  EXPECT_TRUE(c["measurement"].contains("goodput")) << c.dump();
   down_every_host();
 }
 

@@ -2,7 +2,8 @@
 // emulated size, the primary WAN link and its rate, the class's DSCP, and the "cadence cannot
 // keep up" warning in numbers for each mode; [expect] checkpoint_on_time's verdict; a cadence in
 // training steps (scale-across.toml: the training's ring and the checkpoint share the WAN link);
-// the run's iterations split by whether a replication was in flight.
+// the run's iterations split by whether a replication was in flight; a replication's shards
+// from two hosts (a lab over several) merged into one.
 #include <gtest/gtest.h>
 
 #include "experiment/checkpoint_workload.h"
@@ -166,6 +167,50 @@ TEST(CkptSteps, IterationsSplitByWhetherAReplicationWasInFlight) {
   EXPECT_DOUBLE_EQ(sp.during_ms, 0);
   sp = split_steps({}, {rep(0, 10)});
   EXPECT_EQ(sp.during + sp.outside, 0);
+}
+
+// Over several hosts each host reports the shards it sent; the coordinator's replication k is
+// their union: bytes added, first start to last end, ok and on time only when every part is.
+TEST(CkptRep, SharesFromTwoHostsMergeIntoOneReplication) {
+  CheckpointRep a;
+  a.rep = 2;
+  a.full = true;
+  a.payload = 100;
+  a.wire = 110;
+  a.due_ns = 1000;
+  a.start_ns = 1010;
+  a.end_ns = 3000;
+  a.ok = true;
+  a.shards = {{1, "hz/s1", "bj/s1", 100, 0xabcdef0123456789ull, 0xabcdef0123456789ull, true}};
+  CheckpointRep b = a;
+  b.payload = 50;
+  b.wire = 60;
+  b.start_ns = 1005;
+  b.end_ns = 4000;
+  b.on_time = false;
+  b.shards = {{0, "hz/s0", "bj/s0", 50, 7, 8, false}};
+  b.ok = false;
+  b.error = "shard 0 checksum mismatch";
+  // Through JSON, as it travels: the same replication, checksums in hex.
+  const auto j = rep_to_json(b);
+  EXPECT_EQ(j["shards"][0]["checksum"], "0000000000000007");
+  const CheckpointRep back = rep_from_json(j);
+  EXPECT_EQ(back.shards.size(), 1u);
+  EXPECT_EQ(back.shards[0].receiver_checksum, 8u);
+  EXPECT_EQ(back.end_ns, 4000);
+  EXPECT_FALSE(back.on_time);
+  merge_rep(a, back);
+  EXPECT_EQ(a.payload, 150u);
+  EXPECT_EQ(a.wire, 170u);
+  EXPECT_EQ(a.start_ns, 1005);
+  EXPECT_EQ(a.end_ns, 4000);
+  EXPECT_DOUBLE_EQ(a.seconds, 2995e-9);
+  EXPECT_FALSE(a.ok);
+  EXPECT_FALSE(a.on_time);
+  EXPECT_EQ(a.error, "shard 0 checksum mismatch");
+  ASSERT_EQ(a.shards.size(), 2u);
+  EXPECT_EQ(a.shards[0].shard, 0);  // by shard number
+  EXPECT_EQ(a.shards[1].checksum, 0xabcdef0123456789ull);
 }
 
 TEST(CkptPlan, OnTimeVerdictCountsLateReplications) {
