@@ -169,6 +169,19 @@ Status check_train(const lab::LabState& lab, const TrainOptions& o) {
   auto servers = servers_of(lab, o.ranks);
   if (!servers) return std::unexpected(servers.error());
   const int available = static_cast<int>(servers->size());
+  // A lab over several hosts: train starts every rank here (not across hosts yet), so every GPU
+  // the sweep uses must be on this host.
+  if (!lab.host.empty()) {
+    const auto sweep = sweep_of(o, available);
+    const int most =
+        sweep.empty() ? 0 : std::min(available, *std::max_element(sweep.begin(), sweep.end()));
+    for (int k = 0; k < most; ++k)
+      for (const plan::Node* g : (*servers)[static_cast<size_t>(k)])
+        if (g->host != lab.host)
+          return bad_input("train: " + g->name + " is on host " + g->host + ", not on this one (" +
+                           lab.host + "); train does not run across hosts yet: choose --ranks " +
+                           "and --servers among this host's servers, or run it on " + g->host);
+  }
   for (int n : sweep_of(o, available)) {
     if (n < 1 || n > available)
       return bad_input("--servers: " + std::to_string(n) + " is not 1.." +

@@ -249,6 +249,11 @@ TEST_F(MultihostRun, DifferentFlagsAreExit2OnBothHostsAndUnsupportedOptionsAreNa
                        "supported yet"))
       << r.out;
   EXPECT_FALSE(contains(r.out, "timeline:")) << r.out;
+  // train starts every rank on the host it runs on: another host's servers are exit 2, named.
+  r = hosts_->testbedctl(0, "train " + *lab_ + " --ranks bj --servers 1,2");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "bj/s0/g0 is on host b, not on this one (a)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "train does not run across hosts yet")) << r.out;
 }
 
 // The same lab with a checkpoint workload beside the collective: hz's four servers send a
