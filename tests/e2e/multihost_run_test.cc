@@ -303,7 +303,9 @@ streams = 2
   const auto& c = s["checkpoints"][0];
   EXPECT_EQ(c["shards"], 4);
   const uint64_t whole = c["shard_bytes"].get<uint64_t>() * 4;
-  // Due at 0, 2, 4, 6 and 8 s of a timeline of about 8.8 s: at least the first four finished.
+  // Due at 0, 2, 4, 6 and 8 s of a timeline of about 8.8 s; the one due at 2 s meets the
+  // Express Connect's link-down and finishes over the 1 Mbit/s VPN in 6.4-6.7 s, and the next
+  // waits for it: rep 0 and rep 1 finish (seen: 2-4 finished).
   int finished = 0;
   for (const auto& r : c["replications"]) {
     if (r["error"] == "unfinished when the run ended") continue;
@@ -317,8 +319,11 @@ streams = 2
       EXPECT_TRUE(contains(sh["to"].get<std::string>(), "bj/")) << sh.dump();
     }
   }
-  EXPECT_GE(finished, 4) << c.dump();
+  EXPECT_GE(finished, 2) << c.dump();
   EXPECT_EQ(c["replications"][0]["rep"], 0) << c.dump();
+  ASSERT_GE(c["replications"].size(), 2u) << c.dump();
+  EXPECT_EQ(c["replications"][1]["rep"], 1) << c.dump();
+  EXPECT_TRUE(c["replications"][1]["ok"].get<bool>()) << c.dump();  // through the failover
   // The receivers wrote the shards on b; no sender or receiver is left on either host.
   EXPECT_EQ(hosts_->run(1, "ls " + dir + "/checkpoint/ckpt-bj/bj-s0").rc, 0);
   for (size_t h = 0; h < 2; ++h)
