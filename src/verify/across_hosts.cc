@@ -28,20 +28,12 @@ plan::Link link_in_force(const ClassContext& ctx, const LinkClass& cls) {
 // The target of a link between hosts: A's half from the topology, B's from the host serving it.
 Result<ProbeTarget> remote_target(const plan::Topology& t, const plan::Link& l,
                                   const RemoteEnd& e) {
-  const plan::Node* a = t.node(l.a.node);
-  const plan::Node* b = t.node(l.b.node);
-  if (!a || !b) return bad_input("link " + l.a.node + " - " + l.b.node + " names an unknown node");
-  if (!l.a.addr)
-    return fail("link " + l.a.node + ":" + l.a.ifname + " - " + l.b.node + ":" + l.b.ifname +
-                ": A's port has no address to send probes from");
-  return ProbeTarget{
-      a->netns,
-      l.a.ifname,
-      l.a.addr->addr,
-      b->netns,
-      e.addr,
-      e.server_dev,
-      e.why + "; its server runs on host " + e.host + ", the probes cross the tunnel"};
+  auto p = a_side_target(t, l);
+  if (!p) return p;
+  p->addr = e.addr;
+  p->server_dev = e.server_dev;
+  p->why = e.why + "; its server runs on host " + e.host + ", the probes cross the tunnel";
+  return p;
 }
 
 // B's end of class `cls` served on this host for another host's clients, and what to tell it.

@@ -117,15 +117,22 @@ Result<size_t> find_link(const plan::Topology& t, const Endpoint& x, const Endpo
                    "; name the ports: " + list);
 }
 
-Result<ProbeTarget> probe_target(const plan::Topology& t, const plan::Link& l,
-                                 const std::vector<apply::IfaceInfo>& b_ifaces) {
+Result<ProbeTarget> a_side_target(const plan::Topology& t, const plan::Link& l) {
   const plan::Node* a = t.node(l.a.node);
   const plan::Node* b = t.node(l.b.node);
   if (!a || !b) return bad_input("link " + l.a.node + " - " + l.b.node + " names an unknown node");
   if (!l.a.addr)
     return fail("link " + l.a.node + ":" + l.a.ifname + " - " + l.b.node + ":" + l.b.ifname +
                 ": A's port has no address to send probes from");
-  ProbeTarget p{a->netns, l.a.ifname, l.a.addr->addr, b->netns, {}, {}, {}};
+  return ProbeTarget{a->netns, l.a.ifname, l.a.addr->addr, b->netns, {}, {}, {}};
+}
+
+Result<ProbeTarget> probe_target(const plan::Topology& t, const plan::Link& l,
+                                 const std::vector<apply::IfaceInfo>& b_ifaces) {
+  auto target = a_side_target(t, l);
+  if (!target) return target;
+  ProbeTarget& p = *target;
+  const plan::Node* b = t.node(l.b.node);
   if (l.b.addr) {
     p.addr = l.b.addr->addr;
     p.why = "B's address on this link";

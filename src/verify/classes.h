@@ -62,6 +62,11 @@ struct ProbeTarget {
   std::string why;         // how `addr` was chosen, in words
 };
 
+// A's half of link `l`'s target (a_netns, a_dev, a_addr) and B's namespace; the address, the
+// server's interface and `why` are left to the caller. An unknown node or an A port without an
+// address is an error naming the link.
+Result<ProbeTarget> a_side_target(const plan::Topology& t, const plan::Link& l);
+
 // B's address on the link; when B's port has none (a port of a bridge: NVSwitch, VPC
 // switch), B's address on that bridge, i.e. the one of B's addresses in the same subnet as
 // A's. `b_ifaces` (B's interfaces as the kernel reports them) picks the server's interface:
