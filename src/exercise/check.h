@@ -12,7 +12,8 @@
 //          own figures: the tier plan::reach gives the pair, the lowest emulated rate and the sum
 //          of emulated one-way delays of the links that tier crosses; within tolerance
 // The host-bound guard (not for file checks, which measure nothing) (verify/host.h: CPU busy share,
-// delay stages' lateness) is sampled over the measurement. A missed target on a host-bound
+// delay stages' lateness; for a bench also the promptness watch's stalls) is sampled over the
+// measurement; a bench's miss is read again as verify reads a class (bench_again). A missed target on a host-bound
 // measurement is not judged (exit 2: measure again on a quieter host) unless the lab itself
 // explains the miss: a bench whose pairs cross a tier slower than the target, or a run whose probes
 // lost packets for longer than the limit or than TCP's minimum retransmission timeout (200 ms; the
@@ -66,6 +67,12 @@ struct CheckReport {
                                        : kExitBadInput;
   }
 };
+
+// Whether a bench check measures again after its `reading`-th reading (1-based; pure): a miss
+// nothing in the lab explains (`unexplained`: not the tier crossed, not the hash) is read again
+// once whatever the host showed, and again while the host was bound in the newest, up to
+// verify::kMaxReadings in all; the newest is judged.
+bool bench_again(int reading, Verdict v, bool unexplained, bool host_bound);
 
 // A run check's scenario: the student's copy (which may hold no [[fault]] and no [expect]: both
 // are the checker's, exit 2) with check.toml's faults (line numbers as in check.toml; a ToR

@@ -227,6 +227,19 @@ tolerance = 0.1
   EXPECT_DOUBLE_EQ(ok->tolerance, 0.15);
 }
 
+// A bench's miss is measured again as verify measures a class: once whatever the host showed,
+// then only while it was bound; never a pass, never a miss the lab explains, 3 readings at most.
+TEST(ExerciseBenchReadings, AMissTheLabDoesNotExplainIsReadAgain) {
+  EXPECT_TRUE(bench_again(1, Verdict::kFail, true, false));
+  EXPECT_TRUE(bench_again(1, Verdict::kNotJudged, true, true));
+  EXPECT_FALSE(bench_again(2, Verdict::kFail, true, false));
+  EXPECT_TRUE(bench_again(2, Verdict::kNotJudged, true, true));
+  EXPECT_FALSE(bench_again(3, Verdict::kNotJudged, true, true));
+  EXPECT_FALSE(bench_again(1, Verdict::kPass, true, true));
+  EXPECT_FALSE(bench_again(1, Verdict::kFail, false, false));
+  EXPECT_FALSE(bench_again(1, Verdict::kFail, false, true));
+}
+
 TEST(ExerciseTask, HintsInOrder) {
   Exercise ex;
   ASSERT_TRUE(parse_task("# T\nstory\n## Goal\ng\n## Hint 1\none\n## Hint 2\ntwo\n", "t.md", ex));
