@@ -13,13 +13,14 @@
 //          of emulated one-way delays of the links that tier crosses; within tolerance
 // The host-bound guard (not for file checks, which measure nothing) (verify/host.h: CPU busy share,
 // delay stages' lateness; for a bench also the promptness watch's stalls) is sampled over the
-// measurement; a bench's miss is read again as verify reads a class (bench_again). A missed target on a host-bound
-// measurement is not judged (exit 2: measure again on a quieter host) unless the lab itself
-// explains the miss: a bench whose pairs cross a tier slower than the target, or a run whose probes
-// lost packets for longer than the limit or than TCP's minimum retransmission timeout (200 ms; the
-// network was down, not slow), or in which nothing reacted to a fault, or whose gold probe shared
-// the checkpoint's queue (no QoS classes, or the checkpoint marked gold), or a late replication
-// whose bytes need longer at the WAN's emulated rate than the cadence allows. Not thread-safe.
+// measurement; a bench's miss is read again as verify reads a class (bench_again). A missed target
+// on a host-bound measurement is not judged (exit 2: measure again on a quieter host) unless the
+// lab itself explains the miss: a bench whose pairs cross a tier slower than the target, or a run
+// whose probes lost packets for longer than the limit or than TCP's minimum retransmission timeout
+// (200 ms; the network was down, not slow), or in which nothing reacted to a fault, or whose gold
+// probe shared the checkpoint's queue (no QoS classes, or the checkpoint marked gold), or a late
+// replication whose bytes need longer at the WAN's emulated rate than the cadence allows. Not
+// thread-safe.
 #pragma once
 
 #include <optional>
