@@ -206,7 +206,7 @@ std::string paths_text(const VerifyReport& r) {
   int bad = 0;
   for (const auto& p : r.paths) {
     const auto& c = p.check;
-    std::string verdict = p.failed() ? "FAIL" : "pass";
+    std::string verdict = p.failed() ? "FAIL" : p.not_judged() ? "NOT JUDGED" : "pass";
     if (!c.reason.empty()) verdict += ": " + c.reason;
     if (p.failed() && r.host && r.host->host_bound) verdict += " (cause: the host)";
     if (!p.errors.empty()) verdict += ": " + p.errors.front();
@@ -229,15 +229,37 @@ std::string paths_text(const VerifyReport& r) {
     for (const auto& n : p.out.notes) s += "      note: " + n + "\n";
     for (const auto& n : p.back.notes) s += "      note: " + n + "\n";
     if (!p.check.detail.empty()) s += "      " + p.check.detail + "\n";
-    if (const auto& f = p.first_check; f && f->achieved_ms)
+    const size_t readings = p.earlier.size() + 1;
+    for (size_t i = 0; i < p.earlier.size(); ++i) {
+      const auto& f = p.earlier[i].check;
       s += fmt::format(
-          "      measured twice: the first median RTT {:.3f} ms ({:+.3f} ms, {}) failed; the row "
-          "above is the second\n",
-          *f->achieved_ms, *f->achieved_ms - f->expected_ms, f->reason);
+          "      measured {} times: reading {}'s median RTT {} ({}); {}; the row above is reading "
+          "{}\n",
+          readings, i + 1, f.achieved_ms ? fmt::format("{:.3f} ms", *f.achieved_ms) : "-",
+          f.achieved_ms ? fmt::format("{:+.3f} ms, {}", *f.achieved_ms - f.expected_ms, f.reason)
+                        : f.reason,
+          p.earlier[i].stall.empty() ? "the host was fine"
+                                     : "the host stalled: " + p.earlier[i].stall,
+          readings);
+    }
+    if (p.not_judged())
+      s += fmt::format(
+          "      => NOT JUDGED: out of tolerance in {} reading{}, the last while the host "
+          "stalled ({}); the miss may be the host's, not the path's: verify again when the host "
+          "is quieter\n",
+          readings, readings == 1 ? "" : "s", p.stall);
   }
-  s += "\n" + std::string(r.passed() ? "PASS" : "FAIL") + ": " + std::to_string(bad) + " of " +
-       std::to_string(r.paths.size()) + " path classes out of tolerance" +
-       (r.under_load ? " under load" : "") + (r.interrupted ? "; interrupted" : "") + "\n";
+  int not_judged = 0;
+  for (const auto& p : r.paths) not_judged += p.not_judged();
+  const auto v = r.verdict();
+  s += "\n" +
+       std::string(v == ClassVerdict::kPass   ? "PASS"
+                   : v == ClassVerdict::kFail ? "FAIL"
+                                              : "NOT JUDGED") +
+       ": " + std::to_string(bad) + " of " + std::to_string(r.paths.size()) +
+       " path classes out of tolerance" + (r.under_load ? " under load" : "") +
+       (not_judged ? ", " + std::to_string(not_judged) + " not judged (the host stalled)" : "") +
+       (r.interrupted ? "; interrupted" : "") + "\n";
   return s;
 }
 
@@ -259,11 +281,20 @@ nlohmann::json path_json(const verify::Path& p) {
 
 nlohmann::json paths_json(const VerifyReport& r) {
   nlohmann::json paths = nlohmann::json::array();
-  int bad = 0;
+  int bad = 0, not_judged = 0;
   for (const auto& p : r.paths) {
     const auto& c = p.check;
     bad += p.failed();
+    not_judged += p.not_judged();
     nlohmann::json m = {{"errors", p.outcome.errors}};
+    nlohmann::json earlier = nlohmann::json::array();
+    for (const auto& e : p.earlier)
+      earlier.push_back(
+          {{"measured_rtt_ms",
+            e.check.achieved_ms ? nlohmann::json(*e.check.achieved_ms) : nlohmann::json(nullptr)},
+           {"expected_rtt_ms", e.check.expected_ms},
+           {"reason", e.check.reason},
+           {"stall", e.stall}});
     if (p.outcome.m.rtt) m["rtt"] = rtt_json(*p.outcome.m.rtt, p.request, "path");
     if (p.outcome.m.base)
       m["base"] = rtt_json(*p.outcome.m.base, p.request, "lo in FROM's namespace");
@@ -287,13 +318,16 @@ nlohmann::json paths_json(const VerifyReport& r) {
          {"verdict", to_string(c.verdict)},
          {"reason", c.reason},
          {"detail", c.detail},
-         {"first_measured_rtt_ms", p.first_check && p.first_check->achieved_ms
-                                       ? nlohmann::json(*p.first_check->achieved_ms)
+         {"first_measured_rtt_ms", !p.earlier.empty() && p.earlier.front().check.achieved_ms
+                                       ? nlohmann::json(*p.earlier.front().check.achieved_ms)
                                        : nullptr},
-         {"cause", !p.failed()                      ? ""
-                   : (r.host && r.host->host_bound) ? "host"
-                                                    : "emulation"},
-         {"result", p.failed() ? "fail" : "pass"}});
+         {"earlier", earlier},
+         {"host", p.host ? to_json(*p.host) : nlohmann::json(nullptr)},
+         {"stall", p.stall},
+         {"cause", !p.failed() && !p.not_judged()                     ? ""
+                   : p.not_judged() || (r.host && r.host->host_bound) ? "host"
+                                                                      : "emulation"},
+         {"result", to_string(p.verdict())}});
   }
   nlohmann::json j = {
       {"lab", r.lab},
@@ -308,8 +342,11 @@ nlohmann::json paths_json(const VerifyReport& r) {
        "tolerance (100us..1ms: 10% + 20us; >= 1ms: 1% + 50us; below 100us: 20us)"},
       {"paths", paths},
       {"summary",
-       {{"paths", r.paths.size()}, {"paths_failed", bad}, {"interrupted", r.interrupted}}},
-      {"result", r.passed() ? "pass" : "fail"}};
+       {{"paths", r.paths.size()},
+        {"paths_failed", bad},
+        {"paths_not_judged", not_judged},
+        {"interrupted", r.interrupted}}},
+      {"result", to_string(r.verdict())}};
   if (r.under_load) j["load"] = {{"flows", r.load}, {"errors", r.load_errors}};
   if (r.host) j["host"] = verify::to_json(*r.host);
   return j;

@@ -90,21 +90,29 @@ void measure_class(ClassResult& c, const std::function<Reading()>& measure,
   c.earlier = std::move(readings);
 }
 
-bool PathResult::failed() const {
-  return !errors.empty() || !outcome.errors.empty() || check.verdict == Verdict::kFail;
+ClassVerdict PathResult::verdict() const {
+  if (!errors.empty() || !outcome.errors.empty()) return ClassVerdict::kFail;
+  if (check.verdict != Verdict::kFail) return ClassVerdict::kPass;
+  return stall.empty() ? ClassVerdict::kFail : ClassVerdict::kNotJudged;
 }
 
-bool measure_again(const PathCheck& check, const MeasureOutcome& outcome) {
-  return outcome.errors.empty() && check.verdict == Verdict::kFail;
+bool measure_again(const PathCheck& check, const MeasureOutcome& outcome, int readings,
+                   const std::string& stall) {
+  if (!outcome.errors.empty() || check.verdict != Verdict::kFail || readings >= kMaxReadings)
+    return false;
+  return readings == 1 || !stall.empty();
 }
 
 ClassVerdict VerifyReport::verdict() const {
   if (interrupted || !load_errors.empty()) return ClassVerdict::kFail;
   if (paths_mode) {
     if (paths.empty()) return ClassVerdict::kFail;
-    for (const auto& p : paths)
+    bool not_judged = false;
+    for (const auto& p : paths) {
       if (p.failed()) return ClassVerdict::kFail;
-    return ClassVerdict::kPass;
+      not_judged = not_judged || p.not_judged();
+    }
+    return not_judged ? ClassVerdict::kNotJudged : ClassVerdict::kPass;
   }
   if (classes.empty()) return ClassVerdict::kFail;
   bool not_judged = false;

@@ -110,16 +110,28 @@ struct PathResult {
   MeasureRequest request;
   MeasureOutcome outcome;
   PathCheck check;
-  // When the first measurement failed, the path is measured once more and judged on that: the
-  // first one's check, reported beside.
-  std::optional<PathCheck> first_check;
+  std::optional<HostLoad> host;  // the host over the judged reading
+  std::string stall;             // host_stall() of the judged reading
+  // The readings taken before the judged one, oldest first, reported beside.
+  struct Earlier {
+    PathCheck check;
+    std::string stall;
+  };
+  std::vector<Earlier> earlier;
   std::vector<std::string> errors;  // the path could not be found
-  bool failed() const;
+  // As a class's (judge): the path not found or a step failed, fail; out of tolerance, fail
+  // on a fine host and not judged while it stalled (`stall`); else pass.
+  ClassVerdict verdict() const;
+  bool failed() const { return verdict() == ClassVerdict::kFail; }
+  bool not_judged() const { return verdict() == ClassVerdict::kNotJudged; }
 };
 
-// Whether a path is measured again before its verdict is believed: its check failed and every
-// step ran (as a class's first reading, measure_again above). The second measurement is judged.
-bool measure_again(const PathCheck& check, const MeasureOutcome& outcome);
+// Whether a path is measured again after `readings` readings, the newest `check`/`outcome`
+// with host_stall() `stall`, as a class is (measure_again above): its check failed and every
+// step ran, once whatever the host showed and again while it stalled, up to kMaxReadings. The
+// newest is judged.
+bool measure_again(const PathCheck& check, const MeasureOutcome& outcome, int readings,
+                   const std::string& stall);
 
 struct VerifyReport {
   std::string lab;

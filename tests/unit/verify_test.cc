@@ -627,16 +627,54 @@ TEST(VerifyStall, StalledThroughoutIsNotJudgedAndAFailWins) {
   EXPECT_EQ(report::verify_json(rep)["result"], "fail");
 }
 
-// Paths: a failed path is measured once more.
-TEST(VerifyReport, AFailedPathIsMeasuredAgain) {
+// Paths are read as classes are: a failed path once more whatever the host showed, again while
+// the host stalled, 3 readings at most; the newest is judged, not judged when it missed while the
+// host stalled.
+TEST(VerifyReport, AFailedPathIsMeasuredAgainAndNotJudgedWhileTheHostStalled) {
   PathCheck pc;
   pc.verdict = Verdict::kFail;
-  EXPECT_TRUE(measure_again(pc, MeasureOutcome{}));
+  EXPECT_TRUE(measure_again(pc, MeasureOutcome{}, 1, ""));
+  EXPECT_FALSE(measure_again(pc, MeasureOutcome{}, 2, ""));
+  EXPECT_TRUE(measure_again(pc, MeasureOutcome{}, 2, "the host stalled"));
+  EXPECT_FALSE(measure_again(pc, MeasureOutcome{}, 3, "the host stalled"));
   MeasureOutcome broken;
   broken.errors.push_back("tb-probe exited 1");
-  EXPECT_FALSE(measure_again(pc, broken));
+  EXPECT_FALSE(measure_again(pc, broken, 1, "the host stalled"));
   pc.verdict = Verdict::kPass;
-  EXPECT_FALSE(measure_again(pc, MeasureOutcome{}));
+  EXPECT_FALSE(measure_again(pc, MeasureOutcome{}, 1, ""));
+
+  VerifyReport rep;
+  rep.paths_mode = true;
+  PathResult ok;
+  ok.check.verdict = Verdict::kPass;
+  rep.paths.push_back(ok);
+  EXPECT_EQ(rep.verdict(), ClassVerdict::kPass);
+  PathResult stalled;
+  stalled.check.verdict = Verdict::kFail;
+  stalled.stall = "the host stalled 5.0% of the reading";
+  stalled.earlier.push_back({stalled.check, ""});
+  EXPECT_EQ(stalled.verdict(), ClassVerdict::kNotJudged);
+  rep.paths.push_back(stalled);
+  EXPECT_EQ(rep.verdict(), ClassVerdict::kNotJudged);
+  const auto j = report::verify_json(rep);
+  EXPECT_EQ(j["result"], "not judged");
+  EXPECT_EQ(j["paths"][1]["result"], "not judged");
+  EXPECT_EQ(j["paths"][1]["cause"], "host");
+  EXPECT_EQ(j["paths"][1]["earlier"].size(), 1u);
+  EXPECT_EQ(j["summary"]["paths_not_judged"], 1);
+  EXPECT_NE(report::verify_text(rep).find("NOT JUDGED: 0 of 2 path classes out of tolerance, 1 "
+                                          "not judged"),
+            std::string::npos)
+      << report::verify_text(rep);
+  PathResult fine_miss;
+  fine_miss.check.verdict = Verdict::kFail;
+  rep.paths.push_back(fine_miss);
+  EXPECT_EQ(rep.verdict(), ClassVerdict::kFail);
+  PathResult broken_path;
+  broken_path.check.verdict = Verdict::kFail;
+  broken_path.stall = "the host stalled";
+  broken_path.outcome.errors.push_back("tb-probe exited 1");
+  EXPECT_EQ(broken_path.verdict(), ClassVerdict::kFail);
 }
 
 // The routes a plan installs, answered as the kernel would: the longest match over the
@@ -876,7 +914,7 @@ TEST(VerifyHost, ProcStatAndStageLatenessOverAWindow) {
 // Faulted, unlimited and idle directions are never judged; a bottleneck that sent what was
 // queued is not short, however far below its rate the interval's average was (idle gaps).
 TEST(VerifyHost, LinkThatStalledWithBytesQueued) {
-  const double rate = 100e6, dt = 0.5;  // 6.25 MB per interval at the rate
+  const double dt = 0.5;  // 6.25 MB per interval at the rate (100 Mbit/s, the default `emulated`)
   auto iv = [&](const std::string& link, double sent_bytes, uint64_t b0, uint64_t b1,
                 bool faulted = false, double emulated = 100e6) {
     return LinkInterval{link, emulated, sent_bytes * 8 / dt, dt, b0, b1, faulted};
