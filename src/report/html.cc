@@ -316,7 +316,8 @@ std::string verify_tables(const ReportInput& in) {
   for (const auto& p : in.doc.value("paths", json::array()))
     rows.push_back({str(p, "label").empty() ? str(p, "class") : str(p, "label"), "rtt",
                     num(dbl(p, "expected_rtt_ms"), 3), num(dbl(p, "measured_rtt_ms"), 3),
-                    "± " + num(dbl(p, "tolerance_ms"), 3), "ms", str(p, "verdict")});
+                    "± " + num(dbl(p, "tolerance_ms"), 3), "ms",
+                    str(p, "result").empty() ? str(p, "verdict") : str(p, "result")});
   return "<h2>Checks</h2>" +
          table({"class / path", "check", "configured", "achieved", "tolerance", "unit", "verdict"},
                rows);
