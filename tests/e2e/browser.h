@@ -1,7 +1,7 @@
 // Headless Chromium (Debian's chromium) for the e2e tests that check pictures: open an HTML
 // report and read back what its scripts drew (report/html.cc records it on <body> and on each
-// canvas), and screenshot a page. Screenshots go to the build directory's artifacts/ (ctest
-// runs there).
+// canvas), and screenshot a page. Screenshots go to the build directory's artifacts/ (TB_BINARY_DIR,
+// wherever the test binary is run from).
 #pragma once
 
 #include <stdlib.h>
@@ -51,7 +51,7 @@ inline Page open_in_chromium(const std::string& html, const std::string& shot_na
       profile;
   auto dom = sh(base + " --dump-dom file://" + html + " 2>/dev/null");
   p.dom = dom.out;
-  const std::filesystem::path shots = std::filesystem::current_path() / "artifacts";
+  const std::filesystem::path shots = std::filesystem::path(TB_BINARY_DIR) / "artifacts";
   std::filesystem::create_directories(shots);
   sh(base + " --window-size=1200,2600 --screenshot=" + (shots / shot_name).string() + " file://" +
      html + " >/dev/null 2>&1");
@@ -102,7 +102,7 @@ inline std::string screenshot_terminal(const std::string& text, const std::strin
     else
       esc += c;
   }
-  const std::filesystem::path shots = std::filesystem::current_path() / "artifacts";
+  const std::filesystem::path shots = std::filesystem::path(TB_BINARY_DIR) / "artifacts";
   std::filesystem::create_directories(shots);
   const std::string png = (shots / name).string();
   const std::string html = png + ".html";

@@ -2,7 +2,7 @@
 // by headless Chromium (Debian's chromium); each test fails on any script error, a chart that did
 // not draw (no series, or an empty canvas), or a topology without its nodes and edges. One
 // report is made again from a copy of the run's results directory with the lab gone.
-// Screenshots are kept in the build directory's artifacts/ (ctest runs there).
+// Screenshots are kept in the build directory's artifacts/ (browser.h).
 #include <filesystem>
 #include <fstream>
 #include <regex>
