@@ -174,6 +174,14 @@ std::string method_text(const Settings& s) {
          "quieter); out of tolerance with the host fine, FAIL\n";
 }
 
+// The line under a class or path left NOT JUDGED after `readings` readings, the last stalled.
+std::string not_judged_line(size_t readings, const std::string& stall, const char* what) {
+  return fmt::format(
+      "      => NOT JUDGED: out of tolerance in {} reading{}, the last while the host stalled "
+      "({}); the miss may be the host's, not the {}'s: verify again when the host is quieter\n",
+      readings, readings == 1 ? "" : "s", stall, what);
+}
+
 std::string paths_text(const VerifyReport& r) {
   std::string s = "verify --paths lab " + r.lab + "  scenario " + r.scenario +
                   (r.under_load ? "  UNDER LOAD" : "") + "\n";
@@ -242,12 +250,7 @@ std::string paths_text(const VerifyReport& r) {
                                      : "the host stalled: " + p.earlier[i].stall,
           readings);
     }
-    if (p.not_judged())
-      s += fmt::format(
-          "      => NOT JUDGED: out of tolerance in {} reading{}, the last while the host "
-          "stalled ({}); the miss may be the host's, not the path's: verify again when the host "
-          "is quieter\n",
-          readings, readings == 1 ? "" : "s", p.stall);
+    if (p.not_judged()) s += not_judged_line(readings, p.stall, "path");
   }
   int not_judged = 0;
   for (const auto& p : r.paths) not_judged += p.not_judged();
@@ -413,12 +416,7 @@ std::string verify_text(const VerifyReport& r) {
                        e.stall.empty() ? "the host was fine" : "the host stalled: " + e.stall,
                        readings);
     }
-    if (c.not_judged())
-      s += fmt::format(
-          "      => NOT JUDGED: out of tolerance in {} reading{}, the last while the host "
-          "stalled ({}); the miss may be the host's, not the link's: verify again when the host "
-          "is quieter\n",
-          readings, readings == 1 ? "" : "s", c.stall);
+    if (c.not_judged()) s += not_judged_line(readings, c.stall, "link");
   }
   int bad = 0, not_judged = 0;
   for (const auto& c : r.classes) {
