@@ -200,25 +200,48 @@ grep -q netem <<<"$qd" && pass "the rail carries a netem qdisc" ||
 # delay - 0.2 ms), a property, no base subtracted); and, for delays of 10 ms and more, that the
 # delay is not applied twice (median RTT < 4 x 97% of it; the guest's overhead seen so far is at
 # most 11 ms of RTT). Jitter is shown, not judged.
+# A class's verdicts are settled at its "host over the reading" line (after its checks): a miss in
+# a reading verify marked STALLED (the guest's probes' own path over lo read a median >= 0.3 ms or
+# the host stalled >= 2% of it) is the host's, not netem's, and is shown as not judged: once, with
+# the non-VM suite running beside the VM on 2 cores, the VPC class read a base over lo of 34.9 ms
+# and a 10 ms delay's median RTT of 86.9 ms ("applied twice") with 62.9% of the reading stalled.
+# At least 4 checks must be judged on readings that did not stall, else (with a stalled class) the
+# step is NOT JUDGED, neither pass nor fail; a miss on a reading that did not stall fails.
 testbedctl verify vmnetem --quick | tee /tmp/verify.txt
 judged=$(awk '
-  $1 == "loss" { n++; if ($0 ~ /FAIL:/) { bad++; print "  " $0 } }
-  $1 == "rate" { n++
+  function miss(row) { pbad++; prow = prow "  " row "\n" }
+  $1 == "loss" { pn++; if ($0 ~ /FAIL:/) miss($0) }
+  $1 == "rate" { pn++
     if ($0 ~ /FAIL:/) {
       g = $0; sub(/.*goodput /, "", g); g += 0
-      if ($0 !~ /goodput [-+][0-9.]+% from the ideal/ || g > 0 || g < -50) { bad++; print "  " $0 }
-      else print "  (slow, not judged: the guest CPU) " $0 } }
+      if ($0 !~ /goodput [-+][0-9.]+% from the ideal/ || g > 0 || g < -50) miss($0)
+      else print "  (slow, not judged: the guest CPU) " $0 > "/dev/stderr" } }
   $1 == "delay" && $2 ~ /ms$/ { c = $2 + 0; row = $0 }
   $1 == "delay:" && $4 == "(median" && c >= 1 {
-    rtt = $6 + 0; n++
-    if (rtt < 2 * (c * 0.97 - 0.2) || (c >= 10 && rtt >= 4 * c * 0.97)) {
-      bad++; print "  " row " | " $0 }
+    rtt = $6 + 0; pn++
+    if (rtt < 2 * (c * 0.97 - 0.2) || (c >= 10 && rtt >= 4 * c * 0.97)) miss(row " | " $0)
     c = 0 }
-  END { printf "%d %d\n", n, bad }' /tmp/verify.txt | tail -1)
-read -r n nbad <<<"$judged"
-[ "${n:-0}" -ge 8 ] && [ "${nbad:-1}" = 0 ] &&
-  pass "verify on netem: $n rate/loss/delay checks hold (no delay early, none applied twice)" ||
-  bad "verify on netem: ${nbad:-?} of ${n:-0} rate/loss/delay checks out of bounds"
+  $1 == "host" && $2 == "over" && $4 == "reading:" {
+    if ($0 ~ /=> STALLED/) {
+      stalled++
+      if (pbad) printf "  (the reading stalled, not judged)\n%s", prow > "/dev/stderr"
+    } else {
+      n += pn; bad += pbad
+      if (pbad) printf "%s", prow > "/dev/stderr"
+    }
+    pn = 0; pbad = 0; prow = "" }
+  END { printf "%d %d %d\n", n, bad + pbad, stalled }' /tmp/verify.txt | tail -1)
+read -r n nbad nstalled <<<"$judged"
+if [ "${nbad:-1}" != 0 ]; then
+  bad "verify on netem: $nbad of ${n:-0} rate/loss/delay checks judged out of bounds"
+elif [ "${n:-0}" -ge 4 ]; then
+  pass "verify on netem: $n rate/loss/delay checks hold on readings that did not stall (no delay early, none applied twice)"
+elif [ "${nstalled:-0}" -gt 0 ]; then
+  # verify's own stall guard saw the guest stall (its loopback, not netem): no verdict either way.
+  echo "check: NOT JUDGED - verify on netem: only ${n:-0} checks on readings that did not stall ($nstalled classes stalled; 4 needed): the host was too busy for the guest"
+else
+  bad "verify on netem: only ${n:-0} rate/loss/delay checks ran (4 needed)"
+fi
 
 # Jitter never reorders (docs/scenario.md, shaping/backend_netem.cc): the rail is 20 ms +- 2 ms
 # each way, netem on both ends with a rate of its own. 100 pings sent at once to the ToR come
@@ -261,19 +284,22 @@ awk -v sm="$smed" -v bm="$bmed" 'BEGIN { exit !(bm > sm) }' &&
 # delayed twice (median RTT < 2 x 97% of the configured). Keys at three spaces of indentation are
 # a path's own in `--json` (dump(1)); "verdict" is a path's last key.
 step "verify --paths on the real netem backend"
+# One run, its rows printed from the JSON (each path is read up to 3 times when the guest
+# stalls, as verify reads a class: a second run for the text would double that).
 testbedctl verify vmnetem --quick --paths --json >/tmp/paths.json 2>/tmp/paths.err
-testbedctl verify vmnetem --quick --paths 2>/dev/null | sed -n '/PATH CLASS/,/^$/p'
 judged=$(awk '
   /^   "class"/ { cls = $0; sub(/.*: "/, "", cls); sub(/",?$/, "", cls) }
   /^   "configured_rtt_ms"/ { c = $2 + 0 }
   /^   "tolerance_ms"/ { t = $2 + 0 }
   /^   "measured_rtt_ms"/ { m = $2; sub(/,$/, "", m) }
+  /^   "result"/ { r = $0; sub(/.*: "/, "", r); sub(/",?$/, "", r) }
   /^   "out"/ { hops = 0 }
   /"from_if"/ { hops++ }
   /^   "verdict"/ { n++
+    printf "  %-28s configured %8.3f ms  measured %8s ms  tolerance %.3f ms  %d hops  verify: %s\n", cls, c, m == "null" ? "-" : sprintf("%.3f", m), t, hops, r
     if (m == "null" || hops < 2 || m + 0 < c - t || (c >= 20 && m + 0 >= 2 * 0.97 * c)) {
-      bad++; printf "  %s: configured %.3f ms, measured %s ms, tolerance %.3f ms, %d hops\n", cls, c, m, t, hops }
-    m = "null" }
+      bad++; printf "  ^ out of bounds: %s\n", cls }
+    m = "null"; r = "" }
   END { printf "%d %d\n", n, bad }' /tmp/paths.json)
 echo "$judged" | sed '$d'
 read -r n nbad <<<"$(echo "$judged" | tail -1)"
