@@ -200,48 +200,28 @@ grep -q netem <<<"$qd" && pass "the rail carries a netem qdisc" ||
 # delay - 0.2 ms), a property, no base subtracted); and, for delays of 10 ms and more, that the
 # delay is not applied twice (median RTT < 4 x 97% of it; the guest's overhead seen so far is at
 # most 11 ms of RTT). Jitter is shown, not judged.
-# A class's verdicts are settled at its "host over the reading" line (after its checks): a miss in
-# a reading verify marked STALLED (the guest's probes' own path over lo read a median >= 0.3 ms or
-# the host stalled >= 2% of it) is the host's, not netem's, and is shown as not judged: once, with
-# the non-VM suite running beside the VM on 2 cores, the VPC class read a base over lo of 34.9 ms
-# and a 10 ms delay's median RTT of 86.9 ms ("applied twice") with 62.9% of the reading stalled.
-# At least 4 checks must be judged on readings that did not stall, else (with a stalled class) the
-# step is NOT JUDGED, neither pass nor fail; a miss on a reading that did not stall fails.
+# The rows that miss are printed (to stderr: the count is the last line of stdout). A TCG guest's
+# readings all look stalled to verify (its base over lo reads 0.4-1 ms against a 0.3 ms mark), so
+# the guard cannot be used here: the bounds above are the guest's own.
 testbedctl verify vmnetem --quick | tee /tmp/verify.txt
 judged=$(awk '
-  function miss(row) { pbad++; prow = prow "  " row "\n" }
-  $1 == "loss" { pn++; if ($0 ~ /FAIL:/) miss($0) }
-  $1 == "rate" { pn++
+  $1 == "loss" { n++; if ($0 ~ /FAIL:/) { bad++; print "  " $0 > "/dev/stderr" } }
+  $1 == "rate" { n++
     if ($0 ~ /FAIL:/) {
       g = $0; sub(/.*goodput /, "", g); g += 0
-      if ($0 !~ /goodput [-+][0-9.]+% from the ideal/ || g > 0 || g < -50) miss($0)
+      if ($0 !~ /goodput [-+][0-9.]+% from the ideal/ || g > 0 || g < -50) { bad++; print "  " $0 > "/dev/stderr" }
       else print "  (slow, not judged: the guest CPU) " $0 > "/dev/stderr" } }
   $1 == "delay" && $2 ~ /ms$/ { c = $2 + 0; row = $0 }
   $1 == "delay:" && $4 == "(median" && c >= 1 {
-    rtt = $6 + 0; pn++
-    if (rtt < 2 * (c * 0.97 - 0.2) || (c >= 10 && rtt >= 4 * c * 0.97)) miss(row " | " $0)
+    rtt = $6 + 0; n++
+    if (rtt < 2 * (c * 0.97 - 0.2) || (c >= 10 && rtt >= 4 * c * 0.97)) {
+      bad++; print "  " row " | " $0 > "/dev/stderr" }
     c = 0 }
-  $1 == "host" && $2 == "over" && $4 == "reading:" {
-    if ($0 ~ /=> STALLED/) {
-      stalled++
-      if (pbad) printf "  (the reading stalled, not judged)\n%s", prow > "/dev/stderr"
-    } else {
-      n += pn; bad += pbad
-      if (pbad) printf "%s", prow > "/dev/stderr"
-    }
-    pn = 0; pbad = 0; prow = "" }
-  END { printf "%d %d %d\n", n, bad + pbad, stalled }' /tmp/verify.txt | tail -1)
-read -r n nbad nstalled <<<"$judged"
-if [ "${nbad:-1}" != 0 ]; then
-  bad "verify on netem: $nbad of ${n:-0} rate/loss/delay checks judged out of bounds"
-elif [ "${n:-0}" -ge 4 ]; then
-  pass "verify on netem: $n rate/loss/delay checks hold on readings that did not stall (no delay early, none applied twice)"
-elif [ "${nstalled:-0}" -gt 0 ]; then
-  # verify's own stall guard saw the guest stall (its loopback, not netem): no verdict either way.
-  echo "check: NOT JUDGED - verify on netem: only ${n:-0} checks on readings that did not stall ($nstalled classes stalled; 4 needed): the host was too busy for the guest"
-else
-  bad "verify on netem: only ${n:-0} rate/loss/delay checks ran (4 needed)"
-fi
+  END { printf "%d %d\n", n, bad }' /tmp/verify.txt | tail -1)
+read -r n nbad <<<"$judged"
+[ "${n:-0}" -ge 8 ] && [ "${nbad:-1}" = 0 ] &&
+  pass "verify on netem: $n rate/loss/delay checks hold (no delay early, none applied twice)" ||
+  bad "verify on netem: ${nbad:-?} of ${n:-0} rate/loss/delay checks out of bounds"
 
 # Jitter never reorders (docs/scenario.md, shaping/backend_netem.cc): the rail is 20 ms +- 2 ms
 # each way, netem on both ends with a rate of its own. 100 pings sent at once to the ToR come

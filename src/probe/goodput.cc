@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -67,7 +68,8 @@ Result<GoodputResult> measure(int sock, const GoodputOptions& o, const std::stri
     if (errno != EAGAIN && errno != EINTR) return sys_fail("read report from " + what);
     if (wait_fd(sock, POLLIN, drain_deadline) == 0)
       return fail("goodput to " + what + ": no report within " + std::to_string(o.drain_ms) +
-                  " ms of the end of sending (the link drains slower than expected)");
+                      " ms of the end of sending (the link drains slower than expected)",
+                  ETIMEDOUT);
   }
   auto report = decode_report(buf);
   if (!report) return fail("goodput to " + what + ": the receiver's report is not ours");

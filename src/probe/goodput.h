@@ -16,6 +16,12 @@
 #include "probe/packet.h"
 
 namespace tb::probe {
+// tb-probe's exit status when a step ran out of time (an error with ETIMEDOUT: the receiver's
+// report never came): verify tells a timeout on a stalled host from a broken link by it.
+inline constexpr int kExitTimedOut = 3;
+}  // namespace tb::probe
+
+namespace tb::probe {
 
 struct GoodputOptions {
   std::string to;

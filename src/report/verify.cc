@@ -174,12 +174,15 @@ std::string method_text(const Settings& s) {
          "quieter); out of tolerance with the host fine, FAIL\n";
 }
 
-// The line under a class or path left NOT JUDGED after `readings` readings, the last stalled.
-std::string not_judged_line(size_t readings, const std::string& stall, const char* what) {
+// The line under a class or path left NOT JUDGED after `readings` readings, the last stalled
+// (`timed_out`: its failed steps ran out of time, rather than a check out of tolerance).
+std::string not_judged_line(size_t readings, const std::string& stall, const char* what,
+                            bool timed_out) {
   return fmt::format(
-      "      => NOT JUDGED: out of tolerance in {} reading{}, the last while the host stalled "
-      "({}); the miss may be the host's, not the {}'s: verify again when the host is quieter\n",
-      readings, readings == 1 ? "" : "s", stall, what);
+      "      => NOT JUDGED: {} in {} reading{}, the last while the host stalled ({}); the miss "
+      "may be the host's, not the {}'s: verify again when the host is quieter\n",
+      timed_out ? "a step ran out of time" : "out of tolerance", readings, readings == 1 ? "" : "s",
+      stall, what);
 }
 
 std::string paths_text(const VerifyReport& r) {
@@ -194,8 +197,12 @@ std::string paths_text(const VerifyReport& r) {
        "      path    the links the kernel's routes take now, out and back (RTM_GETROUTE in each "
        "namespace, bridges crossed by the next L3 hop), with the delays in force on each\n"
        "      judged  median RTT - (out + back delays + median base) within the sum of every "
-       "hop's tolerance (100us..1ms: 10% + 20us, >= 1ms: 1% + 50us, below 100us: 20us); a "
-       "failed path is measured once more and judged on that, the first reading shown beside\n";
+       "hop's tolerance (100us..1ms: 10% + 20us, >= 1ms: 1% + 50us, below 100us: 20us)\n"
+       "      again   as a class: a failed path is measured once more, and again while the host "
+       "stalled, up to " +
+       std::to_string(verify::kMaxReadings) +
+       " readings; the last is judged, the earlier shown beside; still out of tolerance with the "
+       "host stalled, NOT JUDGED (exit 2)\n";
   if (r.under_load) {
     s += "load: bulk TCP flows (tb-probe goodput, autotuned buffers) on links no probed path "
          "uses:\n";
@@ -250,7 +257,7 @@ std::string paths_text(const VerifyReport& r) {
                                      : "the host stalled: " + p.earlier[i].stall,
           readings);
     }
-    if (p.not_judged()) s += not_judged_line(readings, p.stall, "path");
+    if (p.not_judged()) s += not_judged_line(readings, p.stall, "path", !p.outcome.errors.empty());
   }
   int not_judged = 0;
   for (const auto& p : r.paths) not_judged += p.not_judged();
@@ -416,7 +423,7 @@ std::string verify_text(const VerifyReport& r) {
                        e.stall.empty() ? "the host was fine" : "the host stalled: " + e.stall,
                        readings);
     }
-    if (c.not_judged()) s += not_judged_line(readings, c.stall, "link");
+    if (c.not_judged()) s += not_judged_line(readings, c.stall, "link", !c.outcome.errors.empty());
   }
   int bad = 0, not_judged = 0;
   for (const auto& c : r.classes) {

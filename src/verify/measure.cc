@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "lab/live.h"
 #include "netlink/netns.h"
 #include "plan/emulate.h"
+#include "probe/goodput.h"
 #include "runner/supervisor.h"
 
 namespace tb::verify {
@@ -75,7 +77,8 @@ Result<nlohmann::json> run_client(const MeasureRequest& r, const std::string& wh
   if (!rc) return std::unexpected(with_context(rc.error(), what));
   if (*rc != 0)
     return fail(what + " (tb-probe in " + r.target.a_netns + ") exited " + std::to_string(*rc) +
-                ": " + tail(child->log()));
+                    ": " + tail(child->log()),
+                *rc == probe::kExitTimedOut ? ETIMEDOUT : 0);
   auto j = result_line(child->log());
   if (!j) return fail(what + ": tb-probe printed no result: " + tail(child->log()));
   return *j;
@@ -201,6 +204,10 @@ MeasureRequest plan_path_request(const ProbeTarget& t, const Settings& s, Durati
 
 MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& stop) {
   MeasureOutcome out;
+  auto step_failed = [&out](const Error& e) {
+    out.errors.push_back(e.message);
+    out.timeouts += e.sys_errno == ETIMEDOUT;
+  };
   // Below the lab's directory, which no one else can write (core/safe_file.h).
   if (auto dir = SafeDir::open_root(r.work_dir); !dir) {
     out.errors.push_back(dir.error().message);
@@ -247,7 +254,7 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
     else
       out.errors.push_back(v.error().message);
   } else {
-    out.errors.push_back(base.error().message);
+    step_failed(base.error());
   }
   if (stop) return out;
   auto rtt = run_client(r, "rtt over the link",
@@ -259,7 +266,7 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
     else
       out.errors.push_back(v.error().message);
   } else {
-    out.errors.push_back(rtt.error().message);
+    step_failed(rtt.error());
   }
   if (stop || r.rtt_only) return out;
   char seconds[32];
@@ -277,7 +284,7 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
     else
       out.errors.push_back(v.error().message);
   } else {
-    out.errors.push_back(gp.error().message);
+    step_failed(gp.error());
   }
   if (stop || r.loss_pace_bps == 0) return out;
   out.m.loss_pace_bps = r.loss_pace_bps;
@@ -299,7 +306,7 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
     else
       out.errors.push_back(v.error().message);
   } else {
-    out.errors.push_back(lossy.error().message);
+    step_failed(lossy.error());
   }
   return out;  // servers stopped, sysctls restored
 }
@@ -365,9 +372,9 @@ Result<int> ProbeChild::wait(int timeout_ms, const std::atomic<bool>& stop) {
     if (stop || mono_ms() >= deadline) {
       ::kill(pid_, SIGKILL);
       reap(true);
-      return fail(stop ? "interrupted"
-                       : "tb-probe did not finish within " + std::to_string(timeout_ms) +
-                             " ms; killed");
+      if (stop) return fail("interrupted");
+      return fail("tb-probe did not finish within " + std::to_string(timeout_ms) + " ms; killed",
+                  ETIMEDOUT);
     }
     sleep_ms(5);
   }

@@ -72,7 +72,10 @@ MeasureRequest plan_path_request(const ProbeTarget& t, const Settings& s, Durati
 struct MeasureOutcome {
   Measurement m;
   std::vector<std::string> errors;  // a step that failed: the class fails
-  std::vector<std::string> notes;   // e.g. sysctls raised for the run
+  // How many of `errors` are steps that ran out of time (tb-probe's kExitTimedOut, or killed at
+  // its deadline): on a host that stalled over the reading they are the host's (result.h).
+  int timeouts = 0;
+  std::vector<std::string> notes;  // e.g. sysctls raised for the run
 };
 
 MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& stop);

@@ -13,6 +13,10 @@ bool missed(const std::vector<Check>& checks) {
 
 }  // namespace
 
+bool timed_out_while_stalled(const MeasureOutcome& o, const std::string& stall) {
+  return !o.errors.empty() && o.timeouts == static_cast<int>(o.errors.size()) && !stall.empty();
+}
+
 const char* to_string(ClassVerdict v) {
   switch (v) {
     case ClassVerdict::kPass:
@@ -50,7 +54,9 @@ std::string host_stall(const Measurement& m, const std::optional<HostLoad>& host
 }
 
 ClassVerdict judge(const Reading& r) {
-  if (!r.outcome.errors.empty()) return ClassVerdict::kFail;
+  if (!r.outcome.errors.empty())
+    return timed_out_while_stalled(r.outcome, r.stall) ? ClassVerdict::kNotJudged
+                                                       : ClassVerdict::kFail;
   if (!missed(r.checks)) return ClassVerdict::kPass;
   return r.stall.empty() ? ClassVerdict::kFail : ClassVerdict::kNotJudged;
 }
@@ -59,7 +65,9 @@ bool measure_again(const std::vector<Reading>& readings) {
   if (readings.empty()) return true;
   const auto n = static_cast<int>(readings.size());
   const Reading& last = readings.back();
-  if (!last.outcome.errors.empty() || !missed(last.checks) || n >= kMaxReadings) return false;
+  if (n >= kMaxReadings) return false;
+  if (!last.outcome.errors.empty()) return timed_out_while_stalled(last.outcome, last.stall);
+  if (!missed(last.checks)) return false;
   return n == 1 || !last.stall.empty();
 }
 
@@ -91,15 +99,18 @@ void measure_class(ClassResult& c, const std::function<Reading()>& measure,
 }
 
 ClassVerdict PathResult::verdict() const {
-  if (!errors.empty() || !outcome.errors.empty()) return ClassVerdict::kFail;
+  if (!errors.empty()) return ClassVerdict::kFail;
+  if (!outcome.errors.empty())
+    return timed_out_while_stalled(outcome, stall) ? ClassVerdict::kNotJudged : ClassVerdict::kFail;
   if (check.verdict != Verdict::kFail) return ClassVerdict::kPass;
   return stall.empty() ? ClassVerdict::kFail : ClassVerdict::kNotJudged;
 }
 
 bool measure_again(const PathCheck& check, const MeasureOutcome& outcome, int readings,
                    const std::string& stall) {
-  if (!outcome.errors.empty() || check.verdict != Verdict::kFail || readings >= kMaxReadings)
-    return false;
+  if (readings >= kMaxReadings) return false;
+  if (!outcome.errors.empty()) return timed_out_while_stalled(outcome, stall);
+  if (check.verdict != Verdict::kFail) return false;
   return readings == 1 || !stall.empty();
 }
 

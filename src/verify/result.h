@@ -61,8 +61,14 @@ struct Reading {
   std::string stall;             // host_stall(); empty: the host was fine
 };
 
-// The verdict of one reading (pure): a failed step fails; a check out of tolerance fails when
-// the host was fine and is not judged when it stalled; otherwise pass.
+// Whether every failed step of a reading ran out of time (MeasureOutcome::timeouts) and the host
+// stalled over it (`stall`, host_stall()): a goodput report that never came while the probes'
+// own path over lo, or the host, stalled says nothing about the link. Pure.
+bool timed_out_while_stalled(const MeasureOutcome& o, const std::string& stall);
+
+// The verdict of one reading (pure): a failed step fails, unless every failed step timed out
+// while the host stalled (not judged); a check out of tolerance fails when the host was fine and
+// is not judged when it stalled; otherwise pass.
 ClassVerdict judge(const Reading& r);
 
 // A class is measured at most this many times.
@@ -72,7 +78,8 @@ inline constexpr int kMaxReadings = 3;
 // with a check out of tolerance is measured again once whatever the host showed (one probe
 // train lasts 0.2-1 s, and a hiccup inside it moves a median by tens of µs where a
 // sub-millisecond delay is allowed 45, without showing in the base), and again while the host
-// stalled during the newest, up to kMaxReadings in all. The newest reading is judged.
+// stalled during the newest, up to kMaxReadings in all. One whose failed steps all timed out while
+// the host stalled is measured again too (timed_out_while_stalled). The newest reading is judged.
 bool measure_again(const std::vector<Reading>& readings);
 
 struct ClassResult {

@@ -72,6 +72,7 @@ std::optional<T> optional_from(const nlohmann::json& j, F read) {
 
 nlohmann::json reading_json(const MeasureOutcome& o, const std::optional<HostLoad>& host) {
   return {{"errors", o.errors},
+          {"timeouts", o.timeouts},
           {"notes", o.notes},
           {"rtt", rtt_json(o.m.rtt)},
           {"base", rtt_json(o.m.base)},
@@ -85,6 +86,7 @@ nlohmann::json reading_json(const MeasureOutcome& o, const std::optional<HostLoa
 Reading reading_from(const nlohmann::json& j, const plan::EmulatedFigures& figures) {
   Reading r;
   r.outcome.errors = j.at("errors").get<std::vector<std::string>>();
+  r.outcome.timeouts = j.value("timeouts", 0);
   r.outcome.notes = j.at("notes").get<std::vector<std::string>>();
   r.outcome.m.rtt = optional_from<probe::RttResult>(j.at("rtt"), probe::rtt_from_json);
   r.outcome.m.base = optional_from<probe::RttResult>(j.at("base"), probe::rtt_from_json);

@@ -544,6 +544,41 @@ TEST(VerifyStall, AReadingIsJudgedOnItsChecksAndTheHost) {
   EXPECT_FALSE(measure_again({reading(48), reading(48, 930, 5000), reading(48, 930, 5000)}));
 }
 
+// A step that ran out of time (tb-probe's goodput report never came) while the host stalled is
+// the host's: measured again and, still so, not judged. On a fine host, or beside another failed
+// step, it fails.
+TEST(VerifyStall, AStepThatTimedOutWhileTheHostStalledIsNotJudged) {
+  Reading timed_out = reading(0, 930, 5000);
+  timed_out.outcome.errors.push_back("goodput (tb-probe in ns) exited 3: no report within 3087 ms");
+  timed_out.outcome.timeouts = 1;
+  EXPECT_TRUE(timed_out_while_stalled(timed_out.outcome, timed_out.stall));
+  EXPECT_EQ(judge(timed_out), ClassVerdict::kNotJudged);
+  EXPECT_TRUE(measure_again({timed_out}));
+  EXPECT_TRUE(measure_again({timed_out, timed_out}));
+  EXPECT_FALSE(measure_again({timed_out, timed_out, timed_out}));
+  ClassResult c = uplink_class();
+  EXPECT_EQ(run_class(c, {timed_out, timed_out, timed_out}), 3u);
+  EXPECT_EQ(c.verdict(), ClassVerdict::kNotJudged);
+  VerifyReport rep;
+  rep.lab = "t";
+  rep.classes.push_back(c);
+  EXPECT_NE(report::verify_text(rep).find("=> NOT JUDGED: a step ran out of time in 3 readings"),
+            std::string::npos)
+      << report::verify_text(rep);
+  EXPECT_EQ(run_class(c, {timed_out, reading(0)}), 2u);  // then a fine reading: judged on it
+  EXPECT_EQ(c.verdict(), ClassVerdict::kPass);
+
+  Reading fine_host = reading(0);
+  fine_host.outcome.errors = timed_out.outcome.errors;
+  fine_host.outcome.timeouts = 1;
+  EXPECT_EQ(judge(fine_host), ClassVerdict::kFail);
+  EXPECT_FALSE(measure_again({fine_host}));
+  Reading also_broken = timed_out;
+  also_broken.outcome.errors.push_back("rtt over the link (tb-probe in ns) exited 1");
+  EXPECT_EQ(judge(also_broken), ClassVerdict::kFail);
+  EXPECT_FALSE(measure_again({also_broken}));
+}
+
 // A stalled miss, then a fine reading: judged on the fine one (pass), the stalled one beside.
 TEST(VerifyStall, StallThenFineIsJudgedOnTheFineReading) {
   ClassResult c = uplink_class();

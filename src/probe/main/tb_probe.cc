@@ -15,9 +15,11 @@
 //                    [--streams N] [--dscp N] [--timeout-ms T]     (probe/checkpoint.h)
 //
 // rtt and goodput print one JSON object on stdout; serve prints JSON lines ("ready", then
-// "done"). Every mode is bounded in time. Exit codes: 0 done, 1 failed, 2 bad command line.
+// "done"). Every mode is bounded in time. Exit codes: 0 done, 1 failed, 2 bad command line, 3 a
+// step ran out of time (probe::kExitTimedOut).
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -42,7 +44,7 @@ void on_signal(int) {
 
 int fail_with(const tb::Error& e) {
   std::fprintf(stderr, "tb-probe: %s\n", e.message.c_str());
-  return e.exit_code;
+  return e.sys_errno == ETIMEDOUT ? tb::probe::kExitTimedOut : e.exit_code;
 }
 
 void print(const nlohmann::json& j) {
