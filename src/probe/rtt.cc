@@ -5,6 +5,8 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -22,7 +24,10 @@ Status validate(const RttOptions& o) {
     return bad_input("--interval-us " + std::to_string(o.interval_us) + ": must be 10..10000000");
   if (o.wait_ms < 0 || o.wait_ms > 60'000)
     return bad_input("--wait-ms " + std::to_string(o.wait_ms) + ": must be 0..60000");
-  const int64_t total_ms = int64_t{o.count} * o.interval_us / 1000 + o.wait_ms;
+  if (o.warmup_ms < 0 || o.warmup_ms > kMaxWarmupMs)
+    return bad_input("--warmup-ms " + std::to_string(o.warmup_ms) + ": must be 0.." +
+                     std::to_string(kMaxWarmupMs));
+  const int64_t total_ms = int64_t{o.count} * o.interval_us / 1000 + o.wait_ms + o.warmup_ms;
   if (total_ms > kMaxRunSeconds * 1000)
     return bad_input("count x interval + wait is " + std::to_string(total_ms / 1000) +
                      " s; a probe run is bounded to " + std::to_string(kMaxRunSeconds) + " s");
@@ -46,11 +51,38 @@ Result<RttResult> run_rtt(const RttOptions& o) {
   if (::getrandom(&session, sizeof session, 0) != sizeof session) session = now_ns();
 
   RttResult r;
+  uint8_t buf[2048];
+  // Warm-up: its own session, so a late answer is neither timed nor a stray.
+  const uint64_t warm = session + 1;
+  if (o.warmup_ms > 0) {
+    const int64_t warm_end = now_ns() + int64_t{o.warmup_ms} * 1'000'000;
+    int64_t next_warm = now_ns();
+    while (!r.warmup_answered) {
+      const int64_t now = now_ns();
+      if (now >= warm_end) break;
+      if (now >= next_warm) {
+        const auto pkt = encode(ProbePacket{warm, static_cast<uint64_t>(r.warmup_sent), now});
+        ::send(fd->get(), pkt.data(), pkt.size(), 0);  // an error here is the timed probes' to say
+        ++r.warmup_sent;
+        next_warm = now + int64_t{kWarmupIntervalMs} * 1'000'000;
+        continue;
+      }
+      if (wait_fd(fd->get(), POLLIN, std::min(next_warm, warm_end)) == 0) continue;
+      for (;;) {
+        const ssize_t n = ::recv(fd->get(), buf, sizeof buf, MSG_DONTWAIT);
+        if (n < 0) {
+          if (errno == EAGAIN || errno == EINTR) break;
+          continue;  // an ICMP error: the server may not be up yet
+        }
+        auto p = decode_probe({buf, static_cast<size_t>(n)});
+        if (p && p->session == warm) r.warmup_answered = true;
+      }
+    }
+  }
   std::vector<int64_t> sent_at(o.count, 0), rtt_ns(o.count, -1);
   const int64_t interval = int64_t{o.interval_us} * 1000;
   const int64_t start = now_ns();
   int64_t next = start, end = 0;
-  uint8_t buf[2048];
   for (;;) {
     int64_t now = now_ns();
     if (r.sent < o.count && now >= next) {
@@ -76,6 +108,7 @@ Result<RttResult> run_rtt(const RttOptions& o) {
         continue;
       }
       auto p = decode_probe({buf, static_cast<size_t>(n)});
+      if (p && p->session == warm && o.warmup_ms > 0) continue;  // a late warm-up answer
       if (!p || p->session != session || p->seq >= static_cast<uint64_t>(r.sent)) {
         ++r.strays;
         continue;
@@ -124,6 +157,8 @@ nlohmann::json to_json(const RttOptions& o, const RttResult& r) {
                       {"seconds", r.seconds},
                       {"rtt_us", to_json(r.summary)}};
   if (!r.first_error.empty()) j["first_error"] = r.first_error;
+  if (o.warmup_ms > 0)
+    j["warmup"] = {{"ms", o.warmup_ms}, {"sent", r.warmup_sent}, {"answered", r.warmup_answered}};
   if (o.samples) {
     j["samples_us"] = r.rtt_us;
     j["start_ns"] = r.start_ns;
@@ -143,6 +178,10 @@ Result<RttResult> rtt_from_json(const nlohmann::json& j) {
     r.strays = j.value("strays", 0);
     r.send_errors = j.value("send_errors", 0);
     r.first_error = j.value("first_error", "");
+    if (j.contains("warmup")) {
+      r.warmup_sent = j["warmup"].value("sent", 0);
+      r.warmup_answered = j["warmup"].value("answered", false);
+    }
     r.seconds = j.value("seconds", 0.0);
     if (j.contains("samples_us")) r.rtt_us = j["samples_us"].get<std::vector<double>>();
     r.start_ns = j.value("start_ns", int64_t{0});

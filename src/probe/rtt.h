@@ -2,7 +2,10 @@
 // probes, one every `interval_us` on an absolute schedule (a late wake-up does not shift the
 // rest), each stamped with its sequence number and send time; matches echoes by sequence
 // number (duplicates and strays counted, not timed) and waits `wait_ms` after the last send
-// for stragglers. Bounded by count and time: at most count x interval + wait.
+// for stragglers. Bounded by count and time: at most warmup + count x interval + wait.
+// With `warmup_ms`, untimed probes go first, one every kWarmupIntervalMs until one is answered or
+// warmup_ms pass: the first packets to a new neighbour wait for its address to resolve (ARP,
+// retried after 1 s if a lossy link drops it), which is the host's bookkeeping, not the link.
 // Not thread-safe (one run per call); blocks the caller.
 #pragma once
 
@@ -19,6 +22,8 @@ namespace tb::probe {
 
 inline constexpr int kMaxProbeCount = 1'000'000;
 inline constexpr int64_t kMaxRunSeconds = 600;
+inline constexpr int kWarmupIntervalMs = 100;
+inline constexpr int kMaxWarmupMs = 10'000;
 
 struct RttOptions {
   std::string to;  // IPv4 address
@@ -29,6 +34,7 @@ struct RttOptions {
   int wait_ms = 1000;
   bool samples = false;  // also print every RTT
   int dscp = 0;          // IP_TOS = dscp << 2 on the probes (a QoS class: docs/scenario.md "qos")
+  int warmup_ms = 0;     // untimed probes first, until one is answered or this passes (0: none)
 };
 
 struct RttResult {
@@ -37,10 +43,12 @@ struct RttResult {
   int duplicates = 0;  // second and later echoes of one probe
   int strays = 0;      // datagrams that were not an echo of this run
   int send_errors = 0;
-  std::string first_error;     // e.g. "Connection refused" (ICMP port unreachable)
-  double seconds = 0;          // first send to the end of the wait
-  std::vector<double> rtt_us;  // answered probes, in sequence order
-  int64_t start_ns = 0;        // CLOCK_MONOTONIC of the first send
+  int warmup_sent = 0;           // untimed warm-up probes (RttOptions::warmup_ms)
+  bool warmup_answered = false;  // one of them was answered before the timed probes began
+  std::string first_error;       // e.g. "Connection refused" (ICMP port unreachable)
+  double seconds = 0;            // first send to the end of the wait
+  std::vector<double> rtt_us;    // answered probes, in sequence order
+  int64_t start_ns = 0;          // CLOCK_MONOTONIC of the first send
   // Runs of consecutive unanswered probes: [send time of the first lost, send time of the next
   // answered probe (or of the last send + interval)], CLOCK_MONOTONIC ns. A data-plane outage
   // on the probed path is one of these.

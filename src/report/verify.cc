@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "core/realtime.h"
+#include "probe/rtt.h"
 #include "report/format.h"
+#include "verify/measure.h"
 
 namespace tb::report {
 using verify::Check;
@@ -98,6 +100,9 @@ std::string measured_line(const ClassResult& c) {
     s += "rtt " + std::to_string(m.rtt->received) + "/" + std::to_string(m.rtt->sent) +
          " answered (" + std::to_string(q.probes) + " x 32 B every " +
          std::to_string(q.interval_us) + " us, " + fmt::format("{:.2f} s", m.rtt->seconds) +
+         (m.rtt->warmup_sent > 0 ? fmt::format(", after {} warm-up probe(s){}", m.rtt->warmup_sent,
+                                               m.rtt->warmup_answered ? "" : ", none answered")
+                                 : "") +
          "), mean " + fmt::format("{:.3f} ms", m.rtt->summary.mean / 1000) + ", p99 " +
          fmt::format("{:.3f} ms", m.rtt->summary.p99 / 1000) + "; ";
   if (m.base)
@@ -128,14 +133,25 @@ nlohmann::json rtt_json(const probe::RttResult& r, const MeasureRequest& q, cons
           {"received", r.received},
           {"duplicates", r.duplicates},
           {"seconds", r.seconds},
+          {"warmup_sent", r.warmup_sent},
+          {"warmup_answered", r.warmup_answered},
           {"rtt_us", probe::to_json(r.summary)}};
+}
+
+std::string warmup_text() {
+  return fmt::format(
+      "untimed warm-up probes (one every {} ms until one is answered, at most {} ms: neighbours "
+      "resolved before timing)",
+      probe::kWarmupIntervalMs, verify::kRttWarmupMs);
 }
 
 std::string method_text(const Settings& s) {
   return "how:  rtt     " + std::to_string(s.probes) +
          " UDP probes (32 B payload, 74 B on the wire) every " + std::to_string(s.interval_us) +
          " us (longer on slow links: probes use <= 5% of the rate) from A, bound to its port on "
-         "the link (SO_BINDTODEVICE), to tb-probe serve in B\n"
+         "the link (SO_BINDTODEVICE), to tb-probe serve in B, after " +
+         warmup_text() +
+         "\n"
          "      base    the same probes over lo inside A's namespace (the probe's own software "
          "path)\n"
          "      delay   one-way = (median RTT - median base) / 2: each direction is shaped alike\n"
@@ -192,7 +208,9 @@ std::string paths_text(const VerifyReport& r) {
   s += "how:  rtt     " + std::to_string(r.settings.probes) + " UDP probes (32 B) every " +
        std::to_string(r.settings.interval_us) +
        " us from the first node to the second's address (plan::reach, as the hosts files name "
-       "it), sent by the namespace's routes; base: the same probes over lo in the first node's "
+       "it), sent by the namespace's routes, after " +
+       warmup_text() +
+       "; base: the same probes over lo in the first node's "
        "namespace\n"
        "      path    the links the kernel's routes take now, out and back (RTM_GETROUTE in each "
        "namespace, bridges crossed by the next L3 hop), with the delays in force on each\n"

@@ -69,6 +69,10 @@ MeasureRequest plan_request(const plan::Link& l, const ProbeTarget& t, const Set
 MeasureRequest plan_path_request(const ProbeTarget& t, const Settings& s, Duration rtt,
                                  Duration rtt_jitter);
 
+// The warm-up of the RTT probes over a link (tb-probe rtt --warmup-ms): untimed probes every
+// 100 ms until one is answered, at most this long (a lost ARP exchange is asked again after 1 s).
+inline constexpr int kRttWarmupMs = 2500;
+
 struct MeasureOutcome {
   Measurement m;
   std::vector<std::string> errors;  // a step that failed: the class fails

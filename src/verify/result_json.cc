@@ -56,7 +56,10 @@ MeasureRequest request_from(const nlohmann::json& j) {
 }
 
 nlohmann::json rtt_json(const std::optional<probe::RttResult>& r) {
-  return r ? probe::to_json(probe::RttOptions{}, *r) : nlohmann::json();
+  if (!r) return nlohmann::json();
+  probe::RttOptions o;  // what the result needs of its options: whether it warmed up
+  if (r->warmup_sent > 0) o.warmup_ms = kRttWarmupMs;
+  return probe::to_json(o, *r);
 }
 nlohmann::json goodput_json(const std::optional<probe::GoodputResult>& g) {
   return g ? probe::to_json(probe::GoodputOptions{}, *g) : nlohmann::json();

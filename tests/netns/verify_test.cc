@@ -13,6 +13,7 @@
 #include "core/process.h"
 #include "netlink/netns.h"
 #include "netns_fixture.h"
+#include "probe/goodput.h"
 #include "verify/measure.h"
 #include "verify/paths.h"
 #include "verify/tolerance.h"
@@ -140,7 +141,9 @@ TEST_F(VerifyNetnsTest, AFailedGoodputRunLeavesNoTrafficBehind) {
   ASSERT_TRUE(c.has_value());
   auto rc = c->wait(10'000, stop_);
   ASSERT_TRUE(rc.has_value());
-  EXPECT_EQ(*rc, 1) << c->log();  // 4 MiB cannot drain at 2 Mbit/s in 200 ms
+  // 4 MiB cannot drain at 2 Mbit/s in 200 ms: a step that ran out of time (exit 3, which verify
+  // tells from a broken link on a stalled host).
+  EXPECT_EQ(*rc, probe::kExitTimedOut) << c->log();
   EXPECT_NE(c->log().find("no report within 200 ms"), std::string::npos) << c->log();
   // What the tbf queue already held leaves within its 400 ms latency bound; after that, without
   // the reset, 2 Mbit/s of the leftover send buffer would go on for about 16 s.
@@ -152,6 +155,42 @@ TEST_F(VerifyNetnsTest, AFailedGoodputRunLeavesNoTrafficBehind) {
   // ND: 3 were seen once in CI-like load). 10 keeps the two apart; the socket is the property.
   EXPECT_LE(tx_packets(a_, "va") - before, 10u);
   EXPECT_EQ(capture("ip netns exec " + a_ + " ss -Htn"), "");
+}
+
+// tb-probe rtt --warmup-ms: untimed probes until one is answered, then the timed ones. Started
+// before its server, the warm-up waits for it and every timed probe is answered; with no server
+// at all the warm-up gives up on time and the run still ends, its probes counted lost.
+TEST_F(VerifyNetnsTest, RttWarmupWaitsForAnAnswerBeforeTheTimedProbes) {
+  veth("va", "198.18.250.1/30", "vb", "198.18.250.2/30");
+  std::filesystem::create_directories(work_);
+  auto c = ProbeChild::start(
+      a_,
+      {TB_PROBE, "rtt", "--to", "198.18.250.2", "--port", "47100", "--dev", "va", "--count", "50",
+       "--interval-us", "1000", "--wait-ms", "500", "--warmup-ms", "5000"},
+      owner_, work_ + "/warm.log");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  {
+    auto s = server(b_, "vb");
+    auto rc = c->wait(15'000, stop_);
+    ASSERT_TRUE(rc.has_value());
+    EXPECT_EQ(*rc, 0) << c->log();
+    auto j = nlohmann::json::parse(c->log(), nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << c->log();
+    EXPECT_EQ(j["warmup"]["answered"], true) << j.dump();
+    EXPECT_GE(j["warmup"]["sent"].get<int>(), 5) << j.dump();  // one per 100 ms until it answered
+    EXPECT_EQ(j["received"], 50) << j.dump();
+    EXPECT_EQ(j["lost"], 0) << j.dump();
+    EXPECT_EQ(j["strays"], 0) << j.dump();  // late warm-up answers are not strays
+  }
+  auto none = client({"rtt", "--to", "198.18.250.2", "--port", "47101", "--dev", "va", "--count",
+                      "5", "--interval-us", "1000", "--wait-ms", "100", "--warmup-ms", "300"});
+  EXPECT_EQ(none["warmup"]["answered"], false) << none.dump();
+  EXPECT_GE(none["warmup"]["sent"].get<int>(), 3) << none.dump();
+  EXPECT_LE(none["warmup"]["sent"].get<int>(), 4) << none.dump();
+  EXPECT_EQ(none["received"], 0) << none.dump();
+  EXPECT_LT(none["seconds"].get<double>(), 1.0) << none.dump();
+  EXPECT_TRUE(owned_processes(owner_).empty());
 }
 
 TEST_F(VerifyNetnsTest, BridgeAddressAndClosedPort) {

@@ -61,6 +61,13 @@ TEST(ProbeOptions, BoundedInCountAndTime) {
   EXPECT_FALSE(validate(r).has_value());
   r = {"198.18.0.1", 47000, "", 100, 5, 1000, false};
   EXPECT_FALSE(validate(r).has_value());
+  r = {"198.18.0.1", 47000, "", 100, 1000, 1000, false};
+  r.warmup_ms = kMaxWarmupMs;
+  EXPECT_TRUE(validate(r).has_value());
+  r.warmup_ms = kMaxWarmupMs + 1;
+  EXPECT_EQ(validate(r).error().exit_code, kExitBadInput);
+  r.warmup_ms = -1;
+  EXPECT_FALSE(validate(r).has_value());
   GoodputOptions g{"198.18.0.1", 47000, "", 5, 1000, 0, 15000};
   EXPECT_TRUE(validate(g).has_value());
   g.warmup_ms = 5000;
@@ -83,9 +90,17 @@ TEST(ProbeJson, RttAndGoodputRoundTrip) {
   const auto j = to_json(o, r);
   EXPECT_EQ(j["lost"], 1);
   EXPECT_EQ(j["payload_bytes"], 32);
+  EXPECT_FALSE(j.contains("warmup"));  // none asked for
   auto back = rtt_from_json(j);
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->rtt_us, r.rtt_us);
+  o.warmup_ms = 2500;
+  r.warmup_sent = 2;
+  r.warmup_answered = true;
+  auto warm = rtt_from_json(to_json(o, r));
+  ASSERT_TRUE(warm.has_value());
+  EXPECT_EQ(warm->warmup_sent, 2);
+  EXPECT_TRUE(warm->warmup_answered);
   EXPECT_EQ(back->summary, r.summary);
   EXPECT_FALSE(rtt_from_json(nlohmann::json{{"mode", "rtt"}}).has_value());
 

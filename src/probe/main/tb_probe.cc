@@ -82,6 +82,9 @@ int main(int argc, char** argv) {
   rtt->add_option("--wait-ms", ro.wait_ms, "wait for late echoes after the last send")
       ->capture_default_str();
   rtt->add_flag("--samples", ro.samples, "print every RTT too");
+  rtt->add_option("--warmup-ms", ro.warmup_ms,
+                  "untimed probes first, one every 100 ms until one is answered or this passes")
+      ->capture_default_str();
   rtt->add_option("--dscp", ro.dscp, "DSCP of the probes (a QoS class)")->check(CLI::Range(0, 63));
 
   auto* goodput = app.add_subcommand("goodput", "TCP bulk transfer counted by the receiver");
