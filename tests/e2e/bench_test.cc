@@ -104,9 +104,10 @@ TEST_F(Bench, FrontendTierTakesTheVpcNotTheRail) {
     // 4 ranks x 256 KB: each rank sends about 0.4 MB per call over its pairs; on the rail, far
     // more than this bound.
     EXPECT_LT(rail_tx() - before, 64u * 1024) << impl << ": bytes went over the rail\n" << r.out;
-    if (impl == "native")
+    if (impl == "native") {
       EXPECT_NE(r.out.find("bound per tier (nvl/frontend/wan, --tier frontend)"), std::string::npos)
           << r.out;
+    }
   }
   auto bad = bench("allreduce --tier rail");
   EXPECT_EQ(bad.rc, 2) << bad.out;

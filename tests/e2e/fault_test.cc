@@ -110,7 +110,9 @@ TEST_F(Fault, LinkDownTakesTheLinkAndItsRoutesAndForBringsThemBack) {
   // checked by the state of the interface, which the revert event orders.
   const bool cut = !reaches("dc/s0/g0", "dc-s1-g1.rail");
   const bool during = events("fault_revert").empty();
-  if (during) EXPECT_TRUE(cut) << "the link still carried traffic during link-down";
+  if (during) {
+    EXPECT_TRUE(cut) << "the link still carried traffic during link-down";
+  }
   EXPECT_TRUE(reaches("dc/s0/g0", "dc-s1-g0.rail"));  // only that link
   EXPECT_EQ(f.wait(), 0);
   EXPECT_TRUE(reaches("dc/s0/g0", "dc-s1-g1.rail"));

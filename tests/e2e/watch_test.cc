@@ -101,8 +101,9 @@ TEST_F(Watch, UnderTmuxTheBusiestLinkIsOnTopAndQAndCtrlCQuit) {
     EXPECT_NE(row.find("M "), std::string::npos) << "no Mbit/s rate on the top row:\n" << screen;
     EXPECT_NE(screen.find("delay stages"), std::string::npos) << screen;
     // docs/usage.md's picture of watch: this screen, drawn by Chromium (artifacts/watch.png).
-    if (key == "q" && have_chromium())
+    if (key == "q" && have_chromium()) {
       EXPECT_FALSE(screenshot_terminal(screen, "watch.png", 180, 50).empty());
+    }
     sh(tmux.cmd("send-keys -t " + s + " " + key));
     EXPECT_TRUE(tmux.ends_within(s, 5)) << "watch did not exit on " << key << ":\n"
                                         << tmux.screen(s);

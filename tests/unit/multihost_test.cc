@@ -25,7 +25,8 @@ using scenario::testing_text::kTwoHosts;
 scenario::Scenario load_ok(const std::string& text) {
   auto s = scenario::load_text(text, "x.toml");
   EXPECT_TRUE(s) << s.error().message;
-  return s ? *s : scenario::Scenario{};
+  if (!s) return {};
+  return std::move(*s);
 }
 
 HostCaps tbf_host() {

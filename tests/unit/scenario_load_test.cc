@@ -11,7 +11,8 @@ namespace {
 Scenario load_ok(const std::string& path) {
   auto s = load(path);
   EXPECT_TRUE(s.has_value()) << (s ? "" : s.error().message);
-  return s ? *s : Scenario{};
+  if (!s) return {};
+  return std::move(*s);
 }
 
 TEST(ScenarioLoad, HzBjLoads) {

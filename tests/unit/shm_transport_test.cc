@@ -35,8 +35,8 @@ using testing_util::TempDir;
 
 // A ring over plain memory (zero-filled, as a new segment is).
 struct LocalRing {
-  explicit LocalRing(size_t cap) : data(cap) { std::memset(&h, 0, sizeof h); }
-  shm::RingHeader h;
+  explicit LocalRing(size_t cap) : data(cap) {}
+  shm::RingHeader h{};  // value-initialized: every counter 0
   std::vector<std::byte> data;
   shm::Ring ring() { return shm::Ring(&h, data.data(), data.size()); }
 };
