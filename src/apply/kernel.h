@@ -23,6 +23,11 @@ struct IfaceInfo {
   std::string kind;  // "veth", "bridge", "loopback", ...
   bool admin_up = false;
   bool oper_up = false;  // carrier / IFF_LOWER_UP
+  // IFF_RUNNING: operationally up. The kernel's linkwatch work sets it just before it starts the
+  // device's transmit queues; until then (carrier on, queues not yet started) the device drops
+  // what it is given to send. A veth end brought up second starts its queues at once; its peer
+  // waits for that work.
+  bool running = false;
   int mtu = 0;
   std::vector<Prefix> addrs;
   uint64_t rx_bytes = 0, tx_bytes = 0;

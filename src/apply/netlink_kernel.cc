@@ -440,6 +440,7 @@ Result<std::vector<IfaceInfo>> NetlinkKernel::interfaces(const std::string& netn
     i.kind = l.kind;
     i.admin_up = (l.flags & IFF_UP) != 0;
     i.oper_up = (l.flags & IFF_LOWER_UP) != 0;
+    i.running = (l.flags & IFF_RUNNING) != 0;
     i.mtu = l.mtu;
     i.rx_bytes = l.rx_bytes;
     i.tx_bytes = l.tx_bytes;

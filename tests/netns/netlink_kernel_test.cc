@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 
+#include "fault/link_ops.h"
 #include "netlink/netns.h"
 #include "netns_fixture.h"
 
@@ -279,6 +281,37 @@ TEST_F(NetlinkKernelTest, WriteHostsAndUndoOnlyWithItsMarker) {
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists("/etc/netns/" + a));
   EXPECT_TRUE(kernel_->undo(WriteHosts{a, content}));  // already gone: success
+}
+
+// A veth end brought up before its peer gets its carrier when the peer opens, but runs (its
+// transmit queues started) only once the kernel's linkwatch work gets to it: a link fault's up
+// waits for both ends to run before it puts routes back (fault::wait_running), and gives up at
+// its limit on an end whose peer stays down.
+TEST_F(NetlinkKernelTest, AVethEndRunsOnlyOnceItsPeerIsUp) {
+  const auto a = ns("ra"), b = ns("rb");
+  const std::string mk = marker("run");
+  ASSERT_EQ(apply({
+                CreateNetns{a, "a", mk + "node=a"},
+                CreateNetns{b, "b", mk + "node=b"},
+                CreateVeth{{a, "e0", mk + "a-to-b", ""}, {b, "e0", mk + "b-to-a", ""}, 1400},
+            }),
+            "");
+  ASSERT_TRUE(kernel_->set_link_up(a, "e0", false));
+  ASSERT_TRUE(kernel_->set_link_up(b, "e0", false));
+  ASSERT_TRUE(kernel_->set_link_up(a, "e0", true));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(fault::wait_running(*kernel_, {{a, "e0"}}, 50), -1) << "a runs with its peer down";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+  ASSERT_TRUE(kernel_->set_link_up(b, "e0", true));
+  const int64_t waited = fault::wait_running(*kernel_, {{a, "e0"}, {b, "e0"}}, 2000);
+  EXPECT_GE(waited, 0);
+  for (const auto& n : {a, b}) {
+    auto ifs = kernel_->interfaces(n);
+    ASSERT_TRUE(ifs) << ifs.error().message;
+    const IfaceInfo* e0 = find_if(*ifs, "e0");
+    ASSERT_NE(e0, nullptr);
+    EXPECT_TRUE(e0->admin_up && e0->oper_up && e0->running) << n;
+  }
 }
 
 TEST_F(NetlinkKernelTest, CreatingAnExistingNamespaceFails) {
