@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/events.h"
 #include "core/ipv4.h"
 #include "plan/op.h"
 
@@ -23,11 +24,7 @@ struct IfaceInfo {
   std::string kind;  // "veth", "bridge", "loopback", ...
   bool admin_up = false;
   bool oper_up = false;  // carrier / IFF_LOWER_UP
-  // IFF_RUNNING: operationally up. The kernel's linkwatch work sets it just before it starts the
-  // device's transmit queues; until then (carrier on, queues not yet started) the device drops
-  // what it is given to send. A veth end brought up second starts its queues at once; its peer
-  // waits for that work.
-  bool running = false;
+  bool running = false;  // IFF_RUNNING: operationally up (RFC 2863), as linkwatch last saw it
   int mtu = 0;
   std::vector<Prefix> addrs;
   uint64_t rx_bytes = 0, tx_bytes = 0;
@@ -35,6 +32,11 @@ struct IfaceInfo {
   // The root qdisc's counters (they include its children's): packets dropped (a full
   // TBF/HTB/netem queue, a netem loss) and bytes held now.
   uint64_t qdisc_drops = 0, qdisc_backlog = 0;
+};
+
+// One interface in a named namespace.
+struct IfaceRef {
+  std::string netns, ifname;
 };
 
 class Kernel {
@@ -51,6 +53,24 @@ class Kernel {
 
   // Administrative state of one interface (a link fault or `link down|up`), synchronous.
   virtual Status set_link_up(const std::string& netns, const std::string& ifname, bool up) = 0;
+  // Brings `ends` (a link's ends here) up in order, then waits at most `wait_ms` until each has
+  // told its namespace it is up with carrier. A veth end brought up before its peer gets its
+  // carrier when the peer opens, but starts its transmit queues only when the kernel's
+  // linkwatch work reaches it, and drops what it sends until then; that work's notification is
+  // the first to show the end up with carrier (the carrier itself is set at once, unannounced,
+  // so polling the state cannot tell). An end that was up before the call is not waited for.
+  // `first_up_ns`, when given and 0, gets the CLOCK_MONOTONIC time the first end was up.
+  // Returns the microseconds waited after the last end was up, or -1 when one had not reported
+  // by the limit. This default brings them up and waits for nothing.
+  virtual Result<int64_t> set_links_up(const std::vector<IfaceRef>& ends, int wait_ms,
+                                       int64_t* first_up_ns) {
+    (void)wait_ms;
+    for (const auto& e : ends) {
+      TB_TRY(set_link_up(e.netns, e.ifname, true));
+      if (first_up_ns && *first_up_ns == 0) *first_up_ns = monotonic_ns();
+    }
+    return 0;
+  }
 
   // Named namespaces (under /run/netns) whose loopback alias starts with `marker`.
   virtual Result<std::vector<std::string>> owned_netns(const std::string& marker) = 0;

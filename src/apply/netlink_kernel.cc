@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/pkt_sched.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "netlink/dump.h"
 #include "netlink/message.h"
 #include "netlink/netns.h"
+#include "netlink/route_monitor.h"
 
 namespace tb::apply {
 namespace {
@@ -410,6 +412,65 @@ Result<std::vector<std::string>> NetlinkKernel::owned_netns(const std::string& m
     if (lo && has_marker(lo->alias, marker)) out.push_back(name);
   }
   return out;
+}
+
+Result<int64_t> NetlinkKernel::set_links_up(const std::vector<IfaceRef>& ends, int wait_ms,
+                                            int64_t* first_up_ns) {
+  TB_TRY(sync());
+  // Subscribed before the first end goes up: the notification that counts may come at once. One
+  // monitor per namespace; an end up already is not waited for.
+  std::vector<nl::RouteMonitor> monitors;
+  struct Waiting {
+    size_t monitor;
+    int ifindex;
+    std::string what;
+  };
+  std::vector<Waiting> waiting;
+  for (const auto& e : ends) {
+    const std::string what = "set " + e.ifname + " up in netns " + e.netns;
+    auto h = handle(e.netns);
+    if (!h) return std::unexpected(with_context(h.error(), what));
+    auto idx = ifindex_of(**h, e.ifname);
+    if (!idx) return std::unexpected(with_context(idx.error(), what));
+    auto now = nl::query_link((*h)->sock, *idx, "netns " + e.netns);
+    if (!now) return std::unexpected(with_context(now.error(), what));
+    if (now->flags & IFF_UP) continue;
+    auto m = std::find_if(monitors.begin(), monitors.end(),
+                          [&](const auto& x) { return x.netns() == e.netns; });
+    if (m == monitors.end()) {
+      auto opened = nl::RouteMonitor::open(e.netns);
+      if (!opened) return std::unexpected(with_context(opened.error(), what));
+      monitors.push_back(std::move(*opened));
+      m = monitors.end() - 1;
+    }
+    waiting.push_back({static_cast<size_t>(m - monitors.begin()), *idx, what});
+  }
+  for (const auto& e : ends) {
+    TB_TRY(set_link_up(e.netns, e.ifname, true));
+    if (first_up_ns && *first_up_ns == 0) *first_up_ns = monotonic_ns();
+  }
+  const int64_t start = monotonic_ns(), limit = start + int64_t{wait_ms} * 1'000'000;
+  std::vector<char> buf(65536);
+  while (!waiting.empty()) {
+    const int64_t left = limit - monotonic_ns();
+    if (left <= 0) return -1;
+    std::vector<pollfd> fds;
+    for (const auto& m : monitors) fds.push_back({m.fd(), POLLIN, 0});
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>((left + 999'999) / 1'000'000));
+    if (n < 0 && errno != EINTR) return sys_fail("wait for links to come up");
+    for (size_t i = 0; i < monitors.size(); ++i) {
+      if (!(fds[i].revents & POLLIN)) continue;
+      for (;;) {
+        const ssize_t got = ::recv(monitors[i].fd(), buf.data(), buf.size(), MSG_DONTWAIT);
+        if (got <= 0) break;
+        for (const auto& c : nl::parse_route_changes(buf.data(), static_cast<size_t>(got), 0))
+          if (c.is_link && c.carrier)
+            std::erase_if(waiting,
+                          [&](const Waiting& w) { return w.monitor == i && w.ifindex == c.oif; });
+      }
+    }
+  }
+  return (monotonic_ns() - start) / 1000;
 }
 
 Result<std::vector<IfaceInfo>> NetlinkKernel::interfaces(const std::string& netns) {

@@ -1,8 +1,5 @@
 #include "fault/link_ops.h"
 
-#include <chrono>
-#include <thread>
-
 #include <nlohmann/json.hpp>
 
 #include "apply/journal.h"
@@ -188,56 +185,42 @@ Status require_an_end_here(const lab::LabState& st, const plan::Link& l) {
   return bad_input(e.elsewhere(l) + " of lab " + st.lab + "; run it on host " + e.a_host);
 }
 
-int64_t wait_running(apply::Kernel& kernel, const std::vector<IfaceRef>& ends, int limit_ms) {
-  const int64_t start = monotonic_ns(), limit = start + int64_t{limit_ms} * 1'000'000;
-  for (int64_t now = start;; now = monotonic_ns()) {
-    bool all = true;
-    for (const auto& e : ends) {
-      auto ifs = kernel.interfaces(e.netns);
-      if (!ifs) return -1;
-      for (const auto& i : *ifs)
-        if (i.ifname == e.ifname && !i.running) all = false;
-    }
-    if (all) return (now - start) / 1000;
-    if (now >= limit) return -1;
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
-  }
-}
-
 Status set_link_state(const lab::LabState& st, apply::Kernel& kernel, size_t idx, bool up,
                       int64_t* first_effect_ns) {
   const plan::Link& link = st.topo.links[idx];
   TB_TRY(require_an_end_here(st, link));
   const auto here = ends_here(st, link);
-  for (const auto* end : {&link.a, &link.b}) {
-    // A tunnel's end on another host is that host's to take down: this end down stops the
-    // traffic both ways (the far end's packets find no device here).
-    if (!(end == &link.a ? here.a : here.b)) continue;
-    TB_TRY(kernel.set_link_up(st.topo.node(end->node)->netns, end->ifname, up));
-    if (first_effect_ns && *first_effect_ns == 0) *first_effect_ns = monotonic_ns();
-  }
-  // Taking an interface down makes the kernel delete the routes through it (multipath
-  // routes only lose that next hop); bringing it up puts back the plan's routes, once both ends
-  // here run. The end brought up first gets its carrier from its peer's opening, but starts its
-  // queues only when the kernel's linkwatch work gets to it, and drops what it sends until then.
-  // A route put back before that can send its first ARP request to an end that drops the reply,
-  // and everything for that neighbour waits for the kernel to ask again a second later (the
-  // likeliest reading of a dual-ToR flap in a suite run here: its workload stalled 1003 ms, and
-  // every probe sent after the up was answered about 1 s late, together).
+  // A tunnel's end on another host is that host's to take down: this end down stops the traffic
+  // both ways (the far end's packets find no device here).
+  std::vector<apply::IfaceRef> ends;
+  if (here.a) ends.push_back({st.topo.node(link.a.node)->netns, link.a.ifname});
+  if (here.b) ends.push_back({st.topo.node(link.b.node)->netns, link.b.ifname});
+  // Taking an interface down makes the kernel delete the routes through it (multipath routes
+  // only lose that next hop); bringing it up puts back the plan's routes, once the ends here
+  // have reported up (apply::Kernel::set_links_up). The end brought up first starts sending only
+  // when the kernel's linkwatch work reaches it: a route put back before that can have a
+  // neighbour's first ARP reply dropped there, and everything for that neighbour waits for the
+  // kernel to ask again a second later (the likeliest reading of a dual-ToR flap in a suite run
+  // here: its workload stalled 1003 ms, and every probe sent after the up came back about 1 s
+  // late, all together).
   int64_t waited_us = 0;
   if (up) {
-    std::vector<IfaceRef> ends;
-    if (here.a) ends.push_back({st.topo.node(link.a.node)->netns, link.a.ifname});
-    if (here.b) ends.push_back({st.topo.node(link.b.node)->netns, link.b.ifname});
-    waited_us = wait_running(kernel, ends, kRunningWaitMs);
+    auto w = kernel.set_links_up(ends, kRunningWaitMs, first_effect_ns);
+    if (!w) return std::unexpected(w.error());
+    waited_us = *w;
     TB_TRY(restore_routes(st, kernel, link));
+  } else {
+    for (const auto& e : ends) {
+      TB_TRY(kernel.set_link_up(e.netns, e.ifname, false));
+      if (first_effect_ns && *first_effect_ns == 0) *first_effect_ns = monotonic_ns();
+    }
   }
   nlohmann::json e{{"event", up ? "link_up" : "link_down"}, {"link", lab::link_key(link)}};
   if (up) {
     if (waited_us >= 0)
-      e["running_after_us"] = waited_us;
+      e["reported_up_after_us"] = waited_us;
     else
-      e["not_running_after_ms"] = kRunningWaitMs;
+      e["not_reported_up_after_ms"] = kRunningWaitMs;
   }
   if (!here.both()) e["host_part"] = here_part(here, link);
   (void)append_event(events_path(st.lab), e);

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 #include "apply/kernel.h"
 #include "lab/link_change.h"
@@ -39,15 +38,8 @@ EndsHere ends_here(const lab::LabState& st, const plan::Link& l);
 // Exit 2 naming the host that holds the link when neither of its ends is here.
 Status require_an_end_here(const lab::LabState& st, const plan::Link& l);
 
-// One interface: a link's end in its node's namespace.
-struct IfaceRef {
-  std::string netns, ifname;
-};
-// Polls `kernel` until every interface in `ends` is running (apply::IfaceInfo::running: its
-// transmit queues started), at most `limit_ms`. Returns the microseconds it waited, or -1 when
-// one was still not running at the limit. An interface the kernel does not list is not waited
-// for.
-int64_t wait_running(apply::Kernel& kernel, const std::vector<IfaceRef>& ends, int limit_ms);
+// How long a link's up waits for its ends to report (apply::Kernel::set_links_up) before it
+// puts the routes back anyway.
 constexpr int kRunningWaitMs = 200;
 
 // `first_effect_ns`, when given and still 0, gets the CLOCK_MONOTONIC time the first part of

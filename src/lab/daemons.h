@@ -53,6 +53,10 @@ class LabKernel : public apply::Kernel {
   Status set_link_up(const std::string& netns, const std::string& ifname, bool up) override {
     return inner_.set_link_up(netns, ifname, up);
   }
+  Result<int64_t> set_links_up(const std::vector<apply::IfaceRef>& ends, int wait_ms,
+                               int64_t* first_up_ns) override {
+    return inner_.set_links_up(ends, wait_ms, first_up_ns);
+  }
   Result<std::vector<std::string>> owned_netns(const std::string& marker) override {
     return inner_.owned_netns(marker);
   }

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <thread>
 
-#include "fault/link_ops.h"
 #include "netlink/netns.h"
 #include "netns_fixture.h"
 
@@ -284,10 +284,11 @@ TEST_F(NetlinkKernelTest, WriteHostsAndUndoOnlyWithItsMarker) {
 }
 
 // A veth end brought up before its peer gets its carrier when the peer opens, but runs (its
-// transmit queues started) only once the kernel's linkwatch work gets to it: a link fault's up
-// waits for both ends to run before it puts routes back (fault::wait_running), and gives up at
-// its limit on an end whose peer stays down.
-TEST_F(NetlinkKernelTest, AVethEndRunsOnlyOnceItsPeerIsUp) {
+// transmit queues started) only once the kernel's linkwatch work gets to it. set_links_up waits
+// for each end's notification of being up with carrier: after it, both ends run; an end whose
+// peer stays down never reports, and the wait ends at its limit; an end up already is not
+// waited for.
+TEST_F(NetlinkKernelTest, SetLinksUpWaitsUntilBothEndsReportUp) {
   const auto a = ns("ra"), b = ns("rb");
   const std::string mk = marker("run");
   ASSERT_EQ(apply({
@@ -298,13 +299,27 @@ TEST_F(NetlinkKernelTest, AVethEndRunsOnlyOnceItsPeerIsUp) {
             "");
   ASSERT_TRUE(kernel_->set_link_up(a, "e0", false));
   ASSERT_TRUE(kernel_->set_link_up(b, "e0", false));
-  ASSERT_TRUE(kernel_->set_link_up(a, "e0", true));
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(fault::wait_running(*kernel_, {{a, "e0"}}, 50), -1) << "a runs with its peer down";
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t first_up = 0;
+  auto alone = kernel_->set_links_up({{a, "e0"}}, 50, &first_up);
+  ASSERT_TRUE(alone) << alone.error().message;
+  EXPECT_EQ(*alone, -1) << "a reported carrier with its peer down";
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
-  ASSERT_TRUE(kernel_->set_link_up(b, "e0", true));
-  const int64_t waited = fault::wait_running(*kernel_, {{a, "e0"}, {b, "e0"}}, 2000);
-  EXPECT_GE(waited, 0);
+  EXPECT_GT(first_up, 0);
+
+  ASSERT_TRUE(kernel_->set_link_up(a, "e0", false));
+  // The down's linkwatch work is not urgent (up to 1 s late): once it ran, the ends read not
+  // running, and running after the wait means the wait saw linkwatch's up.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  for (const auto& n : {a, b}) {
+    auto ifs = kernel_->interfaces(n);
+    ASSERT_TRUE(ifs) << ifs.error().message;
+    ASSERT_NE(find_if(*ifs, "e0"), nullptr);
+    EXPECT_FALSE(find_if(*ifs, "e0")->running) << n;
+  }
+  auto both = kernel_->set_links_up({{a, "e0"}, {b, "e0"}}, 2000, nullptr);
+  ASSERT_TRUE(both) << both.error().message;
+  EXPECT_GE(*both, 0);
   for (const auto& n : {a, b}) {
     auto ifs = kernel_->interfaces(n);
     ASSERT_TRUE(ifs) << ifs.error().message;
@@ -312,6 +327,11 @@ TEST_F(NetlinkKernelTest, AVethEndRunsOnlyOnceItsPeerIsUp) {
     ASSERT_NE(e0, nullptr);
     EXPECT_TRUE(e0->admin_up && e0->oper_up && e0->running) << n;
   }
+  t0 = std::chrono::steady_clock::now();
+  auto again = kernel_->set_links_up({{a, "e0"}, {b, "e0"}}, 2000, nullptr);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(*again, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
 }
 
 TEST_F(NetlinkKernelTest, CreatingAnExistingNamespaceFails) {

@@ -4,7 +4,6 @@
 
 #include <fstream>
 
-#include "core/events.h"
 #include "experiment/experiment.h"
 #include "experiment/probes.h"
 #include "failover/fabric.h"
@@ -13,7 +12,6 @@
 #include "fault/link_ops.h"
 #include "metrics/recovery.h"
 #include "plan/plan.h"
-#include "recording_kernel.h"
 #include "scenario/loader.h"
 
 namespace tb {
@@ -38,41 +36,6 @@ scenario::Fault fault(const std::string& kind) {
 }
 
 constexpr int64_t kMs = 1'000'000;
-
-// A kernel whose interfaces run after `not_yet` reads (each read of a namespace counts).
-class SlowToRun : public apply::RecordingKernel {
- public:
-  explicit SlowToRun(int not_yet) : not_yet_(not_yet) {}
-  Result<std::vector<apply::IfaceInfo>> interfaces(const std::string&) override {
-    ++reads;
-    apply::IfaceInfo i;
-    i.ifname = "raila";
-    i.running = reads > not_yet_;
-    apply::IfaceInfo other;  // another interface in the namespace, never running
-    other.ifname = "railb";
-    return std::vector<apply::IfaceInfo>{i, other};
-  }
-  int reads = 0;
-
- private:
-  int not_yet_;
-};
-
-TEST(LinkUp, WaitsUntilTheEndsRunAndGivesUpAtItsLimit) {
-  SlowToRun soon(3);
-  EXPECT_GE(fault::wait_running(soon, {{"ns-a", "raila"}}, 1000), 0);
-  EXPECT_EQ(soon.reads, 4);  // three not running, the fourth running
-
-  SlowToRun never(1'000'000);
-  const int64_t t0 = monotonic_ns();
-  EXPECT_EQ(fault::wait_running(never, {{"ns-a", "raila"}}, 20), -1);
-  EXPECT_GE(monotonic_ns() - t0, 20 * kMs);
-  EXPECT_LT(monotonic_ns() - t0, 2000 * kMs);  // bounded: polls until the limit, then stops
-
-  SlowToRun unlisted(1'000'000);  // an interface the kernel does not list is not waited for
-  EXPECT_EQ(fault::wait_running(unlisted, {{"ns-a", "eth9"}}, 1000), 0);
-  EXPECT_EQ(unlisted.reads, 1);
-}
 
 TEST(FaultKind, OneTableNamesEveryKind) {
   for (const auto& k : scenario::fault_kinds()) {
