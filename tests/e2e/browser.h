@@ -1,7 +1,7 @@
 // Headless Chromium (Debian's chromium) for the e2e tests that check pictures: open an HTML
 // report and read back what its scripts drew (report/html.cc records it on <body> and on each
-// canvas), and screenshot a page. Screenshots go to the build directory's artifacts/ (TB_BINARY_DIR,
-// wherever the test binary is run from).
+// canvas), and screenshot a page. Screenshots go to the build directory's artifacts/
+// (TB_BINARY_DIR, wherever the test binary is run from).
 #pragma once
 
 #include <stdlib.h>
