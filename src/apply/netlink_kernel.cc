@@ -423,7 +423,6 @@ Result<int64_t> NetlinkKernel::set_links_up(const std::vector<IfaceRef>& ends, i
   struct Waiting {
     size_t monitor;
     int ifindex;
-    std::string what;
   };
   std::vector<Waiting> waiting;
   for (const auto& e : ends) {
@@ -443,7 +442,7 @@ Result<int64_t> NetlinkKernel::set_links_up(const std::vector<IfaceRef>& ends, i
       monitors.push_back(std::move(*opened));
       m = monitors.end() - 1;
     }
-    waiting.push_back({static_cast<size_t>(m - monitors.begin()), *idx, what});
+    waiting.push_back({static_cast<size_t>(m - monitors.begin()), *idx});
   }
   for (const auto& e : ends) {
     TB_TRY(set_link_up(e.netns, e.ifname, true));

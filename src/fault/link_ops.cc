@@ -205,7 +205,7 @@ Status set_link_state(const lab::LabState& st, apply::Kernel& kernel, size_t idx
   // late, all together).
   int64_t waited_us = 0;
   if (up) {
-    auto w = kernel.set_links_up(ends, kRunningWaitMs, first_effect_ns);
+    auto w = kernel.set_links_up(ends, kLinkUpWaitMs, first_effect_ns);
     if (!w) return std::unexpected(w.error());
     waited_us = *w;
     TB_TRY(restore_routes(st, kernel, link));
@@ -220,7 +220,7 @@ Status set_link_state(const lab::LabState& st, apply::Kernel& kernel, size_t idx
     if (waited_us >= 0)
       e["reported_up_after_us"] = waited_us;
     else
-      e["not_reported_up_after_ms"] = kRunningWaitMs;
+      e["not_reported_up_after_ms"] = kLinkUpWaitMs;
   }
   if (!here.both()) e["host_part"] = here_part(here, link);
   (void)append_event(events_path(st.lab), e);

@@ -40,7 +40,7 @@ Status require_an_end_here(const lab::LabState& st, const plan::Link& l);
 
 // How long a link's up waits for its ends to report (apply::Kernel::set_links_up) before it
 // puts the routes back anyway.
-constexpr int kRunningWaitMs = 200;
+constexpr int kLinkUpWaitMs = 200;
 
 // `first_effect_ns`, when given and still 0, gets the CLOCK_MONOTONIC time the first part of
 // the change was in force (one end down, one direction's rule committed): when the fault began.
