@@ -17,6 +17,26 @@ bool timed_out_while_stalled(const MeasureOutcome& o, const std::string& stall) 
   return !o.errors.empty() && o.timeouts == static_cast<int>(o.errors.size()) && !stall.empty();
 }
 
+namespace {
+
+// One reading's verdict and whether to read again, for a class (its checks) and a path (its
+// check) alike: `miss` is whether a check was out of tolerance.
+ClassVerdict verdict_of(const MeasureOutcome& o, bool miss, const std::string& stall) {
+  if (!o.errors.empty())
+    return timed_out_while_stalled(o, stall) ? ClassVerdict::kNotJudged : ClassVerdict::kFail;
+  if (!miss) return ClassVerdict::kPass;
+  return stall.empty() ? ClassVerdict::kFail : ClassVerdict::kNotJudged;
+}
+
+bool again(int readings, const MeasureOutcome& o, bool miss, const std::string& stall) {
+  if (readings >= kMaxReadings) return false;
+  if (!o.errors.empty()) return timed_out_while_stalled(o, stall);
+  if (!miss) return false;
+  return readings == 1 || !stall.empty();
+}
+
+}  // namespace
+
 const char* to_string(ClassVerdict v) {
   switch (v) {
     case ClassVerdict::kPass:
@@ -54,21 +74,13 @@ std::string host_stall(const Measurement& m, const std::optional<HostLoad>& host
 }
 
 ClassVerdict judge(const Reading& r) {
-  if (!r.outcome.errors.empty())
-    return timed_out_while_stalled(r.outcome, r.stall) ? ClassVerdict::kNotJudged
-                                                       : ClassVerdict::kFail;
-  if (!missed(r.checks)) return ClassVerdict::kPass;
-  return r.stall.empty() ? ClassVerdict::kFail : ClassVerdict::kNotJudged;
+  return verdict_of(r.outcome, missed(r.checks), r.stall);
 }
 
 bool measure_again(const std::vector<Reading>& readings) {
   if (readings.empty()) return true;
-  const auto n = static_cast<int>(readings.size());
   const Reading& last = readings.back();
-  if (n >= kMaxReadings) return false;
-  if (!last.outcome.errors.empty()) return timed_out_while_stalled(last.outcome, last.stall);
-  if (!missed(last.checks)) return false;
-  return n == 1 || !last.stall.empty();
+  return again(static_cast<int>(readings.size()), last.outcome, missed(last.checks), last.stall);
 }
 
 ClassVerdict ClassResult::verdict() const {
@@ -100,18 +112,12 @@ void measure_class(ClassResult& c, const std::function<Reading()>& measure,
 
 ClassVerdict PathResult::verdict() const {
   if (!errors.empty()) return ClassVerdict::kFail;
-  if (!outcome.errors.empty())
-    return timed_out_while_stalled(outcome, stall) ? ClassVerdict::kNotJudged : ClassVerdict::kFail;
-  if (check.verdict != Verdict::kFail) return ClassVerdict::kPass;
-  return stall.empty() ? ClassVerdict::kFail : ClassVerdict::kNotJudged;
+  return verdict_of(outcome, check.verdict == Verdict::kFail, stall);
 }
 
 bool measure_again(const PathCheck& check, const MeasureOutcome& outcome, int readings,
                    const std::string& stall) {
-  if (readings >= kMaxReadings) return false;
-  if (!outcome.errors.empty()) return timed_out_while_stalled(outcome, stall);
-  if (check.verdict != Verdict::kFail) return false;
-  return readings == 1 || !stall.empty();
+  return again(readings, outcome, check.verdict == Verdict::kFail, stall);
 }
 
 ClassVerdict VerifyReport::verdict() const {

@@ -285,9 +285,9 @@ TEST_F(NetlinkKernelTest, WriteHostsAndUndoOnlyWithItsMarker) {
 
 // A veth end brought up before its peer gets its carrier when the peer opens, but runs (its
 // transmit queues started) only once the kernel's linkwatch work gets to it. set_links_up waits
-// for each end's notification of being up with carrier: after it, both ends run; an end whose
-// peer stays down never reports, and the wait ends at its limit; an end up already is not
-// waited for.
+// for each end's notification of being up with carrier: after it, the end opened first runs; an
+// end whose peer stays down never reports, and the wait ends at its limit; an end up already is
+// not waited for.
 TEST_F(NetlinkKernelTest, SetLinksUpWaitsUntilBothEndsReportUp) {
   const auto a = ns("ra"), b = ns("rb");
   const std::string mk = marker("run");
