@@ -14,6 +14,7 @@
 // Thread-safe: note() and latest() are atomic accesses to the mapping.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,6 +22,11 @@
 #include "core/error.h"
 
 namespace tb::collective {
+
+// A steady_clock time (CLOCK_MONOTONIC on Linux) as the board's ns.
+inline int64_t mono_ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
 class ProgressBoard {
  public:

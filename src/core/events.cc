@@ -10,12 +10,6 @@
 
 namespace tb {
 
-int64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 Status append_event(const std::string& path, nlohmann::json event) {
   event["t_mono_ns"] = monotonic_ns();
   event["t_unix_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(

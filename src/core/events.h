@@ -9,11 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/clock.h"
 #include "core/error.h"
 
 namespace tb {
-
-int64_t monotonic_ns();
 
 // Adds "t_mono_ns" and "t_unix_ms" to `event` and appends it as one line.
 Status append_event(const std::string& path, nlohmann::json event);

@@ -29,14 +29,6 @@ namespace {
 // Linux TCP's minimum retransmission timeout (TCP_RTO_MIN).
 constexpr double kRtoMinMs = 200;
 
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return bad_input(path + ": cannot read the exercise's scenario copy");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::vector<std::string> stage_files(const lab::LabState& st) {
   std::vector<std::string> out;
   for (const auto& s : st.stages) out.push_back(lab::stage_stats_path(st.lab, s.netns));
@@ -518,7 +510,7 @@ struct StudentPair {
 // The student's measurements file: [[pair]] a, b, tier, rate, delay; exit 2 with file:line on
 // what is malformed (an empty tier and "0" figures are "not measured yet", judged FAIL).
 Result<std::vector<StudentPair>> read_measurements(const std::string& path) {
-  auto text = read_text(path);
+  auto text = read_text(path, "the student's measurements");
   if (!text) return std::unexpected(text.error());
   toml::value root;
   try {
@@ -842,7 +834,7 @@ Result<CheckReport> measure(const Exercise& ex, const std::string& lab,
     return bad_input("lab " + lab + " is not up; `testbedctl exercise start " +
                      std::to_string(ex.number) + "` builds it");
   if (st->phase != "up") return bad_input("lab " + lab + " is " + st->phase + ", not up");
-  auto copy_text = read_text(scenario_copy);
+  auto copy_text = read_text(scenario_copy, "the exercise's scenario copy");
   if (!copy_text) return std::unexpected(copy_text.error());
   auto s = scenario::load_text(*copy_text, scenario_copy);
   if (!s) return std::unexpected(s.error());

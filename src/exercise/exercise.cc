@@ -16,14 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return bad_input(path + ": cannot read");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 Result<SafeDir> session_dir(const std::string& lab) {
   auto root = SafeDir::open_root(state_root());
   if (!root) return std::unexpected(root.error());
@@ -71,7 +63,7 @@ Result<std::optional<Session>> load_session(const std::string& lab) {
   const std::string path = state_root() + "/" + lab + "/session.json";
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::optional<Session>{};
-  auto text = read_text(path);
+  auto text = read_text(path, "the exercise session");
   if (!text) return std::unexpected(text.error());
   auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
@@ -106,14 +98,14 @@ Result<StartReport> start(const StartOptions& o) {
   if (!dir) return std::unexpected(dir.error());
   std::error_code ec;
   if (o.reset || !fs::exists(rep.scenario_copy, ec)) {
-    auto text = read_text(ex->scenario_path());
+    auto text = read_text(ex->scenario_path(), "the exercise's scenario");
     if (!text) return std::unexpected(text.error());
     TB_TRY(dir->write("scenario.toml", *text));
   }
   // A file check's template (the student's measurements), kept like the scenario's copy.
   if (ex->check.measure == Measure::kFile &&
       (o.reset || !fs::exists(state_root() + "/" + lab + "/" + ex->check.file, ec))) {
-    auto text = read_text(ex->dir + "/" + ex->check.file);
+    auto text = read_text(ex->dir + "/" + ex->check.file, "the measurements template");
     if (!text) return std::unexpected(text.error());
     TB_TRY(dir->write(ex->check.file, *text));
   }

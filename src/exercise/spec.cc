@@ -20,8 +20,6 @@ namespace fs = std::filesystem;
 using scenario::detail::Diags;
 using scenario::detail::Table;
 
-namespace {
-
 Result<std::string> read_text(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return bad_input(path + ": cannot read " + what);
@@ -29,6 +27,8 @@ Result<std::string> read_text(const std::string& path, const std::string& what) 
   ss << in.rdbuf();
   return ss.str();
 }
+
+namespace {
 
 std::string trim(std::string s) {
   const auto b = s.find_first_not_of(" \t\r\n");

@@ -97,6 +97,9 @@ std::string exercises_root();
 
 // Every exercise directory under `root` ("NN-slug"), by number; a directory that fails to load
 // is an error naming it (exit 2).
+// The whole file at `path`; an error says "PATH: cannot read WHAT".
+Result<std::string> read_text(const std::string& path, const std::string& what);
+
 Result<std::vector<Exercise>> list_exercises(const std::string& root);
 // "2", "02" or "02-wrong-nic" -> that exercise; unknown: exit 2 naming the valid ones.
 Result<Exercise> find_exercise(const std::string& root, const std::string& which);

@@ -469,7 +469,9 @@ void ScenarioRun::merge(const std::string& host, const nlohmann::json& part, int
     if (ckpts.contains(c->workload().name) && ckpts[c->workload().name].is_array())
       c->merge_part(ckpts[c->workload().name], offset_ns);
   // Its probe clients' logs, kept here beside this host's, and their outages.
-  for (const auto& [key, text] : part.value("probes", nlohmann::json::object()).items()) {
+  // (a named copy: items() of the temporary value() returns would outlive it)
+  const auto probes = part.value("probes", nlohmann::json::object());
+  for (const auto& [key, text] : probes.items()) {
     const size_t p = std::strtoul(key.c_str(), nullptr, 10);
     if (p >= pairs_.size() || !text.is_string()) continue;
     const std::string log = res_.results_dir + "/logs/probe-" + std::to_string(p) + ".json";

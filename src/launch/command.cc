@@ -39,12 +39,6 @@ constexpr const char* kJobEnv = "TESTBEDCTL_JOB";
 constexpr size_t kMaxLine = 64 * 1024;  // a longer line is cut and handed on in pieces
 constexpr int kDrainMs = 1000;          // output still flowing after the last rank exited
 
-std::string addr_of(const plan::Node& n, const std::string& role) {
-  for (const auto& [r, p] : n.addrs)
-    if (r == role) return p.addr.to_string();
-  return "";
-}
-
 // The interface of `node` that holds `addr` (the topology's link ends); `role` when none does.
 std::string ifname_of(const plan::Topology& topo, const plan::Node& node, const std::string& addr,
                       const std::string& role) {

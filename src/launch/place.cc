@@ -9,15 +9,14 @@
 
 namespace tb::launch {
 
+std::string addr_of(const plan::Node& n, const std::string& role) {
+  auto p = plan::address_of(n, role);
+  return p ? p->addr.to_string() : "";
+}
+
 using workload::Job;
 
 namespace {
-
-std::string addr_of(const plan::Node& n, const std::string& role) {
-  for (const auto& [r, p] : n.addrs)
-    if (r == role) return p.addr.to_string();
-  return "";
-}
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;

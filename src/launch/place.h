@@ -14,6 +14,9 @@
 
 namespace tb::launch {
 
+// `n`'s address of `role` as text; "" when it has none.
+std::string addr_of(const plan::Node& n, const std::string& role);
+
 // GPUs matching the selectors ("all", a region "hz", a server "hz/s0", a GPU "hz/s0/g1";
 // several joined by ','), in region, server, GPU order; an error names a selector that
 // matches nothing and what would be valid.

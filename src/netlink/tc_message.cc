@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/overload.h"
 #include "netlink/message_builder.h"
 
 namespace tb::netlink {
@@ -143,11 +144,6 @@ tcmsg* put_tcmsg(MessageBuilder& m, const TcPlace& at) {
   t->tcm_handle = at.handle;
   return t;
 }
-
-template <class... Fs>
-struct Overload : Fs... {
-  using Fs::operator()...;
-};
 
 }  // namespace
 

@@ -2,13 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/overload.h"
+
 namespace tb::plan {
 namespace {
-
-template <class... Fs>
-struct Overload : Fs... {
-  using Fs::operator()...;
-};
 
 using nlohmann::json;
 

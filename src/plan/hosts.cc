@@ -9,12 +9,6 @@
 namespace tb::plan {
 namespace {
 
-std::optional<Prefix> addr_of(const Node& n, const std::string& role) {
-  for (const auto& [r, p] : n.addrs)
-    if (r == role) return p;
-  return std::nullopt;
-}
-
 bool in_rail_fabric(const Node& n) {
   return n.kind == NodeKind::kGpu || n.kind == NodeKind::kTor || n.kind == NodeKind::kSpine;
 }
@@ -30,13 +24,13 @@ std::optional<std::pair<Prefix, const char*>> reach(const Node& viewer, const No
   const bool same_region = viewer.region == target.region;
   if (viewer.kind == NodeKind::kGpu && target.kind == NodeKind::kGpu && same_region &&
       viewer.server == target.server)
-    return std::pair{*addr_of(target, "nvl"), "nvl"};
+    return std::pair{*address_of(target, "nvl"), "nvl"};
   if (same_region && in_rail_fabric(viewer) && in_rail_fabric(target))
-    return std::pair{*addr_of(target, "rail"), "rail"};
+    return std::pair{*address_of(target, "rail"), "rail"};
   if (!on_frontend(viewer) || !on_frontend(target)) return std::nullopt;
   if (!same_region && !wan_adjacent.contains({viewer.region, target.region})) return std::nullopt;
-  if (target.kind == NodeKind::kGpu) return std::pair{*addr_of(target, "nvl"), "nvl"};
-  if (auto fe = addr_of(target, "fe")) return std::pair{*fe, "fe"};
+  if (target.kind == NodeKind::kGpu) return std::pair{*address_of(target, "nvl"), "nvl"};
+  if (auto fe = address_of(target, "fe")) return std::pair{*fe, "fe"};
   return std::nullopt;
 }
 

@@ -4,16 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/overload.h"
 #include "plan/topology.h"
 #include "shaping/backend.h"
 
 namespace tb::plan {
 namespace {
-
-template <class... Fs>
-struct Overload : Fs... {
-  using Fs::operator()...;
-};
 
 std::string endpoint_text(const Endpoint& e) {
   std::string s = e.netns + ":" + e.ifname;

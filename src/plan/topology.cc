@@ -22,6 +22,12 @@ const char* to_string(NodeKind k) {
   return "?";
 }
 
+std::optional<Prefix> address_of(const Node& n, std::string_view role) {
+  for (const auto& [r, p] : n.addrs)
+    if (r == role) return p;
+  return std::nullopt;
+}
+
 const char* to_string(Tier t) {
   switch (t) {
     case Tier::kScaleUp:

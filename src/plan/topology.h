@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -86,6 +87,9 @@ struct Topology {
 
   const Node* node(const std::string& name) const;
 };
+
+// `n`'s address of `role` ("rail", "nvl", "fe", ...); none when it has no such address.
+std::optional<Prefix> address_of(const Node& n, std::string_view role);
 
 nlohmann::json to_json(const Topology& t);
 // QoS classes as the journal and the lab's state keep them ([] for none).

@@ -27,7 +27,7 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-constexpr int kConnectTimeoutMs = 5000;
+constexpr int kCheckpointConnectTimeoutMs = 5000;
 constexpr int kIdleTimeoutMs = 60'000;  // a receiver's connection that moves nothing this long
 constexpr size_t kMaxStreams = 64;
 
@@ -62,8 +62,9 @@ Result<UniqueFd> connect_to(const CkptSendOptions& o, int64_t deadline_ns) {
   auto fd = open_socket(SOCK_STREAM, "");
   if (!fd) return std::unexpected(fd.error());
   TB_TRY(set_dscp(fd->get(), o.dscp));
-  TB_TRY(connect_by(fd->get(), *to, "checkpoint receiver " + o.to + ":" + std::to_string(o.port),
-                    std::min(deadline_ns, now_ns() + int64_t{kConnectTimeoutMs} * 1'000'000)));
+  TB_TRY(connect_by(
+      fd->get(), *to, "checkpoint receiver " + o.to + ":" + std::to_string(o.port),
+      std::min(deadline_ns, now_ns() + int64_t{kCheckpointConnectTimeoutMs} * 1'000'000)));
   return fd;
 }
 

@@ -26,10 +26,6 @@ const std::array<Backend, 3> kBackends{{
 constexpr int kMinMtu = 68;
 constexpr int kMaxMtu = 65535;
 
-std::string number(double v) {
-  return fmt::format("{:g}", v);
-}
-
 Status validate_qos(const Qos& q) {
   if (q.classes.empty()) return {};
   if (q.classes.size() > kMaxQosClasses)
@@ -43,10 +39,11 @@ Status validate_qos(const Qos& q) {
   for (const auto& c : q.classes) {
     const std::string at = "qos class \"" + c.name + "\": ";
     if (!std::isfinite(c.share) || c.share <= 0 || c.share > 1)
-      return bad_input(at + "share " + number(c.share * 100) + "% is outside (0, 100%]");
+      return bad_input(at + "share " + fmt::format("{:g}", c.share * 100) +
+                       "% is outside (0, 100%]");
     if (!std::isfinite(c.ceiling) || c.ceiling < c.share || c.ceiling > 1)
-      return bad_input(at + "ceiling " + number(c.ceiling * 100) + "% is outside [share " +
-                       number(c.share * 100) + "%, 100%]");
+      return bad_input(at + "ceiling " + fmt::format("{:g}", c.ceiling * 100) +
+                       "% is outside [share " + fmt::format("{:g}", c.share * 100) + "%, 100%]");
     if (c.priority < 0 || c.priority > 7)
       return bad_input(at + "priority " + std::to_string(c.priority) + " is outside 0..7");
     if (c.dscp.empty()) return bad_input(at + "no DSCP value is classified into it");
@@ -60,7 +57,7 @@ Status validate_qos(const Qos& q) {
     total += c.share;
   }
   if (total > 1 + 1e-9)
-    return bad_input("qos: the classes' shares add up to " + number(total * 100) +
+    return bad_input("qos: the classes' shares add up to " + fmt::format("{:g}", total * 100) +
                      "%, more than the link's rate");
   return {};
 }
@@ -95,7 +92,7 @@ const Backend* pick_backend(std::span<const std::string> available) {
 
 Status validate(const LinkShape& s) {
   if (!std::isfinite(s.rate.bps) || s.rate.bps < 0)
-    return bad_input("rate " + number(s.rate.bps) + " bit/s is not a rate");
+    return bad_input("rate " + fmt::format("{:g}", s.rate.bps) + " bit/s is not a rate");
   if (s.rate.bps > 0 && s.rate.bps < 8)
     return bad_input("rate " + format_rate(s.rate) +
                      " is below 8 bit/s, the smallest the kernel "
@@ -103,7 +100,7 @@ Status validate(const LinkShape& s) {
   if (s.delay.ns < 0) return bad_input("delay " + format_duration(s.delay) + " is negative");
   if (s.jitter.ns < 0) return bad_input("jitter " + format_duration(s.jitter) + " is negative");
   if (!std::isfinite(s.loss_pct) || s.loss_pct < 0 || s.loss_pct > 100)
-    return bad_input("loss " + number(s.loss_pct) + "% is outside 0..100%");
+    return bad_input("loss " + fmt::format("{:g}", s.loss_pct) + "% is outside 0..100%");
   TB_TRY(validate_qos(s.qos));
   if (s.mtu < kMinMtu || s.mtu > kMaxMtu)
     return bad_input("mtu " + std::to_string(s.mtu) + " is outside " + std::to_string(kMinMtu) +

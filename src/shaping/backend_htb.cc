@@ -10,15 +10,6 @@
 #include "shaping/sizing.h"
 
 namespace tb::shaping {
-namespace {
-
-// HTB warns when a class's quantum is outside 1000..200000 bytes and the kernel derived it
-// (sch_htb.c htb_change_class, "quantum of class %X is small/big"); we set it from the same
-// rate / r2q (10) rule, bounded, so a lone class never warns.
-constexpr uint64_t kMaxQuantum = 200000;
-constexpr uint64_t kRate2Quantum = 10;
-
-}  // namespace
 
 QdiscPlan build_htb(const LinkShape& s) {
   QdiscPlan p;
@@ -29,8 +20,7 @@ QdiscPlan build_htb(const LinkShape& s) {
     add_qos_tree(p, s, kRootParent, kQosHtbRoot);
   } else if (rate > 0) {
     const uint32_t burst = burst_bytes(s);
-    const uint64_t quantum =
-        std::clamp<uint64_t>(rate / kRate2Quantum, frame_bytes(s.mtu), kMaxQuantum);
+    const uint64_t quantum = htb_quantum(rate, s.mtu);
     p.nodes.push_back(TcNode{kRootParent, kHtbRoot, netlink::HtbOptions{1}, /*create_only=*/true});
     p.nodes.push_back(
         TcNode{kHtbRoot, kHtbClass,

@@ -23,8 +23,6 @@
 namespace tb::shaping {
 namespace {
 
-constexpr uint64_t kMaxQuantum = 200000;  // as backend_htb.cc
-constexpr uint64_t kRate2Quantum = 10;
 constexpr uint16_t kFilterPrio = 1;
 
 uint64_t fraction_of(uint64_t rate, double f) {
@@ -50,10 +48,7 @@ uint32_t qos_leaf_handle(uint32_t htb, size_t index) {
 void add_qos_tree(QdiscPlan& p, const LinkShape& s, uint32_t parent, uint32_t htb) {
   const uint64_t rate = bytes_per_second(s.rate);
   const uint32_t burst = burst_bytes(s);
-  const uint32_t frame = frame_bytes(s.mtu);
-  auto quantum = [&](uint64_t r) {
-    return static_cast<uint32_t>(std::clamp<uint64_t>(r / kRate2Quantum, frame, kMaxQuantum));
-  };
+  auto quantum = [&](uint64_t r) { return htb_quantum(r, s.mtu); };
   const uint32_t top = htb | 1;
   p.nodes.push_back(TcNode{parent, htb,
                            netlink::HtbOptions{qos_class_handle(htb, s.qos.default_class) & 0xFFFF},

@@ -2,20 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "core/overload.h"
+
 namespace tb::shaping {
 namespace {
 
-template <class... Fs>
-struct Overload : Fs... {
-  using Fs::operator()...;
-};
-
 std::string rate_text(uint64_t bytes_per_s) {
   return format_rate(Rate{static_cast<double>(bytes_per_s) * 8});
-}
-
-std::string number(double v) {
-  return fmt::format("{:g}", v);
 }
 
 std::string options_text(const netlink::TcOptions& o) {
@@ -32,7 +25,7 @@ std::string options_text(const netlink::TcOptions& o) {
               s += " " + format_duration(Duration{n.jitter_ns});
               s += n.jitter_table.empty() ? " (uniform)" : " distribution normal";
             }
-            if (n.loss_pct > 0) s += " loss " + number(n.loss_pct) + "%";
+            if (n.loss_pct > 0) s += " loss " + fmt::format("{:g}", n.loss_pct) + "%";
             if (n.rate) s += " rate " + rate_text(n.rate);
             return s;
           },
@@ -73,7 +66,7 @@ std::string to_text(const QdiscPlan& p) {
     s += "residual";
     if (p.residual.delay.ns) s += " delay " + format_duration(p.residual.delay);
     if (p.residual.jitter.ns) s += " jitter " + format_duration(p.residual.jitter);
-    if (p.residual.loss_pct > 0) s += " loss " + number(p.residual.loss_pct) + "%";
+    if (p.residual.loss_pct > 0) s += " loss " + fmt::format("{:g}", p.residual.loss_pct) + "%";
     s += "\n";
   }
   return s;

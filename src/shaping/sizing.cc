@@ -70,4 +70,11 @@ uint32_t netem_limit_packets(const LinkShape& s, uint64_t child_bytes) {
   return clamp32(std::max<uint64_t>(packets, kMinNetemPackets));
 }
 
+uint32_t htb_quantum(uint64_t rate, int mtu) {
+  constexpr uint64_t kMaxQuantum = 200000;
+  constexpr uint64_t kRate2Quantum = 10;
+  return static_cast<uint32_t>(
+      std::clamp<uint64_t>(rate / kRate2Quantum, frame_bytes(mtu), kMaxQuantum));
+}
+
 }  // namespace tb::shaping

@@ -61,6 +61,11 @@ uint64_t queue_bytes(const LinkShape& s);
 // A tbf/bfifo limit: buffer plus one burst, as iproute2 derives it from a latency
 // (tc/q_tbf.c: limit = rate x latency + burst). Clamped to 32 bits.
 uint32_t limit_bytes(const LinkShape& s);
+// An HTB class's quantum for `rate` bytes per second: rate / r2q (10), at least one frame of
+// `mtu`, at most 200000 bytes. HTB warns when a class's quantum is outside 1000..200000 bytes
+// and the kernel derived it (sch_htb.c htb_change_class, "quantum of class %X is small/big");
+// we set it from the same rule, bounded, so a lone class never warns.
+uint32_t htb_quantum(uint64_t rate, int mtu);
 // How long a full buffer takes to drain at the rate (what tc prints as tbf's "lat").
 Duration queue_latency(const LinkShape& s);
 

@@ -9,16 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/clock.h"
+
 namespace tb::stage {
-namespace {
-
-int64_t mono_ns() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-}
-
-}  // namespace
 
 Result<NfqSocket> NfqSocket::open(int rcvbuf_bytes) {
   UniqueFd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_NETFILTER));
@@ -70,13 +63,13 @@ Result<std::span<const char>> NfqSocket::receive_nowait() {
 Status NfqSocket::request(const NlBuffer& buf, uint32_t seq, const std::string& what,
                           Duration timeout, const std::function<void(const NlEvent&)>& other) {
   if (auto s = send(buf); !s) return std::unexpected(with_context(s.error(), what));
-  const int64_t deadline = mono_ns() + timeout.ns;
+  const int64_t deadline = monotonic_ns() + timeout.ns;
   std::vector<NlEvent> events;
   for (;;) {
     auto data = receive_nowait();
     if (!data) return std::unexpected(with_context(data.error(), what));
     if (data->empty()) {
-      int64_t left = deadline - mono_ns();
+      int64_t left = deadline - monotonic_ns();
       if (left <= 0)
         return fail(what + ": no answer from the kernel within " + format_duration(timeout));
       pollfd p{fd_.get(), POLLIN, 0};

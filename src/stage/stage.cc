@@ -20,6 +20,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/clock.h"
 #include "core/safe_file.h"
 #include "stage/netfilter_rules.h"
 
@@ -50,10 +51,6 @@ int64_t clock_ns(clockid_t clock) {
   clock_gettime(clock, &t);
   return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
-int64_t mono_ns() {
-  return clock_ns(CLOCK_MONOTONIC);
-}
-
 void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -76,7 +73,7 @@ DelayStage::DelayStage(StageOptions options, NfqSocket socket)
     : options_(std::move(options)),
       socket_(std::move(socket)),
       timer_(options_.calibrate ? WakeTimerConfig{} : WakeTimerConfig{.max_advance_ns = 0}) {
-  start_ns_ = mono_ns();
+  start_ns_ = monotonic_ns();
   last_empty_ns_ = start_ns_;
   seed_ = static_cast<uint64_t>(start_ns_) ^ (static_cast<uint64_t>(::getpid()) << 32);
   process_.pid = ::getpid();
@@ -209,7 +206,7 @@ void DelayStage::on_event(const NlEvent& event) {
     return;
   }
   auto it = lines_.find(p.queue);
-  const int64_t now = mono_ns();
+  const int64_t now = monotonic_ns();
   const UnstampedWait unstamped{timer_.wake_latency(), now - last_empty_ns_};
   // Not ours (a queue being torn down) or no room: drop, as the kernel would with no listener.
   if (it == lines_.end() ||
@@ -218,7 +215,7 @@ void DelayStage::on_event(const NlEvent& event) {
 }
 
 void DelayStage::release_due() {
-  int64_t now = mono_ns();
+  int64_t now = monotonic_ns();
   for (auto& [num, line] : lines_)
     if (auto last = line.release_due(now)) append_verdict_batch(verdicts_, num, *last, NF_ACCEPT);
 }
@@ -236,23 +233,23 @@ Status DelayStage::release_and_flush() {
 }
 
 void DelayStage::spin_until(int64_t deadline) {
-  const int64_t start = mono_ns();
+  const int64_t start = monotonic_ns();
   // Never longer than the timer's largest advance, whatever the caller passed.
   deadline = std::min(deadline, start + WakeTimerConfig{}.max_advance_ns);
   int64_t now = start;
   while (now < deadline) {
     cpu_relax();
-    now = mono_ns();
+    now = monotonic_ns();
   }
   timer_.record_spin(now, now - start);
 }
 
 void DelayStage::probe_timer() {
   for (int i = 0; i < kProbeSleeps; ++i) {
-    const int64_t want = mono_ns() + kProbeSleepNs;
+    const int64_t want = monotonic_ns() + kProbeSleepNs;
     timespec t{0, kProbeSleepNs};
     ::ppoll(nullptr, 0, &t, nullptr);
-    timer_.record_oversleep(mono_ns() - want);
+    timer_.record_oversleep(monotonic_ns() - want);
   }
 }
 
@@ -290,9 +287,9 @@ void DelayStage::setup_probe() {
   // The first probes, one at a time, before any queue is served: the first packets already
   // get the measured cost.
   for (int i = 0; i < kStartProbes; ++i) {
-    maybe_probe(mono_ns(), true);
-    const int64_t until = mono_ns() + 100'000'000;
-    while (probe_in_flight_ && mono_ns() < until) {
+    maybe_probe(monotonic_ns(), true);
+    const int64_t until = monotonic_ns() + 100'000'000;
+    while (probe_in_flight_ && monotonic_ns() < until) {
       pollfd fds[2] = {{socket_.fd(), POLLIN, 0}, {probe_socket_.get(), POLLIN, 0}};
       if (::poll(fds, 2, 10) <= 0) continue;
       if (fds[0].revents & POLLIN) {
@@ -409,7 +406,7 @@ Status DelayStage::flush_verdicts() {
 
 void DelayStage::write_stats() {
   if (options_.stats_path.empty()) return;
-  process_.uptime_s = static_cast<double>(mono_ns() - start_ns_) / 1e9;
+  process_.uptime_s = static_cast<double>(monotonic_ns() - start_ns_) / 1e9;
   process_cpu(process_);
   process_.calibrated = options_.calibrate;
   process_.timer = timer_stats(timer_);
@@ -446,12 +443,12 @@ Status DelayStage::run(int signal_fd) {
   const int64_t end = options_.duration.ns > 0 ? start_ns_ + options_.duration.ns : INT64_MAX;
   const bool stats = !options_.stats_path.empty();
   const int64_t interval = std::max<int64_t>(options_.stats_interval.ns, 10'000'000);
-  int64_t next_stats = mono_ns() + interval;
+  int64_t next_stats = monotonic_ns() + interval;
   std::vector<NlEvent> events;
   Status result;
   bool stop = false;
   while (!stop) {
-    int64_t now = mono_ns();
+    int64_t now = monotonic_ns();
     if (now >= end) break;
     int64_t wake = std::min(end, now + kMaxSleepNs);
     if (stats) wake = std::min(wake, next_stats);
@@ -470,14 +467,14 @@ Status DelayStage::run(int signal_fd) {
                      {signal_fd, POLLIN, 0},
                      {probe_socket_ ? probe_socket_.get() : -1, POLLIN, 0}};
     int ready = ::ppoll(fds, 3, &timeout, nullptr);
-    if (ready == 0 && timed && wait > 0) timer_.record_oversleep(mono_ns() - wake);
+    if (ready == 0 && timed && wait > 0) timer_.record_oversleep(monotonic_ns() - wake);
     if (ready < 0 && errno != EINTR) {
       result = sys_fail("wait for packets (ppoll)");
       break;
     }
     if (ready > 0 && (fds[0].revents & (POLLIN | POLLERR))) {
       for (int k = 0; k < kDrainBound && !stop; ++k) {
-        const int64_t before = mono_ns();
+        const int64_t before = monotonic_ns();
         auto data = socket_.receive_nowait();
         if (!data) {
           result = std::unexpected(data.error());
@@ -490,7 +487,7 @@ Status DelayStage::run(int signal_fd) {
           parse_events(*data, events);
           for (const auto& e : events) on_event(e);
           // A due packet never waits for the rest of a burst to be read.
-          if (auto due = next_deadline(); due && mono_ns() >= *due)
+          if (auto due = next_deadline(); due && monotonic_ns() >= *due)
             result = release_and_flush();
           else if (verdicts_.size() > kFlushBytes)
             result = flush_verdicts();
@@ -509,7 +506,7 @@ Status DelayStage::run(int signal_fd) {
     }
     // The next deadline is within the advance: wait for it here, awake.
     if (auto due = next_deadline(); due && !stop) {
-      const int64_t t = mono_ns();
+      const int64_t t = monotonic_ns();
       if (*due > t && *due - t <= timer_.advance_ns(t)) spin_until(*due);
     }
     release_due();
@@ -518,10 +515,10 @@ Status DelayStage::run(int signal_fd) {
       stop = true;
     }
     if (ready > 0 && (fds[2].revents & POLLIN)) read_probe();
-    if (!stop) maybe_probe(mono_ns());
-    if (stats && mono_ns() >= next_stats) {
+    if (!stop) maybe_probe(monotonic_ns());
+    if (stats && monotonic_ns() >= next_stats) {
       write_stats();
-      next_stats = std::max(next_stats + interval, mono_ns());
+      next_stats = std::max(next_stats + interval, monotonic_ns());
     }
   }
   close_all();

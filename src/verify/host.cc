@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/realtime.h"
 
 namespace tb::verify {
@@ -81,30 +82,20 @@ struct PromptnessWatch::State {
   std::thread thread;
 };
 
-namespace {
-
-int64_t mono_ns() {
-  timespec t{};
-  ::clock_gettime(CLOCK_MONOTONIC, &t);
-  return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
-}
-
-}  // namespace
-
 PromptnessWatch::PromptnessWatch() : s_(std::make_unique<State>()) {
   State* s = s_.get();
   s->late_us.reserve(1 << 16);
-  s->t0_ns = mono_ns();
+  s->t0_ns = monotonic_ns();
   s->thread = std::thread([s] {
     s->scheduling = try_realtime(kRealtimePriority + 1).text;  // this thread only
     constexpr int64_t period = int64_t{kWatchPeriodUs} * 1000;
-    int64_t next = mono_ns() + period;
+    int64_t next = monotonic_ns() + period;
     while (!s->stop.load(std::memory_order_relaxed)) {
       timespec at{static_cast<time_t>(next / 1'000'000'000),
                   static_cast<long>(next % 1'000'000'000)};
       while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR) {
       }
-      const int64_t now = mono_ns();
+      const int64_t now = monotonic_ns();
       s->late_us.push_back(static_cast<double>(now - next) / 1000);
       next += period;
       if (next <= now) next = now + period;  // missed wake-ups are one lateness, not many
@@ -117,7 +108,7 @@ Promptness PromptnessWatch::stop() {
   if (!s_ || !s_->thread.joinable()) return p;
   s_->stop = true;
   s_->thread.join();
-  s_->t1_ns = mono_ns();
+  s_->t1_ns = monotonic_ns();
   p.scheduling = s_->scheduling;
   p.seconds = static_cast<double>(s_->t1_ns - s_->t0_ns) / 1e9;
   for (double l : s_->late_us) add_wakeup(p, l);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/clock.h"
 #include "metrics/busbw.h"
 #include "workload/pattern.h"
 
@@ -15,12 +16,6 @@ namespace tb::workload {
 
 using collective::Call;
 using collective::Coll;
-
-int64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 nlohmann::json to_json(const BenchSpec& s) {
   nlohmann::json j{{"coll", collective::name(s.coll)},
@@ -215,9 +210,9 @@ Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_pat
   constexpr int64_t kMaxIters = 10'000'000;
   for (int64_t i = start_iter; i < start_iter + kMaxIters; ++i) {
     if (const int64_t k = read_stop(stop_path); k >= 0 && i >= k) break;
-    const int64_t s = mono_ns();
+    const int64_t s = monotonic_ns();
     TB_TRY(impl.run(call));
-    on_iter(i, s, mono_ns());
+    on_iter(i, s, monotonic_ns());
   }
   TB_TRY(check_runs(impl, spec, call, 2, wrong));
   return barrier.run();
@@ -277,14 +272,14 @@ Status time_one(Impl& impl, const BenchSpec& spec, Buffers& bufs, const Call& ba
   for (int w = 0; w < spec.warmup; ++w) TB_TRY(impl.run(bufs.at(base, in_place, w)));
   TB_TRY(barrier.run());
   iter_ns->reserve(static_cast<size_t>(spec.iters));
-  const int64_t t0 = mono_ns();
+  const int64_t t0 = monotonic_ns();
   for (int i = 0; i < spec.iters; ++i) {
     const Call c = bufs.at(base, in_place, i);
-    const int64_t s = mono_ns();
+    const int64_t s = monotonic_ns();
     TB_TRY(impl.run(c));
-    iter_ns->emplace_back(s, mono_ns());
+    iter_ns->emplace_back(s, monotonic_ns());
   }
-  *time_us = static_cast<double>(mono_ns() - t0) / 1e3 / spec.iters;
+  *time_us = static_cast<double>(monotonic_ns() - t0) / 1e3 / spec.iters;
   // After timing, at the offset the next iteration would use (not the first check's).
   return check_runs(impl, spec, bufs.at(base, in_place, spec.iters), salt + 1, wrong);
 }

@@ -82,6 +82,4 @@ Status run_steady(Impl& impl, const BenchSpec& spec, const std::string& stop_pat
                   int64_t start_iter, const std::function<void(int64_t, int64_t, int64_t)>& on_iter,
                   uint64_t* wrong);
 
-int64_t mono_ns();
-
 }  // namespace tb::workload

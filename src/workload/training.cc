@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "collective/collective.h"
+#include "core/clock.h"
 #include "workload/bench.h"
 
 namespace tb::workload {
@@ -340,27 +341,27 @@ Status run_training(const TrainingSpec& s, const TrainPos& p, const TrainComms& 
     if (!grads.empty()) fill(grads, p.d, i);
     int tp_calls = 0;
     int pp_sent[2] = {0, 0}, pp_recv[2] = {0, 0};  // [0]: stage s-1, [1]: stage s+1
-    row.start_ns = mono_ns();
+    row.start_ns = monotonic_ns();
     for (const auto& a : schedule) {
       switch (a.kind) {
         case Action::kCompute:
-          sleep_until_ns(mono_ns() + a.ns);
+          sleep_until_ns(monotonic_ns() + a.ns);
           row.compute_ns += a.ns;
           break;
         case Action::kTpAllReduce: {
-          const int64_t t0 = mono_ns();
+          const int64_t t0 = monotonic_ns();
           const int64_t tag = i * 4096 + tp_calls++;
           fill(act, p.t, tag);
           if (auto st = collective::run(*comms.tp, allreduce_call(act.data(), act.size())); !st)
             return st;
           row.wrong += count_wrong_sum(act.data(), act.size(), p.tp, tag);
           row.bytes[comms.tp_tier] += ring_allreduce_sent(act.size() * 4, p.tp);
-          row.tp_ns += mono_ns() - t0;
+          row.tp_ns += monotonic_ns() - t0;
           break;
         }
         case Action::kPpSend:
         case Action::kPpRecv: {
-          const int64_t t0 = mono_ns();
+          const int64_t t0 = monotonic_ns();
           const int side = a.peer > 0 ? 1 : 0;
           collective::Comm* c = side == 1 ? comms.pp_next : comms.pp_prev;
           const int other = side == 1 ? 1 : 0;  // the peer's rank in the pair comm
@@ -377,7 +378,7 @@ Status run_training(const TrainingSpec& s, const TrainPos& p, const TrainComms& 
             row.wrong +=
                 count_wrong_sum(pp_buf.data(), pp_buf.size(), 1, i * 4096 + pp_recv[side]++);
           }
-          row.pp_ns += mono_ns() - t0;
+          row.pp_ns += monotonic_ns() - t0;
           break;
         }
         case Action::kBucket:
@@ -386,14 +387,14 @@ Status run_training(const TrainingSpec& s, const TrainPos& p, const TrainComms& 
               ring_allreduce_sent(bk[static_cast<size_t>(a.bucket)].bytes, p.dp);
           break;
         case Action::kWaitBuckets: {
-          const int64_t t0 = mono_ns();
+          const int64_t t0 = monotonic_ns();
           if (auto st = runner.wait_all(); !st) return st;
-          row.dp_wait_ns += mono_ns() - t0;
+          row.dp_wait_ns += monotonic_ns() - t0;
           break;
         }
       }
     }
-    row.end_ns = mono_ns();
+    row.end_ns = monotonic_ns();
     if (!grads.empty()) row.wrong += count_wrong_sum(grads.data(), grads.size(), p.dp, i);
     if (step >= 0) on_step(row);
   }

@@ -17,10 +17,6 @@ using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: the progress board
 using rdma::Qp;
 constexpr size_t kMinStripe = 64 * 1024;  // TcpComm's stripe rule: smaller transfers use one QP
 
-int64_t mono_ns(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-
 int ms_left(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1000));

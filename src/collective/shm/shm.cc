@@ -17,18 +17,7 @@
 #include "core/safe_file.h"
 
 namespace tb::collective {
-namespace {
-
-using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: the progress board's clock
-using shm::FutexWait;
-using shm::Ring;
-using shm::RingHeader;
-
-constexpr uint32_t kMagic = 0x74627368;  // "tbsh"
-constexpr size_t kPage = 4096;
-// A sender publishes at most this many bytes at a time, so the receiver copies out while the
-// sender copies in (on a machine with a core to spare) and wakes a sleeping receiver early.
-constexpr size_t kPiece = 256 * 1024;
+namespace shm {
 
 // The segment's first page: per side (0 = the lower rank) its pid and flags, then the two rings'
 // headers (ring 0 carries lower -> higher, ring 1 higher -> lower); the data follows page-aligned.
@@ -40,14 +29,27 @@ struct SegHeader {
   std::atomic<uint64_t> ring_bytes;
   alignas(64) RingHeader ring[2];
 };
+
+}  // namespace shm
+
+namespace {
+
+using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: the progress board's clock
+using shm::FutexWait;
+using shm::Ring;
+using shm::RingHeader;
+using shm::SegHeader;
+
+constexpr uint32_t kMagic = 0x74627368;  // "tbsh"
+constexpr size_t kPage = 4096;
+// A sender publishes at most this many bytes at a time, so the receiver copies out while the
+// sender copies in (on a machine with a core to spare) and wakes a sleeping receiver early.
+constexpr size_t kPiece = 256 * 1024;
+
 static_assert(sizeof(SegHeader) <= kPage);
 
 size_t round_up(size_t n) {
   return (n + kPage - 1) / kPage * kPage;
-}
-
-int64_t mono_ns(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
 timespec to_timespec(Clock::time_point t) {

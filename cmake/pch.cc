@@ -1,0 +1,1 @@
+// Compiles cmake/pch.h once (CMakeLists.txt, tb_pch); every other target reuses it.
