@@ -28,6 +28,11 @@
 
 namespace tb::collective {
 
+// The stripe rule of the transports that spread a transfer over several connections or queue
+// pairs (TcpComm's channels, RdmaComm's QPs): one stripe per this many bytes, at least one, at
+// most one per connection, so smaller transfers use one.
+inline constexpr size_t kMinStripe = 64 * 1024;
+
 struct Xfer {
   enum Kind { kSend, kRecv };
   Kind kind = kSend;

@@ -14,6 +14,7 @@
 // Thread-safe: note() and latest() are atomic accesses to the mapping.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -26,6 +27,13 @@ namespace tb::collective {
 // A steady_clock time (CLOCK_MONOTONIC on Linux) as the board's ns.
 inline int64_t mono_ns(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// Milliseconds from now until `deadline`, within 0..cap: one poll's wait on the way to it.
+inline int poll_ms_left(std::chrono::steady_clock::time_point deadline, int cap = 1000) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, cap));
 }
 
 class ProgressBoard {

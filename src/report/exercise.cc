@@ -5,7 +5,6 @@
 #include <filesystem>
 
 namespace tb::report {
-using exercise::Verdict;
 
 std::string exercise_list_text(const std::vector<exercise::Exercise>& all) {
   std::string out =
@@ -47,9 +46,9 @@ std::string exercise_hint_text(const exercise::HintReport& r) {
 }
 
 std::string exercise_check_text(const exercise::CheckReport& r) {
-  const char* word = r.verdict == Verdict::kPass   ? "PASS"
-                     : r.verdict == Verdict::kFail ? "FAIL"
-                                                   : "NOT JUDGED";
+  const char* word = r.verdict == exercise::Verdict::kPass   ? "PASS"
+                     : r.verdict == exercise::Verdict::kFail ? "FAIL"
+                                                             : "NOT JUDGED";
   std::string out = fmt::format("exercise {} on lab {}: {}\n", r.exercise, r.lab, word);
   for (const auto& v : r.values) {
     const std::string measured =
@@ -69,7 +68,7 @@ std::string exercise_check_text(const exercise::CheckReport& r) {
   if (!r.results_dir.empty()) out += "  results: " + r.results_dir + "\n";
   if (r.next_hint)
     out += fmt::format("next hint ({}):\n{}", r.next_hint->title, r.next_hint->text);
-  else if (r.verdict == Verdict::kFail)
+  else if (r.verdict == exercise::Verdict::kFail)
     out += "no hints left; the task sheet says what to look at\n";
   return out;
 }

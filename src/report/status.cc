@@ -22,15 +22,6 @@ std::string figures(Rate r, Duration d, double loss) {
   return s;
 }
 
-// Every figure `link set` can change, as verify prints them.
-std::string figures_text(const plan::EmulatedFigures& f) {
-  std::string s = "rate " + (f.rate.bps > 0 ? format_rate(f.rate) : std::string("unlimited")) +
-                  ", delay " + format_duration(f.delay);
-  if (f.jitter.ns) s += ", jitter " + format_duration(f.jitter);
-  if (f.loss_pct > 0) s += fmt::format(", loss {:g}%", f.loss_pct);
-  return s;
-}
-
 const apply::IfaceInfo* find_iface(const LiveState* live, const std::string& netns,
                                    const std::string& ifname) {
   if (!live) return nullptr;
@@ -64,6 +55,14 @@ std::string link_state(const plan::Topology& t, const plan::Link& l, const LiveS
 }
 
 }  // namespace
+
+std::string figures_text(const plan::EmulatedFigures& f) {
+  std::string s = "rate " + (f.rate.bps > 0 ? format_rate(f.rate) : std::string("unlimited")) +
+                  ", delay " + format_duration(f.delay);
+  if (f.jitter.ns) s += ", jitter " + format_duration(f.jitter);
+  if (f.loss_pct > 0) s += fmt::format(", loss {:g}%", f.loss_pct);
+  return s;
+}
 
 nlohmann::json backends_json(const lab::LabState& st) {
   nlohmann::json j = {

@@ -32,6 +32,9 @@ int processes_down(const nlohmann::json& backends);
 
 // "43 nodes (20 gpu, 6 server, ...), 84 links".
 std::string summary_text(const plan::Topology& t);
+// Every figure `link set` can change ("rate R, delay D[, jitter J][, loss L%]"), as status and
+// verify print them.
+std::string figures_text(const plan::EmulatedFigures& f);
 
 // One lab: header, backends, NODES and LINKS tables (live link state when `live` is given).
 // `scenario`: the scenario's emulated figures of the links whose figures in force differ (by

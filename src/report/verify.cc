@@ -6,6 +6,7 @@
 #include "core/realtime.h"
 #include "probe/rtt.h"
 #include "report/format.h"
+#include "report/status.h"
 #include "verify/measure.h"
 
 namespace tb::report {
@@ -74,14 +75,6 @@ Cells cells(const Check& c) {
   if (c.verdict == Verdict::kNotChecked) x.range = "-";
   if (x.error.empty()) x.error = "-";
   return x;
-}
-
-std::string figures_text(const plan::EmulatedFigures& f) {
-  std::string s = "rate " + (f.rate.bps > 0 ? format_rate(f.rate) : std::string("unlimited")) +
-                  ", delay " + format_duration(f.delay);
-  if (f.jitter.ns) s += ", jitter " + format_duration(f.jitter);
-  if (f.loss_pct > 0) s += fmt::format(", loss {:g}%", f.loss_pct);
-  return s;
 }
 
 nlohmann::json figures_json(const plan::EmulatedFigures& f) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -42,6 +43,18 @@ inline std::string scenario(const std::string& name) {
 }
 inline CmdResult testbedctl(const std::string& args) {
   return sh(tbctl() + " " + args);
+}
+
+// Whether `needle` occurs in `haystack`.
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// The namespace of a lab's node: "tb-<lab>-<node with '/' as '-'>" (scenario/names.h's rule).
+inline std::string ns(const std::string& lab, const std::string& node) {
+  std::string n = node;
+  std::replace(n.begin(), n.end(), '/', '-');
+  return "tb-" + lab + "-" + n;
 }
 
 // A lab name unique to this test process: prefix + pid digits, at most 8 characters.

@@ -16,10 +16,6 @@
 namespace tb::e2e {
 namespace {
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 // Host h's verify probes still running: tb-probe serve/rtt/goodput (the lab's own tb-probe
 // daemons, its failover agents, are not verify's), as "pid cmdline".
 std::vector<std::string> probes_left(const EmulatedHosts& hosts, size_t h) {

@@ -19,10 +19,6 @@
 namespace tb::e2e {
 namespace {
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 class MultihostFault : public testing::Test {
  protected:
   void TearDown() override {

@@ -23,10 +23,6 @@
 namespace tb::e2e {
 namespace {
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 // hz-bj over hosts a and b with a short timeline: a collective over two GPUs of each region (its
 // ranks on both hosts, its ring across the WAN), the Express Connect link down for 2 s, then a
 // short flap inside hz.

@@ -17,10 +17,6 @@
 namespace tb::e2e {
 namespace {
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 // The harness: hosts reach each other over the underlay and nothing else; a namespace or a
 // state file made in one host is seen in no other and not in the root namespace's view; the
 // destructor leaves none of its namespaces.

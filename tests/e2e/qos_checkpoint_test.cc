@@ -87,12 +87,6 @@ class QosCheckpoint : public testing::Test {
   std::string dir_;
 };
 
-std::string ns(const std::string& lab, const std::string& node) {
-  std::string n = node;
-  std::replace(n.begin(), n.end(), '/', '-');
-  return "tb-" + lab + "-" + n;
-}
-
 // The frontend address of a server, from `status --json`.
 std::string fe_addr(const std::string& lab, const std::string& node) {
   for (const auto& n : status_json(lab).value("nodes", nlohmann::json::array()))

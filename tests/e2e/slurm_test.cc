@@ -21,10 +21,6 @@ namespace {
 
 const std::string HZ = "regions = [\"hz\"]", BJ = "regions = [\"bj\"]";
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 #define TB_REQUIRE_SLURM()                                           \
   if (const std::string missing = slurm_missing(); !missing.empty()) \
   GTEST_SKIP() << "Slurm or munge not installed (" << missing        \

@@ -17,10 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string ns(const std::string& lab, const std::string& node) {
-  return "tb-" + lab + "-" + node;
-}
-
 // The link's figures in force, as status reports them.
 json emulated(const std::string& lab, const std::string& a, const std::string& b) {
   const json st = status_json(lab);

@@ -23,10 +23,6 @@ int64_t unix_ms_now() {
       .count();
 }
 
-std::string ns(const std::string& lab, const std::string& node) {
-  return "tb-" + lab + "-" + node;
-}
-
 TEST(LiveVerbs, DownTakesTheScenarioFileAndARenamedLabByItsName) {
   TB_REQUIRE_ROOT();
   ScratchDir dir;

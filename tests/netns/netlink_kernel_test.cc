@@ -22,13 +22,6 @@ using plan::CreateVeth;
 using plan::SetSysctl;
 using plan::WriteHosts;
 
-Prefix pfx(const char* t) {
-  return *parse_prefix(t);
-}
-Ipv4 ip(const char* t) {
-  return *parse_ipv4(t);
-}
-
 const IfaceInfo* find_if(const std::vector<IfaceInfo>& v, const std::string& name) {
   auto it = std::find_if(v.begin(), v.end(), [&](const auto& i) { return i.ifname == name; });
   return it == v.end() ? nullptr : &*it;
@@ -329,7 +322,9 @@ TEST_F(NetlinkKernelTest, SetLinksUpWaitsUntilBothEndsReportUp) {
     const IfaceInfo* e0 = find_if(*ifs, "e0");
     ASSERT_NE(e0, nullptr);
     EXPECT_TRUE(e0->admin_up && e0->oper_up) << n;
-    if (n == a) EXPECT_TRUE(e0->running) << "set_links_up returned before linkwatch reached a";
+    if (n == a) {
+      EXPECT_TRUE(e0->running) << "set_links_up returned before linkwatch reached a";
+    }
   }
   t0 = std::chrono::steady_clock::now();
   auto again = kernel_->set_links_up({{a, "e0"}, {b, "e0"}}, 2000, nullptr);

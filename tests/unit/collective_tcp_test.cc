@@ -51,7 +51,7 @@ namespace {
 // run the halving and doubling steps, then gets the result back. Rank 2 sits behind a slow link
 // (8 KiB pieces, 15 ms apart: about 0.5 s per run, bytes flowing all along), so rank 0 waits
 // more than twice the 200 ms timeout with no byte of its own moving.
-std::vector<Status> hd_over_a_slow_link(int stall_after) {
+std::vector<Status> tcp_hd_over_a_slow_link(int stall_after) {
   const size_t count = 64 * 1024;  // 256 KiB of float: 128 KiB per step between ranks 1 and 2
   return on_tcp(3, 1, std::chrono::milliseconds(200), [&](int r, TcpComm& c) -> Status {
     std::vector<float> buf(count, static_cast<float>(r + 1));
@@ -67,14 +67,14 @@ std::vector<Status> hd_over_a_slow_link(int stall_after) {
 }
 
 TEST(CollectiveTcp, AFoldedRankWaitsOutASlowLinkWhileTheCollectiveProgresses) {
-  auto st = hd_over_a_slow_link(-1);
+  auto st = tcp_hd_over_a_slow_link(-1);
   for (int r = 0; r < 3; ++r)
     EXPECT_TRUE(st[static_cast<size_t>(r)])
         << "rank " << r << ": " << st[static_cast<size_t>(r)].error().message;
 }
 
 TEST(CollectiveTcp, ARealStallStillTimesOut) {
-  auto st = hd_over_a_slow_link(4);  // rank 2 stops for 0.8 s (4 timeouts) after 4 pieces
+  auto st = tcp_hd_over_a_slow_link(4);  // rank 2 stops for 0.8 s (4 timeouts) after 4 pieces
   ASSERT_FALSE(st[0]);
   ASSERT_FALSE(st[1]);
   bool timed_out = false;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "plan/plan.h"
+#include "plan_ops.h"
 #include "scenario/loader.h"
 #include "shaping/backend.h"
 #include "shaping/qdisc_plan.h"
@@ -31,14 +32,6 @@ Plan plan_vm(const std::string& file) {
   auto p = compile(*s, guest, PlanOptions{});
   EXPECT_TRUE(p) << p.error().message;
   return p ? *p : Plan{};
-}
-
-template <class T>
-std::vector<T> ops_of(const Plan& p) {
-  std::vector<T> out;
-  for (const auto& op : p.ops)
-    if (const auto* t = std::get_if<T>(&op)) out.push_back(*t);
-  return out;
 }
 
 TEST(LabVmScenarios, NetemRailCarriesTwentyMsOnNetem) {

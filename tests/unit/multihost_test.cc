@@ -22,7 +22,7 @@ using scenario::testing_text::kBjWan;
 using scenario::testing_text::kHead;
 using scenario::testing_text::kTwoHosts;
 
-scenario::Scenario load_ok(const std::string& text) {
+scenario::Scenario multihost_load_ok(const std::string& text) {
   auto s = scenario::load_text(text, "x.toml");
   EXPECT_TRUE(s) << s.error().message;
   if (!s) return {};
@@ -54,7 +54,7 @@ std::string ops_text(const Plan& p) {
 }
 
 TEST(MultihostPlan, EveryNodeOnItsHostAndTheWanIsATunnel) {
-  auto s = load_ok(std::string(kHead) + kBjWan + kTwoHosts);
+  auto s = multihost_load_ok(std::string(kHead) + kBjWan + kTwoHosts);
   Plan p = plan_ok(s);
   for (const auto& n : p.topo.nodes) EXPECT_EQ(n.host, n.region == "hz" ? "a" : "b") << n.name;
   ASSERT_EQ(p.hosts.size(), 2u);
@@ -99,7 +99,7 @@ TEST(MultihostPlan, EveryNodeOnItsHostAndTheWanIsATunnel) {
 }
 
 TEST(MultihostPlan, EachHostGetsOnlyItsPartAndTheSameDigest) {
-  auto s = load_ok(std::string(kHead) + kBjWan + kTwoHosts);
+  auto s = multihost_load_ok(std::string(kHead) + kBjWan + kTwoHosts);
   Plan all = plan_ok(s), a = plan_ok(s, "a"), b = plan_ok(s, "b");
   EXPECT_EQ(a.host, "a");
   std::set<std::string> a_ns, b_ns;
@@ -121,17 +121,18 @@ TEST(MultihostPlan, EachHostGetsOnlyItsPartAndTheSameDigest) {
   EXPECT_EQ(b.digest, all.digest);
   EXPECT_EQ(b_netem.digest, all.digest);
   // ... and another one when what hosts must agree on differs.
-  auto moved = load_ok(std::string(kHead) + kBjWan +
-                       "[[host]]\nname = \"a\"\nunderlay = \"10.0.0.1\"\nregions = [\"hz\"]\n"
-                       "[[host]]\nname = \"b\"\nunderlay = \"10.0.0.3\"\nregions = [\"bj\"]\n");
+  auto moved =
+      multihost_load_ok(std::string(kHead) + kBjWan +
+                        "[[host]]\nname = \"a\"\nunderlay = \"10.0.0.1\"\nregions = [\"hz\"]\n"
+                        "[[host]]\nname = \"b\"\nunderlay = \"10.0.0.3\"\nregions = [\"bj\"]\n");
   EXPECT_NE(plan_ok(moved).digest, all.digest);
-  auto port = load_ok(std::string(kHead) + kBjWan + kTwoHosts + "[vxlan]\nport = 8472\n");
+  auto port = multihost_load_ok(std::string(kHead) + kBjWan + kTwoHosts + "[vxlan]\nport = 8472\n");
   EXPECT_NE(plan_ok(port).digest, all.digest);
 }
 
 TEST(MultihostPlan, AServerApartFromItsRegionTakesItsGpusAndTunnelsItsLinks) {
-  auto s = load_ok(std::string(kHead) + kBjWan + kTwoHosts + "servers = [\"hz/s1\"]\n" +
-                   "[vxlan]\nvni_base = 700\n");
+  auto s = multihost_load_ok(std::string(kHead) + kBjWan + kTwoHosts + "servers = [\"hz/s1\"]\n" +
+                             "[vxlan]\nvni_base = 700\n");
   Plan p = plan_ok(s);
   EXPECT_EQ(p.topo.node("hz/s1")->host, "b");
   EXPECT_EQ(p.topo.node("hz/s1/g0")->host, "b");
@@ -164,7 +165,7 @@ TEST(MultihostPlan, AServerApartFromItsRegionTakesItsGpusAndTunnelsItsLinks) {
 // The journal (down replays it) and the lab's state (status reads it) keep what multi-host adds:
 // a tunnel end whole, each node's host, each link's VNI.
 TEST(MultihostPlan, TunnelsHostsAndVnisRoundTripThroughJournalAndState) {
-  auto s = load_ok(std::string(kHead) + kBjWan + kTwoHosts + "servers = [\"hz/s1\"]\n");
+  auto s = multihost_load_ok(std::string(kHead) + kBjWan + kTwoHosts + "servers = [\"hz/s1\"]\n");
   Plan p = plan_ok(s);
   int tunnels_seen = 0;
   for (const auto& op : p.ops) {
@@ -186,10 +187,10 @@ TEST(MultihostPlan, TunnelsHostsAndVnisRoundTripThroughJournalAndState) {
 }
 
 TEST(MultihostPlan, OneHostHoldingEverythingChangesNoOp) {
-  auto none = load_ok(std::string(kHead) + kBjWan);
-  auto one =
-      load_ok(std::string(kHead) + kBjWan +
-              "[[host]]\nname = \"a\"\nunderlay = \"10.0.0.1\"\nregions = [\"hz\", \"bj\"]\n");
+  auto none = multihost_load_ok(std::string(kHead) + kBjWan);
+  auto one = multihost_load_ok(
+      std::string(kHead) + kBjWan +
+      "[[host]]\nname = \"a\"\nunderlay = \"10.0.0.1\"\nregions = [\"hz\", \"bj\"]\n");
   Plan pn = plan_ok(none), p1 = plan_ok(one), p1a = plan_ok(one, "a");
   EXPECT_EQ(ops_text(p1), ops_text(pn));
   EXPECT_EQ(ops_text(p1a), ops_text(pn));
@@ -199,12 +200,12 @@ TEST(MultihostPlan, OneHostHoldingEverythingChangesNoOp) {
 }
 
 TEST(MultihostPlan, HostFlagMustNameAHostOfTheScenario) {
-  auto s = load_ok(std::string(kHead) + kBjWan + kTwoHosts);
+  auto s = multihost_load_ok(std::string(kHead) + kBjWan + kTwoHosts);
   auto p = compile(s, tbf_host(), PlanOptions{"", "auto", "none", "c"});
   ASSERT_FALSE(p);
   EXPECT_EQ(p.error().exit_code, 2);
   EXPECT_HAS(p.error().message, "--host c: no [[host]] named \"c\" in x.toml; its hosts: a, b");
-  auto none = load_ok(std::string(kHead) + kBjWan);
+  auto none = multihost_load_ok(std::string(kHead) + kBjWan);
   auto q = compile(none, tbf_host(), PlanOptions{"", "auto", "none", "a"});
   ASSERT_FALSE(q);
   EXPECT_EQ(q.error().exit_code, 2);

@@ -14,15 +14,16 @@ using testing_text::kHead;
 using testing_text::kTwoHosts;
 using testing_text::load_error;
 
-Scenario load_ok(const std::string& text) {
+Scenario hosts_load_ok(const std::string& text) {
   auto s = load_text(text, "x.toml");
-  EXPECT_TRUE(s) << s.error().message;
-  return s ? *s : Scenario{};
+  EXPECT_TRUE(s) << (s ? "" : s.error().message);
+  if (!s) return {};
+  return std::move(*s);
 }
 
 TEST(MultihostScenario, ReadsHostsAndVxlan) {
-  auto s = load_ok(std::string(kHead) + kBjWan + kTwoHosts +
-                   "\n[vxlan]\nport = 8472\nvni_base = 5000\n");
+  auto s = hosts_load_ok(std::string(kHead) + kBjWan + kTwoHosts +
+                         "\n[vxlan]\nport = 8472\nvni_base = 5000\n");
   ASSERT_EQ(s.hosts.size(), 2u);
   EXPECT_EQ(s.hosts[0].name, "a");
   EXPECT_EQ(s.hosts[0].underlay.to_string(), "10.0.0.1");
@@ -30,13 +31,13 @@ TEST(MultihostScenario, ReadsHostsAndVxlan) {
   EXPECT_EQ(s.hosts[1].regions, std::vector<std::string>{"bj"});
   EXPECT_EQ(s.vxlan.port, 8472);
   EXPECT_EQ(s.vxlan.vni_base, 5000u);
-  auto none = load_ok(std::string(kHead) + kBjWan);
+  auto none = hosts_load_ok(std::string(kHead) + kBjWan);
   EXPECT_TRUE(none.hosts.empty());
   EXPECT_EQ(none.vxlan.port, 4789);
 }
 
 TEST(MultihostScenario, ServersAcceptBothSpellings) {
-  auto s = load_ok(std::string(kHead) + kBjWan + kTwoHosts + "servers = [\"hz-s1\"]\n");
+  auto s = hosts_load_ok(std::string(kHead) + kBjWan + kTwoHosts + "servers = [\"hz-s1\"]\n");
   ASSERT_EQ(s.hosts.size(), 2u);
   EXPECT_EQ(s.hosts[1].servers, std::vector<std::string>{"hz/s1"});
 }

@@ -9,14 +9,14 @@ namespace {
 #define EXPECT_HAS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
-constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kOneMs = 1'000'000;
 
 TEST(QueueSpec, ParsesTheCommandLineForm) {
   auto s = parse_queue_spec("10:delay_us=25000:jitter_us=1000:maxlen=65536");
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_EQ(s->num, 10);
-  EXPECT_EQ(s->delay.ns, 25 * kMs);
-  EXPECT_EQ(s->jitter.ns, 1 * kMs);
+  EXPECT_EQ(s->delay.ns, 25 * kOneMs);
+  EXPECT_EQ(s->jitter.ns, 1 * kOneMs);
   EXPECT_EQ(s->maxlen, 65536u);
 }
 
@@ -32,7 +32,7 @@ TEST(QueueSpec, DefaultsAndOtherUnits) {
 }
 
 TEST(QueueSpec, PrintsWhatItParses) {
-  for (QueueSpec s : {QueueSpec{10, Duration{25 * kMs}, Duration{1 * kMs}, 65536},
+  for (QueueSpec s : {QueueSpec{10, Duration{25 * kOneMs}, Duration{1 * kOneMs}, 65536},
                       QueueSpec{0, Duration{0}, Duration{0}, 1024},
                       QueueSpec{65535, Duration{1500}, Duration{7}, 1}}) {
     std::string arg = to_arg(s);
@@ -40,7 +40,7 @@ TEST(QueueSpec, PrintsWhatItParses) {
     ASSERT_TRUE(back) << arg << ": " << back.error().message;
     EXPECT_EQ(*back, s) << arg;
   }
-  EXPECT_EQ(to_arg({10, Duration{25 * kMs}, Duration{1 * kMs}, 65536}),
+  EXPECT_EQ(to_arg({10, Duration{25 * kOneMs}, Duration{1 * kOneMs}, 65536}),
             "10:delay_us=25000:jitter_us=1000:maxlen=65536");
   EXPECT_EQ(to_arg({3, Duration{1500}, Duration{0}, 1024}),
             "3:delay_ns=1500:jitter_us=0:maxlen=1024");
@@ -99,25 +99,25 @@ TEST(QueueSpec, ConfigFile) {
 
 TEST(QueueSpec, MaxlenHoldsPacketsInFlight) {
   // 10 ms at 100 Mbit: 64-byte frames could be 195k pps -> 2 x 1953 = 3907.
-  EXPECT_EQ(queue_maxlen_for(Rate{100e6}, Duration{10 * kMs}, 1500), 3907u);
+  EXPECT_EQ(queue_maxlen_for(Rate{100e6}, Duration{10 * kOneMs}, 1500), 3907u);
   // Small links and short delays keep the kernel's default.
-  EXPECT_EQ(queue_maxlen_for(Rate{10e6}, Duration{1 * kMs}, 1500), kDefaultMaxlen);
+  EXPECT_EQ(queue_maxlen_for(Rate{10e6}, Duration{1 * kOneMs}, 1500), kDefaultMaxlen);
   EXPECT_EQ(queue_maxlen_for(Rate{400e9}, Duration{0}, 1500), kDefaultMaxlen);
   // 10 Gbit, 25 ms: small packets are capped by the stage's own rate (250k pps), but full-size
   // frames at line rate (833k pps) must fit: 2 x 833333 x 0.025 = 41667.
-  EXPECT_EQ(queue_maxlen_for(Rate{10e9}, Duration{25 * kMs}, 1500), 41667u);
+  EXPECT_EQ(queue_maxlen_for(Rate{10e9}, Duration{25 * kOneMs}, 1500), 41667u);
   // Jumbo frames: 10G / 9000 B is below the ceiling, so the ceiling rules: 2 x 250k x 0.025.
-  EXPECT_EQ(queue_maxlen_for(Rate{10e9}, Duration{25 * kMs}, 9000), 12500u);
+  EXPECT_EQ(queue_maxlen_for(Rate{10e9}, Duration{25 * kOneMs}, 9000), 12500u);
   // Unshaped (rate 0): the stage ceiling. Monotonic in delay and rate.
-  EXPECT_EQ(queue_maxlen_for(Rate{0}, Duration{10 * kMs}, 1500), 5000u);
-  EXPECT_LE(queue_maxlen_for(Rate{1e9}, Duration{5 * kMs}, 1500),
-            queue_maxlen_for(Rate{1e9}, Duration{10 * kMs}, 1500));
-  EXPECT_LE(queue_maxlen_for(Rate{1e8}, Duration{10 * kMs}, 1500),
-            queue_maxlen_for(Rate{1e9}, Duration{10 * kMs}, 1500));
+  EXPECT_EQ(queue_maxlen_for(Rate{0}, Duration{10 * kOneMs}, 1500), 5000u);
+  EXPECT_LE(queue_maxlen_for(Rate{1e9}, Duration{5 * kOneMs}, 1500),
+            queue_maxlen_for(Rate{1e9}, Duration{10 * kOneMs}, 1500));
+  EXPECT_LE(queue_maxlen_for(Rate{1e8}, Duration{10 * kOneMs}, 1500),
+            queue_maxlen_for(Rate{1e9}, Duration{10 * kOneMs}, 1500));
   // Never above what a spec accepts.
-  EXPECT_EQ(queue_maxlen_for(Rate{1e15}, Duration{3'600'000 * kMs}, 1500), kMaxMaxlen);
-  EXPECT_TRUE(parse_queue_spec(
-      to_arg({1, Duration{kMs}, Duration{0}, queue_maxlen_for(Rate{1e15}, Duration{kMs}, 1500)})));
+  EXPECT_EQ(queue_maxlen_for(Rate{1e15}, Duration{3'600'000 * kOneMs}, 1500), kMaxMaxlen);
+  EXPECT_TRUE(parse_queue_spec(to_arg(
+      {1, Duration{kOneMs}, Duration{0}, queue_maxlen_for(Rate{1e15}, Duration{kOneMs}, 1500)})));
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ using scenario::testing_text::kBjWan;
 using scenario::testing_text::kHead;
 using scenario::testing_text::kTwoHosts;
 
-plan::Plan plan_of(const std::string& text) {
+plan::Plan hosts_plan_of(const std::string& text) {
   auto s = scenario::load_text(text, "x.toml");
   EXPECT_TRUE(s) << s.error().message;
   auto p =
@@ -52,8 +52,8 @@ const plan::Node& node(const plan::Topology& t, const std::string& name) {
 // a (its A end, hz's router) with b serving B's end; the classes and roles are the same whichever
 // host asks, and the one-host answer is unchanged.
 TEST(VerifyHosts, EachClassOnAHostHoldingItWholeElseAcrossTheTunnel) {
-  const auto p = plan_of(std::string(kHead) + kBjWan + kTwoHosts + "servers = [\"hz/s1\"]\n");
-  const auto one = link_classes(plan_of(std::string(kHead) + kBjWan).topo);
+  const auto p = hosts_plan_of(std::string(kHead) + kBjWan + kTwoHosts + "servers = [\"hz/s1\"]\n");
+  const auto one = link_classes(hosts_plan_of(std::string(kHead) + kBjWan).topo);
   const auto classes = link_classes(p.topo);
   ASSERT_EQ(classes.size(), one.size());
   int crossing = 0;
@@ -103,7 +103,7 @@ TEST(VerifyHosts, EachClassOnAHostHoldingItWholeElseAcrossTheTunnel) {
     EXPECT_EQ(h->parts, (std::vector<std::string>{"a", "b"}));
   }
   // A lab on one host: no roles at all.
-  const auto single = verify_hosts(state_of(plan_of(std::string(kHead) + kBjWan), ""), one);
+  const auto single = verify_hosts(state_of(hosts_plan_of(std::string(kHead) + kBjWan), ""), one);
   EXPECT_FALSE(single.across());
   EXPECT_FALSE(single.has_part());
 }
@@ -111,7 +111,7 @@ TEST(VerifyHosts, EachClassOnAHostHoldingItWholeElseAcrossTheTunnel) {
 // --link: the class of that one link. The tunnel: both hosts, a coordinating. A link wholly on
 // b: b measures it alone (no session), a has no part.
 TEST(VerifyHosts, OneLinkInvolvesTheHostsOfItsEndsOnly) {
-  const auto p = plan_of(std::string(kHead) + kBjWan + kTwoHosts);
+  const auto p = hosts_plan_of(std::string(kHead) + kBjWan + kTwoHosts);
   size_t wan = p.topo.links.size(), bj_nvl = p.topo.links.size();
   for (size_t i = 0; i < p.topo.links.size(); ++i) {
     const auto& l = p.topo.links[i];
@@ -174,7 +174,7 @@ TEST(VerifyHosts, ThreeHostsEveryLinkCrossing) {
 }
 
 TEST(VerifyHosts, TheDigestCoversTheFlagsAndTheClasses) {
-  const auto p = plan_of(std::string(kHead) + kBjWan + kTwoHosts);
+  const auto p = hosts_plan_of(std::string(kHead) + kBjWan + kTwoHosts);
   const auto classes = link_classes(p.topo);
   const std::string d = verify_digest(classes, "quick=0");
   EXPECT_EQ(d, verify_digest(link_classes(p.topo), "quick=0"));
@@ -183,7 +183,7 @@ TEST(VerifyHosts, TheDigestCoversTheFlagsAndTheClasses) {
   EXPECT_NE(d, verify_digest({classes.front()}, "quick=0"));
 }
 
-probe::RttResult rtt(double median_us, double stdev_us) {
+probe::RttResult hosts_rtt(double median_us, double stdev_us) {
   probe::RttResult r;
   r.sent = r.received = 200;
   r.seconds = 0.4;
@@ -202,7 +202,7 @@ probe::RttResult rtt(double median_us, double stdev_us) {
 // A class measured on another host arrives with its figures, target, request and every
 // reading, and is judged here to the same checks, stall and verdict as there.
 TEST(VerifyHosts, AClassResultCrossesTheWireAndIsJudgedAlike) {
-  const auto p = plan_of(std::string(kHead) + kBjWan + kTwoHosts);
+  const auto p = hosts_plan_of(std::string(kHead) + kBjWan + kTwoHosts);
   const auto classes = link_classes(p.topo);
   const auto wan = std::ranges::find_if(classes, [](const LinkClass& c) { return c.crosses(); });
   ASSERT_NE(wan, classes.end());
@@ -226,8 +226,8 @@ TEST(VerifyHosts, AClassResultCrossesTheWireAndIsJudgedAlike) {
   // Two readings: the first out of tolerance while the base stalled, the second fine.
   auto reading = [&](double base_median_us, double delay_ms) {
     Reading r;
-    r.outcome.m.base = rtt(base_median_us, 20);
-    r.outcome.m.rtt = rtt(base_median_us + 2 * delay_ms * 1000, 30);
+    r.outcome.m.base = hosts_rtt(base_median_us, 20);
+    r.outcome.m.rtt = hosts_rtt(base_median_us + 2 * delay_ms * 1000, 30);
     probe::GoodputResult g;
     g.goodput_bps = c.link.emulated.rate.bps * tcp_payload_ratio(c.link.emulated.mtu);
     g.mss = c.link.emulated.mtu - 52;
@@ -357,7 +357,7 @@ struct FakePeer {
 // told to stop after); c failing to serve fails the class without asking b; b hanging up
 // mid-measurement fails its class; every host hears the verdict.
 TEST(VerifySession, TheCoordinatorAsksTheServerThenTheClientAndFailsWhatGoesAway) {
-  const auto p = plan_of(std::string(kHead) + kBjWan + kTwoHosts);
+  const auto p = hosts_plan_of(std::string(kHead) + kBjWan + kTwoHosts);
   lab::LabState st = state_of(p, "a");
   const Ipv4 lo{0x7f000001};
   auto classes = link_classes(p.topo);

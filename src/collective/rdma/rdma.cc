@@ -15,12 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: the progress board's clock
 using rdma::Qp;
-constexpr size_t kMinStripe = 64 * 1024;  // TcpComm's stripe rule: smaller transfers use one QP
-
-int ms_left(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1000));
-}
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string s;
@@ -370,7 +364,7 @@ Status RdmaComm::exchange_rdma(std::span<const Xfer> xfers, bool* interrupted) {
     pfds.push_back(pollfd{s.channel->fd, POLLIN, 0});
     pfds.push_back(pollfd{s.wake.get(), POLLIN, 0});
     for (const auto& d : s.devices) pfds.push_back(pollfd{d->channel->fd, POLLIN, 0});
-    const int ready = ::poll(pfds.data(), pfds.size(), ms_left(idle_deadline));
+    const int ready = ::poll(pfds.data(), pfds.size(), poll_ms_left(idle_deadline));
     if (ready < 0 && errno != EINTR) {
       clear();
       return sys_fail(me + ": poll");

@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "collective/progress.h"
 #include "collective/rdma/state.h"
 
 namespace tb::collective {
@@ -19,20 +20,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using rdma::Qp;
-constexpr uint32_t kHelloMagic = 0x74627231;  // "tbr1"
+constexpr uint32_t kRdmaHelloMagic = 0x74627231;  // "tbr1"
 
 // The connection request's private data (RDMA_PS_TCP carries up to 56 bytes).
-struct Hello {
+struct RdmaHello {
   uint32_t magic;
   int32_t rank;
   int32_t qp;
   int32_t qps;
 };
-
-int ms_left(Clock::time_point deadline, int cap) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, cap));
-}
 
 Result<sockaddr_in> ipv4(const std::string& addr, uint16_t port) {
   sockaddr_in sa{};
@@ -242,8 +238,8 @@ Status Setup::connect_one(int j, int q) {
   auto from = ipv4(qp->src, 0);
   auto to = ipv4(dst, static_cast<uint16_t>(port));
   if (!from || !to) return bad_input(what(*qp) + ": bad address");
-  if (rdma_resolve_addr(qp->id.get(), as_sa(*from), as_sa(*to), ms_left(deadline_, 5000) + 1) !=
-      0) {
+  if (rdma_resolve_addr(qp->id.get(), as_sa(*from), as_sa(*to),
+                        poll_ms_left(deadline_, 5000) + 1) != 0) {
     const int e = errno;
     return fail(no_device(qp->src,
                           "rdma_resolve_addr to rank " + std::to_string(j) + " at " + dst + ":" +
@@ -336,10 +332,10 @@ Status Setup::on_established(Qp& q) {
 
 Status Setup::on_request(rdma_cm_event* e) {
   rdma::CmId child(e->id);  // ours now: accepted below, or rejected and destroyed
-  Hello h{};
+  RdmaHello h{};
   if (e->param.conn.private_data && e->param.conn.private_data_len >= sizeof h)
     std::memcpy(&h, e->param.conn.private_data, sizeof h);
-  bool ok = h.magic == kHelloMagic && h.rank > o_.rank && h.rank < o_.size && is_rdma(h.rank) &&
+  bool ok = h.magic == kRdmaHelloMagic && h.rank > o_.rank && h.rank < o_.size && is_rdma(h.rank) &&
             h.qps == o_.qps && h.qp >= 0 && h.qp < o_.qps;
   // A retried request replaces an earlier attempt that never got established.
   if (ok && s_.pair(h.rank, h.qp) != nullptr) {
@@ -396,14 +392,14 @@ Status Setup::on_event(bool& got) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
       if (q->phase != Qp::kResolvingAddr) break;
       if (!q->id->verbs) return fail(no_device(q->src, "rdma_resolve_addr", ENODEV), ENODEV);
-      if (rdma_resolve_route(q->id.get(), ms_left(deadline_, 5000) + 1) != 0)
+      if (rdma_resolve_route(q->id.get(), poll_ms_left(deadline_, 5000) + 1) != 0)
         return sys_fail(what(*q) + ": rdma_resolve_route");
       q->phase = Qp::kResolvingRoute;
       return {};
     case RDMA_CM_EVENT_ROUTE_RESOLVED: {
       if (q->phase != Qp::kResolvingRoute) break;
       TB_TRY(make_qp(*q));
-      Hello h{kHelloMagic, o_.rank, q->index, o_.qps};
+      RdmaHello h{kRdmaHelloMagic, o_.rank, q->index, o_.qps};
       rdma_conn_param p{};
       p.private_data = &h;
       p.private_data_len = sizeof h;
@@ -498,7 +494,7 @@ Status Setup::run(const std::function<Status()>& between) {
     }
     pollfd pfd{s_.channel->fd, POLLIN, 0};
     // While listeners are still to be published or retries wait, look again every 10 ms.
-    const int wait = ms_left(deadline_, need_port_.empty() && retries_.empty() ? 1000 : 10);
+    const int wait = poll_ms_left(deadline_, need_port_.empty() && retries_.empty() ? 1000 : 10);
     const int ready = ::poll(&pfd, 1, wait);
     if (ready < 0 && errno != EINTR) return sys_fail(me_ + ": poll on the rdma_cm channel");
     // Take every queued event (the fd is non-blocking); a dropped attempt goes once its event

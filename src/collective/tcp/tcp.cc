@@ -14,25 +14,19 @@
 namespace tb::collective {
 namespace {
 
-using Clock = std::chrono::steady_clock;      // CLOCK_MONOTONIC: the progress board's clock
-constexpr uint32_t kHelloMagic = 0x74626331;  // "tbc1"
-constexpr size_t kMinStripe = 64 * 1024;      // smaller transfers use one connection
+using Clock = std::chrono::steady_clock;         // CLOCK_MONOTONIC: the progress board's clock
+constexpr uint32_t kTcpHelloMagic = 0x74626331;  // "tbc1"
 // Receive low-water mark: poll reports a connection readable once this many bytes (or all the
 // transfer still waits for, if fewer) are queued. 64 KiB keeps the kernel's receive buffer and
 // window clamp as they are (tcp_set_rcvlowat grows them only for a mark over half the buffer,
 // whose default is 128 KiB), so long, delayed paths keep their window.
 constexpr size_t kRcvLowat = 64 * 1024;
 
-struct Hello {
+struct TcpHello {
   uint32_t magic;
   int32_t rank;
   int32_t channel;
 };
-
-int ms_left(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1000));
-}
 
 Result<sockaddr_in> endpoint(const std::string& addr, uint16_t port) {
   sockaddr_in sa{};
@@ -59,7 +53,7 @@ Status io_all(int fd, void* buf, size_t len, bool sending, Clock::time_point dea
     if (errno != EAGAIN && errno != EINTR) return sys_fail(what);
     if (Clock::now() >= deadline) return fail(what + ": timed out");
     pollfd pfd{fd, static_cast<short>(sending ? POLLOUT : POLLIN), 0};
-    ::poll(&pfd, 1, ms_left(deadline));
+    ::poll(&pfd, 1, poll_ms_left(deadline));
   }
   return {};
 }
@@ -159,13 +153,13 @@ Result<std::unique_ptr<TcpComm>> TcpComm::connect(const FileStore& store, const 
           errno != EINPROGRESS)
         return sys_fail(what);
       pollfd pfd{fd.get(), POLLOUT, 0};
-      while (::poll(&pfd, 1, ms_left(deadline)) == 0)
+      while (::poll(&pfd, 1, poll_ms_left(deadline)) == 0)
         if (Clock::now() >= deadline) return fail(what + ": timed out");
       int err = 0;
       socklen_t el = sizeof err;
       ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &el);
       if (err != 0) return sys_fail(what, err);
-      Hello h{kHelloMagic, o.rank, ch};
+      TcpHello h{kTcpHelloMagic, o.rank, ch};
       TB_TRY(io_all(fd.get(), &h, sizeof h, true, deadline, what + ": hello"));
       c->conn(j, ch) = std::move(fd);
     }
@@ -177,7 +171,7 @@ Result<std::unique_ptr<TcpComm>> TcpComm::connect(const FileStore& store, const 
   while (want > 0) {
     std::vector<pollfd> pfds;
     for (const auto& l : lsts) pfds.push_back({l.get(), POLLIN, 0});
-    if (::poll(pfds.data(), pfds.size(), ms_left(deadline)) == 0) {
+    if (::poll(pfds.data(), pfds.size(), poll_ms_left(deadline)) == 0) {
       if (Clock::now() < deadline) continue;
       return fail(me + ": timed out waiting for " + std::to_string(want) +
                   " connection(s) from higher ranks (did every rank start?)");
@@ -191,9 +185,9 @@ Result<std::unique_ptr<TcpComm>> TcpComm::connect(const FileStore& store, const 
       return sys_fail(me + ": accept");
     }
     tune(fd.get());
-    Hello h{};
+    TcpHello h{};
     TB_TRY(io_all(fd.get(), &h, sizeof h, false, deadline, me + ": read hello"));
-    if (h.magic != kHelloMagic || h.rank <= o.rank || h.rank >= o.size || !c->uses(h.rank) ||
+    if (h.magic != kTcpHelloMagic || h.rank <= o.rank || h.rank >= o.size || !c->uses(h.rank) ||
         h.channel < 0 || h.channel >= o.channels || c->conn(h.rank, h.channel))
       return fail(me + ": unexpected hello (rank " + std::to_string(h.rank) + ", channel " +
                   std::to_string(h.channel) + ")");
@@ -267,7 +261,7 @@ Status TcpComm::do_exchange(std::span<const Xfer> xfers) {
     }
     if (std::all_of(pfds.begin(), pfds.end(), [](const pollfd& p) { return p.fd < 0; })) return {};
     pfds.push_back(pollfd{interrupt_.get(), POLLIN, 0});  // after the connections' entries
-    const int ready = ::poll(pfds.data(), pfds.size(), ms_left(idle_deadline));
+    const int ready = ::poll(pfds.data(), pfds.size(), poll_ms_left(idle_deadline));
     if (ready < 0 && errno != EINTR) return sys_fail("rank " + std::to_string(rank()) + ": poll");
     if (ready > 0 && (pfds.back().revents & POLLIN))
       return fail("rank " + std::to_string(rank()) +
