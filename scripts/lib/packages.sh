@@ -98,3 +98,41 @@ tb_pkg_install() {
     fi
   done
 }
+
+# The programs the scripts run that come from a package, and that package (the product's own
+# are in src/core/extras.cc).
+declare -A tb_pkg_of_program=(
+  [qemu-system-x86_64]=qemu-system-x86 [debootstrap]=debootstrap [cpio]=cpio [zstd]=zstd
+  [srun]=slurm-client [lintian]=lintian [help2man]=help2man [cmake]=cmake [cpack]=cmake
+  [dpkg-deb]=dpkg [apt-get]=apt [chroot]=coreutils [python3]=python3
+)
+
+# "scripts/setup --with GROUP" for the first group that holds package $1, or "scripts/setup
+# installs it" for the light set.
+tb_pkg_setup_hint() {
+  local g p name
+  for p in "${tb_pkg_light[@]}"; do [ "$p" = "$1" ] && { echo "scripts/setup installs it"; return; }; done
+  for g in "${tb_pkg_groups[@]}"; do
+    name="tb_pkg_$g[@]"
+    for p in "${!name}"; do [ "$p" = "$1" ] && { echo "scripts/setup --with $g"; return; }; done
+  done
+  echo "apt-get install $1"
+}
+
+# Exits 2 when a program named is not on PATH, one line per missing one:
+#   "WHO needs debootstrap: install the Debian package debootstrap (scripts/setup --with vm)"
+tb_need() {
+  local who=$1 t pkg missing=0
+  shift
+  for t in "$@"; do
+    command -v "$t" >/dev/null && continue
+    pkg=${tb_pkg_of_program[$t]:-}
+    if [ -n "$pkg" ]; then
+      echo "$who: needs $t: install the Debian package $pkg ($(tb_pkg_setup_hint "$pkg"))" >&2
+    else
+      echo "$who: needs $t, which is not on PATH" >&2
+    fi
+    missing=1
+  done
+  [ "$missing" = 0 ] || exit 2
+}
