@@ -7,6 +7,7 @@
 #include <array>
 
 #include "capability/capability_checks.h"
+#include "core/extras.h"
 
 namespace tb::capability {
 namespace {
@@ -146,8 +147,17 @@ std::string kernel_release() {
   return u.release;
 }
 
+std::vector<ExtraFound> find_extras() {
+  std::vector<ExtraFound> out;
+  for (const Extra& e : extras())
+    out.push_back({std::string(e.name), std::string(e.package), std::string(e.group),
+                   std::string(e.needed_for), locate(e).value_or("")});
+  return out;
+}
+
 DoctorReport make_report(std::string kernel, std::vector<Capability> caps) {
   DoctorReport r;
+  r.extras = find_extras();
   r.kernel = std::move(kernel);
   r.chosen = choose_backends(caps);
   r.missing_essentials = missing_essentials(caps);
@@ -165,6 +175,14 @@ nlohmann::json to_json(const DoctorReport& r) {
                     {"enables", c.enables},
                     {"fallback", c.fallback},
                     {"method", c.method}});
+  nlohmann::json extras = nlohmann::json::array();
+  for (const ExtraFound& e : r.extras)
+    extras.push_back({{"name", e.name},
+                      {"found", !e.path.empty()},
+                      {"path", e.path},
+                      {"package", e.package},
+                      {"group", e.group},
+                      {"needed_for", e.needed_for}});
   return {{"kernel", r.kernel},
           {"usable", r.usable()},
           {"missing_essentials", r.missing_essentials},
@@ -172,7 +190,8 @@ nlohmann::json to_json(const DoctorReport& r) {
            {{"shaping_backend", r.chosen.shaping},
             {"transport", r.chosen.transport},
             {"failover", r.chosen.failover}}},
-          {"capabilities", caps}};
+          {"capabilities", caps},
+          {"extras", extras}};
 }
 
 plan::HostCaps host_for_plan(bool with_rxe) {

@@ -69,17 +69,27 @@ std::vector<std::string> missing_essentials(const std::vector<Capability>& caps)
 // uname -r.
 std::string kernel_release();
 
+// One row of core/extras.h's table as found on this host.
+struct ExtraFound {
+  std::string name, package, group, needed_for;
+  std::string path;  // where it is; "" when missing
+};
+// Every row of core/extras.h, located.
+std::vector<ExtraFound> find_extras();
+
 struct DoctorReport {
   std::string kernel;
   std::vector<Capability> capabilities;
   Backends chosen;
   std::vector<std::string> missing_essentials;
+  std::vector<ExtraFound> extras;  // the optional programs and files, found or missing
   bool usable() const { return missing_essentials.empty(); }
 };
 DoctorReport make_report(std::string kernel, std::vector<Capability> caps);
 
 // {"kernel", "usable", "missing_essentials", "chosen": {shaping_backend, transport, failover},
-//  "capabilities": [{name, available, essential, detail, enables, fallback, method}]}
+//  "capabilities": [{name, available, essential, detail, enables, fallback, method}],
+//  "extras": [{name, found, path, package, group, needed_for}]}
 nlohmann::json to_json(const DoctorReport& r);
 
 // What the planner needs of this host (plan/host.h): the checks that decide shaping (netem, tbf,

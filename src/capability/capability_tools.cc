@@ -11,6 +11,7 @@
 
 #include "capability/capability_checks.h"
 #include "capability/capability_netlink.h"
+#include "core/extras.h"
 #include "core/unique_fd.h"
 
 namespace tb::capability::probe {
@@ -20,7 +21,9 @@ constexpr uint16_t kProbeQueue = 7;
 constexpr int kKvmApiVersion = 12;  // KVM_API_VERSION, stable since Linux 2.6.22
 
 Outcome not_installed(const std::string& tool) {
-  return no(tool + " not installed (binary not found in PATH or /usr/sbin, /sbin, /usr/bin)");
+  const Extra* e = find_extra(tool);
+  return no(tool + " not installed (binary not found in PATH or /usr/sbin, /sbin, /usr/bin)" +
+            (e ? "; " + install_hint(*e) : std::string()));
 }
 
 // "<tool> refused (exit N): <its message>" or the timeout / exec failure.
@@ -75,16 +78,16 @@ Outcome check_nft_numgen() {
 }
 
 Outcome check_frr() {
-  // Debian's frr package installs its daemons here; zebra installs the routes bgpd learns.
+  // Debian's frr package installs its daemons in /usr/lib/frr (core/extras.h); zebra installs
+  // the routes bgpd learns.
   std::string present, missing;
   for (const char* d : {"zebra", "bgpd", "bfdd"}) {
-    std::string path = std::string("/usr/lib/frr/") + d;
-    std::string& list = ::access(path.c_str(), X_OK) == 0 ? present : missing;
+    std::string& list = locate(*find_extra(d)) ? present : missing;
     list += (list.empty() ? "" : ", ") + std::string(d);
   }
-  if (missing.empty()) return yes("/usr/lib/frr has zebra, bgpd and bfdd");
-  return no("/usr/lib/frr lacks " + missing + (present.empty() ? "" : " (has " + present + ")") +
-            "; install the frr package");
+  if (missing.empty()) return yes("FRR has zebra, bgpd and bfdd");
+  return no("FRR lacks " + missing + (present.empty() ? "" : " (has " + present + ")") + "; " +
+            install_hint(*find_extra("zebra")));
 }
 
 Outcome check_kvm() {

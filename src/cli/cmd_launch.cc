@@ -56,6 +56,9 @@ int cmd_launch(const LaunchFlags& f) {
   std::error_code ec;
   o.testbedctl = std::filesystem::read_symlink("/proc/self/exe", ec).string();
 
+  // A missing mpirun is found before the lab is read (core/extras.h names its package).
+  if (o.mpi)
+    if (auto mpirun = launch::find_mpirun(o); !mpirun) return report(mpirun.error());
   auto st = lab::load_state(f.lab);
   if (!st) return report(Error{st.error().message, 0, kExitBadInput});
   if (st->phase != "up")

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <thread>
 
+#include "core/extras.h"
 #include "core/unique_fd.h"
 #include "netlink/netns.h"
 
@@ -44,15 +45,17 @@ std::string frr_bgpd_conf(const plan::Router& r) {
   return s;
 }
 
+namespace {
+
+constexpr const char* kFrrWho = "[failover] mode = \"bfd\"";
+
+}  // namespace
+
 Status frr_installed() {
-  for (const char* d : {"zebra", "bgpd", "bfdd"})
-    if (::access((std::string(kFrrDir) + "/" + d).c_str(), X_OK) != 0)
-      return bad_input("[failover] mode = \"bfd\" needs FRR's " + std::string(d) + " in " +
-                       kFrrDir + " (Debian package frr; scripts/setup installs it)");
+  for (const char* d : {"zebra", "bgpd", "bfdd"}) TB_TRY(require_extra(kFrrWho, d));
   if (!::getgrnam("frr"))
-    return bad_input(
-        "[failover] mode = \"bfd\" runs FRR's daemons as group frr, which this "
-        "host lacks (Debian package frr makes it; scripts/setup installs it)");
+    return missing_extra(kFrrWho, *find_extra("zebra"),
+                         "its daemons run as group frr, which this host lacks");
   return {};
 }
 
@@ -71,13 +74,14 @@ Result<std::vector<runner::ChildSpec>> frr_children(const SafeDir& lab_dir, cons
   // a BFD session bgpd asks for before bfdd is connected is dropped, and not asked for again.
   int delay_ms = 0;
   for (const auto& [d, text] : confs) {
+    auto program = require_extra(kFrrWho, d);
+    if (!program) return std::unexpected(program.error());
     TB_TRY(frr_dir->write(d + ".conf", text));
     const std::string conf = dir + "/" + d + ".conf";
     out.push_back({d + " " + r.node,
                    r.netns,
-                   {std::string(kFrrDir) + "/" + d, "-f", conf, "-i", dir + "/" + d + ".pid", "-z",
-                    dir + "/zserv.api", "--vty_socket", dir, "-P", "0", "-u", "frr", "-g", "frr",
-                    "--log", "stdout"},
+                   {*program, "-f", conf, "-i", dir + "/" + d + ".pid", "-z", dir + "/zserv.api",
+                    "--vty_socket", dir, "-P", "0", "-u", "frr", "-g", "frr", "--log", "stdout"},
                    delay_ms});
     delay_ms += 1000;
   }

@@ -15,13 +15,11 @@
 
 namespace tb::failover {
 
-inline constexpr const char* kFrrDir = "/usr/lib/frr";
-
 std::string frr_bgpd_conf(const plan::Router& r);
 std::string frr_bfdd_conf(const plan::Router& r);
 
-// zebra, bgpd and bfdd are executable in kFrrDir and group frr exists; else an exit-2 error
-// naming what is missing.
+// zebra, bgpd and bfdd are executable in /usr/lib/frr ($TESTBEDCTL_FRR_DIR overrides it;
+// core/extras.h) and group frr exists; else an exit-2 error naming the Debian package frr.
 Status frr_installed();
 
 // Writes the configs under <lab_dir>/frr/<netns>/ (0644) and returns the three children (zebra

@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/extras.h"
 #include "core/process.h"
 #include "core/unique_fd.h"
 #include "core/units.h"
@@ -129,6 +130,12 @@ Result<int64_t> parse_job_duration_ms(std::string_view text) {
   return scaled(0, 1000);
 }
 
+Result<std::string> find_mpirun(const CommandOptions& o) {
+  if (o.mpirun == "mpirun") return require_extra("launch --mpi", "mpirun");
+  if (auto p = resolve_program(o.mpirun)) return *p;
+  return bad_input("launch --mpi: " + o.mpirun + " not found (looked up as given)");
+}
+
 bool CommandResult::ok() const {
   if (interrupted || timed_out || first_failed >= 0 || !errors.empty()) return false;
   return std::all_of(ranks.begin(), ranks.end(),
@@ -235,11 +242,8 @@ Result<CommandJob> prepare_command(const lab::LabState& lab, const CommandOption
   job.argv = o.argv;
   job.argv.front() = *prog;
   if (o.mpi) {
-    auto mpirun = resolve_program(o.mpirun);
-    if (!mpirun)
-      return bad_input("--mpi: " + o.mpirun +
-                       " not found in PATH (Debian: apt install openmpi-bin; scripts/setup "
-                       "installs it)");
+    auto mpirun = find_mpirun(o);
+    if (!mpirun) return std::unexpected(mpirun.error());
     if (o.testbedctl.empty()) return bad_input("--mpi: testbedctl's own path is unknown");
     const std::string n = std::to_string(job.ranks.size());
     auto& a = job.mpi_argv;

@@ -84,6 +84,10 @@ struct CommandJob {
   std::string host;
 };
 
+// --mpi: the mpirun to run (o.mpirun, "mpirun" from PATH by default), or the exit-2 error
+// naming Open MPI's Debian package (core/extras.h). The verb checks it before it reads the lab.
+Result<std::string> find_mpirun(const CommandOptions& o);
+
 // Picks the ranks and the tier and resolves the command; every error is exit 2 and names the
 // field: an unknown selector, a tier the ranks cannot use (nvl across servers, rail across
 // regions), a command not found (nothing is started). Reads only `lab` and the file system.

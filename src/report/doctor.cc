@@ -29,6 +29,21 @@ std::string doctor_text(const capability::DoctorReport& r) {
          "  " + enables_or_fallback(c) + "\n";
   s += "\nshaping backend: " + r.chosen.shaping + "\ntransport: " + r.chosen.transport +
        "\nfailover: " + r.chosen.failover + "\n";
+  if (r.extras.empty()) return s;
+  // The packages the product uses beside the kernel (core/extras.h): the light set comes with
+  // scripts/setup, a group with scripts/setup --with GROUP.
+  size_t we = 5, wf = 7, wp = 7;
+  for (const auto& e : r.extras) {
+    we = std::max(we, e.name.size());
+    wf = std::max(wf, e.path.empty() ? 7 : e.path.size());
+    wp = std::max(wp, e.package.size());
+  }
+  s += "\n" + pad("EXTRA", we) + "  " + pad("FOUND", wf) + "  " + pad("PACKAGE", wp) +
+       "  SETUP           NEEDED FOR\n";
+  for (const auto& e : r.extras)
+    s += pad(e.name, we) + "  " + pad(e.path.empty() ? "missing" : e.path, wf) + "  " +
+         pad(e.package, wp) + "  " + pad(e.group.empty() ? "default" : "--with " + e.group, 14) +
+         "  " + e.needed_for + "\n";
   return s;
 }
 

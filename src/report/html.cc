@@ -10,8 +10,10 @@
 #include <fstream>
 #include <map>
 #include <set>
+
 #include <sstream>
 #include <type_traits>
+#include "core/extras.h"
 
 #include "core/safe_file.h"
 #include "core/units.h"
@@ -974,8 +976,10 @@ Result<const Gvc*> load_gvc() {
     tried = true;
     void* h = ::dlopen("libgvc.so.6", RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
-      error = std::string("graphviz: ") + ::dlerror() +
-              " (Debian: apt install graphviz; scripts/setup installs it)";
+      error = missing_extra("an HTML report's topology", *find_extra("libgvc.so.6"),
+                            std::string("graphviz: ") + ::dlerror())
+                  .error()
+                  .message;
     } else {
       auto sym = [&](auto& fn, const char* name) {
         fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(h, name));
@@ -1032,8 +1036,9 @@ Result<std::string> dot_to_svg(const std::string& dot) {
 }
 
 std::string chart_js_path() {
-  const char* env = std::getenv("TESTBEDCTL_CHART_JS");
-  return env && *env ? env : "/usr/share/javascript/chart.js/chart.min.js";
+  const Extra& e = *find_extra("chart.min.js");
+  const char* env = std::getenv(std::string(e.env).c_str());
+  return env && *env ? std::string(env) : std::string(e.where);
 }
 
 Result<std::string> html_page(const ReportInput& in, std::string_view chart_js) {
@@ -1144,8 +1149,8 @@ Result<ReportInput> read_report_inputs(const std::vector<std::string>& paths) {
 Result<std::string> write_html(const ReportInput& in, const std::string& out) {
   auto js = read_text(chart_js_path());
   if (!js)
-    return bad_input("report: Chart.js not found at " + chart_js_path() +
-                     " (Debian: apt install libjs-chart.js; scripts/setup installs it)");
+    return missing_extra("an HTML report", *find_extra("chart.min.js"),
+                         "no " + chart_js_path() + " ($TESTBEDCTL_CHART_JS overrides the path)");
   auto page = html_page(in, *js);
   if (!page) return std::unexpected(page.error());
   TB_TRY(write_file(out, *page));

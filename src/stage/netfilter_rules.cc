@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "core/extras.h"
 #include "core/unique_fd.h"
 
 namespace tb::stage {
@@ -47,7 +48,12 @@ std::string find_tool(const std::string& name) {
 Result<ToolRun> run_tool(const std::string& netns, const std::string& tool,
                          const std::vector<std::string>& args) {
   std::string path = find_tool(tool);
-  if (path.empty()) return fail(tool + " not found in /usr/sbin, /sbin, /usr/bin or /bin");
+  if (path.empty()) {
+    const std::string where = "not found in /usr/sbin, /sbin, /usr/bin or /bin";
+    if (const Extra* e = find_extra(tool))
+      return missing_extra("the lab's netfilter rules", *e, where);
+    return fail(tool + " " + where);
+  }
   UniqueFd ns_fd;
   if (!netns.empty()) {
     if (netns.find('/') != std::string::npos) return bad_input("bad netns name \"" + netns + "\"");

@@ -26,7 +26,7 @@ class Report : public SharedMiniLab<Report> {
   void SetUp() override {
     SharedMiniLab<Report>::SetUp();
     if (!have_chromium())
-      GTEST_SKIP() << "no chromium (Debian: apt install chromium; scripts/setup installs it)";
+      GTEST_SKIP() << "no chromium (Debian: apt install chromium; scripts/setup --with tests)";
   }
   static CmdResult tb(const std::string& args) {
     return sh("TESTBEDCTL_RESULTS_DIR=" + results_ + " " + tbctl() + " " + args + " 2>&1");

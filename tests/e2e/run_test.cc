@@ -266,7 +266,7 @@ TEST_F(Run, TheFailoverAgentReroutesAGrayWanFailureWithinItsDetectionWindow) {
 
 TEST_F(Run, BfdAndBgpRerouteAGrayWanFailureWithinTheDetectionWindow) {
   if (::access("/usr/lib/frr/bgpd", X_OK) != 0)
-    GTEST_SKIP() << "frr not installed (scripts/setup installs it)";
+    GTEST_SKIP() << "frr not installed (scripts/setup --with frr)";
   std::string path = hzbj_blackhole(dir_, "bfd");
   {
     std::ifstream in(path);

@@ -1,7 +1,8 @@
 // A real Slurm cluster over emulated hosts (issue 19): munged, slurmctld and one slurmd per host,
-// the Debian packages' own daemons (slurmctld, slurmd, slurm-client, munge; scripts/setup), not a
-// mock. Everything lives in a temporary directory of its own: the munge key and socket, the
-// slurm.conf, the controller's state, each node's spool directory, the logs and pid files.
+// the Debian packages' own daemons (slurmctld, slurmd, slurm-client, munge; scripts/setup --with
+// slurm), not a mock. Everything lives in a temporary directory of its own: the munge key and
+// socket, the slurm.conf, the controller's state, each node's spool directory, the logs and pid
+// files.
 //
 //   root namespace     munged, on its own socket (<dir>/munge/sock) with its own key
 //   switch namespace   slurmctld (its own UTS namespace named "tbctl"), at the hosts' controller
@@ -38,8 +39,8 @@
 
 namespace tb::e2e {
 
-// Whether the Slurm and munge programs the fixture runs are installed (scripts/setup installs
-// them); empty when they are, else what is missing.
+// Whether the Slurm and munge programs the fixture runs are installed (`scripts/setup --with slurm`
+// installs them); empty when they are, else what is missing.
 inline std::string slurm_missing() {
   std::string missing;
   for (const char* p :
@@ -265,7 +266,7 @@ class SlurmCluster {
     if (!hosts_.ok()) return fail("the emulated hosts are not up: " + hosts_.error());
     if (const std::string m = slurm_missing(); !m.empty())
       return fail("not installed: " + m +
-                  " (scripts/setup installs slurmctld slurmd slurm-client munge)");
+                  " (scripts/setup --with slurm installs slurmctld slurmd slurm-client munge)");
     std::string t = "/tmp/" + hosts_.prefix() + "-slurm-XXXXXX";
     if (::mkdtemp(t.data()) == nullptr) return fail("mkdtemp " + t);
     dir_ = t;

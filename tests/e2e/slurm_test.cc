@@ -24,7 +24,7 @@ const std::string HZ = "regions = [\"hz\"]", BJ = "regions = [\"bj\"]";
 #define TB_REQUIRE_SLURM()                                           \
   if (const std::string missing = slurm_missing(); !missing.empty()) \
   GTEST_SKIP() << "Slurm or munge not installed (" << missing        \
-               << "): scripts/setup installs slurmctld slurmd slurm-client munge"
+               << "): scripts/setup --with slurm installs slurmctld slurmd slurm-client munge"
 
 // The fixture itself: every host is a node named after it, idle; srun's tasks run inside the
 // hosts (their hostname, their underlay address, their own empty /run/netns); a task's exit

@@ -244,7 +244,7 @@ TEST(LiveLink, AgentMissesReachTheRunningAgents) {
 TEST(LiveLink, BfdMultiplierReachesTheRunningBfdDaemons) {
   TB_REQUIRE_ROOT();
   if (::access("/usr/lib/frr/bfdd", X_OK) != 0 || ::access("/usr/bin/vtysh", X_OK) != 0)
-    GTEST_SKIP() << "frr not installed (scripts/setup installs it)";
+    GTEST_SKIP() << "frr not installed (scripts/setup --with frr)";
   ScratchDir dir;
   LabGuard g(unique_lab("bm"));
   const std::string lab = g.lab();

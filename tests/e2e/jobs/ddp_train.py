@@ -25,7 +25,7 @@ try:
     from torch.nn.parallel import DistributedDataParallel as DDP
 except ImportError as e:
     print(f"ddp_train.py: cannot import torch under {sys.executable} ({e}); run it with "
-          "/usr/bin/python3 (Debian's python3-torch, installed by scripts/setup)", file=sys.stderr)
+          "/usr/bin/python3 (Debian's python3-torch, scripts/setup --with launch)", file=sys.stderr)
     sys.exit(2)
 
 
