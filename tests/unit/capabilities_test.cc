@@ -16,6 +16,7 @@
 #include "capability/capabilities.h"
 #include "capability/capability_checks.h"
 #include "capability/capability_netlink.h"
+#include "core/extras.h"
 
 namespace tb::capability {
 namespace {
@@ -138,7 +139,13 @@ TEST(DoctorReport, JsonShape) {
   EXPECT_EQ(netem["enables"], "e2");
   EXPECT_EQ(netem["fallback"], "f2");
   EXPECT_EQ(netem["method"], "RTM_NEWQDISC");
-  EXPECT_EQ(j.size(), 5u);
+  ASSERT_TRUE(j["extras"].is_array());  // every row of core/extras.h, found or not
+  EXPECT_EQ(j["extras"].size(), tb::extras().size());
+  for (const auto& e : j["extras"]) {
+    EXPECT_TRUE(e["package"].is_string());
+    EXPECT_TRUE(e["found"].is_boolean());
+  }
+  EXPECT_EQ(j.size(), 6u);
   EXPECT_EQ(netem.size(), 7u);
 }
 
