@@ -64,15 +64,17 @@ inline std::string unique_lab(const std::string& prefix) {
 }
 
 // Namespaces whose loopback alias carries lab's owner marker (read with iproute2, the way a
-// user would check).
+// user would check). Every namespace on the host is read, by one shell: a shell per namespace
+// cost twice as much (19 against 10 ms each), and a shared host holds thousands of them.
 inline std::vector<std::string> marked_netns(const std::string& lab) {
   std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/run/netns", ec)) {
-    const std::string ns = e.path().filename();
-    CmdResult r = sh("ip -n " + ns + " -o link show lo");
-    if (r.out.find("alias testbedctl lab=" + lab + " ") != std::string::npos) out.push_back(ns);
-  }
+  const CmdResult r =
+      sh("cd /run/netns 2>/dev/null || exit 0; for n in *; do [ -e \"$n\" ] || continue; "
+         "printf '%s ' \"$n\"; ip -n \"$n\" -o link show lo 2>/dev/null || echo; done");
+  std::istringstream in(r.out);
+  const std::string want = "alias testbedctl lab=" + lab + " ";
+  for (std::string line; std::getline(in, line);)
+    if (line.find(want) != std::string::npos) out.push_back(line.substr(0, line.find(' ')));
   return out;
 }
 
