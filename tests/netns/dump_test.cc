@@ -13,13 +13,6 @@
 namespace tb::testing {
 namespace {
 
-Prefix pfx(const char* t) {
-  return *parse_prefix(t);
-}
-Ipv4 ip(const char* t) {
-  return *parse_ipv4(t);
-}
-
 class DumpTest : public NetnsTest {
  protected:
   static Result<netlink::NlSocket> socket_in(const std::string& netns) {

@@ -22,13 +22,6 @@ using plan::CreateVeth;
 using plan::SetSysctl;
 using plan::WriteHosts;
 
-Prefix pfx(const char* t) {
-  return *parse_prefix(t);
-}
-Ipv4 ip(const char* t) {
-  return *parse_ipv4(t);
-}
-
 const IfaceInfo* find_if(const std::vector<IfaceInfo>& v, const std::string& name) {
   auto it = std::find_if(v.begin(), v.end(), [&](const auto& i) { return i.ifname == name; });
   return it == v.end() ? nullptr : &*it;
