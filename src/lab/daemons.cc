@@ -193,7 +193,18 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
 }
 
 void stop_daemons(const std::string& lab) {
-  terminate(owned_processes(plan::owner_marker(lab), lab.empty()), kDaemonGraceMs);
+  await_daemons(signal_daemons(lab));
+}
+
+StoppingDaemons signal_daemons(const std::string& lab) {
+  StoppingDaemons s;
+  s.pids = owned_processes(plan::owner_marker(lab), lab.empty());
+  s.sent_ns = send_terminate(s.pids);
+  return s;
+}
+
+void await_daemons(const StoppingDaemons& stopping) {
+  await_terminated(stopping.pids, stopping.sent_ns, kDaemonGraceMs);
 }
 
 Status LabKernel::submit(const plan::Op& op) {
