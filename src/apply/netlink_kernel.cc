@@ -60,6 +60,7 @@ Status NetlinkKernel::sync() {
     note_failure();
     return std::unexpected(std::move(e->error));
   }
+  if (!pending_rules_.empty()) return install_stage_rules();
   return {};
 }
 
@@ -296,6 +297,7 @@ Result<std::optional<bool>> NetlinkKernel::carries_marker(const std::string& net
 }
 
 void NetlinkKernel::prepare_undo(const std::vector<plan::Op>& ops) {
+  pending_rules_.clear();  // never installed: nothing of theirs to undo
   for (const auto& op : ops)
     if (const auto* n = std::get_if<plan::CreateNetns>(&op))
       if (auto m = carries_marker(n->netns, n->marker); m && *m) marked_[n->netns] = **m;

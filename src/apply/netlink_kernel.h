@@ -106,6 +106,10 @@ class NetlinkKernel final : public Kernel {
   // Whether `netns` exists and its loopback alias carries `marker` (nullopt: no such netns).
   Result<std::optional<bool>> carries_marker(const std::string& netns, const std::string& marker);
   std::optional<netlink::AckError> deferred_;
+  // AddStageRule ops submitted and not installed yet: sync() installs them, each namespace's
+  // in one transaction per tool, namespaces in parallel (netlink_kernel_stage.cc).
+  std::vector<plan::AddStageRule> pending_rules_;
+  Status install_stage_rules();
   // A socket in the namespace this process runs in (the host's underlay), for the tunnels.
   std::optional<netlink::NlSocket> own_;
 };

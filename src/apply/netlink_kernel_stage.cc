@@ -1,8 +1,13 @@
 // NetlinkKernel's AddStageRule: the netfilter rules that steer a link direction into its delay
 // stage queue and drop its loss share (in the bridge family when the op's interface is a bridge
-// port, which the kernel is asked here). They are made by iptables and nft inside the namespace
-// (stage/netfilter_rules.h says why no library interface exists); they carry the op's marker
+// port, which the kernel is asked here). They are made by iptables-restore and nft inside the
+// namespace (stage/netfilter_rules.h says why no library interface exists), all of a
+// namespace's at once when the applier syncs, namespaces in parallel; they carry the op's marker
 // and go with it on undo (and with their namespace on down).
+#include <algorithm>
+#include <thread>
+#include <unordered_map>
+
 #include "apply/netlink_kernel.h"
 #include "netlink/dump.h"
 #include "netlink/message.h"
@@ -24,38 +29,52 @@ Result<bool> bridge_port(netlink::NlSocket& sock, int ifindex, const std::string
 }  // namespace
 
 Status NetlinkKernel::submit_op(const plan::AddStageRule& op) {
-  // The rules' tools run in a child of their own: ours must have sent everything first.
-  TB_TRY(sync());
-  const std::string what =
-      (op.queue ? "steer " + op.ifname + (op.egress ? " egress" : " ingress") + " in netns " +
-                      op.netns + " into the delay stage"
-                : "drop a loss share on " + op.ifname + " in netns " + op.netns);
-  if (op.queue)
-    if (auto r =
-            stage::add_queue_rule(op.netns, {op.ifname, op.queue, op.egress}, op.marker + " queue");
-        !r)
-      return std::unexpected(with_context(r.error(), what));
-  // A loss rule on a bridge port goes in the bridge family (its frames never reach IP): the
-  // planner puts the loss of a direction into a bridge port there (plan/shaping.h).
-  bool bridge = false;
-  if (op.loss_ppm && !op.egress) {
-    auto h = handle(op.netns);
-    if (!h) return std::unexpected(with_context(h.error(), what));
-    auto idx = ifindex_of(**h, op.ifname);
-    if (!idx) return std::unexpected(with_context(idx.error(), what));
-    auto port = bridge_port((*h)->sock, *idx, "netns " + op.netns);
-    if (!port) return std::unexpected(with_context(port.error(), what));
-    bridge = *port;
+  // Installed at sync(), with the rest of its namespace's rules: one process per tool and
+  // namespace instead of one per rule (a lab has hundreds).
+  pending_rules_.push_back(op);
+  return {};
+}
+
+Status NetlinkKernel::install_stage_rules() {
+  auto ops = std::move(pending_rules_);
+  pending_rules_.clear();
+  // Grouped by namespace, in the order the plan first names each.
+  std::vector<stage::NetnsRules> groups;
+  std::unordered_map<std::string, size_t> group_of;
+  for (const auto& op : ops) {
+    auto [it, fresh] = group_of.try_emplace(op.netns, groups.size());
+    if (fresh) groups.push_back({op.netns, {}, {}});
+    stage::NetnsRules& g = groups[it->second];
+    if (op.queue) g.queue.push_back({{op.ifname, op.queue, op.egress}, op.marker + " queue"});
+    // Queues here mean a stage here (plan/shaping.cc): its release probe's rule comes along.
+    g.release_probe = g.release_probe || op.queue;
+    if (!op.loss_ppm) continue;
+    // A loss rule on a bridge port goes in the bridge family (its frames never reach IP): the
+    // planner puts the loss of a direction into a bridge port there (plan/shaping.h).
+    bool bridge = false;
+    if (!op.egress) {
+      const std::string what = "drop a loss share on " + op.ifname + " in netns " + op.netns;
+      auto h = handle(op.netns);
+      if (!h) return std::unexpected(with_context(h.error(), what));
+      auto idx = ifindex_of(**h, op.ifname);
+      if (!idx) return std::unexpected(with_context(idx.error(), what));
+      auto port = bridge_port((*h)->sock, *idx, "netns " + op.netns);
+      if (!port) return std::unexpected(with_context(port.error(), what));
+      bridge = *port;
+    }
+    g.loss.push_back({{op.ifname, op.loss_ppm, op.egress, bridge}, op.marker + " loss"});
   }
-  if (op.loss_ppm)
-    if (auto r = stage::add_loss_rule(op.netns, {op.ifname, op.loss_ppm, op.egress, bridge},
-                                      op.marker + " loss");
-        !r)
-      return std::unexpected(with_context(r.error(), what));
+  // The tools are processes of their own, mostly waiting on the kernel's commit: a few at once.
+  const int parallel = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
+  if (auto r = stage::add_rules(groups, parallel); !r)
+    return std::unexpected(with_context(r.error(), "steer links into their delay stages"));
   return {};
 }
 
 Status NetlinkKernel::undo_op(const plan::AddStageRule& op) {
+  std::erase_if(pending_rules_, [&](const plan::AddStageRule& p) {
+    return p.netns == op.netns && p.marker == op.marker;
+  });
   auto h = handle_if_exists(op.netns);
   if (!h) return std::unexpected(h.error());
   if (!*h) return {};  // the namespace, and its rules, are gone

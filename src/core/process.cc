@@ -34,8 +34,19 @@ std::vector<int> owned_processes(const std::string& owner, bool prefix) {
 }
 
 void terminate(const std::vector<int>& pids, int grace_ms) {
+  await_terminated(pids, send_terminate(pids), grace_ms);
+}
+
+int64_t send_terminate(const std::vector<int>& pids) {
   for (int pid : pids) ::kill(pid, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void await_terminated(const std::vector<int>& pids, int64_t sent_ns, int grace_ms) {
+  const auto deadline = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(sent_ns)) +
+                        std::chrono::milliseconds(grace_ms);
   auto alive = [](int pid) {
     int st;
     if (::waitpid(pid, &st, WNOHANG) == pid) return false;  // our child, now reaped

@@ -3,6 +3,7 @@
 // Thread-safe (no shared state).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,12 @@ std::vector<int> owned_processes(const std::string& owner, bool prefix = false);
 
 // SIGTERM, wait up to `grace_ms`, then SIGKILL; reaps those that are our children.
 void terminate(const std::vector<int>& pids, int grace_ms);
+// terminate() in two halves, for a caller with other work to do while they exit: SIGTERM
+// now (returns when it was sent, CLOCK_MONOTONIC ns) ...
+int64_t send_terminate(const std::vector<int>& pids);
+// ... and later: waits until `grace_ms` after `sent_ns` for them to go, then SIGKILL; reaps
+// those that are our children. Returns once none of them runs.
+void await_terminated(const std::vector<int>& pids, int64_t sent_ns, int grace_ms);
 
 // A program installed with testbedctl ("tb-probe", "tb-rank"): next to the running
 // executable, else at $<env_var>, else on PATH. Absolute path, or an exit-2 error.

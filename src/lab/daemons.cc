@@ -18,6 +18,8 @@
 #include "failover/frr.h"
 #include "lab/state.h"
 #include "runner/supervisor.h"
+#include "stage/calibration.h"
+#include "stage/netfilter_rules.h"
 #include "stage/queue_spec.h"
 
 namespace tb::lab {
@@ -44,10 +46,13 @@ runner::ChildSpec stage_child(const std::string& lab, const plan::Stage& st,
                               const std::string& delayd) {
   // SIGHUP blocked across exec and running once ready: a reload sent while it starts waits for
   // it instead of killing it (runner/supervisor.h).
+  // --probe-rule-installed: its release probe's rule came with the namespace's other rules
+  // (apply/netlink_kernel_stage.cc; refresh_stage for a stage new to the lab), and stays.
   return {"stage " + st.node,
           st.netns,
           {delayd, "--config", stage_config_path(lab, st.netns), "--stats",
-           stage_stats_path(lab, st.netns), "--realtime", std::to_string(kRealtimePriority)},
+           stage_stats_path(lab, st.netns), "--realtime", std::to_string(kRealtimePriority),
+           "--probe-rule-installed"},
           0,
           true,
           true};
@@ -188,7 +193,18 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
 }
 
 void stop_daemons(const std::string& lab) {
-  terminate(owned_processes(plan::owner_marker(lab), lab.empty()), kDaemonGraceMs);
+  await_daemons(signal_daemons(lab));
+}
+
+StoppingDaemons signal_daemons(const std::string& lab) {
+  StoppingDaemons s;
+  s.pids = owned_processes(plan::owner_marker(lab), lab.empty());
+  s.sent_ns = send_terminate(s.pids);
+  return s;
+}
+
+void await_daemons(const StoppingDaemons& stopping) {
+  await_terminated(stopping.pids, stopping.sent_ns, kDaemonGraceMs);
 }
 
 Status LabKernel::submit(const plan::Op& op) {
@@ -236,6 +252,9 @@ Status refresh_stage(const std::string& lab, const plan::Stage& st) {
     if (std::ranges::none_of(*specs, [&](const runner::ChildSpec& c) { return c.name == name; })) {
       auto delayd = delayd_path();
       if (!delayd) return std::unexpected(delayd.error());
+      // It runs with --probe-rule-installed: the rule `up` puts in a stage's namespace.
+      TB_TRY(stage::add_probe_rule(st.netns, stage::kProbeQueue, stage::kProbeMark,
+                                   stage::kProbeMarker));
       specs->push_back(stage_child(lab, st, *delayd));
     }
     int sup = 0;

@@ -41,6 +41,15 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
 // Stops the lab's supervisor and every process carrying the lab's owner marker (SIGTERM, then
 // SIGKILL after a grace period); every lab's when `lab` is empty. Nothing running: nothing to do.
 void stop_daemons(const std::string& lab);
+// stop_daemons in two halves, so `down` removes namespaces while the processes exit: SIGTERM
+// to every one now ...
+struct StoppingDaemons {
+  std::vector<int> pids;
+  int64_t sent_ns = 0;
+};
+StoppingDaemons signal_daemons(const std::string& lab);
+// ... and then the wait (the grace period counts from the signal), SIGKILL for any left.
+void await_daemons(const StoppingDaemons& stopping);
 
 class LabKernel : public apply::Kernel {
  public:

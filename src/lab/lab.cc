@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "apply/applier.h"
 #include "apply/marker.h"
@@ -184,15 +185,29 @@ Result<int> clean(const std::string& lab, apply::Kernel& kernel) {
   const std::string select = plan::owner_marker(lab) + (lab.empty() ? "" : " ");
   auto before = kernel.owned_netns(select);
   if (!before) return std::unexpected(before.error());
-  // Processes first (the supervisor and what it runs): they hold namespaces alive.
-  stop_daemons(lab);
+  // Processes first (the supervisor and what it runs): told to stop now, and waited for once
+  // their namespaces are unmounted (a namespace lives on, unnamed, until the last process in
+  // it exits), so their exit overlaps the removal; nothing is left running when clean returns.
+  StoppingDaemons stopping = signal_daemons(lab);
+  bool awaited = false;
+  auto await_stopping = [&] {
+    if (!std::exchange(awaited, true)) await_daemons(stopping);
+  };
+  struct OnReturn {
+    decltype(await_stopping)& f;
+    ~OnReturn() { f(); }
+  } on_return{await_stopping};  // every way out waits for them
   // The journal first: it also names what no marker can (a namespace file made but never
   // mounted, a hosts file not yet written when a crash came).
   for (const auto& l : list_labs()) {
     if (!lab.empty() && l != lab) continue;
-    // Soft-RoCE devices before their netdevs (deleting the namespace would also unregister them).
-    if (auto st = load_state(l); st && !st->rxe.empty())
+    // Soft-RoCE devices before their netdevs (deleting the namespace would also unregister them),
+    // and after every process that may hold one open has gone (rxe cannot take a device from
+    // its users: the removal would wait for them).
+    if (auto st = load_state(l); st && !st->rxe.empty()) {
+      await_stopping();
       if (auto r = remove_lab_rxe(st->rxe); !r) note(r.error().message);
+    }
     auto ops = Journal::read(journal_path(l));
     if (ops) {
       if (auto r = teardown(*ops, kernel); !r) note(r.error().message);
@@ -205,6 +220,8 @@ Result<int> clean(const std::string& lab, apply::Kernel& kernel) {
   if (!owned) return std::unexpected(owned.error());
   for (const auto& ns : *owned)
     if (auto r = kernel.undo(plan::CreateNetns{ns, "", select}); !r) note(r.error().message);
+  // Before the lab's files go: a stopping stage or supervisor writes its last stats there.
+  await_stopping();
   remove_marked_hosts(lab);
   // Shared-memory segments a job's rank left when it died during set-up (--intra-server shm).
   for (const auto& l : lab.empty() ? list_labs() : std::vector<std::string>{lab})

@@ -59,6 +59,8 @@ inline constexpr int64_t kReleaseCostNs = 10'000;
 // believes: a longer one was a preemption or a clock step, not the path's cost.
 inline constexpr uint16_t kProbeQueue = 65535;
 inline constexpr uint32_t kProbeMark = 0x74620001;  // "tb" 0001
+// The release probe rule's comment (netfilter_rules.h): one rule per namespace.
+inline constexpr const char* kProbeMarker = "tb-delayd release probe";
 inline constexpr int64_t kProbeIntervalNs = 200'000'000;
 inline constexpr int kStartProbes = 16;
 inline constexpr int64_t kMaxReleaseNs = 1'000'000;

@@ -5,19 +5,23 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <utility>
 
 #include "core/extras.h"
 #include "core/unique_fd.h"
+#include "stage/calibration.h"
 
 namespace tb::stage {
 namespace {
@@ -44,9 +48,10 @@ std::string find_tool(const std::string& name) {
   return "";
 }
 
-// Runs `tool args...` inside /run/netns/<netns> (or here when netns is ""), bounded in time.
+// Runs `tool args...` inside /run/netns/<netns> (or here when netns is ""), bounded in time,
+// with `input` (when given) on its stdin, else /dev/null.
 Result<ToolRun> run_tool(const std::string& netns, const std::string& tool,
-                         const std::vector<std::string>& args) {
+                         const std::vector<std::string>& args, const std::string* input = nullptr) {
   std::string path = find_tool(tool);
   if (path.empty()) {
     const std::string where = "not found in /usr/sbin, /sbin, /usr/bin or /bin";
@@ -59,6 +64,18 @@ Result<ToolRun> run_tool(const std::string& netns, const std::string& tool,
     if (netns.find('/') != std::string::npos) return bad_input("bad netns name \"" + netns + "\"");
     ns_fd.reset(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
     if (!ns_fd) return sys_fail("open netns " + netns);
+  }
+  UniqueFd in_fd;  // the input, in a memory file read from its start
+  if (input) {
+    in_fd.reset(::memfd_create("tb-rules", MFD_CLOEXEC));
+    if (!in_fd) return sys_fail("memfd for " + tool + "'s input");
+    for (size_t off = 0; off < input->size();) {
+      const ssize_t n = ::write(in_fd.get(), input->data() + off, input->size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return sys_fail("write " + tool + "'s input");
+      off += static_cast<size_t>(n);
+    }
+    if (::lseek(in_fd.get(), 0, SEEK_SET) != 0) return sys_fail("rewind " + tool + "'s input");
   }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return sys_fail("pipe");
@@ -76,8 +93,12 @@ Result<ToolRun> run_tool(const std::string& netns, const std::string& tool,
     ::setpgid(0, 0);
     ::dup2(wr.get(), STDOUT_FILENO);
     ::dup2(wr.get(), STDERR_FILENO);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    if (in_fd) {
+      ::dup2(in_fd.get(), STDIN_FILENO);
+    } else {
+      int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    }
     if (ns_fd && ::setns(ns_fd.get(), CLONE_NEWNET) != 0) {
       const char msg[] = "setns into the namespace failed\n";
       (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -128,9 +149,10 @@ Result<ToolRun> run_tool(const std::string& netns, const std::string& tool,
 
 // Runs the tool and turns a non-zero exit into "<what> in netns N: <tool> exit E: <stderr>".
 Result<std::string> run_checked(const std::string& netns, const std::string& what,
-                                const std::string& tool, const std::vector<std::string>& args) {
+                                const std::string& tool, const std::vector<std::string>& args,
+                                const std::string* input = nullptr) {
   std::string where = what + (netns.empty() ? "" : " in netns " + netns);
-  auto run = run_tool(netns, tool, args);
+  auto run = run_tool(netns, tool, args, input);
   if (!run) return std::unexpected(with_context(run.error(), where));
   if (run->exit_code != 0)
     return fail(where + ": " + tool + " exit " + std::to_string(run->exit_code) + ": " +
@@ -284,6 +306,36 @@ std::string loss_swap_script(const LossRule& rule, const std::string& marker,
   return s;
 }
 
+std::string queue_restore_script(const std::vector<MarkedQueue>& rules, const ProbeRule* probe) {
+  // The tools' words after "-w 5 -t mangle", the comment quoted (check_marker: no '"').
+  auto line = [](const std::vector<std::string>& words) {
+    std::string s;
+    for (size_t i = 4; i < words.size(); ++i) {
+      s += i == 4 ? "" : " ";
+      s += words[i - 1] == "--comment" ? "\"" + words[i] + "\"" : words[i];
+    }
+    return s + "\n";
+  };
+  std::string s = "*mangle\n";
+  for (const auto& [rule, marker] : rules) s += line(queue_rule_args(rule, marker, true));
+  if (probe) s += line(probe_rule_args(probe->queue, probe->mark, probe->marker, true));
+  return s + "COMMIT\n";
+}
+
+std::string loss_rules_script(const std::vector<MarkedLoss>& rules) {
+  std::string decls, lines;
+  for (const auto& [rule, marker] : rules) {
+    if (rule.ppm == 0) continue;
+    const std::string decl =
+        chain_decl(family_of(rule), rule.egress ? kLossEgressChain : kLossChain) + "\n";
+    const std::string table = std::string("add table ") + family_of(rule) + " " + kLossTable + "\n";
+    if (decls.find(table) == std::string::npos) decls += table;
+    if (decls.find(decl) == std::string::npos) decls += decl;
+    lines += loss_rule_line(rule, marker) + "\n";
+  }
+  return lines.empty() ? "" : decls + lines;
+}
+
 std::vector<MarkedRule> parse_iptables_rules(const std::string& save_text,
                                              const std::string& marker) {
   std::vector<MarkedRule> out;
@@ -394,6 +446,50 @@ Status add_probe_rule(const std::string& netns, uint16_t queue, uint32_t mark,
                        "iptables", probe_rule_args(queue, mark, marker, true));
   if (!r) return std::unexpected(r.error());
   return {};
+}
+
+Status add_rules(const NetnsRules& rules) {
+  for (const auto& q : rules.queue) TB_TRY(check_marker(q.marker));
+  for (const auto& l : rules.loss) {
+    TB_TRY(check_marker(l.marker));
+    if (l.rule.egress && l.rule.bridge)
+      return bad_input("a bridge port's loss rule is on its ingress");
+    if (l.rule.ppm > kLossModulus) return bad_input("loss above 100 %");
+  }
+  if (!rules.queue.empty() || rules.release_probe) {
+    const ProbeRule probe{kProbeQueue, kProbeMark, kProbeMarker};
+    const std::string script =
+        queue_restore_script(rules.queue, rules.release_probe ? &probe : nullptr);
+    auto r = run_checked(rules.netns,
+                         "add " + std::to_string(rules.queue.size()) + " NFQUEUE rule(s)" +
+                             (rules.release_probe ? " and the release probe's" : ""),
+                         "iptables-restore", {"-w", "5", "--noflush"}, &script);
+    if (!r) return std::unexpected(r.error());
+  }
+  if (const std::string script = loss_rules_script(rules.loss); !script.empty()) {
+    auto r = run_checked(rules.netns, "add loss rule(s)", "nft", {"-f", "-"}, &script);
+    if (!r) return std::unexpected(r.error());
+  }
+  return {};
+}
+
+Status add_rules(const std::vector<NetnsRules>& all, int parallel) {
+  std::vector<Status> done(all.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < all.size();) done[i] = add_rules(all[i]);
+  };
+  const size_t n = std::min<size_t>(std::max(parallel, 1), all.size());
+  std::vector<std::jthread> threads;
+  for (size_t t = 1; t < n; ++t) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  size_t failed = 0;
+  Status first;
+  for (auto& d : done)
+    if (!d && failed++ == 0) first = std::move(d);
+  if (failed > 1) first.error().message += " (and " + std::to_string(failed - 1) + " more)";
+  return first;
 }
 
 Status add_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker) {

@@ -94,7 +94,40 @@ uint32_t loss_ppm(double percent);
 // comments; nft keeps at most 128 bytes of comment).
 Status check_marker(const std::string& marker);
 
+// A rule and the marker its comment carries.
+struct MarkedQueue {
+  QueueRule rule;
+  std::string marker;
+};
+struct MarkedLoss {
+  LossRule rule;
+  std::string marker;
+};
+// Every rule `up` installs in one namespace.
+struct NetnsRules {
+  std::string netns;
+  std::vector<MarkedQueue> queue;
+  std::vector<MarkedLoss> loss;  // ppm 0: none
+  // Also the release probe's rule (probe_rule_args) for the stage that will serve `queue`,
+  // in the same transaction; that stage runs with --probe-rule-installed. It carries the
+  // stage's probe marker, not the lab's: it goes with the namespace.
+  bool release_probe = false;
+};
+
 // Building and reading the tools' text, apart from running them (unit-tested).
+// `iptables-restore --noflush` input adding every rule in `rules` to table mangle (one
+// transaction; the same words as queue_rule_args, no --queue-bypass).
+// With `probe` (queue, mark, marker), the release probe's rule last.
+struct ProbeRule {
+  uint16_t queue = 0;
+  uint32_t mark = 0;
+  std::string marker;
+};
+std::string queue_restore_script(const std::vector<MarkedQueue>& rules,
+                                 const ProbeRule* probe = nullptr);
+// One nft transaction adding every loss rule with a ppm above 0, with the tables and chains
+// they need (idempotent adds), one statement a line. "" when there is none.
+std::string loss_rules_script(const std::vector<MarkedLoss>& rules);
 std::vector<std::string> queue_rule_args(const QueueRule& rule, const std::string& marker,
                                          bool add);
 std::string loss_rule_script(const LossRule& rule, const std::string& marker);
@@ -125,6 +158,13 @@ Status add_queue_rule(const std::string& netns, const QueueRule& rule, const std
 // Removes that exact rule; one that is not there is success.
 Status remove_queue_rule(const std::string& netns, const QueueRule& rule,
                          const std::string& marker);
+// Installs every rule of `rules.netns`: one iptables-restore for the NFQUEUE rules, one nft for
+// the loss rules, each all or nothing. Checks every marker and rule first (bad input: nothing
+// installed).
+Status add_rules(const NetnsRules& rules);
+// add_rules for every namespace in `all`, at most `parallel` tools running at once. Every
+// namespace is tried; the error is the first failure in `all`'s order (with how many failed).
+Status add_rules(const std::vector<NetnsRules>& all, int parallel);
 // Installs a loss rule (creating table and chain when missing). ppm == 0 adds nothing.
 Status add_loss_rule(const std::string& netns, const LossRule& rule, const std::string& marker);
 // Puts `rule` (tagged `marker`) in place of every loss rule in `netns` whose comment is exactly

@@ -43,8 +43,6 @@ constexpr int64_t kProbeSleepNs = 200'000;
 constexpr int64_t kProbeHeadroomNs = 100'000;
 // A probe not back within this is lost (its rule or queue gone, or the host stalled).
 constexpr int64_t kProbeLostNs = 1'000'000'000;
-// The release probe rule's comment (netfilter_rules.h): one per namespace.
-constexpr const char* kProbeMarker = "tb-delayd release probe";
 
 int64_t clock_ns(clockid_t clock) {
   timespec t{};
@@ -281,8 +279,11 @@ void DelayStage::setup_probe() {
                                kAckTimeout, [this](const NlEvent& e) { on_event(e); });
   if (!bound) return give_up(bound.error().message);
   probe_bound_ = true;
-  if (auto r = add_probe_rule("", kProbeQueue, kProbeMark, kProbeMarker); !r)
-    return give_up(r.error().message);
+  if (!options_.probe_rule_installed) {  // else it is there already, and stays when we stop
+    if (auto r = add_probe_rule("", kProbeQueue, kProbeMark, kProbeMarker); !r)
+      return give_up(r.error().message);
+    probe_rule_ours_ = true;
+  }
   probe_rule_ = true;
   // The first probes, one at a time, before any queue is served: the first packets already
   // get the measured cost.
@@ -374,11 +375,12 @@ void DelayStage::read_probe() {
 }
 
 void DelayStage::close_probe() {
-  if (probe_rule_) {
+  if (probe_rule_ours_) {
     if (auto s = remove_probe_rule("", kProbeQueue, kProbeMark, kProbeMarker); !s)
       log(s.error().message);
-    probe_rule_ = false;
+    probe_rule_ours_ = false;
   }
+  probe_rule_ = false;
   if (probe_bound_) {
     NlBuffer msg;
     const uint32_t seq = socket_.next_seq();

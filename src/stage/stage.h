@@ -64,6 +64,11 @@ struct StageOptions {
   bool calibrate = true;  // kernel stamps, release cost, early wake and spin (calibration.h)
   // Measure the release cost with loopback probes (needs `calibrate`); off: kReleaseCostNs.
   bool release_probe = true;
+  // The release probe's rule is already in place, installed by whoever started the stage (a
+  // lab's `up`, with the namespace's other rules: netfilter_rules.h NetnsRules); the stage
+  // neither adds nor removes it, so it starts and stops without running iptables. A rule that
+  // is missing after all shows as probes that never come back: the constant is used instead.
+  bool probe_rule_installed = false;
 };
 
 class DelayStage {
@@ -130,7 +135,8 @@ class DelayStage {
   // The release probe: a UDP socket connected to itself on loopback, SO_MARK kProbeMark,
   // SO_TIMESTAMPNS. Empty when not probing (release_note_ says why).
   UniqueFd probe_socket_;
-  bool probe_rule_ = false;
+  bool probe_rule_ = false;       // the release probe's rule is in force
+  bool probe_rule_ours_ = false;  // ... and this stage added it: it removes it when it stops
   bool probe_bound_ = false;
   ReleaseCalibration release_;
   std::string release_note_;

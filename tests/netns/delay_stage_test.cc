@@ -754,6 +754,42 @@ TEST_F(DelayStageTest, RulesAreListedAndRemovedByMarker) {
   EXPECT_NE(gone.error().message.find("in netns " + b_), std::string::npos);
 }
 
+// `up`'s way: every rule of a namespace in one transaction per tool, namespaces in parallel,
+// the release probe's rule with them; a stage told so uses that rule and leaves it when it
+// stops. One namespace's failure is named (the other's rules are in, and go by marker).
+TEST_F(DelayStageTest, NamespacesRulesGoInOneTransactionEachAndTheStageUsesTheProbeRule) {
+  const std::string link = mk_ + "link=a-b";
+  std::vector<stage::NetnsRules> all{
+      {b_, {{{"e0", kQueue}, link + " queue"}}, {{{"e0", 150}, link + " loss"}}, true},
+      {a_, {{{"e0", kQueue, true}, link + " queue"}}, {{{"e0", 200, true}, link + " loss"}}}};
+  ASSERT_TRUE(stage::add_rules(all, 2));
+  for (const auto& ns : {a_, b_}) {
+    auto rules = stage::list_marked_rules(ns, mk_);
+    ASSERT_TRUE(rules) << rules.error().message;
+    EXPECT_EQ(rules->size(), 2u) << ns;
+  }
+  const std::string list = "ip netns exec " + b_ + " iptables -w 5 -t mangle -S POSTROUTING";
+  EXPECT_NE(capture(list).find("tb-delayd release probe"), std::string::npos) << capture(list);
+  write_config(std::to_string(kQueue) + ":delay_us=1000\n");
+  start({"--probe-rule-installed"});
+  auto j = wait_stats([](const nlohmann::json& j) { return j["release"]["source"] == "probe"; });
+  ASSERT_FALSE(j.is_null()) << log();
+  delayd_->signal(SIGTERM);
+  EXPECT_EQ(delayd_->wait_exit(5s), 0) << log();
+  EXPECT_NE(capture(list).find("tb-delayd release probe"), std::string::npos) << "not the stage's";
+  for (const auto& ns : {a_, b_}) ASSERT_TRUE(stage::remove_marked_rules(ns, mk_));
+  // A loss rule on an interface that is not there: that namespace's nft refuses, by name.
+  std::vector<stage::NetnsRules> bad{{a_, {}, {{{"e0", 10}, link + " loss"}}},
+                                     {b_, {}, {{{"nosuchif", 10}, link + " loss"}}}};
+  auto r = stage::add_rules(bad, 2);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("in netns " + b_), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("nft exit 1"), std::string::npos) << r.error().message;
+  EXPECT_EQ(stage::list_marked_rules(a_, mk_)->size(), 1u);
+  ASSERT_TRUE(stage::remove_marked_rules(a_, mk_));
+  EXPECT_TRUE(stage::list_marked_rules(b_, mk_)->empty());
+}
+
 // TCP small queues behind a delay held on the sender's egress (the receiving port is a bridge
 // port, plan/shaping.h): the skb keeps its socket through the hold (no orphan before IP input),
 // so a local TCP sender is throttled once the hold exceeds about 1 ms of its pacing rate. The

@@ -20,6 +20,14 @@
 
 namespace tb::testing {
 
+// A literal prefix or address of a test (shared: a unity batch puts the tests in one unit).
+inline Prefix pfx(const char* t) {
+  return *parse_prefix(t);
+}
+inline Ipv4 ip(const char* t) {
+  return *parse_ipv4(t);
+}
+
 // Runs argv with stdout/stderr sent to /dev/null; returns the exit status (or -1).
 inline Prefix pfx(const char* t) {
   return *parse_prefix(t);

@@ -262,6 +262,47 @@ TEST(NetfilterRules, Texts) {
   EXPECT_FALSE(check_marker(std::string(121, 'm')));
 }
 
+TEST(NetfilterRules, OneTransactionPerNamespace) {
+  // iptables-restore input: queue_rule_args' words, comments quoted, no --queue-bypass.
+  EXPECT_EQ(queue_restore_script(
+                {{{"vb", 10}, "tb lab=x vb queue"}, {{"vc", 11, true}, "tb lab=x vc queue"}}),
+            "*mangle\n"
+            "-A PREROUTING -i vb -m comment --comment \"tb lab=x vb queue\" -j NFQUEUE "
+            "--queue-num 10\n"
+            "-A POSTROUTING -o vc -m comment --comment \"tb lab=x vc queue\" -j NFQUEUE "
+            "--queue-num 11\n"
+            "COMMIT\n");
+  EXPECT_EQ(queue_restore_script({{{"vb", 1}, "m"}}).find("bypass"), std::string::npos);
+  // nft -f input: each table and chain once, before the rules; ppm 0 adds nothing.
+  EXPECT_EQ(loss_rules_script({{{"va", 200000}, "m1"},
+                               {{"vb", 0}, "m0"},
+                               {{"vc", 1000000}, "m2"},
+                               {{"vd", 50, true}, "m3"},
+                               {{"ve", 10, false, true}, "m4"}}),
+            "add table inet tb_loss\n"
+            "add chain inet tb_loss prerouting { type filter hook prerouting priority raw; "
+            "policy accept; }\n"
+            "add chain inet tb_loss postrouting { type filter hook postrouting priority raw; "
+            "policy accept; }\n"
+            "add table bridge tb_loss\n"
+            "add chain bridge tb_loss prerouting { type filter hook prerouting priority -300; "
+            "policy accept; }\n"
+            "add rule inet tb_loss prerouting iif \"va\" numgen random mod 1000000 < 200000 "
+            "counter drop comment \"m1\"\n"
+            "add rule inet tb_loss prerouting iif \"vc\" counter drop comment \"m2\"\n"
+            "add rule inet tb_loss postrouting oif \"vd\" numgen random mod 1000000 < 50 "
+            "counter drop comment \"m3\"\n"
+            "add rule bridge tb_loss prerouting iif \"ve\" numgen random mod 1000000 < 10 "
+            "counter drop comment \"m4\"\n");
+  EXPECT_EQ(loss_rules_script({{{"va", 0}, "m"}}), "");
+  EXPECT_EQ(loss_rules_script({}), "");
+  // Bad input is refused before any tool runs (no namespace is named: none is entered).
+  EXPECT_FALSE(add_rules(NetnsRules{"", {{{"vb", 1}, "a\"b"}}, {}}));
+  EXPECT_FALSE(add_rules(NetnsRules{"", {}, {{{"vb", 2000000}, "m"}}}));
+  EXPECT_FALSE(add_rules(NetnsRules{"", {}, {{{"vb", 10, true, true}, "m"}}}));
+  EXPECT_TRUE(add_rules(std::vector<NetnsRules>{}, 4));
+}
+
 TEST(NetfilterRules, FindsMarkedRules) {
   auto ipt = parse_iptables_rules(
       "-P PREROUTING ACCEPT\n"

@@ -5,7 +5,7 @@
 //   tb-delayd --queue 10:delay_us=25000:jitter_us=1000:maxlen=65536 --queue 11:delay_us=0
 //             [--config FILE] [--stats FILE] [--stats-interval-ms 500] [--duration-s N]
 //             [--fail-open] [--sched-fifo PRIO | --realtime PRIO] [--uncalibrated]
-//             [--no-release-probe]
+//             [--no-release-probe] [--probe-rule-installed]
 //
 // The caller installs `iptables ... -j NFQUEUE --queue-num N` WITHOUT --queue-bypass
 // (stage/netfilter_rules.h): then a dead stage means a dead link (fail-closed), never an
@@ -25,6 +25,8 @@
 // (scripts/bench-delay-stage --compare). The verdict's cost is measured by the stage itself
 // with marked loopback probes through a queue and rule of its own (stage.h, calibration.h);
 // --no-release-probe uses the reference VM's constant instead (no rule is installed).
+// --probe-rule-installed: the probe's rule is there already and stays (a lab's stages: `up`
+// installs it with the namespace's other rules), so the stage runs no iptables at all.
 // Exit codes: 0 clean stop, 1 failure, 2 bad command line or config.
 #include <sched.h>
 #include <sys/prctl.h>
@@ -85,6 +87,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-release-probe", no_release_probe,
                "take the release cost as the reference VM's constant instead of measuring it with "
                "loopback probes (NFQUEUE 65535 and an iptables rule on lo)");
+  app.add_flag("--probe-rule-installed", options.probe_rule_installed,
+               "the release probe's iptables rule is in place already (a lab's up installs it "
+               "with the namespace's rules): neither add nor remove it");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
