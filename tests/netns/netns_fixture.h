@@ -29,13 +29,6 @@ inline Ipv4 ip(const char* t) {
 }
 
 // Runs argv with stdout/stderr sent to /dev/null; returns the exit status (or -1).
-inline Prefix pfx(const char* t) {
-  return *parse_prefix(t);
-}
-inline Ipv4 ip(const char* t) {
-  return *parse_ipv4(t);
-}
-
 inline int run_quiet(std::vector<std::string> argv) {
   pid_t pid = fork();
   if (pid == 0) {
