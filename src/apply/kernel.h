@@ -72,8 +72,12 @@ class Kernel {
     return 0;
   }
 
-  // Named namespaces (under /run/netns) whose loopback alias starts with `marker`.
-  virtual Result<std::vector<std::string>> owned_netns(const std::string& marker) = 0;
+  // Named namespaces (under /run/netns) whose loopback alias starts with `marker`. Only names
+  // starting with `name_prefix` are looked at (a lab's are all scenario::netns_name, tb-<lab>-:
+  // a host holding thousands of others' namespaces costs a directory read, not a netlink query
+  // in each); what is selected is still chosen by the marker.
+  virtual Result<std::vector<std::string>> owned_netns(const std::string& marker,
+                                                       const std::string& name_prefix = "") = 0;
   // Interfaces, their state and IPv4 addresses inside a named namespace.
   virtual Result<std::vector<IfaceInfo>> interfaces(const std::string& netns) = 0;
 };

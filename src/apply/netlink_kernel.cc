@@ -393,12 +393,14 @@ Status NetlinkKernel::undo_op(const plan::WriteHosts& op) {
 
 // ---- queries ------------------------------------------------------------------------------
 
-Result<std::vector<std::string>> NetlinkKernel::owned_netns(const std::string& marker) {
+Result<std::vector<std::string>> NetlinkKernel::owned_netns(const std::string& marker,
+                                                            const std::string& name_prefix) {
   if (marker.empty()) return bad_input("find owned namespaces: empty owner marker");
   auto names = nl::list_named_netns();
   if (!names) return std::unexpected(names.error());
   std::vector<std::string> out;
   for (const auto& name : *names) {
+    if (!name.starts_with(name_prefix)) continue;
     // A namespace we cannot open or ask is someone else's problem, not a reason to fail.
     std::unique_ptr<Ns> temp;
     Ns* ns = nullptr;

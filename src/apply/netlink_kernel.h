@@ -44,7 +44,8 @@ class NetlinkKernel final : public Kernel {
   Status set_link_up(const std::string& netns, const std::string& ifname, bool up) override;
   Result<int64_t> set_links_up(const std::vector<IfaceRef>& ends, int wait_ms,
                                int64_t* first_up_ns) override;
-  Result<std::vector<std::string>> owned_netns(const std::string& marker) override;
+  Result<std::vector<std::string>> owned_netns(const std::string& marker,
+                                               const std::string& name_prefix = "") override;
   Result<std::vector<IfaceInfo>> interfaces(const std::string& netns) override;
 
  private:

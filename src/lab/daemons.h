@@ -66,8 +66,9 @@ class LabKernel : public apply::Kernel {
                                int64_t* first_up_ns) override {
     return inner_.set_links_up(ends, wait_ms, first_up_ns);
   }
-  Result<std::vector<std::string>> owned_netns(const std::string& marker) override {
-    return inner_.owned_netns(marker);
+  Result<std::vector<std::string>> owned_netns(const std::string& marker,
+                                               const std::string& name_prefix = "") override {
+    return inner_.owned_netns(marker, name_prefix);
   }
   Result<std::vector<apply::IfaceInfo>> interfaces(const std::string& netns) override {
     return inner_.interfaces(netns);

@@ -15,6 +15,7 @@
 #include "apply/rxe.h"
 #include "core/shm_names.h"
 #include "lab/daemons.h"
+#include "scenario/names.h"
 
 namespace tb::lab {
 using apply::apply_plan;
@@ -50,6 +51,12 @@ class SignalGuard {
   static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
   struct sigaction old_[3];
 };
+
+// The names a lab's namespaces carry (scenario::netns_name: tb-<lab>-<node>); every name for
+// clean --all's sweep (lab ""). Narrows which namespaces owned_netns asks; the marker decides.
+std::string lab_netns_prefix(const std::string& lab) {
+  return lab.empty() ? "" : scenario::netns_name(lab, "");
+}
 
 bool pid_alive(int pid) {
   return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
@@ -111,7 +118,7 @@ std::vector<std::string> overlapping_host_routes(const Prefix& space) {
 Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, apply::Kernel& kernel,
                     const std::function<void(size_t, size_t)>& progress) {
   const std::string& lab = plan.lab;
-  auto left = kernel.owned_netns(plan::owner_marker(lab) + " ");
+  auto left = kernel.owned_netns(plan::owner_marker(lab) + " ", lab_netns_prefix(lab));
   if (!left) return std::unexpected(left.error());
   if (auto st = load_state(lab)) {
     if (st->phase == "up" && !left->empty())
@@ -183,7 +190,7 @@ Result<int> clean(const std::string& lab, apply::Kernel& kernel) {
   std::string errors;
   auto note = [&](const std::string& e) { errors += (errors.empty() ? "" : "; ") + e; };
   const std::string select = plan::owner_marker(lab) + (lab.empty() ? "" : " ");
-  auto before = kernel.owned_netns(select);
+  auto before = kernel.owned_netns(select, lab_netns_prefix(lab));
   if (!before) return std::unexpected(before.error());
   // Processes first (the supervisor and what it runs): told to stop now, and waited for once
   // their namespaces are unmounted (a namespace lives on, unnamed, until the last process in
@@ -216,7 +223,7 @@ Result<int> clean(const std::string& lab, apply::Kernel& kernel) {
     }
   }
   // Then the marker sweep: whatever the journal did not name still carries the marker.
-  auto owned = kernel.owned_netns(select);
+  auto owned = kernel.owned_netns(select, lab_netns_prefix(lab));
   if (!owned) return std::unexpected(owned.error());
   for (const auto& ns : *owned)
     if (auto r = kernel.undo(plan::CreateNetns{ns, "", select}); !r) note(r.error().message);

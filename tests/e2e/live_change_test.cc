@@ -107,7 +107,7 @@ bool has_stages(const std::string& lab) {
 TEST(LiveChange, LossIsInstalledFinelyAndSwappedInOneTransaction) {
   TB_REQUIRE_ROOT();
   ScratchDir dir;
-  LabGuard g(unique_lab("livec"));
+  LabGuard g(unique_lab("lcl"));
   const std::string lab = g.lab(), link = " dc/s0/g0 dc/tor0";
   ASSERT_EQ(testbedctl("up " + scenario("mini.toml") + " --name " + lab).rc, 0);
   if (status_json(lab)["backends"].value("shaping", "").starts_with("netem"))
@@ -167,7 +167,7 @@ TEST(LiveChange, LossIsInstalledFinelyAndSwappedInOneTransaction) {
 
 TEST(LiveChange, ZeroLeavesTheStageARefusalFailsAndResetRevivesABrokenStage) {
   TB_REQUIRE_ROOT();
-  LabGuard g(unique_lab("livec"));
+  LabGuard g(unique_lab("lcz"));
   const std::string lab = g.lab(), link = " dc/s0/g0 dc/tor0";
   ASSERT_EQ(testbedctl("up " + scenario("mini.toml") + " --name " + lab).rc, 0);
   if (!has_stages(lab)) GTEST_SKIP() << "kernel netem shapes this lab: no delay stage";

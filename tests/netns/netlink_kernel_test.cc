@@ -252,6 +252,13 @@ TEST_F(NetlinkKernelTest, OwnedNetnsFindsOnlyOursByMarker) {
   auto owned = kernel_->owned_netns(marker("own"));
   ASSERT_TRUE(owned) << owned.error().message;
   EXPECT_EQ(*owned, (std::vector<std::string>{a1, a2}));
+  // A name prefix narrows which namespaces are asked; the marker still decides.
+  auto narrowed = kernel_->owned_netns(marker("own"), a1);
+  ASSERT_TRUE(narrowed);
+  EXPECT_EQ(*narrowed, (std::vector<std::string>{a1}));
+  auto none = kernel_->owned_netns(marker("own2"), a1);
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
   apply::NetlinkKernel fresh;
   auto seen = fresh.owned_netns(marker("own2"));
   ASSERT_TRUE(seen);

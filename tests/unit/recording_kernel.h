@@ -54,7 +54,9 @@ class RecordingKernel : public Kernel {
     calls.push_back("link " + netns + ":" + ifname + (up ? " up" : " down"));
     return {};
   }
-  Result<std::vector<std::string>> owned_netns(const std::string&) override { return {}; }
+  Result<std::vector<std::string>> owned_netns(const std::string&, const std::string& = "") override {
+    return {};
+  }
   Result<std::vector<IfaceInfo>> interfaces(const std::string&) override { return {}; }
 
   const std::set<std::string>& live() const { return live_; }
