@@ -102,8 +102,8 @@ inline std::string loopback_alias_in(const std::string& path) {
       int len = static_cast<int>(IFLA_PAYLOAD(h));
       for (; RTA_OK(a, len); a = RTA_NEXT(a, len))
         if (a->rta_type == IFLA_IFALIAS)
-          alias.assign(static_cast<const char*>(RTA_DATA(a)), strnlen(static_cast<const char*>(
-                                                                 RTA_DATA(a)), RTA_PAYLOAD(a)));
+          alias.assign(static_cast<const char*>(RTA_DATA(a)),
+                       strnlen(static_cast<const char*>(RTA_DATA(a)), RTA_PAYLOAD(a)));
     }
   }
   ::close(fd);

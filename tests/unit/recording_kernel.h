@@ -54,7 +54,8 @@ class RecordingKernel : public Kernel {
     calls.push_back("link " + netns + ":" + ifname + (up ? " up" : " down"));
     return {};
   }
-  Result<std::vector<std::string>> owned_netns(const std::string&, const std::string& = "") override {
+  Result<std::vector<std::string>> owned_netns(const std::string&,
+                                               const std::string& = "") override {
     return {};
   }
   Result<std::vector<IfaceInfo>> interfaces(const std::string&) override { return {}; }
