@@ -42,11 +42,6 @@ constexpr auto kExtras = std::to_array<Extra>({
      "checking the .deb (scripts/package)"},
 });
 
-bool executable_file(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-}
-
 std::optional<std::string> in_dirs(const std::string& dirs, std::string_view name) {
   std::istringstream in(dirs);
   for (std::string dir; std::getline(in, dir, ':');) {
@@ -64,6 +59,11 @@ std::string overridden(const Extra& e) {
 }
 
 }  // namespace
+
+bool executable_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+}
 
 std::span<const Extra> extras() {
   return kExtras;

@@ -40,6 +40,9 @@ std::span<const Extra> extras();
 // The row named `name`; nullptr when there is none.
 const Extra* find_extra(std::string_view name);
 
+// A regular file this process may execute (what execvp would run).
+bool executable_file(const std::string& path);
+
 // Where `e` is on this host (an absolute path, or the library's name once dlopen() found it);
 // nullopt when it is missing.
 std::optional<std::string> locate(const Extra& e);

@@ -52,20 +52,16 @@ std::string ifname_of(const plan::Topology& topo, const plan::Node& node, const 
 // argv[0] as execvp would find it, as an absolute path; nullopt when there is none.
 std::optional<std::string> resolve_program(const std::string& name) {
   namespace fs = std::filesystem;
-  auto usable = [](const fs::path& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-  };
   if (name.empty()) return std::nullopt;
   if (name.find('/') != std::string::npos) {
-    if (!usable(name)) return std::nullopt;
+    if (!executable_file(name)) return std::nullopt;
     return fs::absolute(name).lexically_normal().string();
   }
   const char* path = std::getenv("PATH");
   std::istringstream in(path ? path : "/usr/local/bin:/usr/bin:/bin");
   for (std::string dir; std::getline(in, dir, ':');) {
     const fs::path p = fs::path(dir.empty() ? "." : dir) / name;
-    if (usable(p)) return fs::absolute(p).lexically_normal().string();
+    if (executable_file(p.string())) return fs::absolute(p).lexically_normal().string();
   }
   return std::nullopt;
 }
