@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "capability/capability_checks.h"
+#include "capability/host_cache.h"
 #include "core/extras.h"
 
 namespace tb::capability {
@@ -194,26 +196,35 @@ nlohmann::json to_json(const DoctorReport& r) {
           {"extras", extras}};
 }
 
-plan::HostCaps host_for_plan(bool with_rxe) {
+plan::HostCaps host_for_plan(bool with_rxe, const std::string& cache_dir) {
   if (::geteuid() != 0) return plan::assumed_host();
+  std::optional<plan::HostCaps> kept;
+  if (!cache_dir.empty()) kept = read_host_cache(cache_dir, host_cache_key());
+  if (kept && (kept->rxe_checked || !with_rxe)) return *kept;
   plan::HostCaps h;
+  if (kept) {  // the shaping checks are kept; Soft-RoCE was not asked before
+    h = *kept;
+  } else {
+    for (const CheckSpec& spec : kRegistry) {
+      const std::string_view name = spec.name;
+      bool* slot = name == "netem"     ? &h.netem
+                   : name == "tbf"     ? &h.tbf
+                   : name == "htb"     ? &h.htb
+                   : name == "nfqueue" ? &h.nfqueue
+                                       : nullptr;
+      if (slot) *slot = spec.probe().available;
+    }
+  }
   h.how = "probed";
   h.probed = true;
-  for (const CheckSpec& spec : kRegistry) {
-    const std::string_view name = spec.name;
-    bool* slot = name == "netem"     ? &h.netem
-                 : name == "tbf"     ? &h.tbf
-                 : name == "htb"     ? &h.htb
-                 : name == "nfqueue" ? &h.nfqueue
-                                     : nullptr;
-    if (slot) *slot = spec.probe().available;
-  }
   if (with_rxe) {
     const CheckOutcome rxe = check_rxe();
     h.rxe = rxe.available;
     h.rxe_checked = true;
     h.rxe_detail = "doctor's rdma_rxe probe: " + rxe.detail;
   }
+  // The key after the probes: one that loaded a module (rdma_rxe, sch_netem) changed it.
+  if (!cache_dir.empty()) write_host_cache(cache_dir, host_cache_key(), h);
   return h;
 }
 

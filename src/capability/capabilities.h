@@ -94,7 +94,9 @@ nlohmann::json to_json(const DoctorReport& r);
 
 // What the planner needs of this host (plan/host.h): the checks that decide shaping (netem, tbf,
 // htb, nfqueue) and, when `with_rxe`, Soft-RoCE (a real RC send between two namespaces). Without
-// root nothing can be checked: plan::assumed_host(), saying so.
-plan::HostCaps host_for_plan(bool with_rxe);
+// root nothing can be checked: plan::assumed_host(), saying so. With a `cache_dir` (the run
+// root), an answer probed earlier in this boot is used while nothing it depends on changed, and a
+// fresh one is kept there (host_cache.h); "" probes every time.
+plan::HostCaps host_for_plan(bool with_rxe, const std::string& cache_dir = "");
 
 }  // namespace tb::capability

@@ -9,8 +9,10 @@
 #include <string>
 
 #include "capability/capabilities.h"
+#include "capability/host_cache.h"
 #include "cli/commands.h"
 #include "cli/exit_code.h"
+#include "lab/state.h"
 #include "report/doctor.h"
 
 namespace tb::cli {
@@ -24,6 +26,10 @@ std::string join(const std::vector<std::string>& v) {
 
 int cmd_doctor(bool json) {
   auto r = capability::make_report(capability::kernel_release(), capability::check_all());
+  // What up and plan use for the rest of this boot (capability/host_cache.h): doctor's answer.
+  if (::geteuid() == 0)
+    capability::write_host_cache(lab::run_root(), capability::host_cache_key(),
+                                 capability::host_caps_from(r.capabilities));
   if (json)
     std::printf("%s\n", capability::to_json(r).dump(2).c_str());
   else

@@ -52,8 +52,8 @@ int cmd_validate(const std::string& path) {
 }
 
 int cmd_plan(const PlanFlags& f) {
-  auto p =
-      lab::make_plan(f.scenario, {"", f.shaping, "auto", f.host}, capability::host_for_plan(true));
+  auto p = lab::make_plan(f.scenario, {"", f.shaping, "auto", f.host},
+                          capability::host_for_plan(true, lab::run_root()));
   if (!p) return report(p.error());
   const std::string backend = p->shaping.empty() ? "none" : p->shaping;
   if (f.format == "json") {

@@ -41,7 +41,7 @@ Result<UpReport> bring_up(const UpOptions& o) {
     return bad_input("address_space " + s->address_space.to_string() +
                      " overlaps this host's route " + overlap.front() +
                      "; set [lab] address_space in " + o.scenario_path + " to a free range");
-  const plan::HostCaps host = capability::host_for_plan(o.plan.rdma != "none");
+  const plan::HostCaps host = capability::host_for_plan(o.plan.rdma != "none", run_root());
   auto p = plan::compile(*s, host, o.plan);
   if (!p) return std::unexpected(p.error());
   if (const scenario::Host* me = s->host(o.plan.host)) {

@@ -10,13 +10,17 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
 #include "capability/capabilities.h"
 #include "capability/capability_checks.h"
 #include "capability/capability_netlink.h"
+#include "capability/host_cache.h"
 #include "core/extras.h"
+#include "core/safe_file.h"
 
 namespace tb::capability {
 namespace {
@@ -267,6 +271,57 @@ TEST(ToolRunner, DistinguishesMissingFailingAndTimedOut) {
   EXPECT_EQ(slow.state, probe::ToolRun::State::kTimedOut);
   auto missing = probe::run_tool("/nonexistent/tool", {});
   EXPECT_EQ(missing.state, probe::ToolRun::State::kExecFailed);
+}
+
+// The probed answer kept for the boot (host_cache.h): used only under the same key, a miss on
+// anything else, and the file hidden from `ls` of the run root.
+TEST(HostCache, KeptUnderItsKeyOnlyAndSaysSo) {
+  auto tmp = tb::TempDir::make("tb-hostcache");
+  ASSERT_TRUE(tmp) << tmp.error().message;
+  const std::string dir = tmp->path();
+  const std::string key = host_cache_key();
+  EXPECT_NE(key.find("boot="), std::string::npos) << key;
+  EXPECT_NE(key.find(" kernel=" + kernel_release()), std::string::npos) << key;
+  EXPECT_NE(key.find(" iptables="), std::string::npos) << key;
+  EXPECT_EQ(host_cache_key(), key);         // nothing changed between two calls
+  EXPECT_FALSE(read_host_cache(dir, key));  // nothing kept yet
+
+  plan::HostCaps h;
+  h.how = "probed";
+  h.probed = true;
+  h.tbf = h.htb = h.nfqueue = true;
+  h.rxe_checked = true;
+  h.rxe_detail = "doctor's rdma_rxe probe: no rdma_rxe";
+  write_host_cache(dir, key, h);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/.host-caps.json"));
+  auto kept = read_host_cache(dir, key);
+  ASSERT_TRUE(kept);
+  EXPECT_FALSE(kept->netem);
+  EXPECT_TRUE(kept->tbf && kept->htb && kept->nfqueue && kept->probed && kept->rxe_checked);
+  EXPECT_FALSE(kept->rxe);
+  EXPECT_EQ(kept->rxe_detail, h.rxe_detail);
+  EXPECT_EQ(kept->how, "probed this boot, kept in " + dir + "/.host-caps.json");
+
+  EXPECT_FALSE(read_host_cache(dir, key + "x"));  // a module loaded, iptables upgraded, reboot
+  std::ofstream(dir + "/.host-caps.json") << "{\"version\": 1, \"key\": \"" << key << "\"}";
+  EXPECT_FALSE(read_host_cache(dir, key));  // fields missing
+  std::ofstream(dir + "/.host-caps.json") << "not json";
+  EXPECT_FALSE(read_host_cache(dir, key));
+
+  plan::HostCaps assumed = plan::assumed_host();  // not probed: never kept
+  std::filesystem::remove(dir + "/.host-caps.json");
+  write_host_cache(dir, key, assumed);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/.host-caps.json"));
+}
+
+TEST(HostCache, DoctorsFindingsBecomeThePlannersAnswer) {
+  auto caps = all_available(false);
+  set(caps, "tbf", true);
+  set(caps, "nfqueue", true);
+  const plan::HostCaps h = host_caps_from(caps);
+  EXPECT_TRUE(h.probed && h.tbf && h.nfqueue && h.rxe_checked);
+  EXPECT_FALSE(h.netem || h.htb || h.rxe);
+  EXPECT_EQ(h.how, "probed");
 }
 
 }  // namespace
