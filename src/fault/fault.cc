@@ -166,7 +166,8 @@ Status Injector::apply(const Resolved& f, const Step& s) {
   effect_ns_ = 0;
   auto r = s.inject ? inject(f, id) : revert(f, id);
   // When the first part of it was in force (the other direction's rule may follow ~20 ms later).
-  e["effective_ns"] = effect_ns_ > 0 ? effect_ns_ : monotonic_ns();
+  last_effective_ns_ = effect_ns_ > 0 ? effect_ns_ : monotonic_ns();
+  e["effective_ns"] = last_effective_ns_;
   (void)append_event(events_path(st_.lab), e);
   if (!r)
     (void)append_event(events_path(st_.lab),

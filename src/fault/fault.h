@@ -63,6 +63,8 @@ class Injector {
   void revert_all(const std::vector<Resolved>& faults);
   // Leaves the faults without a duration (for = 0) in force: revert_all no longer reverts them.
   void keep_lasting(const std::vector<Resolved>& faults);
+  // When the last applied step first took effect (its event's effective_ns).
+  int64_t last_effective_ns() const { return last_effective_ns_; }
 
  private:
   Status inject(const Resolved& f, size_t id);
@@ -72,6 +74,7 @@ class Injector {
   std::vector<std::pair<size_t, std::vector<plan::EmulatedFigures>>> saved_;  // fault -> figures
   std::vector<size_t> active_;  // faults injected and not reverted
   int64_t effect_ns_ = 0;       // when the step being applied first took effect
+  int64_t last_effective_ns_ = 0;
 };
 
 }  // namespace tb::fault
