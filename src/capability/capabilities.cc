@@ -205,23 +205,14 @@ plan::HostCaps host_for_plan(bool with_rxe, const std::string& cache_dir) {
   if (kept) {  // the shaping checks are kept; Soft-RoCE was not asked before
     h = *kept;
   } else {
-    for (const CheckSpec& spec : kRegistry) {
-      const std::string_view name = spec.name;
-      bool* slot = name == "netem"     ? &h.netem
-                   : name == "tbf"     ? &h.tbf
-                   : name == "htb"     ? &h.htb
-                   : name == "nfqueue" ? &h.nfqueue
-                                       : nullptr;
-      if (slot) *slot = spec.probe().available;
-    }
+    for (const CheckSpec& spec : kRegistry)
+      if (bool* slot = shaping_field(h, spec.name)) *slot = spec.probe().available;
   }
   h.how = "probed";
   h.probed = true;
   if (with_rxe) {
     const CheckOutcome rxe = check_rxe();
-    h.rxe = rxe.available;
-    h.rxe_checked = true;
-    h.rxe_detail = "doctor's rdma_rxe probe: " + rxe.detail;
+    set_rxe(h, rxe.available, rxe.detail);
   }
   // The key after the probes: one that loaded a module (rdma_rxe, sch_netem) changed it.
   if (!cache_dir.empty()) write_host_cache(cache_dir, host_cache_key(), h);

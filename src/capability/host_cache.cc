@@ -98,17 +98,24 @@ plan::HostCaps host_caps_from(const std::vector<Capability>& caps) {
   h.how = "probed";
   h.probed = true;
   for (const Capability& c : caps) {
-    if (c.name == "netem") h.netem = c.available;
-    if (c.name == "tbf") h.tbf = c.available;
-    if (c.name == "htb") h.htb = c.available;
-    if (c.name == "nfqueue") h.nfqueue = c.available;
-    if (c.name == "rdma_rxe") {
-      h.rxe = c.available;
-      h.rxe_checked = true;
-      h.rxe_detail = "doctor's rdma_rxe probe: " + c.detail;
-    }
+    if (bool* slot = shaping_field(h, c.name)) *slot = c.available;
+    if (c.name == "rdma_rxe") set_rxe(h, c.available, c.detail);
   }
   return h;
+}
+
+bool* shaping_field(plan::HostCaps& h, std::string_view name) {
+  return name == "netem"     ? &h.netem
+         : name == "tbf"     ? &h.tbf
+         : name == "htb"     ? &h.htb
+         : name == "nfqueue" ? &h.nfqueue
+                             : nullptr;
+}
+
+void set_rxe(plan::HostCaps& h, bool available, const std::string& detail) {
+  h.rxe = available;
+  h.rxe_checked = true;
+  h.rxe_detail = "doctor's rdma_rxe probe: " + detail;
 }
 
 }  // namespace tb::capability

@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "capability/capabilities.h"
@@ -37,5 +38,11 @@ void write_host_cache(const std::string& dir, const std::string& key, const plan
 
 // doctor's findings as host_for_plan's answer (rxe checked: the registry's rdma_rxe row).
 plan::HostCaps host_caps_from(const std::vector<Capability>& caps);
+
+// The planner's field that registry check `name` decides (netem, tbf, htb, nfqueue); nullptr for
+// every other check. host_for_plan probes these; host_caps_from reads them from doctor's rows.
+bool* shaping_field(plan::HostCaps& h, std::string_view name);
+// Soft-RoCE as checked by the rdma_rxe probe, with its words.
+void set_rxe(plan::HostCaps& h, bool available, const std::string& detail);
 
 }  // namespace tb::capability

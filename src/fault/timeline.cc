@@ -17,7 +17,7 @@ Status run_timeline(Injector& injector, const std::vector<Resolved>& faults,
   std::vector<int64_t> inject_at(faults.size(), 0), inject_effect(faults.size(), 0);
   for (const auto& s : steps) {
     int64_t due = t0_ns + s.at_ns;
-    if (!s.inject && s.fault < faults.size() && inject_effect[s.fault] > 0)
+    if (!s.inject && inject_effect[s.fault] > 0)
       due = std::max(due, inject_effect[s.fault] + (s.at_ns - inject_at[s.fault]));
     // Sleep in short slices so a stop is noticed within 20 ms.
     while (!stop.load()) {
@@ -27,7 +27,7 @@ Status run_timeline(Injector& injector, const std::vector<Resolved>& faults,
     }
     if (stop.load()) break;
     auto st = injector.apply(faults[s.fault], s);
-    if (s.inject && s.fault < faults.size()) {
+    if (s.inject) {
       inject_at[s.fault] = s.at_ns;
       inject_effect[s.fault] = injector.last_effective_ns();
     }
