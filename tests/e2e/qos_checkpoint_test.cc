@@ -345,34 +345,8 @@ for = "1500ms"
   }
 }
 
-TEST_F(QosCheckpoint, HzBjRunsItsShippedCheckpoint) {
-  LabGuard g(unique_lab("ckh"));
-  auto r = sh("TESTBEDCTL_RESULTS_DIR=" + dir_ + " " + tbctl() + " run " + scenario("hz-bj.toml") +
-              " --name " + g.lab() + " --workload none --down");
-  EXPECT_NE(r.out.find("CHECKPOINT ckpt-bj (hz -> bj, full mode, 1G real"), std::string::npos)
-      << r.out;
-  auto s = summary();
-  ASSERT_TRUE(s.contains("checkpoints")) << r.out;
-  const auto& reps = s["checkpoints"][0]["replications"];
-  ASSERT_GE(reps.size(), 3u) << r.out;
-  for (const auto& rep : reps)
-    if (rep["error"] != "unfinished when the run ended") {
-      EXPECT_TRUE(rep["ok"].get<bool>()) << rep.dump();
-    }
-  // hz-bj's HTML report in a real browser: every chart drew, every node and link of the lab in
-  // the topology (report/html.cc).
-  if (have_chromium()) {
-    const std::filesystem::path dir = s["results_dir"].get<std::string>();
-    std::ifstream t(dir / "topology.json");
-    const auto topo = nlohmann::json::parse(t, nullptr, false);
-    ASSERT_TRUE(topo.is_object());
-    const auto p = open_in_chromium(dir / "report.html", "hz-bj-run-report.png");
-    expect_drawn(p, p.canvases.size());
-    EXPECT_EQ(count(p.dom, "<canvas id=\"run-checkpoint-"), 1u);
-    EXPECT_EQ(p.svg_nodes, static_cast<int>(topo["nodes"].size()));
-    EXPECT_EQ(p.svg_edges, static_cast<int>(topo["links"].size()));
-  }
-}
+// hz-bj's shipped checkpoint and its run report in a browser: Run.HzBjAsShipped (one run of the
+// shipped scenario checks both).
 
 TEST_F(QosCheckpoint, TrainingAcrossTheWanAndCheckpointsInStepsAreBothReported) {
   LabGuard g(unique_lab("ckt"));

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "browser.h"
 #include "core/process.h"
 #include "e2e_util.h"
 
@@ -207,7 +208,31 @@ TEST_F(Run, HzBjAsShippedRunsItsTimelineAndJudgesEveryExpectation) {
   }
   EXPECT_EQ(s["ok"].get<bool>(), all_ok);
   EXPECT_EQ(r.rc, all_ok ? 0 : 1) << r.out;
+  // The shipped checkpoint replicates beside the collective, through the Express Connect's
+  // failover: every replication that ended is whole.
+  EXPECT_NE(r.out.find("CHECKPOINT ckpt-bj (hz -> bj, full mode, 1G real"), std::string::npos)
+      << r.out;
+  ASSERT_TRUE(s.contains("checkpoints")) << r.out;
+  const auto& reps = s["checkpoints"][0]["replications"];
+  ASSERT_GE(reps.size(), 3u) << r.out;
+  for (const auto& rep : reps)
+    if (rep["error"] != "unfinished when the run ended") {
+      EXPECT_TRUE(rep["ok"].get<bool>()) << rep.dump();
+    }
   EXPECT_TRUE(marked_netns(lab_).empty());
+  // Its HTML report in a real browser: every chart drew, every node and link of the lab in the
+  // topology (report/html.cc).
+  if (have_chromium()) {
+    const std::filesystem::path dir = s["results_dir"].get<std::string>();
+    std::ifstream t(dir / "topology.json");
+    const auto topo = nlohmann::json::parse(t, nullptr, false);
+    ASSERT_TRUE(topo.is_object());
+    const auto p = open_in_chromium(dir / "report.html", "hz-bj-run-report.png");
+    expect_drawn(p, p.canvases.size());
+    EXPECT_EQ(count(p.dom, "<canvas id=\"run-checkpoint-"), 1u);
+    EXPECT_EQ(p.svg_nodes, static_cast<int>(topo["nodes"].size()));
+    EXPECT_EQ(p.svg_edges, static_cast<int>(topo["links"].size()));
+  }
 }
 
 TEST_F(Run, BadFaultIsExitTwoBeforeAnythingRuns) {
