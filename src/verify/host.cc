@@ -17,7 +17,7 @@
 
 namespace tb::verify {
 
-bool parse_proc_stat_cpu(const std::string& line, uint64_t& busy, uint64_t& total, uint64_t* nice) {
+bool parse_proc_stat_cpu(const std::string& line, uint64_t& busy, uint64_t& total) {
   std::istringstream in(line);
   std::string name;
   if (!(in >> name) || name != "cpu") return false;
@@ -28,8 +28,7 @@ bool parse_proc_stat_cpu(const std::string& line, uint64_t& busy, uint64_t& tota
   total = 0;
   for (int i = 0; i < n; ++i) total += v[i];
   const uint64_t idle = v[3] + (n > 4 ? v[4] : 0);  // idle + iowait
-  busy = total - idle - v[1];
-  if (nice) *nice = v[1];
+  busy = total - idle;
   return true;
 }
 
@@ -52,7 +51,7 @@ HostSample sample_host(const std::vector<std::string>& stage_stats_files) {
   HostSample s;
   std::ifstream stat("/proc/stat");
   std::string line;
-  if (std::getline(stat, line)) parse_proc_stat_cpu(line, s.cpu_busy, s.cpu_total, &s.cpu_nice);
+  if (std::getline(stat, line)) parse_proc_stat_cpu(line, s.cpu_busy, s.cpu_total);
   for (const auto& f : stage_stats_files) {
     std::ifstream in(f);
     add_stage_stats(s, nlohmann::json::parse(in, nullptr, false));
@@ -125,11 +124,9 @@ PromptnessWatch::~PromptnessWatch() {
 
 HostLoad host_load(const HostSample& before, const HostSample& after) {
   HostLoad h;
-  if (after.cpu_total > before.cpu_total) {
-    const auto total = static_cast<double>(after.cpu_total - before.cpu_total);
-    h.cpu_busy = static_cast<double>(after.cpu_busy - before.cpu_busy) / total;
-    h.cpu_niced = static_cast<double>(after.cpu_nice - before.cpu_nice) / total;
-  }
+  if (after.cpu_total > before.cpu_total)
+    h.cpu_busy = static_cast<double>(after.cpu_busy - before.cpu_busy) /
+                 static_cast<double>(after.cpu_total - before.cpu_total);
   if (after.packets > before.packets) {
     h.stage_packets = after.packets - before.packets;
     h.stage_late_mean_us = std::max(
@@ -190,9 +187,6 @@ void add_link_check(HostLoad& h, const std::vector<LinkInterval>& intervals) {
 
 std::string HostLoad::text() const {
   std::string s = cpu_busy >= 0 ? fmt::format("CPUs {:.0f}% busy", cpu_busy * 100) : "CPU unknown";
-  if (cpu_niced >= kNicedShown)
-    s += fmt::format(" (and {:.0f}% in niced work, not counted: it gives way to the lab)",
-                     cpu_niced * 100);
   if (stage_late_mean_us >= 0)
     s += fmt::format(
         ", delay stages released {} packets {:.1f} us late on average (worst since "
@@ -218,7 +212,6 @@ nlohmann::json to_json(const HostLoad& h) {
                      {"text", l.text()}});
   return {
       {"cpu_busy", h.cpu_busy},
-      {"cpu_niced", h.cpu_niced},
       {"stage_packets", h.stage_packets},
       {"stage_late_mean_us", h.stage_late_mean_us},
       {"stage_late_max_us", h.stage_late_max_us},
@@ -235,8 +228,7 @@ nlohmann::json to_json(const HostLoad& h) {
                                   : nlohmann::json()},
       {"links_short", links},
       {"rule",
-       fmt::format("the host is the cause when its CPUs were >= {:.0f}% busy (niced work "
-                   "not counted), the "
+       fmt::format("the host is the cause when its CPUs were >= {:.0f}% busy, the "
                    "stages released packets >= {:.0f} us late on average, or an "
                    "unfaulted link sent < {:.0f}% of min(the bytes queued in front "
                    "of it, its rate x the interval) in >= {} 0.5 s intervals (and "

@@ -16,19 +16,13 @@
 
 namespace tb::verify {
 
-// The host is blamed when its CPUs were this busy over the window (niced work, nice > 0, is
-// counted apart and not as busy: the scheduler gives way to the lab's nice-0 and real-time
-// threads before it; a background job at nice 19 takes ~1.5% of a CPU from a nice-0 thread that
-// wants it, one at SCHED_IDLE less) ...
+// The host is blamed when its CPUs were this busy over the window ...
 inline constexpr double kHostBusyShare = 0.90;
-// Niced work is named in HostLoad::text() from this share of the CPUs.
-inline constexpr double kNicedShown = 0.05;
 // ... or the stages released packets this late on average (the 20 us of the sub-ms target).
 inline constexpr double kStageLateUs = 20;
 
 struct HostSample {
   uint64_t cpu_busy = 0, cpu_total = 0;  // jiffies, all CPUs (/proc/stat "cpu" line)
-  uint64_t cpu_nice = 0;                 // jiffies of niced work (not in cpu_busy)
   double late_sum_us = 0;                // sum over the stages' queues of late_mean x packets
   uint64_t packets = 0;                  // packets the stages released
   double late_max_us = 0;                // the worst since each stage started
@@ -39,10 +33,8 @@ struct HostSample {
 HostSample sample_host(const std::vector<std::string>& stage_stats_files);
 // Folds one stats document into a sample (pure; the parsing half of sample_host).
 void add_stage_stats(HostSample& s, const nlohmann::json& stats);
-// "cpu  user nice system idle iowait irq softirq steal ..." -> busy (all but nice, idle and
-// iowait), total and, when asked, nice jiffies.
-bool parse_proc_stat_cpu(const std::string& line, uint64_t& busy, uint64_t& total,
-                         uint64_t* nice = nullptr);
+// "cpu  user nice system idle iowait irq softirq steal ..." -> busy and total jiffies.
+bool parse_proc_stat_cpu(const std::string& line, uint64_t& busy, uint64_t& total);
 
 // The link check: an unfaulted link delivering less than its emulated rate while traffic waits
 // for it. One direction of one link over one sampling interval: bytes queued in front of it (the
@@ -114,8 +106,7 @@ class PromptnessWatch {
 };
 
 struct HostLoad {
-  double cpu_busy = -1;            // share of all CPUs' time, niced work not counted; -1 unknown
-  double cpu_niced = 0;            // share of all CPUs' time in niced work (not in cpu_busy)
+  double cpu_busy = -1;            // share of all CPUs' time, -1 unknown
   double stage_late_mean_us = -1;  // over the window, -1 when no packet was released
   uint64_t stage_packets = 0;
   double stage_late_max_us = 0;  // since the stages started

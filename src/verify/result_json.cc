@@ -135,7 +135,6 @@ Result<HostLoad> host_load_from_json(const nlohmann::json& j) {
   try {
     HostLoad h;
     h.cpu_busy = j.at("cpu_busy");
-    h.cpu_niced = j.value("cpu_niced", 0.0);  // absent before niced work was counted apart
     h.stage_packets = j.at("stage_packets");
     h.stage_late_mean_us = j.at("stage_late_mean_us");
     h.stage_late_max_us = j.at("stage_late_max_us");
