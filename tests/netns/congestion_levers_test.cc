@@ -1,9 +1,9 @@
 // Phase P0 of docs/design-congestion.md (issue 32): the kernel levers a lossless rail's pause
-// agent would drive, checked on this kernel with no product code. The requests are the repo's
-// own: the pause is netlink::new_tc's TBF replace (RTM_NEWQDISC, NLM_F_CREATE|NLM_F_REPLACE: a
-// change in place, as `tc qdisc change`), the queue is read with one RTM_GETQDISC dump on an
-// NlSocket inside the namespace and netlink::parse_qdisc (TCA_STATS2), the kick is one 802.1Qbb
-// XON frame through an AF_PACKET socket opened inside the paused sender's namespace.
+// agent drives, checked on this kernel. The requests are the product's: the pause is
+// netlink::new_tc's TBF replace (RTM_NEWQDISC, NLM_F_CREATE|NLM_F_REPLACE: a change in place, as
+// `tc qdisc change`), the queue is read with one RTM_GETQDISC dump on an NlSocket inside the
+// namespace by netlink::dump_qdisc_stats (TCA_STATS2, libmnl), the kick is congestion::Kicker's
+// 802.1Qbb XON frame through an AF_PACKET socket opened inside the paused sender's namespace.
 //
 // Topology (root; skips otherwise), every namespace this test's own, named tbp0-<pid>-<tag> and
 // removed by exact name in TearDown even when a check failed; addresses in 198.18.0.0/15;
@@ -54,9 +54,11 @@
 #include <thread>
 #include <vector>
 
+#include "congestion/kick.h"
 #include "core/realtime.h"
 #include "netlink/dump.h"
 #include "netlink/netns.h"
+#include "netlink/qdisc_stats.h"
 #include "netlink/socket.h"
 #include "netlink/tc_message.h"
 #include "netns_fixture.h"
@@ -87,8 +89,6 @@ constexpr int kFeeders = 2;
 // limit = xoff + sum of headroom + (n - 1) R idle_poll = 106,778.
 constexpr uint64_t kSwitchLimit = kXoff + kFeeders * kHeadroom + (kFeeders - 1) * kRP;
 static_assert(kSwitchLimit == 106'778);
-
-constexpr uint16_t kEthPause = 0x8808;  // MAC control (802.3x / 802.1Qbb PFC)
 
 int64_t now_ns() {
   timespec ts{};
@@ -123,69 +123,31 @@ struct Q {
   uint32_t drops = 0, backlog = 0, qlen = 0;
 };
 
-// RTM_GETQDISC with NLM_F_DUMP: every qdisc of the socket's namespace.
-netlink::NlMsg qdisc_dump_request() {
-  std::vector<uint8_t> buf(MNL_SOCKET_BUFFER_SIZE);
-  nlmsghdr* h = mnl_nlmsg_put_header(buf.data());
-  h->nlmsg_type = RTM_GETQDISC;
-  h->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-  auto* t = static_cast<tcmsg*>(mnl_nlmsg_put_extra_header(h, sizeof(tcmsg)));
-  t->tcm_family = AF_UNSPEC;
-  buf.resize(h->nlmsg_len);
-  return netlink::NlMsg{std::move(buf)};
-}
-
 bool is_root_of(const nlmsghdr* nlh, int ifindex) {
   if (nlh->nlmsg_type != RTM_NEWQDISC || nlh->nlmsg_len < NLMSG_LENGTH(sizeof(tcmsg))) return false;
   const auto* t = static_cast<const tcmsg*>(NLMSG_DATA(nlh));
   return t->tcm_ifindex == ifindex && t->tcm_parent == TC_H_ROOT;
 }
 
-// The root qdisc of `ifindex` from one dump, parsed by netlink::parse_qdisc (libnl) as the
-// design's dump_qdiscs would (§3.2); only the wanted entry is parsed.
+// The root qdisc of `ifindex` from one dump, as the congestion agent polls it:
+// netlink::dump_qdisc_stats (libmnl, into a reused vector).
 Result<Q> read_root(netlink::NlSocket& s, int ifindex) {
+  thread_local std::vector<netlink::QdiscStats> all;
+  TB_TRY(netlink::dump_qdisc_stats(s, all));
+  for (const auto& q : all)
+    if (q.ifindex == ifindex && q.parent == TC_H_ROOT)
+      return Q{true, q.bytes, q.packets, q.drops, q.backlog, q.qlen};
+  return fail("no root qdisc on ifindex " + std::to_string(ifindex));
+}
+
+// The same figures through netlink::parse_qdisc (libnl-route's object per message), for the cost
+// comparison only.
+Result<Q> read_root_libnl(netlink::NlSocket& s, int ifindex) {
   Q q;
-  TB_TRY(s.dump(qdisc_dump_request(), "dump qdiscs", [&](const nlmsghdr* nlh) {
+  TB_TRY(s.dump(netlink::qdisc_dump_request(), "dump qdiscs", [&](const nlmsghdr* nlh) {
     if (!is_root_of(nlh, ifindex)) return;
     if (auto r = netlink::parse_qdisc(nlh)) {
       q = Q{true, r->bytes, r->packets, r->drops, r->backlog, r->qlen};
-    }
-  }));
-  if (!q.found) return fail("no root qdisc on ifindex " + std::to_string(ifindex));
-  return q;
-}
-
-// The same figures read straight from TCA_STATS2 with libmnl (no libnl object per message),
-// for the cost comparison only.
-Result<Q> read_root_raw(netlink::NlSocket& s, int ifindex) {
-  Q q;
-  TB_TRY(s.dump(qdisc_dump_request(), "dump qdiscs", [&](const nlmsghdr* nlh) {
-    if (!is_root_of(nlh, ifindex)) return;
-    const auto* a = static_cast<const nlattr*>(mnl_nlmsg_get_payload_offset(nlh, sizeof(tcmsg)));
-    const auto* end = static_cast<const char*>(mnl_nlmsg_get_payload_tail(nlh));
-    for (; mnl_attr_ok(a, static_cast<int>(end - reinterpret_cast<const char*>(a)));
-         a = mnl_attr_next(a)) {
-      if (mnl_attr_get_type(a) != TCA_STATS2) continue;
-      const auto* n = static_cast<const nlattr*>(mnl_attr_get_payload(a));
-      int left = static_cast<int>(mnl_attr_get_payload_len(a));
-      for (; mnl_attr_ok(n, left); n = mnl_attr_next(n)) {
-        left -= static_cast<int>(MNL_ALIGN(n->nla_len));
-        const void* p = mnl_attr_get_payload(n);
-        const size_t len = mnl_attr_get_payload_len(n);
-        if (mnl_attr_get_type(n) == TCA_STATS_BASIC) {
-          gnet_stats_basic b{};
-          std::memcpy(&b, p, std::min(len, sizeof(b)));
-          q.bytes = b.bytes;
-          q.packets = b.packets;
-        } else if (mnl_attr_get_type(n) == TCA_STATS_QUEUE) {
-          gnet_stats_queue g{};
-          std::memcpy(&g, p, std::min(len, sizeof(g)));
-          q.drops = g.drops;
-          q.backlog = g.backlog;
-          q.qlen = g.qlen;
-        }
-      }
-      q.found = true;
     }
   }));
   if (!q.found) return fail("no root qdisc on ifindex " + std::to_string(ifindex));
@@ -230,50 +192,10 @@ TcpCounters operator-(const TcpCounters& a, const TcpCounters& b) {
           a.probes - b.probes, a.timeouts - b.timeouts};
 }
 
-// The kick (§3.3): one 64-byte 802.1Qbb PFC frame, all quanta 0 (XON), sent out of the paused
-// interface through an AF_PACKET socket bound to it inside its namespace. Enqueued behind the
-// backlog, its enqueue runs the qdisc; the peer has no handler for 0x8808 and drops it.
-class Kicker {
- public:
-  static Result<Kicker> open(int netns_fd, int ifindex) {
-    auto in = netlink::ScopedNetns::enter(netns_fd);
-    if (!in) return std::unexpected(in.error());
-    // Protocol 0: a sending socket that never receives.
-    UniqueFd fd(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));
-    if (!fd) return sys_fail("AF_PACKET socket");
-    sockaddr_ll sll{};
-    sll.sll_family = AF_PACKET;
-    sll.sll_ifindex = ifindex;
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sll), sizeof(sll)) < 0)
-      return sys_fail("bind AF_PACKET socket");
-    ifreq ifr{};
-    if (!if_indextoname(static_cast<unsigned>(ifindex), ifr.ifr_name))
-      return sys_fail("if_indextoname");
-    if (::ioctl(fd.get(), SIOCGIFHWADDR, &ifr) < 0) return sys_fail("SIOCGIFHWADDR");
-    Kicker k;
-    k.fd_ = std::move(fd);
-    k.frame_.fill(0);
-    const uint8_t dst[6] = {0x01, 0x80, 0xC2, 0x00, 0x00, 0x01};
-    std::memcpy(k.frame_.data(), dst, 6);
-    std::memcpy(k.frame_.data() + 6, ifr.ifr_hwaddr.sa_data, 6);
-    k.frame_[12] = kEthPause >> 8;
-    k.frame_[13] = kEthPause & 0xFF;
-    k.frame_[14] = 0x01;  // opcode 0x0101: priority-based flow control
-    k.frame_[15] = 0x01;
-    k.frame_[16] = 0x00;  // class-enable vector: all eight priorities, each time 0 = XON
-    k.frame_[17] = 0xFF;
-    return k;
-  }
-  bool kick() const {
-    return ::send(fd_.get(), frame_.data(), frame_.size(), 0) ==
-           static_cast<ssize_t>(frame_.size());
-  }
-  void close() { fd_.reset(); }
-
- private:
-  UniqueFd fd_;
-  std::array<uint8_t, 60> frame_{};  // the minimum frame without its FCS
-};
+// The kick (§3.3): congestion::Kicker, one 802.1Qbb XON frame out of the paused interface
+// through an AF_PACKET socket bound to it inside its namespace. Enqueued behind the backlog, its
+// enqueue runs the qdisc; the peer has no handler for 0x8808 and drops it.
+using congestion::Kicker;
 
 // TCP flows from sockets made in the senders' namespaces to a listener in r's, pumped by one
 // sending and one receiving thread until `stop()` or their deadline.
@@ -419,7 +341,7 @@ class CongestionLeversTest : public NetnsTest {
   void TearDown() override {
     // Every descriptor into the namespaces goes before they are deleted by name.
     for (Node* n : {&s1_, &s2_, &sw_, &r_}) {
-      n->kicker.close();
+      n->kicker = Kicker{};
       n->nl = netlink::NlSocket();
       n->fd.reset();
     }
@@ -549,7 +471,7 @@ class CongestionLeversTest : public NetnsTest {
         }
       }
       if (!do_pause)
-        for (Node* f : feeders) f->kicker.kick();
+        for (Node* f : feeders) (void)f->kicker.kick();
       return true;
     };
     out.dump_ns.reserve(static_cast<size_t>(duration_ns / P) + 16);
@@ -642,7 +564,7 @@ TEST_F(CongestionLeversTest, PauseStopsEgressWithinOneFrameKeepsTheBacklogAndHol
   const uint64_t app400 = t.sent(0);
   const TcpCounters tcp = tcp_counters(s1_.fd.get()) - tcp0;
   ASSERT_TRUE(restore(s1_));
-  ASSERT_TRUE(s1_.kicker.kick());
+  ASSERT_TRUE(s1_.kicker.kick().has_value());
   const uint64_t rx0 = t.received();
   sleep_ms(300);
   const uint64_t rx1 = t.received();
@@ -698,7 +620,7 @@ TEST_F(CongestionLeversTest, RestoringTheRateAloneDoesNotResumeTheRestorePlusAKi
   const int64_t moved = wait_sent_beyond(s1_, paused.bytes, 100);
   const Q still = q(s1_);
   const int64_t k0 = now_ns();
-  ASSERT_TRUE(s1_.kicker.kick());
+  ASSERT_TRUE(s1_.kicker.kick().has_value());
   const int64_t k1 = now_ns();
   const int64_t resumed = wait_sent_beyond(s1_, still.bytes, 200);
 
@@ -715,7 +637,7 @@ TEST_F(CongestionLeversTest, RestoringTheRateAloneDoesNotResumeTheRestorePlusAKi
     const int64_t a = now_ns();
     if (!restore(s1_)) break;
     const int64_t b = now_ns();
-    s1_.kicker.kick();
+    (void)s1_.kicker.kick();
     const int64_t c = now_ns();
     const int64_t d = wait_sent_beyond(s1_, p.bytes, 100);
     if (d == 0) {
@@ -737,7 +659,7 @@ TEST_F(CongestionLeversTest, RestoringTheRateAloneDoesNotResumeTheRestorePlusAKi
   ASSERT_TRUE(restore(s1_));
   const int64_t self = wait_sent_beyond(s1_, p2.bytes, 1000);
   const TcpCounters tcp = tcp_counters(s1_.fd.get()) - tcp0;
-  s1_.kicker.kick();
+  (void)s1_.kicker.kick();
   t.stop();
 
   std::printf(
@@ -896,13 +818,13 @@ TEST_F(CongestionLeversTest, CostOfADumpAndOfAPauseResumePair) {
   };
   constexpr int kDumps = 1000, kPairs = 200;
   // The switch's namespace: lo, p1, p2 (noqueue) and out (tbf 1: + its bfifo): five qdiscs.
-  const auto parse = time_each(kDumps, [&] { return read_root(sw_.nl, sw_.ifindex).has_value(); });
-  const auto raw =
-      time_each(kDumps, [&] { return read_root_raw(sw_.nl, sw_.ifindex).has_value(); });
+  const auto parse =
+      time_each(kDumps, [&] { return read_root_libnl(sw_.nl, sw_.ifindex).has_value(); });
+  const auto raw = time_each(kDumps, [&] { return read_root(sw_.nl, sw_.ifindex).has_value(); });
   const auto cache =
       time_each(kDumps, [&] { return netlink::list_qdiscs(sw_.nl, "sw").has_value(); });
   size_t entries = 0;
-  (void)sw_.nl.dump(qdisc_dump_request(), "count", [&](const nlmsghdr*) { ++entries; });
+  (void)sw_.nl.dump(netlink::qdisc_dump_request(), "count", [&](const nlmsghdr*) { ++entries; });
   std::vector<int64_t> p, r, k, pair;
   for (int i = 0; i < kPairs; ++i) {
     const int64_t a = now_ns();
@@ -910,7 +832,7 @@ TEST_F(CongestionLeversTest, CostOfADumpAndOfAPauseResumePair) {
     const int64_t b = now_ns();
     if (!restore(s1_)) break;
     const int64_t c = now_ns();
-    s1_.kicker.kick();
+    (void)s1_.kicker.kick();
     const int64_t d = now_ns();
     p.push_back(b - a);
     r.push_back(c - b);
@@ -919,8 +841,8 @@ TEST_F(CongestionLeversTest, CostOfADumpAndOfAPauseResumePair) {
   }
   const Q s1 = q(s1_);
   std::printf("[p0] cost: switch namespace dump = %zu qdisc entries\n", entries);
-  show("dump + parse_qdisc of the one root (loop)", parse);
-  show("dump + libmnl TCA_STATS2 of the one root", raw);
+  show("dump + parse_qdisc (libnl) of the one root", parse);
+  show("dump_qdisc_stats (the loop's reader)", raw);
   show("list_qdiscs (libnl cache, all entries)", cache);
   show("pause (TBF replace, acked)", p);
   show("restore (TBF replace, acked)", r);
