@@ -790,7 +790,26 @@ TEST_F(CongestionLeversTest, HandDrivenPauseLoopKeepsAnIncastLossless) {
   EXPECT_GT(droptail.sw_drops, 0u) << "without the loop the incast did not overflow the egress";
   EXPECT_EQ(loop.error, "");
   EXPECT_GT(loop.pauses, 0u) << "the loop never paused: the incast did not build a queue";
-  EXPECT_EQ(lossless.sw_drops, 0u)
+  // Lossless holds while the loop is on time: the headroom covers a poll up to L = 1 ms late
+  // (design §2, §3.5). A later one (a host stall: on this 2-core host once a poll 10.1 ms late
+  // while another process built and removed a lab's namespaces) may overflow by what the
+  // feeders send beyond the port's rate in the excess, (n - 1) R x (lateness - L), plus each
+  // feeder's one-frame pause leak: a "late agent" drop, not a broken lever. Drops beyond that,
+  // or any drop with every poll and pause on time, fail.
+  const int64_t worst_ns =
+      static_cast<int64_t>(loop.max_late_ns) +
+      (loop.pause_ns.empty() ? 0 : *std::max_element(loop.pause_ns.begin(), loop.pause_ns.end()));
+  const int64_t excess_ns = std::max<int64_t>(0, worst_ns - 1 * kMs);
+  const uint64_t late_bound = excess_ns == 0
+                                  ? 0
+                                  : (static_cast<uint64_t>(kFeeders - 1) * kRate *
+                                         static_cast<uint64_t>(excess_ns) / 1'000'000'000u +
+                                     kFrame - 1) /
+                                            kFrame +
+                                        kFeeders;
+  std::printf("[p0] loop: worst poll lateness + pause action %.0f us: %llu drops allowed\n",
+              static_cast<double>(worst_ns) / 1e3, static_cast<unsigned long long>(late_bound));
+  EXPECT_LE(lossless.sw_drops, late_bound)
       << "drops in the switch egress with the loop; late polls: " << loop.late_polls
       << ", max lateness " << loop.max_late_ns / kUs << " us";
   EXPECT_EQ(lossless.s1_drops + lossless.s2_drops, 0u) << "drops in a paused sender's queue";
