@@ -45,10 +45,8 @@ class Kicker {
   Kicker(Kicker&&) = default;
   Kicker& operator=(Kicker&&) = default;
 
-  bool valid() const { return fd_.valid(); }
   // One XON frame out of the interface; the send runs the interface's qdisc in the caller.
   Status kick() const;
-  const PfcFrame& frame() const { return frame_; }
 
  private:
   UniqueFd fd_;

@@ -8,26 +8,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "netlink/attr.h"
+#include "netlink/message_builder.h"
+
 namespace tb::netlink {
 namespace {
-
-// The attributes from `first` up to `end`, each passed to `each` (libmnl's for_each macros
-// assign a void*, which C++ does not convert).
-template <typename F>
-void for_each_attr(const nlattr* first, const void* end, F&& each) {
-  for (const nlattr* n = first; mnl_attr_ok(
-           n, static_cast<int>(static_cast<const char*>(end) - reinterpret_cast<const char*>(n)));
-       n = static_cast<const nlattr*>(mnl_attr_next(n)))
-    each(n);
-}
-
-// The nested attributes of `a` (TCA_STATS2, TCA_OPTIONS), each passed to `each`.
-template <typename F>
-void for_each_nested(const nlattr* a, F&& each) {
-  for_each_attr(static_cast<const nlattr*>(mnl_attr_get_payload(a)),
-                static_cast<const char*>(mnl_attr_get_payload(a)) + mnl_attr_get_payload_len(a),
-                each);
-}
 
 template <typename T>
 T payload_as(const nlattr* a) {
@@ -78,15 +63,9 @@ void read_tbf_options(const nlattr* a, QdiscStats& q) {
 }  // namespace
 
 NlMsg qdisc_dump_request() {
-  NlMsg m;
-  m.bytes.resize(MNL_ALIGN(sizeof(nlmsghdr)) + MNL_ALIGN(sizeof(tcmsg)));
-  nlmsghdr* h = mnl_nlmsg_put_header(m.bytes.data());
-  h->nlmsg_type = RTM_GETQDISC;
-  h->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-  auto* t = static_cast<tcmsg*>(mnl_nlmsg_put_extra_header(h, sizeof(tcmsg)));
-  t->tcm_family = AF_UNSPEC;
-  m.bytes.resize(h->nlmsg_len);
-  return m;
+  MessageBuilder m(RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP);
+  m.put_extra<tcmsg>()->tcm_family = AF_UNSPEC;
+  return m.finish();
 }
 
 bool parse_qdisc_stats(const nlmsghdr* nlh, QdiscStats& q) {
@@ -97,8 +76,7 @@ bool parse_qdisc_stats(const nlmsghdr* nlh, QdiscStats& q) {
   q.handle = t->tcm_handle;
   q.parent = t->tcm_parent;
   const nlattr* options = nullptr;
-  const auto* first = static_cast<const nlattr*>(mnl_nlmsg_get_payload_offset(nlh, sizeof(tcmsg)));
-  for_each_attr(first, mnl_nlmsg_get_payload_tail(nlh), [&](const nlattr* a) {
+  for_each_attr(nlh, sizeof(tcmsg), [&](const nlattr* a) {
     switch (mnl_attr_get_type(a)) {
       case TCA_KIND: {
         const size_t n = std::min<size_t>(mnl_attr_get_payload_len(a), sizeof q.kind - 1);

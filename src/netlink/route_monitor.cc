@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "core/events.h"
+#include "netlink/attr.h"
 #include "netlink/netns.h"
 
 namespace tb::netlink {
@@ -63,13 +64,9 @@ std::vector<RouteChange> parse_route_changes(const void* buf, size_t len, int64_
       c.is_link = true;
       c.carrier = (ifi->ifi_flags & IFF_LOWER_UP) != 0 && (ifi->ifi_flags & IFF_UP) != 0;
       c.oif = ifi->ifi_index;
-      for (auto* a =
-               static_cast<const nlattr*>(mnl_nlmsg_get_payload_offset(nlh, sizeof(ifinfomsg)));
-           mnl_attr_ok(a,
-                       static_cast<int>(static_cast<const char*>(mnl_nlmsg_get_payload_tail(nlh)) -
-                                        reinterpret_cast<const char*>(a)));
-           a = mnl_attr_next(a))
+      for_each_attr(nlh, sizeof(ifinfomsg), [&](const nlattr* a) {
         if (mnl_attr_get_type(a) == IFLA_IFNAME) c.ifname = mnl_attr_get_str(a);
+      });
       if (c.ifname.empty()) c.ifname = std::to_string(c.oif);
       out.push_back(c);
     }
@@ -81,12 +78,7 @@ std::vector<RouteChange> parse_route_changes(const void* buf, size_t len, int64_
         c.t_ns = t_ns;
         c.added = nlh->nlmsg_type == RTM_NEWROUTE;
         c.dst = rtm->rtm_dst_len == 0 ? "default" : "";
-        // mnl_attr_for_each, spelled out: its void* assignment is not C++.
-        for (auto* a = static_cast<const nlattr*>(mnl_nlmsg_get_payload_offset(nlh, sizeof(rtmsg)));
-             mnl_attr_ok(
-                 a, static_cast<int>(static_cast<const char*>(mnl_nlmsg_get_payload_tail(nlh)) -
-                                     reinterpret_cast<const char*>(a)));
-             a = mnl_attr_next(a)) {
+        for_each_attr(nlh, sizeof(rtmsg), [&](const nlattr* a) {
           switch (mnl_attr_get_type(a)) {
             case RTA_DST: {
               char txt[INET_ADDRSTRLEN] = {};
@@ -114,7 +106,7 @@ std::vector<RouteChange> parse_route_changes(const void* buf, size_t len, int64_
             default:
               break;
           }
-        }
+        });
         out.push_back(c);
       }
     }
