@@ -1,8 +1,8 @@
 #!/bin/bash
 # The lab VM's timing checks on the netem backend (issues 13 and 22), on images/labvm/netem.toml:
-#  1. `verify` of every link class, then `verify --paths`, idle and `--under-load` (bulk flows on the links the probes avoid): verify's
-#     own verdicts and tolerances (per hop 10% + 20 us below 1 ms, 1% + 50 us from 1 ms; a path
-#     within the sum of its hops').
+#  1. `verify --paths`, idle and `--under-load` (bulk flows on the links the probes avoid), then
+#     `verify` of every link class: verify's own verdicts and tolerances (per hop 10% + 20 us
+#     below 1 ms, 1% + 50 us from 1 ms; a path within the sum of its hops').
 #  2. Jitter: the rail is 20 ms +- 2 ms each way (netem on both ends, ordered: docs/scenario.md).
 #     2000 pings 20 ms apart (spacing >> sigma: each sees its own draws) from dc/s0/g0 to its ToR,
 #     idle and while `bench allreduce` runs on dc/s1's GPUs (their NVLink: no link the pings use);
@@ -65,11 +65,12 @@ for mode in idle load; do
 done
 
 # verify of every link class (rate, delay, jitter, loss, with verify's own tolerances and its host
-# guard), judged row by row: every checked row must pass, except the lossy class's tcp-loss rows:
-# their paced transfer (at half of the class's 3 Gbit, above the guest's reach by design:
-# netem.toml) gave no measurement in every boot so far (also under plain TCG, where check.sh
-# never judged them), so they are shown. The loss rows (unanswered probes) are judged. Under plain TCG (check.sh's boot) this took ~100 s of
-# retries and could only be judged loosely; here it is ~40 s of guest time.
+# guard), judged row by row: every checked row must pass (11 rows here, at least 10), except
+# the lossy class's tcp-loss rows: their paced transfer (at half of the class's 3 Gbit, above the
+# guest's reach by design: netem.toml) gave no measurement in every boot so far (also under plain
+# TCG, where check.sh never judged them), so they are shown. The loss rows (unanswered probes)
+# are judged. Under plain TCG (check.sh's boot) this took ~100 s of retries and could only be
+# judged loosely; here it is ~40 s of guest time.
 t=$SECONDS
 testbedctl verify vmnetem --quick >/tmp/verify.txt 2>/tmp/verify.err
 rc=$?
