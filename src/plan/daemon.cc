@@ -107,10 +107,71 @@ FabricAgent fabric_from(const json& j) {
 
 }  // namespace
 
+json to_json(const CongestionAgent& c) {
+  json ports = json::array(), ups = json::array();
+  for (const auto& p : c.ports)
+    ports.push_back({{"name", p.name},
+                     {"netns", p.netns},
+                     {"ifname", p.ifname},
+                     {"handle", p.handle},
+                     {"parent", p.parent},
+                     {"model", p.model},
+                     {"xoff", p.xoff},
+                     {"xon", p.xon},
+                     {"kmin", p.kmin},
+                     {"kmax", p.kmax},
+                     {"pmax", p.pmax},
+                     {"feeders", p.feeders}});
+  for (const auto& u : c.upstreams)
+    ups.push_back({{"name", u.name},
+                   {"netns", u.netns},
+                   {"ifname", u.ifname},
+                   {"handle", u.handle},
+                   {"parent", u.parent},
+                   {"rate", u.rate},
+                   {"burst", u.burst},
+                   {"limit", u.limit},
+                   {"mtu", u.mtu},
+                   {"quantum_ns", u.quantum_ns},
+                   {"feeds_ifname", u.feeds_ifname},
+                   {"port", u.port}});
+  return {{"netns", c.netns},
+          {"poll_ns", c.poll_ns},
+          {"idle_poll_ns", c.idle_poll_ns},
+          {"late_ns", c.late_ns},
+          {"watchdog_ns", c.watchdog_ns},
+          {"restore_ns", c.restore_ns},
+          {"action", c.action},
+          {"ports", ports},
+          {"upstreams", ups}};
+}
+
+CongestionAgent congestion_from_json(const json& j) {
+  CongestionAgent c{j.at("netns"),
+                    j.at("poll_ns"),
+                    j.at("idle_poll_ns"),
+                    j.at("late_ns"),
+                    j.at("watchdog_ns"),
+                    j.at("restore_ns"),
+                    j.at("action"),
+                    {},
+                    {}};
+  for (const auto& p : j.at("ports"))
+    c.ports.push_back({p.at("name"), p.at("netns"), p.at("ifname"), p.at("handle"), p.at("parent"),
+                       p.at("model"), p.at("xoff"), p.at("xon"), p.at("kmin"), p.at("kmax"),
+                       p.at("pmax"), p.at("feeders")});
+  for (const auto& u : j.at("upstreams"))
+    c.upstreams.push_back({u.at("name"), u.at("netns"), u.at("ifname"), u.at("handle"),
+                           u.at("parent"), u.at("rate"), u.at("burst"), u.at("limit"), u.at("mtu"),
+                           u.at("quantum_ns"), u.at("feeds_ifname"), u.at("port")});
+  return c;
+}
+
 const char* daemon_kind(const Daemon& d) {
   return std::visit(
       Overload{[](const Stage&) { return "stage"; }, [](const Agent&) { return "agent"; },
-               [](const Router&) { return "router"; }, [](const FabricAgent&) { return "fabric"; }},
+               [](const Router&) { return "router"; }, [](const FabricAgent&) { return "fabric"; },
+               [](const CongestionAgent&) { return "congestion"; }},
       d);
 }
 
@@ -118,7 +179,8 @@ std::string daemon_name(const Daemon& d) {
   return std::visit(Overload{[](const Stage& s) { return "stage " + s.node; },
                              [](const Agent& a) { return "agent " + a.node; },
                              [](const Router& r) { return "frr " + r.node; },
-                             [](const FabricAgent& f) { return "fabric " + f.region; }},
+                             [](const FabricAgent& f) { return "fabric " + f.region; },
+                             [](const CongestionAgent&) { return std::string("congestion"); }},
                     d);
 }
 
@@ -161,6 +223,15 @@ std::string daemon_text(const Daemon& d) {
             for (const auto& sp : f.spine_nodes) s += " " + sp;
             return s;
           },
+          [](const CongestionAgent& c) {
+            size_t lossless = 0;
+            for (const auto& p : c.ports) lossless += p.model == "lossless";
+            return "congestion netns " + c.netns + " polls " + std::to_string(c.ports.size()) +
+                   " switch queues (" + std::to_string(lossless) + " lossless) every " +
+                   std::to_string(c.poll_ns / 1000) + "us (idle " +
+                   std::to_string(c.idle_poll_ns / 1000) + "us), pauses " +
+                   std::to_string(c.upstreams.size()) + " upstream queues";
+          },
       },
       d);
 }
@@ -188,7 +259,8 @@ json to_json(const Daemon& d) {
   json body = std::visit(Overload{[](const Stage& s) { return to_json(s); },
                                   [](const Agent& a) { return agent_json(a); },
                                   [](const Router& r) { return router_json(r); },
-                                  [](const FabricAgent& f) { return fabric_json(f); }},
+                                  [](const FabricAgent& f) { return fabric_json(f); },
+                                  [](const CongestionAgent& c) { return to_json(c); }},
                          d);
   return {{"kind", daemon_kind(d)}, {"config", body}};
 }
@@ -201,6 +273,7 @@ Result<Daemon> daemon_from_json(const json& j) {
     if (kind == "agent") return agent_from(c);
     if (kind == "router") return router_from(c);
     if (kind == "fabric") return fabric_from(c);
+    if (kind == "congestion") return congestion_from_json(c);
     return fail("unknown daemon kind \"" + kind + "\"");
   } catch (const json::exception& e) {
     return fail(std::string("malformed daemon: ") + e.what());

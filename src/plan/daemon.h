@@ -100,9 +100,46 @@ struct FabricAgent {
   std::vector<FabricGpu> gpus;
 };
 
-using Daemon = std::variant<Stage, Agent, Router, FabricAgent>;
+// The congestion agent of a lab's host (`tb-probe congestion`, under the lab's supervisor; issue
+// 32, docs/design-congestion.md): it polls every non-droptail switch egress queue (`ports`) and,
+// for a lossless one past XOFF, pauses the TBFs one hop upstream that feed it (`upstreams`) until
+// it drains below XON. Byte thresholds are lab bytes (scaled and floored by the plan).
+struct CongestionPort {
+  std::string name;  // "dc/tor0:s4g0" (node:ifname), for reports
+  std::string netns, ifname;
+  uint32_t handle = 0, parent = 0;  // the TBF whose backlog is this queue's
+  std::string model;                // "lossless" or "ecn"
+  uint64_t xoff = 0, xon = 0;       // lossless: pause above xoff, resume below xon
+  uint64_t kmin = 0, kmax = 0;      // ecn: marking thresholds
+  double pmax = 0;                  // ecn: marking probability at kmax, 0..1
+  std::vector<int> feeders;         // indices into CongestionAgent::upstreams
+};
+struct CongestionUpstream {
+  std::string name;  // "dc/s0/g0:rail" (node:ifname), for reports
+  std::string netns, ifname;
+  uint32_t handle = 0, parent = 0;  // the TBF paused and resumed
+  uint64_t rate = 0;                // its TbfOptions in force: bytes per second,
+  uint32_t burst = 0, limit = 0;    // bucket and queue bytes
+  uint32_t mtu = 1500;              // the pause's one-frame burst
+  int64_t quantum_ns = 0;           // a pause not refreshed within it expires (802.1Qbb)
+  std::string feeds_ifname;         // the switch port it feeds (in its ports' netns): rx
+  int port = -1;                    // its index in ports when it is polled too (hop by hop)
+};
+struct CongestionAgent {
+  std::string netns;                  // where it runs (the first polled switch's)
+  int64_t poll_ns = 1'000'000;        // while a queue builds
+  int64_t idle_poll_ns = 10'000'000;  // otherwise
+  int64_t late_ns = 1'000'000;        // lateness the headroom covers
+  int64_t watchdog_ns = 200'000'000;  // a port paused this long with no progress is a storm
+  int64_t restore_ns = 200'000'000;   // how long the watchdog then ignores its pauses
+  std::string action = "drop";        // "drop" or "forward"
+  std::vector<CongestionPort> ports;
+  std::vector<CongestionUpstream> upstreams;
+};
 
-// "stage", "agent", "router", "fabric".
+using Daemon = std::variant<Stage, Agent, Router, FabricAgent, CongestionAgent>;
+
+// "stage", "agent", "router", "fabric", "congestion".
 const char* daemon_kind(const Daemon& d);
 // The supervisor child's name, e.g. "stage hz/tr", "agent hz/tr", "fabric hz"; a router runs
 // three children ("zebra hz/tr", ...) and is named "frr hz/tr" here.
@@ -114,5 +151,7 @@ nlohmann::json to_json(const Daemon& d);
 Result<Daemon> daemon_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const Stage& s);
 Stage stage_from_json(const nlohmann::json& j);  // throws nlohmann::json::exception
+nlohmann::json to_json(const CongestionAgent& c);
+CongestionAgent congestion_from_json(const nlohmann::json& j);  // throws nlohmann::json::exception
 
 }  // namespace tb::plan

@@ -358,3 +358,43 @@ TEST(Plan, ABackendAskedForByNameMustBeOnAProbedHost) {
 
 }  // namespace
 }  // namespace tb::plan
+
+namespace tb {
+// The congestion agent's config (issue 32) survives the journal's JSON: every field of a port
+// and of an upstream comes back, and the kind names it.
+TEST(Daemon, CongestionAgentRoundTripsThroughJson) {
+  plan::CongestionAgent c;
+  c.netns = "tb-l-dc-tor0";
+  c.poll_ns = 2'000'000;
+  c.action = "forward";
+  c.ports.push_back({"dc/tor0:s4g0",
+                     "tb-l-dc-tor0",
+                     "s4g0",
+                     0x10000,
+                     0xffffffff,
+                     "lossless",
+                     155'000,
+                     55'000,
+                     0,
+                     0,
+                     0,
+                     {0, 1}});
+  c.ports.push_back(
+      {"dc/vpc:s0", "tb-l-dc-vpc", "s0", 0x10000, 0xffffffff, "ecn", 0, 0, 3000, 6000, 0.01, {}});
+  c.upstreams.push_back({"dc/s0/g0:rail", "tb-l-dc-s0-g0", "rail", 0x10000, 0xffffffff, 50'000'000,
+                         50'000, 16 << 20, 1500, 84'000'000, "s0g0", -1});
+  c.upstreams.push_back({"dc/tor0:sp0", "tb-l-dc-tor0", "sp0", 0x10000, 0xffffffff, 50'000'000,
+                         50'000, 300'000, 4214, 84'000'000, "sp0", 1});
+  const auto j = plan::to_json(plan::Daemon{c});
+  EXPECT_EQ(j["kind"], "congestion");
+  auto back = plan::daemon_from_json(j);
+  ASSERT_TRUE(back) << back.error().message;
+  const auto* b = std::get_if<plan::CongestionAgent>(&*back);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(plan::to_json(*b), plan::to_json(c));
+  EXPECT_EQ(b->ports[0].feeders, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b->upstreams[1].port, 1);
+  EXPECT_DOUBLE_EQ(b->ports[1].pmax, 0.01);
+  EXPECT_EQ(plan::daemon_name(*back), "congestion");
+}
+}  // namespace tb
