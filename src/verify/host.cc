@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -32,6 +33,48 @@ bool parse_proc_stat_cpu(const std::string& line, uint64_t& busy, uint64_t& tota
   return true;
 }
 
+namespace {
+
+// The first line of `path` starting with `key` (+ a space), its number; -1 when absent.
+int64_t read_number(const std::string& path, const std::string& key = "") {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!key.empty()) {
+      if (line.rfind(key + " ", 0) != 0) continue;
+      line = line.substr(key.size() + 1);
+    }
+    try {
+      return std::stoll(line);
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+int64_t idle_cgroup_ns(const std::string& root) {
+  const std::string g = std::string("/") + kIdleCgroup;
+  // cgroup v2 (the unified tree at the root, or beside v1 under unified/)
+  for (const char* tree : {"", "/unified"}) {
+    const std::string d = root + tree + g;
+    if (read_number(d + "/cpu.idle") != 1) continue;
+    const int64_t us = read_number(d + "/cpu.stat", "usage_usec");
+    if (us >= 0) return us * 1000;
+  }
+  // cgroup v1: cpu.idle in the cpu hierarchy, the time in cpuacct's (often mounted together)
+  for (const char* cpu : {"/cpu,cpuacct", "/cpu"}) {
+    if (read_number(root + cpu + g + "/cpu.idle") != 1) continue;
+    for (const char* acct : {"/cpu,cpuacct", "/cpuacct"}) {
+      const int64_t ns = read_number(root + acct + g + "/cpuacct.usage");
+      if (ns >= 0) return ns;
+    }
+  }
+  return -1;
+}
+
 void add_stage_stats(HostSample& s, const nlohmann::json& stats) {
   if (!stats.is_object()) return;
   if (stats.contains("scheduling") && stats["scheduling"].is_string()) {
@@ -52,6 +95,7 @@ HostSample sample_host(const std::vector<std::string>& stage_stats_files) {
   std::ifstream stat("/proc/stat");
   std::string line;
   if (std::getline(stat, line)) parse_proc_stat_cpu(line, s.cpu_busy, s.cpu_total);
+  s.idle_group_ns = idle_cgroup_ns();
   for (const auto& f : stage_stats_files) {
     std::ifstream in(f);
     add_stage_stats(s, nlohmann::json::parse(in, nullptr, false));
@@ -124,9 +168,19 @@ PromptnessWatch::~PromptnessWatch() {
 
 HostLoad host_load(const HostSample& before, const HostSample& after) {
   HostLoad h;
-  if (after.cpu_total > before.cpu_total)
-    h.cpu_busy = static_cast<double>(after.cpu_busy - before.cpu_busy) /
-                 static_cast<double>(after.cpu_total - before.cpu_total);
+  if (after.cpu_total > before.cpu_total) {
+    const auto total = static_cast<double>(after.cpu_total - before.cpu_total);
+    double busy = static_cast<double>(after.cpu_busy - before.cpu_busy);
+    if (before.idle_group_ns >= 0 && after.idle_group_ns >= before.idle_group_ns) {
+      // /proc/stat counts USER_HZ jiffies; the group's time is in ns
+      static const double ns_per_jiffy = 1e9 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+      const double idle =
+          static_cast<double>(after.idle_group_ns - before.idle_group_ns) / ns_per_jiffy;
+      h.idle_group = std::min(idle, busy) / total;
+      busy = std::max(0.0, busy - idle);
+    }
+    h.cpu_busy = busy / total;
+  }
   if (after.packets > before.packets) {
     h.stage_packets = after.packets - before.packets;
     h.stage_late_mean_us = std::max(
@@ -187,6 +241,9 @@ void add_link_check(HostLoad& h, const std::vector<LinkInterval>& intervals) {
 
 std::string HostLoad::text() const {
   std::string s = cpu_busy >= 0 ? fmt::format("CPUs {:.0f}% busy", cpu_busy * 100) : "CPU unknown";
+  if (idle_group >= 0)
+    s += fmt::format(" (not counting {:.0f}% taken by the idle-priority cgroup {})",
+                     idle_group * 100, kIdleCgroup);
   if (stage_late_mean_us >= 0)
     s += fmt::format(
         ", delay stages released {} packets {:.1f} us late on average (worst since "
@@ -212,6 +269,7 @@ nlohmann::json to_json(const HostLoad& h) {
                      {"text", l.text()}});
   return {
       {"cpu_busy", h.cpu_busy},
+      {"idle_group", h.idle_group},
       {"stage_packets", h.stage_packets},
       {"stage_late_mean_us", h.stage_late_mean_us},
       {"stage_late_max_us", h.stage_late_max_us},
@@ -228,7 +286,8 @@ nlohmann::json to_json(const HostLoad& h) {
                                   : nlohmann::json()},
       {"links_short", links},
       {"rule",
-       fmt::format("the host is the cause when its CPUs were >= {:.0f}% busy, the "
+       fmt::format("the host is the cause when its CPUs were >= {:.0f}% busy (the cgroup "
+                   "testbedctl.idle with cpu.idle 1 not counted), the "
                    "stages released packets >= {:.0f} us late on average, or an "
                    "unfaulted link sent < {:.0f}% of min(the bytes queued in front "
                    "of it, its rate x the interval) in >= {} 0.5 s intervals (and "

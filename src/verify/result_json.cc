@@ -135,6 +135,7 @@ Result<HostLoad> host_load_from_json(const nlohmann::json& j) {
   try {
     HostLoad h;
     h.cpu_busy = j.at("cpu_busy");
+    h.idle_group = j.value("idle_group", -1.0);
     h.stage_packets = j.at("stage_packets");
     h.stage_late_mean_us = j.at("stage_late_mean_us");
     h.stage_late_max_us = j.at("stage_late_max_us");

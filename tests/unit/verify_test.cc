@@ -4,7 +4,11 @@
 // plan's own routes), the host-load arithmetic, and the reports, on the shipped scenarios.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "plan/plan.h"
 #include "report/verify.h"
@@ -941,6 +945,44 @@ TEST(VerifyHost, ProcStatAndStageLatenessOverAWindow) {
   c.late_sum_us = a.late_sum_us + 200 * 2.0;
   EXPECT_FALSE(host_load(a, c).host_bound);
   EXPECT_EQ(host_load(a, a).stage_late_mean_us, -1);  // no packet in the window
+}
+
+// CPU time of the idle-priority cgroup (cpu.idle 1) is left out of the busy share; a group
+// whose cpu.idle is not 1 is ordinary work and is counted (idle_cgroup_ns reads -1 for it).
+TEST(VerifyHost, TheIdleCgroupsTimeIsNotBusy) {
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  HostSample a, b;
+  a.cpu_total = 1000, a.cpu_busy = 0, a.idle_group_ns = 0;
+  b.cpu_total = 2000, b.cpu_busy = 950;                 // 95% busy over 1000 jiffies ...
+  b.idle_group_ns = int64_t{600} * 1'000'000'000 / hz;  // ... 600 of them the idle group's
+  auto h = host_load(a, b);
+  EXPECT_NEAR(h.cpu_busy, 0.35, 1e-9);
+  EXPECT_NEAR(h.idle_group, 0.60, 1e-9);
+  EXPECT_FALSE(h.host_bound);
+  EXPECT_NE(h.text().find("not counting 60% taken by the idle-priority cgroup testbedctl.idle"),
+            std::string::npos)
+      << h.text();
+  b.idle_group_ns = -1;  // no such group (or its cpu.idle is 0): all of it counts
+  h = host_load(a, b);
+  EXPECT_NEAR(h.cpu_busy, 0.95, 1e-9);
+  EXPECT_EQ(h.idle_group, -1);
+  EXPECT_TRUE(h.host_bound);
+
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("tb-idlecg-" + std::to_string(::getpid()));
+  auto put = [&](const fs::path& f, const std::string& text) {
+    fs::create_directories(f.parent_path());
+    std::ofstream(f) << text;
+  };
+  put(root / "cpu/testbedctl.idle/cpu.idle", "1\n");
+  put(root / "cpuacct/testbedctl.idle/cpuacct.usage", "123456789\n");
+  EXPECT_EQ(idle_cgroup_ns(root.string()), 123456789);  // v1
+  put(root / "cpu/testbedctl.idle/cpu.idle", "0\n");
+  EXPECT_EQ(idle_cgroup_ns(root.string()), -1);
+  put(root / "testbedctl.idle/cpu.idle", "1\n");
+  put(root / "testbedctl.idle/cpu.stat", "usage_usec 4000\nuser_usec 3000\n");
+  EXPECT_EQ(idle_cgroup_ns(root.string()), 4'000'000);  // v2
+  fs::remove_all(root);
 }
 
 // The link check: a direction whose queue held bytes at both ends of an interval and that sent
