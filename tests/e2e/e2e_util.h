@@ -154,6 +154,27 @@ inline nlohmann::json status_json(const std::string& lab) {
   return nlohmann::json::parse(r.out, nullptr, false);
 }
 
+// verify --json's classes in a few lines, one per class and one per check that did not pass
+// ("class result [stall]" / "  check verdict achieved in [low, high]: reason"): what a failure
+// message shows first, as CI's log keeps only a few hundred lines of the whole document.
+inline std::string verify_digest(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("classes")) return "(no verify document)\n";
+  std::string s;
+  for (const auto& c : j["classes"]) {
+    s += c.value("class", "?") + " " + c.value("result", "?");
+    if (!c.value("stall", "").empty()) s += " [host stalled: " + c.value("stall", "") + "]";
+    s += "\n";
+    for (const auto& k : c.value("checks", nlohmann::json::array()))
+      if (k.value("verdict", "") != "pass")
+        s += "  " + k.value("check", "?") + " " + k.value("verdict", "?") + " " +
+             (k["achieved"].is_null() ? "-" : k["achieved"].dump()) + " in [" + k["low"].dump() +
+             ", " + k["high"].dump() + "]: " + k.value("reason", "") + "\n";
+    for (const auto& e : c["measurement"].value("errors", nlohmann::json::array()))
+      s += "  error: " + e.dump() + "\n";
+  }
+  return s;
+}
+
 // A testbedctl running in the background as this test's own child: its pid is kept, and the
 // destructor interrupts it (SIGINT, as Ctrl-C would), waits up to 10 s, then SIGKILLs and
 // reaps it, so none outlives the test however the test ends. Output goes to `out`.

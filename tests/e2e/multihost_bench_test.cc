@@ -181,7 +181,9 @@ TEST_F(MultihostBench, VerifyOnBothHostsMeasuresEveryClassTheWanAcrossTheTunnel)
   auto [a, b] = both("--quick --json");
   auto j = json_of(a.out);
   ASSERT_TRUE(j.is_object()) << a.out << "\n--- host b:\n" << b.out;
-  EXPECT_NE(a.rc, 1) << a.out << "\n--- host b:\n" << b.out;
+  EXPECT_NE(a.rc, 1) << verify_digest(j) << "--- host b:\n"
+                     << b.out.substr(0, 2000) << "\n"
+                     << a.out;
   EXPECT_EQ(b.rc, a.rc) << b.out;  // the coordinator's verdict
   EXPECT_TRUE(contains(b.out, "the report is on host a")) << b.out;
   EXPECT_EQ(j["lab_host"], "a");
@@ -208,7 +210,7 @@ TEST_F(MultihostBench, VerifyOnBothHostsMeasuresEveryClassTheWanAcrossTheTunnel)
   auto [la, lb] = both("--quick --json --link hz/tr:ec bj/tr");
   auto lj = json_of(la.out);
   ASSERT_TRUE(lj.is_object()) << la.out << "\n--- host b:\n" << lb.out;
-  EXPECT_NE(la.rc, 1) << la.out;
+  EXPECT_NE(la.rc, 1) << verify_digest(lj) << la.out;
   EXPECT_EQ(lb.rc, la.rc) << lb.out;
   ASSERT_EQ(lj["classes"].size(), 1u);
   EXPECT_EQ(lj["classes"][0]["served_on"], "b");
