@@ -162,6 +162,8 @@ inline std::string verify_digest(const nlohmann::json& j) {
   std::string s;
   for (const auto& c : j["classes"]) {
     s += c.value("class", "?") + " " + c.value("result", "?");
+    if (c.value("readings", 1) > 1)
+      s += " after " + std::to_string(c.value("readings", 1)) + " readings";
     if (!c.value("stall", "").empty()) s += " [host stalled: " + c.value("stall", "") + "]";
     s += "\n";
     for (const auto& k : c.value("checks", nlohmann::json::array()))
