@@ -185,8 +185,14 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
       specs.insert(specs.end(), kids->begin(), kids->end());
       bgp.push_back(*r);
       routers = true;
+    } else if (std::holds_alternative<plan::CongestionAgent>(d)) {
+      // TEMPORARY (issue 32, until `tb-probe congestion` exists, P4): the plan has the agent's
+      // config but nothing runs it yet, so lossless queues are sized but not paused.
+      continue;
     }
   }
+  // Nothing to supervise (only a congestion agent, see above): as a lab without daemons.
+  if (specs.empty()) return {};
   TB_TRY(runner::start_supervisor(lab, dir, plan::owner_marker(lab), specs));
   if (routers) TB_TRY(failover::wait_for_bgp(bgp, 30000));
   return {};
