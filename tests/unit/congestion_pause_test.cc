@@ -5,7 +5,10 @@
 
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "congestion/pause.h"
+#include "congestion/stats.h"
 
 namespace tb::congestion {
 namespace {
@@ -228,6 +231,45 @@ TEST(CongestionPauseTest, EcnPortsArePolledButNeverPause) {
   d.backlog(0, 500'000);
   EXPECT_TRUE(d.poll(1, {0, 1}).empty());
   EXPECT_EQ(d.m.ports()[0].backlog_max, 500'000u);
+}
+
+// The stats file's document: what the agent writes is what status and the tests read back.
+TEST(CongestionStatsTest, TheStatsDocumentRoundTrips) {
+  AgentStats s;
+  s.pid = 42;
+  s.uptime_s = 7.5;
+  s.cpu_s = 0.25;
+  s.sched = "SCHED_FIFO 11";
+  s.polls = 6000;
+  s.late_polls = 3;
+  s.late_ms_max = 2.5;
+  s.poll_ms_p99 = 0.7;
+  s.stopped = true;
+  s.ports["dc/tor0:s4g0"] = {"lossless", 1000, 250'000, 0, 12};
+  UpstreamStats u;
+  u.pauses = 12;
+  u.paused_ns = 5'000'000;
+  u.paused_now = true;
+  u.pause_expired = 1;
+  u.by["dc/tor0:s4g0"] = 12;
+  s.upstreams["dc/s0/g0:rail"] = u;
+  const AgentStats r = stats_from_json(nlohmann::json::parse(to_json(s).dump()));
+  EXPECT_EQ(r.pid, 42);
+  EXPECT_EQ(r.sched, "SCHED_FIFO 11");
+  EXPECT_EQ(r.late_polls, 3u);
+  EXPECT_DOUBLE_EQ(r.late_ms_max, 2.5);
+  EXPECT_TRUE(r.stopped);
+  ASSERT_EQ(r.ports.count("dc/tor0:s4g0"), 1u);
+  EXPECT_EQ(r.ports.at("dc/tor0:s4g0").backlog_max, 250'000u);
+  EXPECT_EQ(r.ports.at("dc/tor0:s4g0").xoff_events, 12u);
+  ASSERT_EQ(r.upstreams.count("dc/s0/g0:rail"), 1u);
+  const UpstreamStats& x = r.upstreams.at("dc/s0/g0:rail");
+  EXPECT_EQ(x.pauses, 12u);
+  EXPECT_EQ(x.paused_ns, 5'000'000);
+  EXPECT_TRUE(x.paused_now);
+  EXPECT_EQ(x.pause_expired, 1u);
+  EXPECT_EQ(x.by.at("dc/tor0:s4g0"), 12u);
+  EXPECT_EQ(stats_from_json(nlohmann::json::array()).pid, 0);  // not an object: defaults
 }
 
 }  // namespace
