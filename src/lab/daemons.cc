@@ -114,7 +114,8 @@ Status check_daemon_programs(const std::vector<plan::Daemon>& daemons) {
     stage = stage || std::holds_alternative<plan::Stage>(d);
     routers = routers || std::holds_alternative<plan::Router>(d);
     probe = probe || std::holds_alternative<plan::Agent>(d) ||
-            std::holds_alternative<plan::FabricAgent>(d);
+            std::holds_alternative<plan::FabricAgent>(d) ||
+            std::holds_alternative<plan::CongestionAgent>(d);
   }
   if (stage) TB_TRY(delayd_path());
   if (probe) {
@@ -179,6 +180,10 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
       }
       TB_TRY(probe_child("fabric " + f->region, f->netns, "fabric", "fabric-" + f->region + ".json",
                          failover::to_json(c)));
+    } else if (const auto* c = std::get_if<plan::CongestionAgent>(&d)) {
+      // Its stats go beside the config: stages/congestion.stats.json (congestion/stats.h).
+      TB_TRY(probe_child("congestion " + lab, c->netns, "congestion", "congestion.json",
+                         plan::to_json(*c)));
     } else if (const auto* r = std::get_if<plan::Router>(&d)) {
       auto kids = failover::frr_children(*lab_files, *r);
       if (!kids) return std::unexpected(kids.error());

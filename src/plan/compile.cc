@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "plan/address.h"
+#include "plan/congestion.h"
 #include "plan/emulate.h"
 #include "plan/hosts.h"
 #include "plan/plan.h"
@@ -44,6 +45,12 @@ class Compiler {
     for (const auto& r : s_.regions) build_region(r);
     TB_TRY(build_wan());
     TB_TRY(place_on_hosts(o.host));
+    // Congestion models (issue 32): each lossless queue's figures before shaping sizes it.
+    TB_TRY(congestion_plan(plan_, s_));
+    for (auto& c : congestion_sysctls(plan_)) sysctls_.push_back(std::move(c));
+    // Of the topology every host plans alike (the congestion figures too; not what depends on
+    // this host's kernel, which comes below).
+    plan_.digest = digest(plan_.lab, plan_.hosts, plan_.vxlan_port, plan_.topo);
     std::vector<Op> ops;
     std::ranges::move(netns_, std::back_inserter(ops));
     std::ranges::move(bridges_, std::back_inserter(ops));
@@ -86,6 +93,10 @@ class Compiler {
     for (auto& a : agents_) plan_.ops.push_back(StartDaemon{a.netns, std::move(a)});
     for (auto& r : routers_) plan_.ops.push_back(StartDaemon{r.netns, std::move(r)});
     for (auto& f : fabric_) plan_.ops.push_back(StartDaemon{f.netns, std::move(f)});
+    // One congestion agent per host, in its first polled switch's namespace: keep_host_ops
+    // keeps each host's own.
+    for (auto& c : congestion_agents(plan_, s_))
+      plan_.ops.push_back(StartDaemon{c.netns, std::move(c)});
     if (!o.host.empty()) keep_host_ops(o.host);
     return std::move(plan_);
   }
@@ -93,7 +104,7 @@ class Compiler {
  private:
   // [[host]]: every node's host, every link between hosts a VXLAN tunnel (VNI vni_base + its
   // index among the cross-host links, in link order; MTU less the encapsulation), each host's
-  // part, the digest. Before the ops are gathered: a tunnel's two CreateVxlan ops take the
+  // part. Before the ops are gathered: a tunnel's two CreateVxlan ops take the
   // place of its CreateVeth, and shaping sees the reduced MTU.
   Status place_on_hosts(const std::string& only) {
     if (s_.hosts.empty()) {
@@ -101,7 +112,6 @@ class Compiler {
         return bad_input("--host " + only + ": " + s_.file +
                          " declares no [[host]]; the whole lab is built on one host, without "
                          "--host");
-      plan_.digest = digest(plan_.lab, plan_.hosts, plan_.vxlan_port, plan_.topo);
       return {};
     }
     if (!only.empty() && !s_.host(only)) {
@@ -165,7 +175,6 @@ class Compiler {
     std::erase_if(veths_,
                   [](const auto& op) { return std::holds_alternative<std::monostate>(op); });
     for (auto& t : tunnels_) veths_.push_back(std::move(t));
-    plan_.digest = digest(plan_.lab, plan_.hosts, plan_.vxlan_port, plan_.topo);
     return {};
   }
 

@@ -29,6 +29,20 @@ EmulatedFigures emulate(const scenario::LinkProfile& p, const scenario::Scale& s
                       format_duration(kMinEmulatedDelay) + "; not emulated");
     e.jitter = Duration{0};
   }
+  // Congestion thresholds (issue 32) scale as a buffer's drain time does: real bytes / bandwidth
+  // x delay scale; plan/congestion.cc floors them by the agent's reaction afterwards.
+  e.congestion.model = p.congestion.model;
+  if (p.congestion.model == "lossless") {
+    auto scaled = [&](uint64_t real) -> uint64_t {
+      return real == 0 ? 0
+                       : static_cast<uint64_t>(
+                             std::llround(static_cast<double>(real) / s.bandwidth * s.delay));
+    };
+    e.congestion.xoff = scaled(p.congestion.xoff);
+    e.congestion.xon = scaled(p.congestion.xon);
+    e.congestion.headroom = scaled(p.congestion.headroom);
+    e.congestion.buffer = scaled(p.congestion.buffer);
+  }
   if (e.rate > kHostVethRate)
     e.notes.push_back("rate " + format_rate(e.rate) +
                       " exceeds what a veth carries on the "

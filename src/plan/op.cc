@@ -34,6 +34,7 @@ std::string shape_text(const shaping::LinkShape& s) {
   if (s.loss_pct > 0) t += fmt::format(" loss {:g}%", s.loss_pct);
   t += " mtu " + std::to_string(s.mtu);
   if (!s.qos.empty()) t += " qos " + shaping::qos_text(s.qos);
+  if (!s.congestion.empty()) t += " " + congestion_text(s.congestion);
   return t;
 }
 
@@ -172,6 +173,7 @@ nlohmann::json to_json(const Op& op) {
                              {"mtu", o.shape.mtu}};
             if (o.shape.reorder) j["jitter_mode"] = "reorder";
             if (!o.shape.qos.empty()) j["qos"] = qos_to_json(o.shape.qos);
+            if (!o.shape.congestion.empty()) j["congestion"] = to_json(o.shape.congestion);
             return j;
           },
           [](const CreateRxe& o) -> nlohmann::json {
@@ -242,6 +244,7 @@ Result<Op> op_from_json(const nlohmann::json& j) {
                            j.at("mtu").get<int>(),
                            j.value("jitter_mode", "ordered") == "reorder"};
       if (j.contains("qos")) s.qos = qos_from_json(j.at("qos"));
+      if (j.contains("congestion")) s.congestion = shape_congestion_from_json(j.at("congestion"));
       return SetShape{j.at("netns"), j.at("ifname"), s, j.at("backend")};
     }
     if (kind == "stage-rule")  // journals written before 0.0001 % steps say loss_per_10000

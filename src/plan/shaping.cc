@@ -35,10 +35,11 @@ std::vector<SetShape> shape_ops(const Topology& topo, const std::string& backend
   std::vector<SetShape> out;
   out.reserve(topo.links.size() * 2);
   for (const auto& link : topo.links) {
-    const LinkShape shape = shape_of(link.emulated);
+    LinkShape shape = shape_of(link.emulated);
     for (const LinkEnd* end : {&link.a, &link.b}) {
       const Node* node = topo.node(end->node);
       TB_CHECK(node != nullptr);
+      shape.congestion = end == &link.a ? link.emulated.congestion.ab : link.emulated.congestion.ba;
       out.push_back(SetShape{node->netns, end->ifname, shape, backend});
     }
   }
@@ -141,6 +142,8 @@ Status add_shaping(Plan& p, const std::string& backend, const LinkWhere& where) 
       const Node* dn = p.topo.node(dst.node);
       LinkShape shape = shape_of(l.emulated);
       if (shape.rate > kHostVethRate) shape.rate = Rate{0};
+      // A lossless direction's own limit (plan/congestion.h congestion_plan).
+      shape.congestion = dir == 0 ? l.emulated.congestion.ab : l.emulated.congestion.ba;
       if (!shape.qos.empty() && shape.rate.bps == 0 && dir == 0)
         l.emulated.notes.push_back(
             "QoS classes need a rate limit to share; this link runs unlimited, so its traffic is "

@@ -1,5 +1,7 @@
 #include "plan/topology.h"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 namespace tb::plan {
@@ -116,6 +118,11 @@ nlohmann::json to_json(const Topology& t) {
     });
     if (l.emulated.reorder) links.back()["emulated"]["jitter_mode"] = "reorder";
     if (!l.emulated.qos.empty()) links.back()["emulated"]["qos"] = qos_to_json(l.emulated.qos);
+    if (const auto& c = l.emulated.congestion; c.model != "droptail")
+      links.back()["emulated"]["congestion"] = {{"model", c.model},   {"xoff", c.xoff},
+                                                {"xon", c.xon},       {"headroom", c.headroom},
+                                                {"buffer", c.buffer}, {"ab", to_json(c.ab)},
+                                                {"ba", to_json(c.ba)}};
     if (l.vni) links.back()["vni"] = l.vni;
   }
   return {{"nodes", nodes}, {"links", links}};
@@ -133,6 +140,38 @@ nlohmann::json qos_to_json(const shaping::Qos& q) {
                        {"default", i == q.default_class}});
   }
   return classes;
+}
+
+nlohmann::json to_json(const shaping::Congestion& c) {
+  if (c.empty()) return nlohmann::json::object();
+  return {{"model", c.model},
+          {"xoff", c.xoff},
+          {"xon", c.xon},
+          {"limit", c.limit},
+          {"feeders", c.feeders}};
+}
+
+shaping::Congestion shape_congestion_from_json(const nlohmann::json& j) {
+  if (!j.contains("model")) return {};
+  return {j.at("model"), j.at("xoff"), j.at("xon"), j.at("limit"), j.at("feeders")};
+}
+
+namespace {
+// "155K", "2.1M", "980B": decimal and short, for plan lines.
+std::string short_bytes(uint64_t b) {
+  if (b >= 1'000'000) return fmt::format("{:.3g}M", static_cast<double>(b) / 1e6);
+  if (b >= 1'000) return fmt::format("{:.3g}K", static_cast<double>(b) / 1e3);
+  return std::to_string(b) + "B";
+}
+}  // namespace
+
+std::string congestion_text(const shaping::Congestion& c) {
+  if (c.empty()) return "";
+  if (c.feeders == 0)
+    return "congestion " + c.model + " limit " + short_bytes(c.limit) + " (host queue)";
+  return fmt::format("congestion {} xoff {} xon {} limit {} ({} feeder{})", c.model,
+                     short_bytes(c.xoff), short_bytes(c.xon), short_bytes(c.limit), c.feeders,
+                     c.feeders == 1 ? "" : "s");
 }
 
 shaping::Qos qos_from_json(const nlohmann::json& j) {
@@ -180,6 +219,16 @@ Topology topology_from_json(const nlohmann::json& j) {
                      e.at("notes").get<std::vector<std::string>>(),
                      e.value("jitter_mode", "ordered") == "reorder"};
     if (e.contains("qos")) link.emulated.qos = qos_from_json(e.at("qos"));
+    if (e.contains("congestion")) {
+      const auto& c = e.at("congestion");
+      link.emulated.congestion = {c.at("model"),
+                                  c.at("xoff"),
+                                  c.at("xon"),
+                                  c.at("headroom"),
+                                  c.at("buffer"),
+                                  shape_congestion_from_json(c.at("ab")),
+                                  shape_congestion_from_json(c.at("ba"))};
+    }
     link.vni = l.value("vni", 0u);
     t.links.push_back(std::move(link));
   }

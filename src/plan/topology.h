@@ -38,6 +38,16 @@ struct Node {
 
 // Link figures after scaling. Notes say what could not be emulated, e.g.
 // "delay 2us is below what the kernel can emulate (10us); not emulated".
+// A link's congestion model as emulated (issue 32; plan/congestion.h): the profile's real-world
+// thresholds scaled to lab bytes (emulate), then each direction's floored figures
+// (congestion_plan; a direction that is neither a polled switch egress nor a paused host queue
+// stays empty).
+struct EmulatedCongestion {
+  std::string model = "droptail";                        // "droptail" or "lossless"
+  uint64_t xoff = 0, xon = 0, headroom = 0, buffer = 0;  // scaled; 0 = the floors decide
+  shaping::Congestion ab, ba;                            // a's egress (a -> b), b's (b -> a)
+};
+
 struct EmulatedFigures {
   Rate rate;
   Duration delay;
@@ -47,6 +57,7 @@ struct EmulatedFigures {
   std::vector<std::string> notes;
   bool reorder = false;  // jitter may reorder (scenario jitter_mode = "reorder")
   shaping::Qos qos;      // QoS classes under the rate ([qos]; WAN links only)
+  EmulatedCongestion congestion;
 };
 
 struct RealFigures {
@@ -95,6 +106,12 @@ nlohmann::json to_json(const Topology& t);
 // QoS classes as the journal and the lab's state keep them ([] for none).
 nlohmann::json qos_to_json(const shaping::Qos& q);
 shaping::Qos qos_from_json(const nlohmann::json& j);
+// One direction's congestion figures as the journal and the lab's state keep them ({} for none),
+// and as a plan line shows them: "congestion lossless xoff 255K xon 55K limit 2.2M (4 feeders)",
+// "congestion lossless limit 16.8M (host queue)"; "" for none.
+nlohmann::json to_json(const shaping::Congestion& c);
+shaping::Congestion shape_congestion_from_json(const nlohmann::json& j);
+std::string congestion_text(const shaping::Congestion& c);
 Topology topology_from_json(const nlohmann::json& j);
 
 }  // namespace tb::plan

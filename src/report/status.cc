@@ -255,7 +255,7 @@ std::string status_text(const lab::LabState& st, const LiveState* live,
   }
   s += "\nLINKS (real = the scenario's figures; emulated = real / scale, configured)\n" +
        cell("TIER", 11) + cell("A", 18) + cell("B", 18) + cell("PROFILE", 16) + cell("REAL", 18) +
-       cell("EMULATED", 18) + "STATE\n";
+       cell("EMULATED", 18) + cell("CONGESTION", 11) + "STATE\n";
   std::set<std::string> notes;
   for (const auto& l : st.topo.links) {
     s += cell(to_string(l.tier), 11) + cell(l.a.node + ":" + l.a.ifname, 18) +
@@ -263,7 +263,7 @@ std::string status_text(const lab::LabState& st, const LiveState* live,
          cell(l.profile + (l.role.empty() ? "" : "/" + l.role), 16) +
          cell(figures(l.real.rate, l.real.delay, l.real.loss_pct), 18) +
          cell(figures(l.emulated.rate, l.emulated.delay, l.emulated.loss_pct), 18) +
-         link_state(st.topo, l, live, st.host) + "\n";
+         cell(l.emulated.congestion.model, 11) + link_state(st.topo, l, live, st.host) + "\n";
     for (const auto& n : l.emulated.notes) notes.insert(l.profile + ": " + n);
   }
   if (!scenario.empty()) {
@@ -323,6 +323,7 @@ nlohmann::json status_json(const lab::LabState& st, const LiveState* live,
   for (size_t i = 0; i < st.topo.links.size(); ++i) {
     auto j = topo["links"][i];
     j["state"] = link_state(st.topo, st.topo.links[i], live, st.host);
+    j["congestion"] = st.topo.links[i].emulated.congestion.model;  // issue 32: the model emulated
     const auto changed = scenario.find(i);
     j["in_force_differs"] = changed != scenario.end();
     if (changed != scenario.end())

@@ -2,6 +2,7 @@
 // every profile they name is declared or a preset.
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "core/ipv4.h"
 #include "scenario/names.h"
@@ -23,6 +24,45 @@ void profile_ref(Table& t, std::string_view key, bool required, LoadState& st, s
   st.profile_refs.push_back({*name, t.loc(key), t.context() + ": " + std::string(key)});
 }
 
+// congestion and its thresholds (model.h CongestionSpec): a preset's defaults, then what the
+// profile writes. Thresholds only for a lossless profile; xon below xoff.
+void read_congestion_keys(Table& t, CongestionSpec& c) {
+  if (auto m = t.str("congestion")) {
+    if (*m == "ecn")
+      t.error("congestion", "ECN marking is not built yet (issue 32); valid: droptail, lossless");
+    else if (t.one_of("congestion", *m, {"droptail", "lossless"})) {
+      c.model = *m;
+      c.written = true;
+      c.loc = t.loc("congestion");
+    }
+  }
+  const std::vector<std::string> thresholds = {"xoff", "xon", "headroom", "buffer"};
+  if (c.model != "lossless") {
+    t.not_for(thresholds, "only for congestion = \"lossless\" (this profile is " + quote(c.model) +
+                              "): thresholds set where PFC pauses and resumes");
+    return;
+  }
+  for (auto [key, out] : {std::pair{"xoff", &c.xoff}, std::pair{"xon", &c.xon},
+                          std::pair{"headroom", &c.headroom}, std::pair{"buffer", &c.buffer}}) {
+    auto bytes = t.size(key);
+    if (!bytes) continue;
+    if (*bytes == 0)
+      t.error(key, "must be greater than 0 bytes; leave it out for the default");
+    else
+      *out = *bytes;
+  }
+  if (c.xon > 0 && c.xoff == 0)
+    t.error("xon", "needs xoff too: XON is where a port paused above XOFF resumes");
+  else if (c.xon > 0 && c.xon >= c.xoff)
+    t.error(t.has("xon") ? "xon" : "xoff",
+            "xon (" + format_size(c.xon) + ") must be below xoff (" + format_size(c.xoff) +
+                "); XON is where a paused port resumes, XOFF where it pauses");
+  if (c.buffer > 0 && c.buffer < c.xoff)
+    t.error(t.has("buffer") ? "buffer" : "xoff",
+            "buffer (" + format_size(c.buffer) + ") must hold at least xoff (" +
+                format_size(c.xoff) + "): a port pauses its feeders before its buffer is full");
+}
+
 void read_profile(const std::string& name, const toml::value& v, LoadState& st) {
   const std::string ctx = "profiles." + name;
   if (auto problem = name_problem(name, 0, true, "profile name")) {
@@ -37,7 +77,9 @@ void read_profile(const std::string& name, const toml::value& v, LoadState& st) 
     return;
   }
   Table t(v, ctx, "[" + ctx + "]",
-          {"preset", "rate", "delay", "jitter", "jitter_mode", "loss", "mtu", "source"}, st.d);
+          {"preset", "rate", "delay", "jitter", "jitter_mode", "loss", "mtu", "source",
+           "congestion", "xoff", "xon", "headroom", "buffer"},
+          st.d);
   if (auto pr = t.str("preset")) {
     if (auto base = preset(*pr)) {
       p = *base;
@@ -70,6 +112,8 @@ void read_profile(const std::string& name, const toml::value& v, LoadState& st) 
     p.mtu = static_cast<int>(*m);
   if (auto s = t.str("source")) p.source = *s;
   p.loc = t.loc();
+  read_congestion_keys(t, p.congestion);
+  if (!p.congestion.written) p.congestion.loc = p.loc;
   t.finish();
   st.declared[name] = p;
 }

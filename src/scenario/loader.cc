@@ -242,6 +242,50 @@ void read_failover(Table& top, LoadState& st) {
   t.finish();
 }
 
+// [congestion]: the congestion agent's timing and PFC watchdog (model.h Congestion).
+void read_congestion(Table& top, LoadState& st) {
+  const toml::value* v = top.find("congestion");
+  if (!v) return;
+  if (!v->is_table()) {
+    top.error("congestion",
+              "must be a table, written [congestion] (got " + detail::type_name(*v) + ")");
+    return;
+  }
+  Table t(*v, "congestion", "[congestion]",
+          {"poll", "idle_poll", "late_budget", "watchdog", "watchdog_restore", "watchdog_action"},
+          st.d);
+  Congestion& c = st.s.congestion;
+  c.loc = t.loc();
+  // Each in its range: a poll under 100 us costs more CPU than a dump takes (P0: ~10-30 us per
+  // switch namespace); above 100 ms a lossless queue overflows long before the agent looks.
+  struct Range {
+    const char* key;
+    Duration* out;
+    int64_t lo, hi;
+    const char* valid;
+  };
+  for (const Range& r :
+       {Range{"poll", &c.poll, 100'000, 100'000'000, "100us..100ms"},
+        Range{"idle_poll", &c.idle_poll, 100'000, 1'000'000'000, "100us..1s"},
+        Range{"late_budget", &c.late_budget, 0, 100'000'000, "0..100ms"},
+        Range{"watchdog", &c.watchdog, 1'000'000, 60'000'000'000, "1ms..60s"},
+        Range{"watchdog_restore", &c.watchdog_restore, 1'000'000, 60'000'000'000, "1ms..60s"}}) {
+    auto d = t.duration(r.key);
+    if (!d) continue;
+    if (d->ns >= r.lo && d->ns <= r.hi)
+      *r.out = *d;
+    else
+      t.error(r.key, std::string("must be ") + r.valid);
+  }
+  if (c.idle_poll < c.poll)
+    t.error(t.has("idle_poll") ? "idle_poll" : "poll",
+            "idle_poll (" + format_duration(c.idle_poll) + ") must be at least poll (" +
+                format_duration(c.poll) + "): the agent polls faster while a queue builds");
+  if (auto a = t.str("watchdog_action"); a && t.one_of("watchdog_action", *a, {"drop", "forward"}))
+    c.watchdog_action = *a;
+  t.finish();
+}
+
 // [qos]: enabled, default, and one table per class (gold, silver, bronze) with share, ceiling,
 // priority and dscp; what is not written keeps its default (model.h Qos).
 void read_qos(Table& top, LoadState& st) {
@@ -364,7 +408,7 @@ Result<Scenario> load_text(const std::string& text, const std::string& name) {
   LoadState st{s, d, {}, {}, {}};
   Table top(*root, "", "the top level",
             {"lab", "scale", "profiles", "region", "wan", "workload", "fault", "expect", "failover",
-             "qos", "host", "vxlan"},
+             "qos", "congestion", "host", "vxlan"},
             d);
   read_lab(top, st);
   read_scale(top, st);
@@ -380,6 +424,7 @@ Result<Scenario> load_text(const std::string& text, const std::string& name) {
   read_expect(top, st);
   read_failover(top, st);
   read_qos(top, st);
+  read_congestion(top, st);
   top.finish();
 
   if (!d.empty()) return bad_input(d.text());

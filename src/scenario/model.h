@@ -22,6 +22,21 @@ struct Loc {
   int col = 0;
 };
 
+// How a link's switch egress queues behave when more arrives than they send (issue 32,
+// docs/design-congestion.md, docs/scenario.md "Congestion"): "droptail" (the bfifo drops what
+// does not fit) or "lossless" (802.1Qbb PFC: the lab's congestion agent pauses the queues one hop
+// upstream while an egress holds more than xoff, until it drains below xon). Thresholds are
+// real-world bytes; the plan scales and floors them (plan/congestion.h). 0 = the default.
+struct CongestionSpec {
+  std::string model = "droptail";
+  bool written = false;   // the profile wrote `congestion` itself (not a preset's default)
+  uint64_t xoff = 0;      // pause above this many bytes queued at an egress port
+  uint64_t xon = 0;       // resume below this
+  uint64_t headroom = 0;  // per ingress: what still arrives after a pause is sent (802.1Qbb)
+  uint64_t buffer = 0;    // the port's share of the switch's buffer: its drop point at least
+  Loc loc;                // where `congestion` was written (the profile's place otherwise)
+};
+
 // Real-world figures for one class of link, as a datasheet or paper states them.
 struct LinkProfile {
   std::string name;     // the key under [profiles], or the preset's own name
@@ -36,6 +51,22 @@ struct LinkProfile {
   // jitter_mode = "reorder": each packet keeps its own drawn delay and may overtake the ones
   // before it (netem's own behaviour); the default, "ordered", never reorders (docs/scenario.md).
   bool reorder = false;
+  CongestionSpec congestion;
+};
+
+// The congestion agent's timing ([congestion], docs/scenario.md "Congestion"): how often it
+// reads the lossless switch queues while one builds (poll) and otherwise (idle_poll), the
+// lateness the headroom covers (late_budget), and the PFC watchdog: a port paused this long
+// without sending is a storm (watchdog), whose pauses are then ignored for watchdog_restore
+// while its queue drops ("drop") or forwards ("forward") what arrives. Juniper's defaults.
+struct Congestion {
+  Duration poll{1'000'000};
+  Duration idle_poll{10'000'000};
+  Duration late_budget{1'000'000};
+  Duration watchdog{200'000'000};
+  Duration watchdog_restore{200'000'000};
+  std::string watchdog_action = "drop";
+  Loc loc;
 };
 
 // The emulation scale: emulated rate = real rate / bandwidth; emulated delay = real delay * delay;
@@ -262,6 +293,7 @@ struct Scenario {
   Expect expect;
   Failover failover;
   Qos qos;
+  Congestion congestion;
   std::vector<Host> hosts;  // empty: the whole lab on the one host `up` runs on
   Vxlan vxlan;
 

@@ -1,6 +1,7 @@
 #include "scenario/presets.h"
 
 #include <array>
+#include <utility>
 
 namespace tb::scenario {
 namespace {
@@ -15,6 +16,13 @@ struct PresetRow {
   const char* jitter;
   int mtu;
   const char* source;
+  // Congestion model and real-world thresholds (model.h CongestionSpec; docs/scenario.md
+  // "Congestion" cites each). Only lossless rows give thresholds.
+  const char* congestion = "droptail";
+  const char* xoff = nullptr;
+  const char* xon = nullptr;
+  const char* headroom = nullptr;
+  const char* buffer = nullptr;
 };
 
 constexpr std::array kPresets = {
@@ -26,7 +34,13 @@ constexpr std::array kPresets = {
               "PCIe 5.0 specification; emulated as Ethernet jumbo frames"},
     PresetRow{"hpn", "400gbit", "2us", "0", 4200,
               "Alibaba HPN (SIGCOMM'24, \"Alibaba HPN: A Data Center Network for Large Language "
-              "Model Training\"): 400G NIC ports, ~2 us per hop; MTU 4200 carries RoCE MTU 4096"},
+              "Model Training\"): 400G NIC ports, ~2 us per hop; MTU 4200 carries RoCE MTU 4096",
+              // HPN's rails are lossless RoCE (PFC). No per-port figure of a 51.2 Tbit/s chip's
+              // shared buffer is published, so these are ASSUMPTIONS (docs/scenario.md): XOFF
+              // 200K / XON 160K and a 1 MiB share per port; headroom after 802.1Qbb = 2 MTU +
+              // rate x (2 x cable delay + response time) = 2 x 4200 B + 50 GB/s x (2 x 0.5 us
+              // (100 m) + 1 us) = 108.4 KB, written 106K.
+              "lossless", "200K", "160K", "106K", "1M"},
     PresetRow{"vpc", "25gbit", "250us", "0", 1500,
               "Alibaba Cloud VPC: 25–100 Gbit/s per instance, 100–500 us within a zone; the low "
               "end"},
@@ -59,6 +73,16 @@ std::optional<LinkProfile> preset(const std::string& name) {
     p.jitter = *jitter;
     p.mtu = row.mtu;
     p.source = row.source;
+    p.congestion.model = row.congestion;
+    for (auto [text, out] :
+         {std::pair{row.xoff, &p.congestion.xoff}, std::pair{row.xon, &p.congestion.xon},
+          std::pair{row.headroom, &p.congestion.headroom},
+          std::pair{row.buffer, &p.congestion.buffer}}) {
+      if (!text) continue;
+      auto bytes = parse_size(text);
+      TB_CHECK(bytes.has_value());
+      *out = *bytes;
+    }
     return p;
   }
   return std::nullopt;

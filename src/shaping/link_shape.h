@@ -38,6 +38,20 @@ struct Qos {
   friend bool operator==(const Qos&, const Qos&) = default;
 };
 
+// One direction's congestion model (issue 32, docs/design-congestion.md; plan/congestion.h sets
+// it). A lossless switch egress the congestion agent polls carries its thresholds and how many
+// ingress ports feed it; a host's queue whose senders the agent pauses (a GPU's rail NIC) only
+// its deeper limit. Lab bytes.
+struct Congestion {
+  std::string model;  // "" = droptail, "lossless"
+  uint64_t xoff = 0, xon = 0;
+  uint64_t limit = 0;  // the queue's drop point (the TBF's limit); 0 = sizing.h limit_bytes
+  int feeders = 0;     // a polled egress: the upstream queues it pauses; 0 = a host queue
+
+  bool empty() const { return model.empty(); }
+  friend bool operator==(const Congestion&, const Congestion&) = default;
+};
+
 struct LinkShape {
   Rate rate;            // 0 = not rate-limited
   Duration delay;       // one-way, added to every packet
@@ -49,6 +63,8 @@ struct LinkShape {
   bool reorder = false;
   // QoS classes under the rate limit (backend_qos.cc); only WAN links get them.
   Qos qos;
+  // Lossless queues (plan/congestion.h): their limit replaces limit_bytes' (sizing.h).
+  Congestion congestion;
 
   friend bool operator==(const LinkShape&, const LinkShape&) = default;
 };

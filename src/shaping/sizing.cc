@@ -48,6 +48,7 @@ uint64_t queue_bytes(const LinkShape& s) {
 }
 
 uint32_t limit_bytes(const LinkShape& s) {
+  if (s.congestion.limit > 0 && s.rate.bps > 0) return clamp32(s.congestion.limit);
   return clamp32(queue_bytes(s) + burst_bytes(s));
 }
 

@@ -59,7 +59,8 @@ uint32_t burst_bytes(const LinkShape& s);
 // 0 for an unlimited rate (nothing queues behind a rate limit that is not there).
 uint64_t queue_bytes(const LinkShape& s);
 // A tbf/bfifo limit: buffer plus one burst, as iproute2 derives it from a latency
-// (tc/q_tbf.c: limit = rate x latency + burst). Clamped to 32 bits.
+// (tc/q_tbf.c: limit = rate x latency + burst); a lossless queue's own limit instead
+// (LinkShape::congestion, plan/congestion.h). Clamped to 32 bits.
 uint32_t limit_bytes(const LinkShape& s);
 // An HTB class's quantum for `rate` bytes per second: rate / r2q (10), at least one frame of
 // `mtu`, at most 200000 bytes. HTB warns when a class's quantum is outside 1000..200000 bytes

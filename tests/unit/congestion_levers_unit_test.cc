@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <libmnl/libmnl.h>
 #include <linux/gen_stats.h>
+#include <linux/if_link.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "congestion/kick.h"
+#include "netlink/link_stats.h"
 #include "netlink/qdisc_stats.h"
 #include "netlink/tc_message.h"
 
@@ -104,6 +106,35 @@ TEST(QdiscStats, OtherMessagesAndOtherKindsAreNotTbfs) {
   const auto req = netlink::qdisc_dump_request();
   EXPECT_EQ(req.header()->nlmsg_type, RTM_GETQDISC);
   EXPECT_EQ(req.header()->nlmsg_flags, NLM_F_REQUEST | NLM_F_DUMP);
+}
+
+// The activity filter's counters: one RTM_NEWSTATS as an IFLA_STATS_LINK_64 dump returns it.
+TEST(LinkStats, ParsesTheLink64CountersOfADumpedLink) {
+  std::vector<uint8_t> buf(4096);
+  nlmsghdr* h = mnl_nlmsg_put_header(buf.data());
+  h->nlmsg_type = RTM_NEWSTATS;
+  auto* m = static_cast<if_stats_msg*>(mnl_nlmsg_put_extra_header(h, sizeof(if_stats_msg)));
+  m->ifindex = 12;
+  rtnl_link_stats64 st{};
+  st.rx_bytes = 5'000'000'000ull;
+  st.rx_packets = 77;
+  st.tx_bytes = 42;
+  st.rx_dropped = 3;
+  mnl_attr_put(h, IFLA_STATS_LINK_64, sizeof st, &st);
+  netlink::LinkStats l;
+  ASSERT_TRUE(netlink::parse_link_stats(h, l));
+  EXPECT_EQ(l.ifindex, 12);
+  EXPECT_EQ(l.rx_bytes, 5'000'000'000ull);
+  EXPECT_EQ(l.rx_packets, 77u);
+  EXPECT_EQ(l.rx_dropped, 3u);
+  EXPECT_EQ(l.tx_bytes, 42u);
+  h->nlmsg_type = RTM_NEWLINK;
+  EXPECT_FALSE(netlink::parse_link_stats(h, l));
+  const auto req = netlink::link_stats_dump_request();
+  EXPECT_EQ(req.header()->nlmsg_type, RTM_GETSTATS);
+  EXPECT_EQ(req.header()->nlmsg_flags, NLM_F_REQUEST | NLM_F_DUMP);
+  const auto* q = static_cast<const if_stats_msg*>(mnl_nlmsg_get_payload(req.header()));
+  EXPECT_EQ(q->filter_mask, IFLA_STATS_FILTER_BIT(IFLA_STATS_LINK_64));
 }
 
 TEST(PfcFrame, XonIsMacControlOpcode0101WithEveryClassEnabledAndZeroTimes) {

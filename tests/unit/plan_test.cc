@@ -236,7 +236,7 @@ TEST(Plan, CreateRxeAndEveryDaemonKindRoundTripThroughTheJournal) {
     }
   }
   EXPECT_EQ(kinds, (std::set<std::string>{"rxe ", "daemon stage", "daemon agent", "daemon router",
-                                          "daemon fabric"}));
+                                          "daemon fabric", "daemon congestion"}));
 }
 
 TEST(Plan, RxeDevicesFollowTheHostAndTheOption) {

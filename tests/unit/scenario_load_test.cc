@@ -229,5 +229,70 @@ TEST(Presets, AllHaveFiguresAndSources) {
   EXPECT_EQ(preset("vpn")->mtu, 1400);
 }
 
+// Congestion models (issue 32): hpn is lossless with its thresholds, every other preset
+// droptail; a profile may write its own; [congestion] keeps Juniper's defaults unless written.
+TEST(ScenarioLoad, CongestionDefaultsAndKeys) {
+  auto hpn = preset("hpn");
+  ASSERT_TRUE(hpn);
+  EXPECT_EQ(hpn->congestion.model, "lossless");
+  EXPECT_FALSE(hpn->congestion.written);
+  EXPECT_EQ(hpn->congestion.xoff, 200u << 10);
+  EXPECT_EQ(hpn->congestion.xon, 160u << 10);
+  EXPECT_EQ(hpn->congestion.headroom, 106u << 10);
+  EXPECT_EQ(hpn->congestion.buffer, 1u << 20);
+  for (const auto& name : preset_names())
+    if (name != "hpn") EXPECT_EQ(preset(name)->congestion.model, "droptail") << name;
+
+  auto s = load_text(R"([lab]
+name = "t"
+
+[profiles.rail]
+preset = "hpn"
+xoff = "300K"
+
+[profiles.fe]
+preset = "vpc"
+congestion = "lossless"
+xoff = "64K"
+xon = "32K"
+
+[profiles.wan]
+rate = "10gbit"
+congestion = "droptail"
+
+[congestion]
+poll = "2ms"
+watchdog_action = "forward"
+
+[[region]]
+name = "hz"
+servers = 1
+gpus_per_server = 1
+scale_up = "nvlink"
+rail = "rail"
+frontend = "fe"
+)",
+                     "x.toml");
+  ASSERT_TRUE(s) << s.error().message;
+  const auto& rail = s->profile("rail").congestion;
+  EXPECT_EQ(rail.model, "lossless");
+  EXPECT_FALSE(rail.written);
+  EXPECT_EQ(rail.xoff, 300u << 10);
+  EXPECT_EQ(rail.xon, 160u << 10);  // the preset's
+  const auto& fe = s->profile("fe").congestion;
+  EXPECT_EQ(fe.model, "lossless");
+  EXPECT_TRUE(fe.written);
+  EXPECT_EQ(fe.loc.line, 10);
+  EXPECT_EQ(fe.xon, 32u << 10);
+  EXPECT_EQ(s->profile("wan").congestion.model, "droptail");
+  EXPECT_TRUE(s->profile("wan").congestion.written);
+  EXPECT_EQ(s->congestion.poll.ns, 2'000'000);
+  EXPECT_EQ(s->congestion.idle_poll.ns, 10'000'000);
+  EXPECT_EQ(s->congestion.late_budget.ns, 1'000'000);
+  EXPECT_EQ(s->congestion.watchdog.ns, 200'000'000);
+  EXPECT_EQ(s->congestion.watchdog_restore.ns, 200'000'000);
+  EXPECT_EQ(s->congestion.watchdog_action, "forward");
+}
+
 }  // namespace
 }  // namespace tb::scenario

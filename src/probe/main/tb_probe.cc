@@ -7,6 +7,8 @@
 //                    [--samples] [--dscp N]
 //   tb-probe agent   --config FILE --events FILE   (runs until SIGTERM)
 //   tb-probe fabric  --config FILE --events FILE   (runs until SIGTERM)
+//   tb-probe congestion --config FILE [--stats FILE] [--events FILE]   (runs until SIGTERM;
+//                    stats default: congestion.stats.json beside the config)
 //   tb-probe goodput --to ADDR --port P [--dev IF] --seconds T [--warmup-ms W] [--pace-bps R]
 //                    [--buffer BYTES] [--drain-ms D] [--dscp N]
 //   tb-probe ckpt-recv --port P --dir D [--dscp N] [--seconds S]
@@ -26,6 +28,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "congestion/agent.h"
+#include "congestion/stats.h"
 #include "core/realtime.h"
 #include "failover/agent.h"
 #include "failover/fabric.h"
@@ -109,6 +113,13 @@ int main(int argc, char** argv) {
       app.add_subcommand("fabric", "dual-ToR host-route withdrawal for the spines of a region");
   fabric->add_option("--config", agent_config, "its JSON config (written by `up`)")->required();
   fabric->add_option("--events", agent_events, "the lab's events.jsonl")->required();
+  std::string congestion_stats;
+  auto* congestion =
+      app.add_subcommand("congestion", "the lossless rails' pause agent (congestion/agent.h)");
+  congestion->add_option("--config", agent_config, "its JSON config (written by `up`)")->required();
+  congestion->add_option("--stats", congestion_stats,
+                         "its stats file (default: congestion.stats.json beside the config)");
+  congestion->add_option("--events", agent_events, "the lab's events.jsonl (not written yet)");
 
   tb::probe::CkptServeOptions cro;
   auto* ckrecv = app.add_subcommand("ckpt-recv", "checkpoint receiver: rebuilds shards in --dir");
@@ -163,6 +174,32 @@ int main(int argc, char** argv) {
            {"echoed", r->echoed},
            {"tcp_sessions", r->tcp_sessions},
            {"tcp_bytes", r->tcp_bytes}});
+    return tb::kExitOk;
+  }
+  if (*congestion) {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    std::ifstream in(agent_config);
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded()) return fail_with(tb::Error{agent_config + ": not JSON"});
+    tb::plan::CongestionAgent c;
+    try {
+      c = tb::plan::congestion_from_json(j);
+    } catch (const nlohmann::json::exception& e) {
+      return fail_with(tb::Error{agent_config + ": " + e.what()});
+    }
+    tb::congestion::AgentOptions o;
+    o.stats_path = congestion_stats;
+    if (o.stats_path.empty()) {
+      const auto slash = agent_config.rfind('/');
+      o.stats_path =
+          (slash == std::string::npos ? std::string() : agent_config.substr(0, slash + 1)) +
+          tb::congestion::kStatsFile;
+    }
+    auto r = tb::congestion::run_congestion_agent(c, o, g_stop);
+    if (!r) return fail_with(r.error());
     return tb::kExitOk;
   }
   if (*agent || *fabric) {

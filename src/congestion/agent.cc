@@ -1,0 +1,367 @@
+#include "congestion/agent.h"
+
+#include <errno.h>
+#include <linux/pkt_sched.h>
+#include <net/if.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "congestion/kick.h"
+#include "congestion/pause.h"
+#include "congestion/stats.h"
+#include "core/safe_file.h"
+#include "netlink/link_stats.h"
+#include "netlink/netns.h"
+#include "netlink/qdisc_stats.h"
+#include "netlink/socket.h"
+#include "netlink/tc_message.h"
+
+namespace tb::congestion {
+namespace {
+
+constexpr int64_t kSec = 1'000'000'000;
+constexpr int64_t kOwnershipEveryNs = 50'000'000;  // unpolled namespaces of paused upstreams
+constexpr uint32_t kEthHeader = 14;
+constexpr size_t kPollRing = 4096;
+
+int64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * kSec + ts.tv_nsec;
+}
+int64_t cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * kSec + ts.tv_nsec;
+}
+// Sleeps to the absolute `t`; returns early when `stop` is set by a signal.
+void sleep_until(int64_t t, const std::atomic<bool>& stop) {
+  timespec ts{static_cast<time_t>(t / kSec), static_cast<long>(t % kSec)};
+  while (!stop && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+// One namespace the agent touches: a switch it polls and/or where upstream TBFs sit.
+struct Ns {
+  std::string name;
+  UniqueFd fd;
+  netlink::NlSocket nl;
+  bool polled = false;
+  bool dumped = false;  // its qdiscs were read this poll
+  std::vector<netlink::QdiscStats> qdiscs;
+  std::vector<netlink::LinkStats> links;
+};
+
+struct Port {
+  int ns = 0, ifindex = 0;
+  uint64_t drops0 = 0;
+  bool drops_known = false;
+  uint64_t drops = 0;
+};
+
+struct Upstream {
+  int ns = 0, ifindex = 0;
+  int switch_ns = -1, feeds_ifindex = 0;  // where its rx is read
+  netlink::TbfOptions restore, paused;
+  std::optional<Kicker> kicker;
+  std::map<int, uint64_t> by;
+};
+
+Result<int> ifindex_in(const Ns& ns, const std::string& ifname) {
+  auto in = netlink::ScopedNetns::enter(ns.fd.get());
+  if (!in) return std::unexpected(in.error());
+  const unsigned i = if_nametoindex(ifname.c_str());
+  if (i == 0) return sys_fail(ns.name + ": interface " + ifname);
+  return static_cast<int>(i);
+}
+
+const netlink::QdiscStats* find_qdisc(const Ns& ns, int ifindex, uint32_t handle) {
+  for (const auto& q : ns.qdiscs)
+    if (q.ifindex == ifindex && q.handle == handle) return &q;
+  return nullptr;
+}
+
+class Agent {
+ public:
+  Agent(const plan::CongestionAgent& c, const AgentOptions& o) : c_(c), o_(o) {}
+
+  Status open() {
+    rlimit r{};
+    if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+      r.rlim_cur = r.rlim_max;  // two descriptors per upstream in large labs
+      setrlimit(RLIMIT_NOFILE, &r);
+    }
+    PauseConfig pc;
+    pc.poll_ns = c_.poll_ns;
+    pc.idle_poll_ns = std::max(c_.idle_poll_ns, c_.poll_ns);
+    for (const auto& p : c_.ports) {
+      auto ns = ns_index(p.netns);
+      if (!ns) return std::unexpected(ns.error());
+      namespaces_[static_cast<size_t>(*ns)].polled = true;
+      auto ifi = ifindex_in(namespaces_[static_cast<size_t>(*ns)], p.ifname);
+      if (!ifi) return std::unexpected(ifi.error());
+      ports_.push_back({*ns, *ifi});
+      for (int f : p.feeders)
+        if (f < 0 || static_cast<size_t>(f) >= c_.upstreams.size())
+          return fail("congestion port " + p.name + ": feeder " + std::to_string(f) +
+                      " is not an upstream");
+      pc.ports.push_back({p.model == "lossless", p.xoff, p.xon, p.feeders});
+    }
+    for (const auto& u : c_.upstreams) {
+      auto ns = ns_index(u.netns);
+      if (!ns) return std::unexpected(ns.error());
+      auto ifi = ifindex_in(namespaces_[static_cast<size_t>(*ns)], u.ifname);
+      if (!ifi) return std::unexpected(ifi.error());
+      Upstream x;
+      x.ns = *ns;
+      x.ifindex = *ifi;
+      x.restore = {u.rate, u.burst, u.limit};
+      x.paused = {kPauseRate, u.mtu + kEthHeader, u.limit};
+      ups_.push_back(std::move(x));
+      pc.upstreams.push_back({u.rate, u.quantum_ns});
+    }
+    // Where each upstream's traffic arrives: the switch port it feeds, in its ports' namespace.
+    for (size_t p = 0; p < c_.ports.size(); ++p)
+      for (int f : c_.ports[p].feeders) {
+        Upstream& x = ups_[static_cast<size_t>(f)];
+        if (x.switch_ns >= 0 || c_.upstreams[static_cast<size_t>(f)].feeds_ifname.empty()) continue;
+        const Ns& sw = namespaces_[static_cast<size_t>(ports_[p].ns)];
+        if (auto ifi = ifindex_in(sw, c_.upstreams[static_cast<size_t>(f)].feeds_ifname)) {
+          x.switch_ns = ports_[p].ns;
+          x.feeds_ifindex = *ifi;
+        }
+      }
+    machine_.emplace(std::move(pc));
+    port_samples_.resize(ports_.size());
+    up_samples_.resize(ups_.size());
+    return {};
+  }
+
+  void run(const std::atomic<bool>& stop) {
+    if (o_.realtime) sched_ = try_realtime(kAgentPriority).text;
+    start_ = now_ns();
+    cpu0_ = cpu_ns();
+    // Leftovers of a killed agent: every upstream namespace read once; the first step resumes
+    // (and kicks) each TBF found at the pause rate.
+    poll(start_, /*all_upstreams=*/true);
+    int64_t next = start_ + machine_->interval_ns(start_);
+    int64_t stats_at = start_;
+    const int64_t late_budget = std::max<int64_t>(c_.late_ns, 1);
+    while (!stop) {
+      sleep_until(next, stop);
+      if (stop) break;
+      const int64_t woke = now_ns();
+      const int64_t late = woke - next;
+      if (late > late_budget) ++late_polls_;
+      late_max_ = std::max(late_max_, late);
+      const bool ownership = woke - ownership_at_ >= kOwnershipEveryNs;
+      if (ownership) ownership_at_ = woke;
+      poll(woke, ownership);
+      const int64_t done = now_ns();
+      poll_ring_[polls_ % kPollRing] =
+          static_cast<int32_t>(std::min<int64_t>(done - woke, INT32_MAX));
+      ++polls_;
+      if (done - stats_at >= kStatsEveryNs) {
+        write_stats(done, false);
+        stats_at = done;
+      }
+      next += machine_->interval_ns(done);
+      if (next <= now_ns()) next = now_ns() + machine_->interval_ns(done);  // missed: no catch-up
+    }
+    const int64_t t = now_ns();
+    carry_out(machine_->resume_all(t));
+    write_stats(now_ns(), true);
+  }
+
+ private:
+  Result<int> ns_index(const std::string& name) {
+    for (size_t i = 0; i < namespaces_.size(); ++i)
+      if (namespaces_[i].name == name) return static_cast<int>(i);
+    auto fd = netlink::open_named_netns(name);
+    if (!fd) return std::unexpected(fd.error());
+    auto nl = netlink::NlSocket::open_in(fd->get());
+    if (!nl) return std::unexpected(nl.error());
+    Ns ns;
+    ns.name = name;
+    ns.fd = std::move(*fd);
+    ns.nl = std::move(*nl);
+    namespaces_.push_back(std::move(ns));
+    return static_cast<int>(namespaces_.size() - 1);
+  }
+
+  void error(const std::string& e) {
+    ++errors_;
+    if (last_error_ != e) std::fprintf(stderr, "tb-probe congestion: %s\n", e.c_str());
+    last_error_ = e;
+  }
+
+  // One dump of `ns` (qdiscs, and rx counters when `links`); one retry of an interrupted dump.
+  void read(Ns& ns, bool links) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto r = netlink::dump_qdisc_stats(ns.nl, ns.qdiscs);
+      if (r) break;
+      if (attempt == 1 || r.error().sys_errno != EAGAIN) {
+        error(ns.name + ": " + r.error().message);
+        ns.qdiscs.clear();
+      }
+    }
+    ns.dumped = true;
+    if (!links) return;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto r = netlink::dump_link_stats(ns.nl, ns.links);
+      if (r) break;
+      if (attempt == 1 || r.error().sys_errno != EAGAIN) {
+        error(ns.name + ": " + r.error().message);
+        ns.links.clear();
+      }
+    }
+  }
+
+  void poll(int64_t now, bool all_upstreams) {
+    for (auto& ns : namespaces_) {
+      ns.dumped = false;
+      if (ns.polled) read(ns, true);
+    }
+    if (all_upstreams) {
+      // Only the namespaces of upstreams paused now (at start: every one).
+      for (size_t i = 0; i < ups_.size(); ++i) {
+        Ns& ns = namespaces_[static_cast<size_t>(ups_[i].ns)];
+        if (ns.dumped) continue;
+        if (polls_ > 0 && !machine_->upstreams()[i].paused) continue;
+        read(ns, false);
+      }
+    }
+    for (size_t p = 0; p < ports_.size(); ++p) {
+      const Ns& ns = namespaces_[static_cast<size_t>(ports_[p].ns)];
+      const auto* q = find_qdisc(ns, ports_[p].ifindex, c_.ports[p].handle);
+      port_samples_[p] = q ? PortSample{true, q->backlog} : PortSample{};
+      if (q) {
+        Port& x = ports_[p];
+        if (!x.drops_known) x.drops0 = q->drops;
+        x.drops_known = true;
+        x.drops = q->drops >= x.drops0 ? q->drops - x.drops0 : q->drops;
+      }
+    }
+    for (size_t i = 0; i < ups_.size(); ++i) {
+      const Upstream& u = ups_[i];
+      UpstreamSample s;
+      const Ns& own = namespaces_[static_cast<size_t>(u.ns)];
+      if (own.dumped)
+        if (const auto* q = find_qdisc(own, u.ifindex, c_.upstreams[i].handle))
+          s.tbf_rate = q->tbf_rate;
+      if (u.switch_ns >= 0)
+        for (const auto& l : namespaces_[static_cast<size_t>(u.switch_ns)].links)
+          if (l.ifindex == u.feeds_ifindex) {
+            s.rx_seen = true;
+            s.rx_bytes = l.rx_bytes;
+            break;
+          }
+      up_samples_[i] = s;
+    }
+    carry_out(machine_->step(now, port_samples_, up_samples_));
+  }
+
+  // Pauses and restores pipelined per namespace, their acks read, then the kicks.
+  void carry_out(const std::vector<Command>& cs) {
+    if (cs.empty()) return;
+    for (const auto& c : cs) {
+      Upstream& u = ups_[static_cast<size_t>(c.upstream)];
+      const auto& cu = c_.upstreams[static_cast<size_t>(c.upstream)];
+      Ns& ns = namespaces_[static_cast<size_t>(u.ns)];
+      auto msg = netlink::new_tc({u.ifindex, cu.parent, cu.handle}, c.pause ? u.paused : u.restore,
+                                 netlink::TcWrite::kReplace);
+      if (auto r = ns.nl.send(std::move(msg), (c.pause ? "pause " : "resume ") + cu.name); !r)
+        error(r.error().message);
+      if (c.pause && c.by >= 0) ++u.by[c.by];
+    }
+    for (auto& ns : namespaces_)
+      if (ns.nl.outstanding() > 0)
+        if (auto r = ns.nl.drain(); !r) error(r.error().message);
+    for (const auto& c : cs) {
+      if (c.pause) continue;
+      Upstream& u = ups_[static_cast<size_t>(c.upstream)];
+      if (!u.kicker) {
+        auto k = Kicker::open(namespaces_[static_cast<size_t>(u.ns)].fd.get(), u.ifindex);
+        if (!k) {
+          error(k.error().message);
+          continue;
+        }
+        u.kicker = std::move(*k);
+      }
+      if (auto r = u.kicker->kick(); !r) error(r.error().message);
+    }
+  }
+
+  void write_stats(int64_t now, bool stopped) {
+    if (o_.stats_path.empty()) return;
+    AgentStats s;
+    s.pid = static_cast<int>(getpid());
+    s.uptime_s = static_cast<double>(now - start_) / 1e9;
+    s.cpu_s = static_cast<double>(cpu_ns() - cpu0_) / 1e9;
+    s.sched = sched_;
+    s.polls = polls_;
+    s.late_polls = late_polls_;
+    s.late_ms_max = static_cast<double>(late_max_) / 1e6;
+    const size_t n = std::min<size_t>(polls_, kPollRing);
+    if (n > 0) {
+      std::vector<int32_t> v(poll_ring_.begin(), poll_ring_.begin() + static_cast<long>(n));
+      const size_t k = std::min(n - 1, n * 99 / 100);
+      std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+      s.poll_ms_p99 = static_cast<double>(v[k]) / 1e6;
+    }
+    s.errors = errors_;
+    s.last_error = last_error_;
+    s.stopped = stopped;
+    for (size_t p = 0; p < ports_.size(); ++p) {
+      const PortState& st = machine_->ports()[p];
+      s.ports[c_.ports[p].name] = {c_.ports[p].model, st.backlog, st.backlog_max, ports_[p].drops,
+                                   st.xoff_events};
+    }
+    for (size_t i = 0; i < ups_.size(); ++i) {
+      const UpstreamState& st = machine_->upstreams()[i];
+      UpstreamStats u{st.pauses,   machine_->paused_ns(static_cast<int>(i), now),
+                      st.paused,   st.pause_expired,
+                      st.repaused, st.leftovers,
+                      {}};
+      for (const auto& [port, count] : ups_[i].by)
+        u.by[c_.ports[static_cast<size_t>(port)].name] = count;
+      s.upstreams[c_.upstreams[i].name] = std::move(u);
+    }
+    if (auto r = write_file(o_.stats_path, to_json(s).dump(1) + "\n"); !r) error(r.error().message);
+  }
+
+  const plan::CongestionAgent& c_;
+  AgentOptions o_;
+  std::vector<Ns> namespaces_;
+  std::vector<Port> ports_;
+  std::vector<Upstream> ups_;
+  std::optional<PauseMachine> machine_;
+  std::vector<PortSample> port_samples_;
+  std::vector<UpstreamSample> up_samples_;
+  std::string sched_ = "SCHED_OTHER";
+  int64_t start_ = 0, cpu0_ = 0, late_max_ = 0, ownership_at_ = 0;
+  uint64_t polls_ = 0, late_polls_ = 0, errors_ = 0;
+  std::string last_error_;
+  std::vector<int32_t> poll_ring_ = std::vector<int32_t>(kPollRing);
+};
+
+}  // namespace
+
+Status run_congestion_agent(const plan::CongestionAgent& config, const AgentOptions& options,
+                            const std::atomic<bool>& stop) {
+  Agent a(config, options);
+  TB_TRY(a.open());
+  a.run(stop);
+  return {};
+}
+
+}  // namespace tb::congestion

@@ -1,0 +1,39 @@
+// The congestion agent's run loop (`tb-probe congestion`, docs/design-congestion.md §3): it
+// polls every switch egress queue of its plan::CongestionAgent with one RTM_GETQDISC dump and one
+// RTM_GETSTATS dump per polled switch namespace, hands what it read to a PauseMachine
+// (congestion/pause.h) and carries out its commands: a pause replaces the upstream TBF by
+// kPauseRate with a one-frame burst (the leak is at most that frame), a resume restores the
+// TbfOptions in force and kicks (congestion/kick.h: a restore alone does not dequeue until a
+// TCP RTO). One netlink socket per namespace it touches, opened inside it at start.
+//
+// Scheduling: SCHED_FIFO kAgentPriority, one above the delay stages (a busy-waiting stage at
+// the same priority held back its polls), where the host allows; clock_nanosleep to absolute
+// deadlines, a missed period is counted, not caught up. At start every upstream found at the
+// pause rate (a killed agent's) is resumed and kicked; when `stop` is set it resumes everything
+// it paused and returns. Its stats file (congestion/stats.h) is rewritten about every 200 ms.
+//
+// Not thread-safe: one thread runs it.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "core/error.h"
+#include "core/realtime.h"
+#include "plan/daemon.h"
+
+namespace tb::congestion {
+
+inline constexpr int kAgentPriority = kRealtimePriority + 1;
+inline constexpr int64_t kStatsEveryNs = 200'000'000;
+
+struct AgentOptions {
+  std::string stats_path;  // "" writes none
+  bool realtime = true;    // try SCHED_FIFO kAgentPriority
+};
+
+// Runs until `stop`; an error only when it cannot start (a namespace or interface missing).
+Status run_congestion_agent(const plan::CongestionAgent& config, const AgentOptions& options,
+                            const std::atomic<bool>& stop);
+
+}  // namespace tb::congestion

@@ -1,0 +1,167 @@
+#include "congestion/pause.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tb::congestion {
+
+const char* reason_name(Reason r) {
+  switch (r) {
+    case Reason::kXoff:
+      return "xoff";
+    case Reason::kXon:
+      return "xon";
+    case Reason::kExpired:
+      return "expired";
+    case Reason::kOwnership:
+      return "ownership";
+    case Reason::kLeftover:
+      return "leftover";
+  }
+  return "?";
+}
+
+PauseMachine::PauseMachine(PauseConfig config)
+    : config_(std::move(config)),
+      ports_(config_.ports.size()),
+      ups_(config_.upstreams.size()),
+      touched_(config_.upstreams.size(), 0) {}
+
+bool PauseMachine::active(const UpstreamState& u, int64_t now, int64_t interval) const {
+  if (!u.rx_known) return true;  // no rx counter: assume it feeds
+  return now - u.active_at <= std::max(kActivityWindowNs, interval);
+}
+
+void PauseMachine::pause(int u, int by, int64_t now, Reason why) {
+  UpstreamState& s = ups_[static_cast<size_t>(u)];
+  auto it = std::lower_bound(s.paused_by.begin(), s.paused_by.end(), by);
+  if (by >= 0 && (it == s.paused_by.end() || *it != by)) s.paused_by.insert(it, by);
+  s.refreshed_at = now;
+  if (s.paused) return;
+  s.paused = true;
+  s.paused_at = now;
+  ++s.pauses;
+  touched_[static_cast<size_t>(u)] = 1;
+  out_.push_back({u, true, why, by});
+}
+
+void PauseMachine::resume(int u, int64_t now, Reason why) {
+  UpstreamState& s = ups_[static_cast<size_t>(u)];
+  s.paused_by.clear();
+  if (!s.paused) return;
+  s.paused = false;
+  s.paused_ns += now - s.paused_at;
+  s.active_at = now;  // resumed traffic counts as activity until the counters show it
+  touched_[static_cast<size_t>(u)] = 1;
+  out_.push_back({u, false, why});
+}
+
+int64_t PauseMachine::paused_ns(int u, int64_t now) const {
+  const UpstreamState& s = ups_[static_cast<size_t>(u)];
+  return s.paused_ns + (s.paused ? now - s.paused_at : 0);
+}
+
+const std::vector<Command>& PauseMachine::step(int64_t now, std::span<const PortSample> ports,
+                                               std::span<const UpstreamSample> upstreams) {
+  TB_CHECK(ports.size() == ports_.size() && upstreams.size() == ups_.size());
+  out_.clear();
+  std::fill(touched_.begin(), touched_.end(), 0);
+  const int64_t interval = std::max<int64_t>(0, now - last_poll_);
+  last_poll_ = now;
+
+  // Activity: bytes received at the switch since the last sample against 1% of the rate.
+  for (size_t i = 0; i < ups_.size(); ++i) {
+    UpstreamState& s = ups_[i];
+    const UpstreamSample& x = upstreams[i];
+    if (!x.rx_seen) continue;
+    if (s.rx_known && x.rx_bytes >= s.rx_last) {
+      const double dt = static_cast<double>(now - s.rx_last_at) / 1e9;
+      const double need = kActivityShare * static_cast<double>(config_.upstreams[i].rate) * dt;
+      if (static_cast<double>(x.rx_bytes - s.rx_last) >= need && x.rx_bytes > s.rx_last)
+        s.active_at = now;
+    } else if (!s.rx_known) {
+      s.active_at = now;  // the first sample: unknown history counts as active
+    }
+    s.rx_known = true;
+    s.rx_last = x.rx_bytes;
+    s.rx_last_at = now;
+  }
+
+  // Expiry (a late agent) and ownership, before the queues are looked at.
+  for (size_t i = 0; i < ups_.size(); ++i) {
+    UpstreamState& s = ups_[i];
+    const int u = static_cast<int>(i);
+    const int64_t q = config_.upstreams[i].quantum_ns;
+    if (s.paused && q > 0 && now - s.refreshed_at > q) {
+      ++s.pause_expired;
+      resume(u, now, Reason::kExpired);
+      continue;
+    }
+    const uint64_t rate = upstreams[i].tbf_rate;
+    if (rate == 0) continue;
+    if (s.paused && rate != kPauseRate) {
+      ++s.repaused;
+      touched_[i] = 1;
+      out_.push_back({u, true, Reason::kOwnership});
+    } else if (!s.paused && rate == kPauseRate) {
+      ++s.leftovers;
+      touched_[i] = 1;
+      out_.push_back({u, false, Reason::kLeftover});
+    }
+  }
+
+  // The queues: hysteresis, then pauses and resumes.
+  bool hot = false;
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    PortState& st = ports_[p];
+    const PauseConfig::Port& c = config_.ports[p];
+    if (ports[p].seen) st.backlog = ports[p].backlog;
+    st.backlog_max = std::max(st.backlog_max, st.backlog);
+    if (!c.lossless) continue;
+    if (st.backlog * 4 > c.xoff) hot = true;
+    if (!st.xoff && st.backlog > c.xoff) {
+      st.xoff = true;
+      ++st.xoff_events;
+    } else if (st.xoff && st.backlog < c.xon) {
+      st.xoff = false;
+      for (int f : c.feeders) {
+        UpstreamState& s = ups_[static_cast<size_t>(f)];
+        auto it = std::lower_bound(s.paused_by.begin(), s.paused_by.end(), static_cast<int>(p));
+        if (it != s.paused_by.end() && *it == static_cast<int>(p)) s.paused_by.erase(it);
+      }
+    }
+    if (!st.xoff) continue;
+    hot = true;
+    for (int f : c.feeders) {
+      UpstreamState& s = ups_[static_cast<size_t>(f)];
+      if (touched_[static_cast<size_t>(f)] && !s.paused) continue;  // expired this poll
+      if (s.paused || active(s, now, interval)) pause(f, static_cast<int>(p), now, Reason::kXoff);
+    }
+  }
+  for (size_t i = 0; i < ups_.size(); ++i) {
+    UpstreamState& s = ups_[i];
+    if (!s.paused) continue;
+    hot = true;
+    if (s.paused_by.empty()) {
+      resume(static_cast<int>(i), now, Reason::kXon);
+    } else {
+      s.refreshed_at = now;  // still wanted: the refresh real PFC would send
+    }
+  }
+  if (hot) fast_until_ = now + kFastHoldNs;
+  return out_;
+}
+
+const std::vector<Command>& PauseMachine::resume_all(int64_t now) {
+  out_.clear();
+  for (size_t i = 0; i < ups_.size(); ++i) resume(static_cast<int>(i), now, Reason::kXon);
+  for (auto& p : ports_) p.xoff = false;
+  return out_;
+}
+
+int64_t PauseMachine::interval_ns(int64_t now) const {
+  return fast(now) ? config_.poll_ns : config_.idle_poll_ns;
+}
+
+}  // namespace tb::congestion

@@ -1,0 +1,57 @@
+// The congestion agent's stats file, `<lab dir>/stages/congestion.stats.json`, rewritten
+// atomically (core/safe_file.h) about every 200 ms and once more when the agent exits
+// (docs/design-congestion.md §5). Its format, the writer's document and the reader's.
+//
+//   {"pid", "uptime_s", "cpu_s", "sched", "polls", "late_polls", "late_ms_max", "poll_ms_p99",
+//    "errors", "last_error", "stopped",
+//    "ports": {"dc/tor0:s4g0": {"model", "backlog", "backlog_max", "drops", "xoff_events"}},
+//    "upstreams": {"dc/s0/g0:rail": {"pauses", "paused_ns", "paused_now", "pause_expired",
+//                                    "repaused", "leftovers", "by": {"dc/tor0:s4g0": n}}}}
+//
+// Plain values; thread-safe to copy and read.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/error.h"
+
+namespace tb::congestion {
+
+inline constexpr const char* kStatsFile = "congestion.stats.json";  // under <lab dir>/stages/
+
+struct PortStats {
+  std::string model;
+  uint64_t backlog = 0, backlog_max = 0;
+  uint64_t drops = 0;  // the egress qdisc's drop counter since the agent started
+  uint64_t xoff_events = 0;
+};
+struct UpstreamStats {
+  uint64_t pauses = 0;
+  int64_t paused_ns = 0;
+  bool paused_now = false;
+  uint64_t pause_expired = 0, repaused = 0, leftovers = 0;
+  std::map<std::string, uint64_t> by;  // pauses per port that asked for them
+};
+struct AgentStats {
+  int pid = 0;
+  double uptime_s = 0, cpu_s = 0;
+  std::string sched;  // "SCHED_FIFO 11" or why not
+  uint64_t polls = 0, late_polls = 0;
+  double late_ms_max = 0, poll_ms_p99 = 0;
+  uint64_t errors = 0;
+  std::string last_error;
+  bool stopped = false;  // written by an agent that resumed everything and exited
+  std::map<std::string, PortStats> ports;
+  std::map<std::string, UpstreamStats> upstreams;
+};
+
+nlohmann::json to_json(const AgentStats& s);
+AgentStats stats_from_json(const nlohmann::json& j);  // missing keys stay at their defaults
+// The stats file at `path`; an error when it is missing or not JSON.
+Result<AgentStats> read_stats(const std::string& path);
+
+}  // namespace tb::congestion

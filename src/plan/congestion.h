@@ -1,0 +1,56 @@
+// Congestion models in the plan (issue 32, docs/design-congestion.md sections 2 and 3): which
+// switch egress queues are lossless, their XOFF/XON thresholds in lab bytes floored by the
+// congestion agent's reaction time, their drop points, the ingress ports that feed each one, and
+// the agents (one per host) that poll them and pause their feeders.
+//
+// Floors, per polled egress E at lab rate R, with P = [congestion] poll, L = late_budget, A =
+// kAgentNetlink, F = one frame of E's link, and per feeder i its rate R_i, frame F_i, bucket B_i
+// and D_i = its link's emulated delay + 4 x jitter (D = the largest D_i):
+//   xon      >= R (P + A + D)                        resumed traffic takes D to arrive
+//   xoff     >= xon + max(2F, 2 R P, sum B_i)         hysteresis; every resume releases a full
+//                                                    bucket per feeder (P0)
+//   headroom  = max(scaled, R_i (P + L + A + D_i) + F_i) per feeder
+//   limit     = max(buffer, xoff + sum headroom + (n - 1) R idle_poll)
+// A floor that wins writes a note on the link, as emulate's kMinEmulatedDelay does.
+//
+// Pure; thread-safe.
+#pragma once
+
+#include <vector>
+
+#include "core/error.h"
+#include "plan/daemon.h"
+#include "plan/op.h"
+#include "plan/shaping.h"
+#include "scenario/model.h"
+
+namespace tb::plan {
+
+struct Plan;
+
+// A in the floors: one netlink replace and its ack (P0: p50 12-71 us for a pause of two feeders).
+inline constexpr Duration kAgentNetlink{100'000};
+// A GPU's rail NIC (and a server's fe) behind a lossless port holds at least this: host memory,
+// and paused sockets stop at TCP small queues (design section 3.7).
+inline constexpr uint64_t kHostQueueLimit = 16u << 20;
+
+// Each link's congestion figures (Link::emulated.congestion: model, and per direction the
+// thresholds and limit of a polled switch egress or the limit of a paused host queue), with notes
+// where a floor wins or a lossless link cannot be emulated. A profile that writes congestion =
+// "lossless" on a link that cannot be lossless (it runs at host speed, crosses hosts in a VXLAN
+// tunnel, or is a scale-up or WAN link) is bad input, FILE:LINE:COL of its `congestion`; a
+// preset's default there stays droptail with a note. Call after place_on_hosts, before
+// add_shaping (which shapes with these limits).
+Status congestion_plan(Plan& p, const scenario::Scenario& s);
+
+// The congestion agents of the plan, one per host ([[host]] order; one for a lab on one host),
+// each running in its first polled switch's namespace; none when no queue is polled or when the
+// shaping backend has no TBF to pause (a note then). Call after add_shaping: the ports' and
+// upstreams' qdiscs are those of the plan's SetShape ops.
+std::vector<CongestionAgent> congestion_agents(Plan& p, const scenario::Scenario& s);
+
+// net/ipv4/tcp_slow_start_after_idle = 0 in every GPU namespace whose rail is lossless:
+// RDMA-like senders keep their window across compute gaps (design section 4).
+std::vector<SetSysctl> congestion_sysctls(const Plan& p);
+
+}  // namespace tb::plan

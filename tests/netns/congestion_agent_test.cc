@@ -1,0 +1,521 @@
+// Phase P4 of docs/design-congestion.md (issue 32): the congestion agent as a process,
+// `tb-probe congestion --config FILE --stats FILE`, started from a hand-written config (the
+// plan's CongestionAgent JSON) on the P0 topology:
+//
+//   s1:e0 198.18.1.0/31 -> sw:p1 198.18.1.1/31 -+
+//                                                +- sw (forwards) -> sw:out 198.18.3.0/31
+//   s2:e0 198.18.2.0/31 -> sw:p2 198.18.2.1/31 -+                     -> r:e0 198.18.3.1/31
+//
+// s1:e0 and s2:e0 (the upstreams the agent pauses) and sw:out (the lossless port it polls) carry
+// a TBF 1: at 100 Mbit/s; sw:out's limit and thresholds are §2's for two feeders, as in
+// congestion_levers_test.cc but for the onset from the agent's 10 ms idle poll. Namespaces are this
+// test's own (tb-t<pid>-<tag>, removed by exact name in TearDown even when a check failed),
+// addresses in 198.18.0.0/15, IPv6 off in them; the agent is this test's child, ended by its pid in
+// TearDown whatever happened. Every loop is bounded in time and count.
+//
+// What is asserted: an incast keeps 0 drops at the switch (less the late-agent allowance of
+// §3.5, printed, when the agent reports polls later than its budget: a loaded host, not the
+// agent); after SIGKILL a restarted agent resumes the pause it finds; SIGTERM resumes all.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/pkt_sched.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "congestion/stats.h"
+#include "netlink/netns.h"
+#include "netlink/qdisc_stats.h"
+#include "netlink/socket.h"
+#include "netlink/tc_message.h"
+#include "netns_fixture.h"
+#include "plan/daemon.h"
+
+namespace tb::testing::congestion_agent {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr uint32_t kTbfRoot = 0x10000;
+constexpr uint64_t kRate = 12'500'000;  // 100 Mbit/s
+constexpr uint32_t kFrame = 1514;
+constexpr uint32_t kBurst = 12'500;
+constexpr uint32_t kNicLimit = 16u << 20;
+constexpr uint64_t kRP = kRate / 1000, kRA = kRate / 10000;
+constexpr uint64_t kXon = kRP + kRA;                                        // 13,750
+constexpr uint64_t kXoff = kXon + std::max<uint64_t>(2 * kFrame, 2 * kRP);  // 38,750
+constexpr uint64_t kHeadroom = kRP + kRP + kRA + kFrame;
+// limit = xoff + sum of headroom + (n - 1) R idle_poll (§2's onset from idle): the agent polls
+// every 10 ms while nothing builds, so an incast starting between two polls has 10 ms of excess.
+constexpr int64_t kIdlePollMs = 10;
+constexpr uint64_t kSwitchLimit = kXoff + 2 * kHeadroom + kRP * kIdlePollMs;  // 219,278
+
+int64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
+void sleep_ms(int64_t ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+// A counter of /proc/net/<file> ("snmp": Tcp, "netstat": TcpExt) as namespace `netns_fd` sees
+// it; -1 when absent.
+int64_t proc_counter(int netns_fd, const char* file, const std::string& group,
+                     const std::string& name) {
+  auto in = netlink::ScopedNetns::enter(netns_fd);
+  if (!in) return -1;
+  std::ifstream f(std::string("/proc/thread-self/net/") + file);
+  std::string head, values;
+  while (std::getline(f, head) && std::getline(f, values)) {
+    if (head.rfind(group + ":", 0) != 0) continue;
+    std::istringstream h(head), v(values);
+    std::string k, x;
+    while (h >> k && v >> x)
+      if (k == name) return std::stoll(x);
+  }
+  return -1;
+}
+
+struct TcpCounters {
+  int64_t out_segs = 0, retrans = 0, host_queue = 0, probes = 0, timeouts = 0;
+};
+TcpCounters tcp_counters(int netns_fd) {
+  return TcpCounters{proc_counter(netns_fd, "snmp", "Tcp", "OutSegs"),
+                     proc_counter(netns_fd, "snmp", "Tcp", "RetransSegs"),
+                     proc_counter(netns_fd, "netstat", "TcpExt", "TCPSpuriousRtxHostQueues"),
+                     proc_counter(netns_fd, "netstat", "TcpExt", "TCPLossProbes"),
+                     proc_counter(netns_fd, "netstat", "TcpExt", "TCPTimeouts")};
+}
+TcpCounters operator-(const TcpCounters& a, const TcpCounters& b) {
+  return {a.out_segs - b.out_segs, a.retrans - b.retrans, a.host_queue - b.host_queue,
+          a.probes - b.probes, a.timeouts - b.timeouts};
+}
+
+// TCP flows from sockets made in the senders' namespaces to a listener in r's, pumped by one
+// sending and one receiving thread until `stop()` or their deadline.
+class Traffic {
+ public:
+  ~Traffic() { stop(); }
+
+  // `per` connections from each namespace in `from` to 198.18.3.1:port in `to`.
+  Status connect(const std::vector<int>& from, int per, int to, uint16_t port) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    inet_pton(AF_INET, "198.18.3.1", &sa.sin_addr);
+    UniqueFd listener;
+    {
+      auto in = netlink::ScopedNetns::enter(to);
+      if (!in) return std::unexpected(in.error());
+      listener = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      int one = 1;
+      setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) < 0 ||
+          ::listen(listener.get(), 64) < 0)
+        return sys_fail("listen on 198.18.3.1:" + std::to_string(port));
+    }
+    for (size_t s = 0; s < from.size(); ++s) {
+      for (int k = 0; k < per; ++k) {
+        auto in = netlink::ScopedNetns::enter(from[s]);
+        if (!in) return std::unexpected(in.error());
+        UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        timeval tv{2, 0};  // bounds connect()
+        setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) < 0)
+          return sys_fail("connect to 198.18.3.1:" + std::to_string(port));
+        fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
+        tx_.push_back(std::move(fd));
+        owner_.push_back(static_cast<int>(s));
+      }
+    }
+    for (size_t i = 0; i < tx_.size(); ++i) {
+      pollfd p{listener.get(), POLLIN, 0};
+      if (::poll(&p, 1, 2000) != 1) return fail("accept: no connection within 2 s");
+      UniqueFd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (!fd) return sys_fail("accept");
+      rx_.push_back(std::move(fd));
+    }
+    sent_ = std::vector<std::atomic<uint64_t>>(tx_.size());
+    return {};
+  }
+
+  // Runs for at most `max_ms`.
+  void start(int64_t max_ms) {
+    const int64_t deadline = now_ns() + max_ms * kMs;
+    sender_ = std::thread([this, deadline] {
+      static const std::vector<char> chunk(64 * 1024, 'x');
+      std::vector<pollfd> p;
+      for (const auto& fd : tx_) p.push_back({fd.get(), POLLOUT, 0});
+      while (!stop_ && now_ns() < deadline) {
+        if (::poll(p.data(), p.size(), 20) <= 0) continue;
+        for (size_t i = 0; i < p.size(); ++i) {
+          if (!(p[i].revents & POLLOUT)) continue;
+          ssize_t n = ::send(p[i].fd, chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+          if (n > 0) sent_[i] += static_cast<uint64_t>(n);
+        }
+      }
+    });
+    receiver_ = std::thread([this, deadline] {
+      std::vector<char> buf(256 * 1024);
+      std::vector<pollfd> p;
+      for (const auto& fd : rx_) p.push_back({fd.get(), POLLIN, 0});
+      while (!stop_ && now_ns() < deadline + 500 * kMs) {
+        if (::poll(p.data(), p.size(), 20) <= 0) continue;
+        for (auto& x : p) {
+          if (!(x.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+          ssize_t n = ::recv(x.fd, buf.data(), buf.size(), MSG_DONTWAIT);
+          if (n > 0)
+            received_ += static_cast<uint64_t>(n);
+          else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            x.fd = -1;  // closed: poll ignores it from now on
+        }
+      }
+    });
+  }
+
+  void stop() {
+    stop_ = true;
+    if (sender_.joinable()) sender_.join();
+    if (receiver_.joinable()) receiver_.join();
+    // Reset, not FIN: nothing of these flows outlives the test in its namespaces.
+    linger l{1, 0};
+    for (auto* v : {&tx_, &rx_})
+      for (auto& fd : *v) setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    tx_.clear();
+    rx_.clear();
+  }
+
+  uint64_t sent(int sender) const {
+    uint64_t n = 0;
+    for (size_t i = 0; i < sent_.size(); ++i)
+      if (owner_[i] == sender) n += sent_[i];
+    return n;
+  }
+  uint64_t received() const { return received_; }
+  int sockets() const { return static_cast<int>(tx_.size()); }
+
+ private:
+  std::vector<UniqueFd> tx_, rx_;
+  std::vector<int> owner_;
+  std::vector<std::atomic<uint64_t>> sent_;
+  std::atomic<uint64_t> received_{0};
+  std::atomic<bool> stop_{false};
+  std::thread sender_, receiver_;
+};
+
+struct Node {
+  std::string name;
+  UniqueFd fd;
+  netlink::NlSocket nl;
+  int ifindex = 0;
+};
+
+// A TBF's figures from one dump.
+struct Tbf {
+  bool found = false;
+  uint64_t rate = 0, bytes = 0;
+  uint32_t drops = 0, backlog = 0;
+};
+
+class CongestionAgentTest : public NetnsTest {
+ protected:
+  void SetUp() override {
+    NetnsTest::SetUp();
+    if (IsSkipped()) return;
+    dir_ = std::filesystem::temp_directory_path() / ("tb-cong-agent-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    build();
+  }
+
+  void TearDown() override {
+    stop_agent(SIGKILL);
+    for (Node* n : {&s1_, &s2_, &sw_, &r_}) {
+      n->nl = netlink::NlSocket();
+      n->fd.reset();
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    NetnsTest::TearDown();
+  }
+
+  void build() {
+    s1_.name = ns("cs1");
+    s2_.name = ns("cs2");
+    sw_.name = ns("csw");
+    r_.name = ns("cr");
+    const std::string mk = marker("cong");
+    std::vector<plan::Op> ops;
+    for (Node* n : {&s1_, &s2_, &sw_, &r_}) {
+      ops.push_back(plan::CreateNetns{n->name, n->name, mk + "node=" + n->name});
+      if (std::filesystem::exists("/proc/sys/net/ipv6")) {
+        ops.push_back(plan::SetSysctl{n->name, "net/ipv6/conf/all/disable_ipv6", "1"});
+        ops.push_back(plan::SetSysctl{n->name, "net/ipv6/conf/default/disable_ipv6", "1"});
+      }
+    }
+    ops.push_back(plan::SetSysctl{sw_.name, "net/ipv4/ip_forward", "1"});
+    for (Node* n : {&s1_, &s2_})
+      ops.push_back(plan::SetSysctl{n->name, "net/ipv4/tcp_no_metrics_save", "1"});
+    ASSERT_EQ(apply(ops), "");
+    ASSERT_EQ(
+        apply({
+            plan::CreateVeth{
+                {s1_.name, "e0", mk + "s1-sw", ""}, {sw_.name, "p1", mk + "sw-s1", ""}, 1500},
+            plan::CreateVeth{
+                {s2_.name, "e0", mk + "s2-sw", ""}, {sw_.name, "p2", mk + "sw-s2", ""}, 1500},
+            plan::CreateVeth{
+                {sw_.name, "out", mk + "sw-r", ""}, {r_.name, "e0", mk + "r-sw", ""}, 1500},
+            plan::AddAddr{s1_.name, "e0", pfx("198.18.1.0/31")},
+            plan::AddAddr{sw_.name, "p1", pfx("198.18.1.1/31")},
+            plan::AddAddr{s2_.name, "e0", pfx("198.18.2.0/31")},
+            plan::AddAddr{sw_.name, "p2", pfx("198.18.2.1/31")},
+            plan::AddAddr{sw_.name, "out", pfx("198.18.3.0/31")},
+            plan::AddAddr{r_.name, "e0", pfx("198.18.3.1/31")},
+            plan::AddRoute{s1_.name, pfx("198.18.3.0/24"), {{"e0", ip("198.18.1.1"), 1}}, {}, 0},
+            plan::AddRoute{s2_.name, pfx("198.18.3.0/24"), {{"e0", ip("198.18.2.1"), 1}}, {}, 0},
+            plan::AddRoute{r_.name, pfx("198.18.1.0/24"), {{"e0", ip("198.18.3.0"), 1}}, {}, 0},
+            plan::AddRoute{r_.name, pfx("198.18.2.0/24"), {{"e0", ip("198.18.3.0"), 1}}, {}, 0},
+        }),
+        "");
+    auto open = [](Node& n, const char* ifname) {
+      auto fd = netlink::open_named_netns(n.name);
+      ASSERT_TRUE(fd) << fd.error().message;
+      n.fd = std::move(*fd);
+      auto nl = netlink::NlSocket::open_in(n.fd.get());
+      ASSERT_TRUE(nl) << nl.error().message;
+      n.nl = std::move(*nl);
+      auto in = netlink::ScopedNetns::enter(n.fd.get());
+      ASSERT_TRUE(in) << in.error().message;
+      n.ifindex = static_cast<int>(if_nametoindex(ifname));
+      ASSERT_GT(n.ifindex, 0) << ifname << " in " << n.name;
+    };
+    ASSERT_NO_FATAL_FAILURE(open(s1_, "e0"));
+    ASSERT_NO_FATAL_FAILURE(open(s2_, "e0"));
+    ASSERT_NO_FATAL_FAILURE(open(sw_, "out"));
+    ASSERT_NO_FATAL_FAILURE(open(r_, "e0"));
+    for (Node* n : {&s1_, &s2_})
+      ASSERT_TRUE(n->nl.call(tbf(n->ifindex, kRate, kBurst, kNicLimit), "sender tbf"));
+    ASSERT_TRUE(sw_.nl.call(tbf(sw_.ifindex, kRate, kBurst, static_cast<uint32_t>(kSwitchLimit)),
+                            "switch tbf"));
+
+    // The config the plan would write (plan::CongestionAgent's JSON).
+    plan::CongestionAgent c;
+    c.netns = sw_.name;
+    c.poll_ns = 1 * kMs;
+    c.idle_poll_ns = kIdlePollMs * kMs;
+    c.late_ns = 1 * kMs;
+    plan::CongestionPort p{"sw:out", sw_.name, "out", kTbfRoot, TC_H_ROOT, "lossless",
+                           kXoff,    kXon,     0,     0,        0,         {0, 1}};
+    c.ports.push_back(p);
+    // 65535 x 512 bit times at 100 Mbit/s.
+    const int64_t quantum = 65535LL * 512 * 1'000'000'000 / static_cast<int64_t>(kRate * 8);
+    int k = 1;
+    for (Node* n : {&s1_, &s2_}) {
+      c.upstreams.push_back({"s" + std::to_string(k) + ":e0", n->name, "e0", kTbfRoot, TC_H_ROOT,
+                             kRate, kBurst, kNicLimit, 1500, quantum, "p" + std::to_string(k), -1});
+      ++k;
+    }
+    config_ = (dir_ / "congestion.json").string();
+    stats_ = (dir_ / "congestion.stats.json").string();
+    std::ofstream(config_) << plan::to_json(c).dump(1) << "\n";
+  }
+
+  static netlink::NlMsg tbf(int ifindex, uint64_t rate, uint32_t burst, uint32_t limit) {
+    return netlink::new_tc({ifindex, TC_H_ROOT, kTbfRoot}, netlink::TbfOptions{rate, burst, limit},
+                           netlink::TcWrite::kReplace);
+  }
+
+  Tbf read(Node& n) {
+    std::vector<netlink::QdiscStats> all;
+    auto r = netlink::dump_qdisc_stats(n.nl, all);
+    EXPECT_TRUE(r) << r.error().message;
+    for (const auto& q : all)
+      if (q.ifindex == n.ifindex && q.handle == kTbfRoot)
+        return {true, q.tbf_rate, q.bytes, q.drops, q.backlog};
+    return {};
+  }
+
+  // The agent as this test's child (tb-probe next to the tests: TB_PROBE).
+  void start_agent() {
+    ASSERT_EQ(agent_, -1);
+    std::filesystem::remove(stats_);
+    const std::string config = config_, stats = stats_;
+    agent_ = fork();
+    ASSERT_GE(agent_, 0);
+    if (agent_ == 0) {
+      execl(TB_PROBE, TB_PROBE, "congestion", "--config", config.c_str(), "--stats", stats.c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // Up once its first stats file is there (within 2 s).
+    for (int i = 0; i < 200 && !std::filesystem::exists(stats_); ++i) sleep_ms(10);
+    ASSERT_TRUE(std::filesystem::exists(stats_)) << "the agent wrote no stats within 2 s";
+  }
+  // Signals the agent and reaps it (bounded: 3 s, then SIGKILL); its exit status or -1.
+  int stop_agent(int sig) {
+    if (agent_ < 0) return -1;
+    kill(agent_, sig);
+    int status = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 300 && (got = waitpid(agent_, &status, WNOHANG)) == 0; ++i) sleep_ms(10);
+    if (got == 0) {
+      kill(agent_, SIGKILL);
+      waitpid(agent_, &status, 0);
+    }
+    agent_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  congestion::AgentStats stats() {
+    auto s = congestion::read_stats(stats_);
+    EXPECT_TRUE(s) << s.error().message;
+    return s.value_or(congestion::AgentStats{});
+  }
+
+  Node s1_, s2_, sw_, r_;
+  std::filesystem::path dir_;
+  std::string config_, stats_;
+  pid_t agent_ = -1;
+};
+
+// §3.5's late-agent allowance: (n - 1) R (lateness - L) plus one frame per feeder, in packets
+// of one frame; 0 when no poll was late.
+uint64_t late_allowance(const congestion::AgentStats& s) {
+  if (s.late_polls == 0) return 0;
+  const double over = std::max(0.0, s.late_ms_max - 1.0) / 1e3;
+  return static_cast<uint64_t>(static_cast<double>(kRate) * over / kFrame) + 2;
+}
+
+TEST_F(CongestionAgentTest, IncastThroughTheAgentHasNoSwitchDrops) {
+  ASSERT_NO_FATAL_FAILURE(start_agent());
+  // Idle first: the agent's cost with nothing to do (printed, not asserted).
+  sleep_ms(1500);
+  const congestion::AgentStats idle = stats();
+  std::printf("[agent] idle: cpu %.3f s over %.2f s (%.1f%% of a core), %llu polls, %llu late\n",
+              idle.cpu_s, idle.uptime_s, idle.uptime_s > 0 ? 100.0 * idle.cpu_s / idle.uptime_s : 0,
+              static_cast<unsigned long long>(idle.polls),
+              static_cast<unsigned long long>(idle.late_polls));
+  Traffic t;
+  auto c = t.connect({s1_.fd.get(), s2_.fd.get()}, 3, r_.fd.get(), 5301);
+  ASSERT_TRUE(c) << c.error().message;
+  const Tbf sw0 = read(sw_);
+  const TcpCounters a0 = tcp_counters(s1_.fd.get()), b0 = tcp_counters(s2_.fd.get());
+  const int64_t t0 = now_ns();
+  const uint64_t rx0 = t.received();
+  t.start(3000);
+  sleep_ms(3000);
+  const uint64_t rx = t.received() - rx0;
+  const double secs = static_cast<double>(now_ns() - t0) / 1e9;
+  t.stop();
+  sleep_ms(500);  // what the senders held drains under the agent
+  const Tbf sw1 = read(sw_);
+  const TcpCounters a = tcp_counters(s1_.fd.get()) - a0, b = tcp_counters(s2_.fd.get()) - b0;
+  const congestion::AgentStats s = stats();
+  ASSERT_EQ(stop_agent(SIGTERM), 0);
+  const uint64_t drops = sw1.drops - sw0.drops;
+  const int64_t segs = a.out_segs + b.out_segs, retrans = a.retrans + b.retrans;
+  uint64_t pauses = 0;
+  for (const auto& [name, u] : s.upstreams) pauses += u.pauses;
+  std::printf(
+      "[agent] incast 2x3 flows, %.1f s: %.2f of the port at r, switch drops %llu (late "
+      "allowance %llu), %lld of %lld segments retransmitted; agent: %s, %llu polls, %llu late "
+      "(max %.2f ms), poll p99 %.3f ms, cpu %.3f s over %.1f s (%.1f%% of a core), %llu pauses, "
+      "backlog max %llu, xoff events %llu\n",
+      secs, static_cast<double>(rx) / secs / static_cast<double>(kRate),
+      static_cast<unsigned long long>(drops), static_cast<unsigned long long>(late_allowance(s)),
+      static_cast<long long>(retrans), static_cast<long long>(segs), s.sched.c_str(),
+      static_cast<unsigned long long>(s.polls), static_cast<unsigned long long>(s.late_polls),
+      s.late_ms_max, s.poll_ms_p99, s.cpu_s, s.uptime_s,
+      s.uptime_s > 0 ? 100.0 * s.cpu_s / s.uptime_s : 0.0, static_cast<unsigned long long>(pauses),
+      static_cast<unsigned long long>(s.ports.count("sw:out") ? s.ports.at("sw:out").backlog_max
+                                                              : 0),
+      static_cast<unsigned long long>(s.ports.count("sw:out") ? s.ports.at("sw:out").xoff_events
+                                                              : 0));
+  EXPECT_LE(drops, late_allowance(s)) << "switch egress drops under the agent";
+  EXPECT_GT(pauses, 0u) << "the incast never paused a sender";
+  EXPECT_GT(static_cast<double>(rx) / secs, 0.8 * static_cast<double>(kRate));
+  EXPECT_EQ(s.errors, 0u) << s.last_error;
+  for (Node* n : {&s1_, &s2_}) EXPECT_EQ(read(*n).rate, kRate) << n->name << " left paused";
+}
+
+TEST_F(CongestionAgentTest, AfterSigkillARestartedAgentResumesWhatItFindsPaused) {
+  ASSERT_NO_FATAL_FAILURE(start_agent());
+  Traffic t;
+  auto c = t.connect({s1_.fd.get(), s2_.fd.get()}, 3, r_.fd.get(), 5302);
+  ASSERT_TRUE(c) << c.error().message;
+  t.start(2500);
+  sleep_ms(700);
+  stop_agent(SIGKILL);
+  // Whatever the killed agent left, s1 is paused now as it could have been.
+  ASSERT_TRUE(s1_.nl.call(tbf(s1_.ifindex, 1, kFrame, kNicLimit), "pause s1"));
+  sleep_ms(50);
+  const Tbf held = read(s1_);
+  EXPECT_EQ(held.rate, 1u);
+  ASSERT_NO_FATAL_FAILURE(start_agent());
+  sleep_ms(300);
+  const Tbf after = read(s1_);
+  t.stop();
+  sleep_ms(300);
+  const congestion::AgentStats s = stats();
+  ASSERT_EQ(stop_agent(SIGTERM), 0);
+  std::printf(
+      "[agent] restart: s1 at %llu B/s after 300 ms, %llu B sent meanwhile; leftovers %llu\n",
+      static_cast<unsigned long long>(after.rate),
+      static_cast<unsigned long long>(after.bytes - held.bytes),
+      static_cast<unsigned long long>(s.upstreams.count("s1:e0") ? s.upstreams.at("s1:e0").leftovers
+                                                                 : 0));
+  EXPECT_GT(after.bytes - held.bytes, 100'000u) << "s1 did not resume (restore + kick)";
+  for (Node* n : {&s1_, &s2_}) EXPECT_EQ(read(*n).rate, kRate) << n->name << " left paused";
+  ASSERT_TRUE(s.upstreams.count("s1:e0"));
+  EXPECT_GE(s.upstreams.at("s1:e0").leftovers, 1u);
+}
+
+TEST_F(CongestionAgentTest, SigtermResumesEverythingItPaused) {
+  ASSERT_NO_FATAL_FAILURE(start_agent());
+  Traffic t;
+  auto c = t.connect({s1_.fd.get(), s2_.fd.get()}, 3, r_.fd.get(), 5303);
+  ASSERT_TRUE(c) << c.error().message;
+  t.start(3000);
+  // SIGTERM while a sender is paused: the switch queue is above XON then; bounded at 2 s.
+  bool paused = false;
+  const int64_t end = now_ns() + 2000 * kMs;
+  sleep_ms(300);
+  while (!paused && now_ns() < end) {
+    paused = read(s1_).rate == 1 || read(s2_).rate == 1;
+    if (!paused) sleep_ms(1);
+  }
+  const int rc = stop_agent(SIGTERM);
+  const Tbf a = read(s1_), b = read(s2_);
+  sleep_ms(200);
+  const Tbf a2 = read(s1_), b2 = read(s2_);
+  t.stop();
+  const congestion::AgentStats s = stats();
+  std::printf("[agent] SIGTERM with a sender paused: %s; rates after %llu / %llu B/s\n",
+              paused ? "yes" : "not seen in 2 s", static_cast<unsigned long long>(a.rate),
+              static_cast<unsigned long long>(b.rate));
+  EXPECT_EQ(rc, 0);
+  EXPECT_TRUE(paused) << "no pause seen during the incast";
+  EXPECT_EQ(a.rate, kRate);
+  EXPECT_EQ(b.rate, kRate);
+  EXPECT_GT(a2.bytes + b2.bytes, a.bytes + b.bytes) << "the senders did not resume";
+  EXPECT_TRUE(s.stopped);
+  for (const auto& [name, u] : s.upstreams) EXPECT_FALSE(u.paused_now) << name;
+}
+
+}  // namespace
+}  // namespace tb::testing::congestion_agent
