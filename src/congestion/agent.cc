@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <vector>
@@ -277,6 +278,7 @@ class Agent {
       Upstream& u = ups_[static_cast<size_t>(c.upstream)];
       const auto& cu = c_.upstreams[static_cast<size_t>(c.upstream)];
       Ns& ns = namespaces_[static_cast<size_t>(u.ns)];
+      if (c.pause) in_force(u, cu.handle);
       auto msg = netlink::new_tc({u.ifindex, cu.parent, cu.handle}, c.pause ? u.paused : u.restore,
                                  netlink::TcWrite::kReplace);
       if (auto r = ns.nl.send(std::move(msg), (c.pause ? "pause " : "resume ") + cu.name); !r)
@@ -299,6 +301,27 @@ class Agent {
       }
       if (auto r = u.kicker->kick(); !r) error(r.error().message);
     }
+  }
+
+  // What a resume restores is what was in force when the pause began: the upstream's TBF as its
+  // namespace's dump shows it this poll (read now when it was not), unless that is a pause. So a
+  // `link set` or `link reset` of a lossless link holds: made while the link runs, the next
+  // pause keeps it; made while it is paused, the dump shows another rate, the machine pauses it
+  // again (ownership) and this takes the new figures. Left open: a change that lands between
+  // this read and the pause's replace (microseconds) is overwritten by the pause.
+  void in_force(Upstream& u, uint32_t handle) {
+    Ns& ns = namespaces_[static_cast<size_t>(u.ns)];
+    if (!ns.dumped) read(ns, false);
+    const auto* q = find_qdisc(ns, u.ifindex, handle);
+    if (!q || q->tbf_rate == 0 || q->tbf_rate == kPauseRate || q->tbf_burst == 0) return;
+    // The dump's bucket comes back up to one 64 ns tick's worth short: the same figures within
+    // that are the ones restored last time (taking them would shrink the bucket every cycle).
+    const auto tick_bytes = static_cast<int64_t>(q->tbf_rate * 64 / 1'000'000'000) + 1;
+    if (q->tbf_rate == u.restore.rate && q->tbf_limit == u.restore.limit &&
+        std::abs(static_cast<int64_t>(q->tbf_burst) - static_cast<int64_t>(u.restore.burst)) <=
+            tick_bytes)
+      return;
+    u.restore = {q->tbf_rate, q->tbf_burst, q->tbf_limit};
   }
 
   void write_stats(int64_t now, bool stopped) {

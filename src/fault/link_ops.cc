@@ -40,14 +40,17 @@ Status replace_loss(const lab::LabState& st, const plan::LinkEnd& src, const pla
 
 // On a lab over several hosts only the parts on this host: the egress qdisc at the sender when
 // it is here, the stage queue where it runs when that is here, the loss rule at the receiver when
-// it is here (ends_here).
+// it is here (ends_here). `cg`: the direction's congestion figures from the plan (a lossless
+// queue keeps its deep limit whatever the change; the agent restores what it finds in force).
 Status apply_direction(lab::LabState& st, apply::Kernel& kernel, const plan::LinkEnd& src,
-                       const plan::LinkEnd& dst, const plan::EmulatedFigures& f) {
+                       const plan::LinkEnd& dst, const plan::EmulatedFigures& f,
+                       const shaping::Congestion& cg) {
   const plan::Node* sn = st.topo.node(src.node);
   const plan::Node* dn = st.topo.node(dst.node);
   auto here = [&](const plan::Node* n) { return st.host.empty() || n->host == st.host; };
   const bool src_here = here(sn), dst_here = here(dn);
   shaping::LinkShape shape = plan::shape_of(f);
+  shape.congestion = cg;
   if (shape.rate > plan::kHostVethRate) shape.rate = Rate{0};
   shaping::Residual residual{shape.delay, shape.jitter, shape.loss_pct};
   if (!st.shaping.empty() && st.shaping != "none") {
@@ -247,8 +250,16 @@ Result<plan::EmulatedFigures> change_link(lab::LabState& st, apply::Kernel& kern
   auto overrides = lab::load_link_overrides(st.lab);
   const plan::EmulatedFigures next =
       reset ? link.emulated : lab::apply_change(current_figures(st, idx), change);
+  // The congestion agent pauses a lossless link by its rate limiter: without one there is
+  // nothing to pause (the plan refuses lossless at host speed the same way).
+  if (link.emulated.congestion.model == "lossless" && next.rate.bps == 0)
+    return bad_input("link set " + key +
+                     ": --rate 0 (unlimited) on a lossless link: the congestion agent pauses it "
+                     "through its rate limiter; give it a rate, or make its profile congestion = "
+                     "\"droptail\" in the scenario");
   for (int dir = 0; dir < 2; ++dir)
-    if (auto r = apply_direction(st, kernel, dir ? link.b : link.a, dir ? link.a : link.b, next);
+    if (auto r = apply_direction(st, kernel, dir ? link.b : link.a, dir ? link.a : link.b, next,
+                                 dir ? link.emulated.congestion.ba : link.emulated.congestion.ab);
         !r)
       return std::unexpected(
           with_context(r.error(), std::string("link ") + (reset ? "reset " : "set ") + key));

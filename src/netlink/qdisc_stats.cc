@@ -47,17 +47,24 @@ void read_stats2(const nlattr* a, QdiscStats& q) {
 
 void read_tbf_options(const nlattr* a, QdiscStats& q) {
   uint64_t rate64 = 0;
+  uint32_t buffer_ticks = 0;
   for_each_nested(a, [&](const nlattr* n) {
     if (mnl_attr_get_type(n) == TCA_TBF_PARMS) {
       const auto p = payload_as<tc_tbf_qopt>(n);
       q.tbf_rate = p.rate.rate;
       q.tbf_limit = p.limit;
+      buffer_ticks = p.buffer;
     } else if (mnl_attr_get_type(n) == TCA_TBF_RATE64 &&
                mnl_attr_get_payload_len(n) >= sizeof(uint64_t)) {
       rate64 = payload_as<uint64_t>(n);
     }
   });
   if (rate64 > 0) q.tbf_rate = rate64;  // the 32-bit field holds ~0U then
+  // The bucket is kept as the time to send it at the rate, in 64 ns psched ticks (sch_tbf.c
+  // tbf_dump: PSCHED_NS2TICKS(q->buffer)); back to bytes, rounded to the nearest.
+  const long double ns = static_cast<long double>(buffer_ticks) * 64;
+  q.tbf_burst = static_cast<uint32_t>(
+      std::min<long double>(ns * static_cast<long double>(q.tbf_rate) / 1e9L + 0.5L, 4e9L));
 }
 
 }  // namespace

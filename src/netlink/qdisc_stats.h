@@ -29,6 +29,9 @@ struct QdiscStats {
   // A TBF's options as the kernel keeps them (TCA_TBF_PARMS, TCA_TBF_RATE64); 0 for other kinds.
   uint64_t tbf_rate = 0;   // bytes per second
   uint32_t tbf_limit = 0;  // bytes its bfifo may hold
+  // Its bucket in bytes, from the time to send it at the rate that the kernel keeps in 64 ns
+  // ticks: up to one tick's worth (rate x 64 ns) below the bytes it was given.
+  uint32_t tbf_burst = 0;
 };
 
 // RTM_GETQDISC with NLM_F_DUMP: every qdisc of the socket's namespace.

@@ -93,6 +93,20 @@ TEST(QdiscStats, ReadsThePauseRequestsRateBack) {
   EXPECT_EQ(q.backlog, 0u);  // a request carries no stats
 }
 
+// The bucket comes back from the buffer time the kernel keeps (64 ns ticks): within one tick's
+// worth of bytes below what was asked (the agent restores what a pause found in force).
+TEST(QdiscStats, ReadsATbfsBucketBackWithinOneTick) {
+  for (uint32_t burst : {50'000u, 4'214u, 1'514u}) {
+    const auto req =
+        netlink::new_tc({9, TC_H_ROOT, 0x10000}, netlink::TbfOptions{50'000'000, burst, 300'000},
+                        netlink::TcWrite::kReplace);
+    netlink::QdiscStats q;
+    ASSERT_TRUE(netlink::parse_qdisc_stats(req.header(), q));
+    EXPECT_LE(q.tbf_burst, burst);
+    EXPECT_GE(q.tbf_burst + 4, burst) << "50 MB/s x 64 ns = 3.2 B";  // one tick's worth
+  }
+}
+
 TEST(QdiscStats, OtherMessagesAndOtherKindsAreNotTbfs) {
   auto m = dumped_tbf(7, 0x10000, TC_H_ROOT, 1000, 1000, 0, 0);
   reinterpret_cast<nlmsghdr*>(m.data())->nlmsg_type = RTM_NEWLINK;
