@@ -16,7 +16,9 @@
 namespace tb::probe {
 namespace {
 
-constexpr size_t kMaxConns = 8;
+// Sink connections served at once: one per stream of a 16 -> 1 incast and more (bench-congestion
+// ran 16; a connection beyond it is closed at once and said so in an event).
+constexpr size_t kMaxConns = 64;
 constexpr int kReadsPerWake = 16;  // keep the echo responsive while a sink is busy
 
 // One sink connection: hello, then payload counted until EOF, then the report.
@@ -197,6 +199,10 @@ Result<ServeStats> serve(const ServeOptions& o, const std::atomic<bool>& stop,
         sinks.push_back(std::make_unique<Sink>());
         sinks.back()->fd = std::move(c);
         ++stats.tcp_sessions;
+      } else if (c) {
+        emit({{"event", "refused"},
+              {"why", "already " + std::to_string(kMaxConns) +
+                          " TCP sink connections at once; the sender sees its connection closed"}});
       }
     }
     for (size_t i = 0; i < sinks.size(); ++i)
