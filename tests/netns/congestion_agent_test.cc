@@ -127,26 +127,7 @@ class CongestionAgentTest : public NetnsTest {
     for (Node* n : {&s1_, &s2_})
       ops.push_back(plan::SetSysctl{n->name, "net/ipv4/tcp_no_metrics_save", "1"});
     ASSERT_EQ(apply(ops), "");
-    ASSERT_EQ(
-        apply({
-            plan::CreateVeth{
-                {s1_.name, "e0", mk + "s1-sw", ""}, {sw_.name, "p1", mk + "sw-s1", ""}, 1500},
-            plan::CreateVeth{
-                {s2_.name, "e0", mk + "s2-sw", ""}, {sw_.name, "p2", mk + "sw-s2", ""}, 1500},
-            plan::CreateVeth{
-                {sw_.name, "out", mk + "sw-r", ""}, {r_.name, "e0", mk + "r-sw", ""}, 1500},
-            plan::AddAddr{s1_.name, "e0", pfx("198.18.1.0/31")},
-            plan::AddAddr{sw_.name, "p1", pfx("198.18.1.1/31")},
-            plan::AddAddr{s2_.name, "e0", pfx("198.18.2.0/31")},
-            plan::AddAddr{sw_.name, "p2", pfx("198.18.2.1/31")},
-            plan::AddAddr{sw_.name, "out", pfx("198.18.3.0/31")},
-            plan::AddAddr{r_.name, "e0", pfx("198.18.3.1/31")},
-            plan::AddRoute{s1_.name, pfx("198.18.3.0/24"), {{"e0", ip("198.18.1.1"), 1}}, {}, 0},
-            plan::AddRoute{s2_.name, pfx("198.18.3.0/24"), {{"e0", ip("198.18.2.1"), 1}}, {}, 0},
-            plan::AddRoute{r_.name, pfx("198.18.1.0/24"), {{"e0", ip("198.18.3.0"), 1}}, {}, 0},
-            plan::AddRoute{r_.name, pfx("198.18.2.0/24"), {{"e0", ip("198.18.3.0"), 1}}, {}, 0},
-        }),
-        "");
+    ASSERT_EQ(apply(incast_links(s1_.name, s2_.name, sw_.name, r_.name, mk)), "");
     auto open = [](Node& n, const char* ifname) {
       auto fd = netlink::open_named_netns(n.name);
       ASSERT_TRUE(fd) << fd.error().message;

@@ -1,6 +1,6 @@
 // The congestion netns tests' traffic (congestion_levers_test.cc, P0; congestion_agent_test.cc,
-// P4): TCP flows between the test's own namespaces pumped by two threads, and each namespace's
-// TCP counters. Header-only; one Traffic per test.
+// P4): the incast topology's links, TCP flows between the test's own namespaces pumped by two
+// threads, and each namespace's TCP counters. Header-only; one Traffic per test.
 #pragma once
 
 #include <arpa/inet.h>
@@ -23,10 +23,35 @@
 #include "core/error.h"
 #include "core/unique_fd.h"
 #include "netlink/netns.h"
+#include "netns_fixture.h"
+#include "plan/op.h"
 
 namespace tb::testing::congestion_traffic {
 
 inline constexpr int64_t kMs = 1'000'000;
+
+// The P0 topology's links, addresses and routes (namespaces made by the caller, `mk` its owner
+// marker): s1:e0 198.18.1.0/31 and s2:e0 198.18.2.0/31 into the switch's p1/p2, the switch's out
+// 198.18.3.0/31 to r:e0 198.18.3.1/31.
+inline std::vector<plan::Op> incast_links(const std::string& s1, const std::string& s2,
+                                          const std::string& sw, const std::string& r,
+                                          const std::string& mk) {
+  return {
+      plan::CreateVeth{{s1, "e0", mk + "s1-sw", ""}, {sw, "p1", mk + "sw-s1", ""}, 1500},
+      plan::CreateVeth{{s2, "e0", mk + "s2-sw", ""}, {sw, "p2", mk + "sw-s2", ""}, 1500},
+      plan::CreateVeth{{sw, "out", mk + "sw-r", ""}, {r, "e0", mk + "r-sw", ""}, 1500},
+      plan::AddAddr{s1, "e0", pfx("198.18.1.0/31")},
+      plan::AddAddr{sw, "p1", pfx("198.18.1.1/31")},
+      plan::AddAddr{s2, "e0", pfx("198.18.2.0/31")},
+      plan::AddAddr{sw, "p2", pfx("198.18.2.1/31")},
+      plan::AddAddr{sw, "out", pfx("198.18.3.0/31")},
+      plan::AddAddr{r, "e0", pfx("198.18.3.1/31")},
+      plan::AddRoute{s1, pfx("198.18.3.0/24"), {{"e0", ip("198.18.1.1"), 1}}, {}, 0},
+      plan::AddRoute{s2, pfx("198.18.3.0/24"), {{"e0", ip("198.18.2.1"), 1}}, {}, 0},
+      plan::AddRoute{r, pfx("198.18.1.0/24"), {{"e0", ip("198.18.3.0"), 1}}, {}, 0},
+      plan::AddRoute{r, pfx("198.18.2.0/24"), {{"e0", ip("198.18.3.0"), 1}}, {}, 0},
+  };
+}
 
 inline int64_t now_ns() {
   timespec ts{};
