@@ -46,6 +46,14 @@ void on_signal(int) {
   g_stop = true;
 }
 
+// SIGTERM and SIGINT set g_stop (the long-running modes end cleanly on either).
+void stop_on_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
 int fail_with(const tb::Error& e) {
   std::fprintf(stderr, "tb-probe: %s\n", e.message.c_str());
   return e.sys_errno == ETIMEDOUT ? tb::probe::kExitTimedOut : e.exit_code;
@@ -164,10 +172,7 @@ int main(int argc, char** argv) {
   }
 
   if (*serve) {
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGINT, &sa, nullptr);
+    stop_on_signals();
     auto r = tb::probe::serve(so, g_stop, print);
     if (!r) return fail_with(r.error());
     print({{"event", "done"},
@@ -177,10 +182,7 @@ int main(int argc, char** argv) {
     return tb::kExitOk;
   }
   if (*congestion) {
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGINT, &sa, nullptr);
+    stop_on_signals();
     std::ifstream in(agent_config);
     auto j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_discarded()) return fail_with(tb::Error{agent_config + ": not JSON"});
@@ -203,10 +205,7 @@ int main(int argc, char** argv) {
     return tb::kExitOk;
   }
   if (*agent || *fabric) {
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGINT, &sa, nullptr);
+    stop_on_signals();
     std::ifstream in(agent_config);
     auto j = nlohmann::json::parse(in, nullptr, false);
     if (*fabric) {
@@ -223,10 +222,7 @@ int main(int argc, char** argv) {
     return tb::kExitOk;
   }
   if (*ckrecv) {
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGINT, &sa, nullptr);
+    stop_on_signals();
     auto r = tb::probe::serve_ckpt(cro, g_stop, print);
     if (!r) return fail_with(r.error());
     return tb::kExitOk;
