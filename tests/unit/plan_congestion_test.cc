@@ -13,6 +13,7 @@
 #include "scenario/loader.h"
 #include "scenario_text.h"
 #include "shaping/backend.h"
+#include "shaping/qdisc_plan.h"
 #include "shaping/sizing.h"
 
 namespace tb::plan {
@@ -25,14 +26,16 @@ using scenario::testing_text::kTwoHosts;
 scenario::Scenario cong_load(const std::string& text) {
   auto s = scenario::load_text(text, "x.toml");
   EXPECT_TRUE(s) << s.error().message;
-  return s ? std::move(*s) : scenario::Scenario{};
+  if (!s) return {};
+  return std::move(*s);
 }
 
 Plan cong_plan(const scenario::Scenario& s, const std::string& host = "",
                const std::string& shaping = "auto") {
   auto p = compile(s, assumed_host("test host"), PlanOptions{"", shaping, "none", host});
   EXPECT_TRUE(p) << p.error().message;
-  return p ? std::move(*p) : Plan{};
+  if (!p) return {};
+  return std::move(*p);
 }
 
 const Link& link_of(const Topology& t, const std::string& node, const std::string& ifname) {
@@ -283,6 +286,25 @@ TEST(CongestionPlan, LosslessWherePausesCannotWork) {
                     assumed_host("test host"), PlanOptions{});
   ASSERT_FALSE(tw);
   EXPECT_HAS(tw.error().message, "congestion = \"lossless\" does not cross hosts");
+}
+
+// With netem the lever is the TBF child under netem's class (shaping/qdisc_plan.h): the agent
+// reads and pauses that one.
+TEST(CongestionPlan, NetemBackendPointsAtItsTbfChild) {
+  HostCaps caps = assumed_host("test host");
+  caps.netem = true;
+  auto p = compile(cong_load(kHead), caps, PlanOptions{"", "netem", "none", ""});
+  ASSERT_TRUE(p) << p.error().message;
+  const auto agents = agents_of(*p);
+  ASSERT_EQ(agents.size(), 1u);
+  for (const auto& port : agents[0].ports) {
+    EXPECT_EQ(port.handle, shaping::kNetemTbfChild) << port.name;
+    EXPECT_EQ(port.parent, shaping::kNetemTbfClass) << port.name;
+  }
+  for (const auto& u : agents[0].upstreams) {
+    EXPECT_EQ(u.handle, shaping::kNetemTbfChild) << u.name;
+    EXPECT_EQ(u.parent, shaping::kNetemTbfClass) << u.name;
+  }
 }
 
 // The figures survive the lab's state (topology JSON) and the journal (SetShape JSON).
