@@ -159,9 +159,9 @@ TEST_F(ExerciseTest, ThreeTiers) {
 }
 
 // Exercise 3: one channel per peer uses one of the NIC's two ports (at most half the NIC,
-// which the lab explains: FAIL even on a busy host, in the first 3 of up to 5 rounds); two
-// channels, bound one per port, pass. (Three channels load one port with two of the three
-// stripes, at most 0.75 of the NIC, near the 0.7 target: a draw, not tested.)
+// which the lab explains: FAIL even on a busy host); two channels, bound one per port, pass the
+// 0.8 target in one round on the lossless rails. (Three channels load one port with two of the
+// three stripes: at most 0.75 of the NIC, below the target.)
 TEST_F(ExerciseTest, UntunedCollectives) {
   const std::string lab = start("3", "ex2u");
   CmdResult r = ex("check 3 --name " + lab);
@@ -172,7 +172,7 @@ TEST_F(ExerciseTest, UntunedCollectives) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("cannot carry the target"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("3 of 3 round(s) FAIL"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("round(s)"), std::string::npos) << "one round decides: " << r.out;
   ASSERT_EQ(ex("reset 3 --name " + lab).rc, 0);
   solve("03-untuned-collectives", lab);
   expect_pass(ex("check 3 --name " + lab));
