@@ -98,6 +98,16 @@ Counters read_counters(const std::string& lab_dir) {
 }
 
 Counters delta(const Counters& before, const Counters& after) {
+  // No file before, counts after: the agent started inside the window (a verb right after
+  // `up`), so all it counted is the window's.
+  if (before.source == Source::kNotRunning && after.has_counts()) {
+    Counters c = after;
+    c.why = fmt::format(
+        "the congestion agent wrote its first stats during the window: counts since its start, "
+        "{:.1f} s",
+        after.uptime_s);
+    return c;
+  }
   if (!before.has_counts() || !after.has_counts()) {
     Counters c;
     c.source = after.has_counts() ? before.source : after.source;
@@ -146,6 +156,7 @@ Totals totals(const Counters& c) {
   for (const auto& [name, u] : c.upstreams) {
     ++t.upstreams;
     t.pauses += u.pauses_received;
+    t.paused_upstreams += u.pauses_received > 0;
     t.paused_ns += u.paused_ns;
     if (u.paused_ns > t.busiest_ns) {
       t.busiest = name;
@@ -166,7 +177,7 @@ json to_json(const Counters& c, bool window) {
   j["pid"] = c.pid;
   j["stopped"] = c.stopped;
   j["late_polls"] = c.late_polls;
-  j["late_ms_max"] = c.late_ms_max;
+  j[window ? "late_ms_max_since_agent_start" : "late_ms_max"] = c.late_ms_max;
   json ports = json::object(), ups = json::object();
   for (const auto& [name, p] : c.ports) {
     ports[name] = {{"model", p.model},
@@ -191,6 +202,8 @@ json to_json(const Counters& c, bool window) {
   j["upstreams"] = ups;
   j["totals"] = {{"pauses", t.pauses},
                  {"paused_ns", t.paused_ns},
+                 {"paused_upstreams", t.paused_upstreams},
+                 {"upstreams", t.upstreams},
                  {"busiest_upstream", t.busiest},
                  {"busiest_paused_ns", t.busiest_ns},
                  {"xoff_events", t.xoff_events},
@@ -204,9 +217,9 @@ std::string summary_line(const Counters& c) {
   const Totals t = totals(c);
   std::string s = fmt::format("{} pauses", t.pauses);
   if (t.pauses > 0)
-    s += fmt::format(" (paused {} summed over {} upstream(s), busiest {} {})",
-                     seconds_text(static_cast<double>(t.paused_ns) / 1e9), t.upstreams, t.busiest,
-                     seconds_text(static_cast<double>(t.busiest_ns) / 1e9));
+    s += fmt::format(" (paused {} summed over the {} of {} upstream(s) paused, busiest {} {})",
+                     seconds_text(static_cast<double>(t.paused_ns) / 1e9), t.paused_upstreams,
+                     t.upstreams, t.busiest, seconds_text(static_cast<double>(t.busiest_ns) / 1e9));
   s += fmt::format(", {} XOFF events, {} lossless drops", t.xoff_events, t.lossless_drops);
   if (t.lossless_drops > 0) s += " (LOSSLESS VIOLATED)";
   s += fmt::format(" over {} ({}; {} polled ports)", seconds_text(c.uptime_s), kCountersSource,

@@ -88,7 +88,8 @@ Counters read_counters(const std::string& lab_dir);
 
 // What happened between two reads (pure): `after` with every count less `before`'s, uptime_s the
 // time between. When the agent restarted in between (another pid, or its uptime went back), the
-// counts are `after`'s own (since that restart) and `why` says so. Without counts on both
+// counts are `after`'s own (since that restart) and `why` says so; likewise when there was no
+// stats file before (the agent started inside the window). Otherwise, without counts on both
 // sides, the result has no counts and `why` says which side lacked them.
 Counters delta(const Counters& before, const Counters& after);
 
@@ -102,6 +103,7 @@ struct Totals {
   uint64_t lossless_drops = 0;  // drops at lossless ports: lossless violations
   uint64_t drops = 0;           // at every polled port
   int ports = 0, upstreams = 0;
+  int paused_upstreams = 0;  // with at least one pause
 };
 Totals totals(const Counters& c);
 

@@ -79,7 +79,8 @@ void Watcher::fill_pauses(WatchFrame& f) {
     cg_prev_.reset();
     cg_window_ = {};
   }
-  // The window: between the agent's last two stats files (kept while it wrote no newer one).
+  // The window: between the stats files read at this frame and the previous one (kept while
+  // the agent wrote no newer one).
   if (cg_prev_ && cg.uptime_s > cg_prev_->uptime_s) cg_window_ = congestion::delta(*cg_prev_, cg);
   if (!cg_prev_ || cg.uptime_s > cg_prev_->uptime_s) cg_prev_ = cg;
   const bool window = cg_window_.has_counts() && cg_window_.uptime_s > 0;

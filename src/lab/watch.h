@@ -22,7 +22,8 @@
 namespace tb::lab {
 
 // One direction of a link as the congestion agent saw its sender (that direction's a end for
-// a -> b) between its last two stats files before the frame.
+// a -> b), between the agent's stats files read at this frame and at the previous one (the
+// same file twice: the window before, kept).
 struct WatchPause {
   bool pausable = false;     // the sender's queue is one the agent pauses (an upstream)
   bool polled = false;       // the sender's queue is a switch egress the agent polls
@@ -86,8 +87,9 @@ class Watcher {
   };
   LabState st_;
   std::vector<Counters> first_, last_;
-  // The agent's counters: the first read (drops since watch began), the previous file (the
-  // window's start) and the window last computed (kept while no newer file was written).
+  // The agent's counters: the first read (drops since watch began), the file read at the
+  // previous frame (the window's start) and the window last computed (kept while no newer file
+  // was written).
   std::optional<congestion::Counters> cg_first_, cg_prev_;
   congestion::Counters cg_window_;
   std::chrono::steady_clock::time_point t0_, prev_;

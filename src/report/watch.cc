@@ -174,7 +174,8 @@ std::string watch_text(const std::string& lab, const lab::WatchFrame& f, size_t 
        "at both ends; STAGE: packets the delay stage holds now (- = no stage)\n";
   if (!pfc.empty())
     s += "PFC: from the congestion agent's stats file (tb-probe congestion, rewritten every "
-         "0.2 s), between its last two; A->B PAUSED = the share of that window A's queue was "
+         "0.2 s), the difference between the files read at this frame and the last (about the "
+         "interval); A->B PAUSED = the share of that window A's queue was "
          "paused and the pauses/s it received; SENT/s = pauses the link's switch port(s) sent "
          "upstream on XOFF; LOSSLESS DROPS since watch began at its lossless switch port(s), "
          "each one a violation (marked ! in DROPS)\n";

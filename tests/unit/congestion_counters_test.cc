@@ -148,12 +148,25 @@ TEST(CongestionCounters, DeltaIsTheWindowsAndAnAgentRestartInsideItIsSaid) {
   EXPECT_EQ(d.upstreams.at("dc/s0/g0:rail").pauses_received, 120u);
   EXPECT_NE(d.why.find("restarted"), std::string::npos) << d.why;
 
+  // No stats file before (a verb right after `up`): the agent started inside the window.
   Counters missing;
   missing.source = Source::kNotRunning;
   missing.why = "not running";
+  after.pid = 4242;
   d = delta(missing, after);
+  ASSERT_TRUE(d.has_counts());
+  EXPECT_EQ(d.upstreams.at("dc/s0/g0:rail").pauses_received, 120u);
+  EXPECT_NE(d.why.find("first stats during the window"), std::string::npos) << d.why;
+  // An unreadable file before: no counts, said.
+  Counters unreadable;
+  unreadable.source = Source::kUnreadable;
+  unreadable.why = "x: not JSON";
+  d = delta(unreadable, after);
   EXPECT_FALSE(d.has_counts());
-  EXPECT_NE(d.why.find("before: not running"), std::string::npos) << d.why;
+  EXPECT_NE(d.why.find("before: x: not JSON"), std::string::npos) << d.why;
+  d = delta(before, missing);
+  EXPECT_FALSE(d.has_counts());
+  EXPECT_EQ(d.why, "not running");
 }
 
 TEST(CongestionEpisodes, PausesLessThanTenMsApartAreOneEpisode) {
