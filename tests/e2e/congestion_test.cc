@@ -3,7 +3,8 @@
 // TCP streams (`tb-probe goodput`) into the fifth GPU for 6 s. Lossless: 0 drops in every rail
 // qdisc (ToR egress and GPU NIC queues, root qdiscs as `tc -s` shows them), retransmits ≤ 0.1%
 // of the data segments, the receiver ≥ 0.9 of the port. The same lab with the rail profile's
-// `congestion = "droptail"` drops at the ToR and retransmits ≥ 5%.
+// `congestion = "droptail"` drops at the ToR and retransmits ≥ 5%. P6: the counters users see
+// (status, watch, congestion.jsonl) during a shorter incast on the lossless lab.
 //
 // Host-bound guard: a lossless run that misses is NOT JUDGED (skipped, saying why) when the host
 // explains it: its CPUs were ≥ verify::kHostBusyShare busy over the window (/proc/stat, as
