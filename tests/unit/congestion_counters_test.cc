@@ -141,7 +141,15 @@ TEST(CongestionCounters, DeltaIsTheWindowsAndAnAgentRestartInsideItIsSaid) {
   EXPECT_EQ(d.ports.at("dc/tor0:s4g0").pauses_sent, 100u);
   EXPECT_EQ(d.ports.at("dc/tor0:s4g0").drops, 100u);
   EXPECT_EQ(d.late_polls, 2u);
-  EXPECT_EQ(to_json(d, true)["window_s"], 4.0);
+  // bench/train/run's object: the window, its source and backend, the since-start figures named.
+  const auto w = to_json(d, true);
+  EXPECT_EQ(w["window_s"], 4.0);
+  EXPECT_FALSE(w.contains("uptime_s"));
+  EXPECT_EQ(w["source"], kCountersSource);
+  EXPECT_EQ(w["backend"], kCountersBackend);
+  EXPECT_TRUE(w.contains("late_ms_max_since_agent_start"));
+  EXPECT_TRUE(w["ports"]["dc/tor0:s4g0"].contains("backlog_max_bytes_since_agent_start"));
+  EXPECT_EQ(w["totals"]["pauses"], 100);
 
   after.pid = 99;  // restarted: after's own counts, said
   d = delta(before, after);
