@@ -19,12 +19,14 @@
 #include "cli/flag_checks.h"
 #include "cli/stop_signals.h"
 #include "cli/transport_flags.h"
+#include "congestion/counters.h"
 #include "core/process.h"
 #include "core/units.h"
 #include "lab/state.h"
 #include "launch/across_hosts.h"
 #include "launch/bench_run.h"
 #include "report/bench.h"
+#include "report/congestion.h"
 #include "report/html.h"
 
 namespace tb::cli {
@@ -158,6 +160,9 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
   std::fprintf(stderr, "bench %s: starting %zu ranks (%s over %s); results in %s\n", lab.c_str(),
                job->ranks.size(), to_string(o.impl).c_str(), to_string(job->transport.kind).c_str(),
                job->results_dir.c_str());
+  // The congestion agent's counters around the run (congestion/counters.h): bench.json's
+  // "congestion", one footer line.
+  const auto cg_before = congestion::read_counters(lab::lab_dir(lab));
   auto res = run_job(
       *job, *st, o,
       [](const BenchResult& r) { std::cout << report::bench_header(r) << std::flush; },
@@ -166,11 +171,21 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
       },
       signals.flag());
   if (!res) return report(res.error());
-  const auto res_json = report::bench_json(*res);
+  const auto cg_window = congestion::delta(cg_before, congestion::read_counters(lab::lab_dir(lab)));
+  auto res_json = report::bench_json(*res);
+  if (cg_window.source != congestion::Source::kNoAgent) {
+    res_json["congestion"] = congestion::to_json(cg_window, /*window=*/true);
+    res_json["congestion"]["measured"] =
+        "the agent's stats file read before the ranks started and after they exited; counts "
+        "are the difference (this host's agent)";
+  }
   if (auto w = write_file(res->results_dir + "/bench.json", res_json.dump(1) + "\n"); !w)
     std::fprintf(stderr, "bench %s: %s\n", lab.c_str(), w.error().message.c_str());
   if (res->describe.empty()) std::cout << report::bench_header(*res);
-  std::cout << report::bench_footer(*res) << std::flush;
+  std::cout << report::bench_footer(*res);
+  if (const auto line = report::congestion_window_line(cg_window); !line.empty())
+    std::cout << "# " << line << "\n";
+  std::cout << std::flush;
   // The HTML twin (report/html.h), with the lab's topology saved beside for later reports.
   if (auto h = report::write_html_report(res->results_dir, "", &st->topo))
     std::fprintf(stderr, "bench %s: report: %s\n", lab.c_str(), h->c_str());

@@ -78,9 +78,10 @@ int cmd_status(const StatusFlags& f) {
   if (!s) return report(s.error());
   const report::LiveState* live = s->live ? &*s->live : nullptr;
   if (f.json)
-    std::cout << report::status_json(s->state, live, s->scenario_figures).dump(1) << "\n";
+    std::cout << report::status_json(s->state, live, s->scenario_figures, &s->congestion).dump(1)
+              << "\n";
   else
-    std::cout << report::status_text(s->state, live, s->scenario_figures);
+    std::cout << report::status_text(s->state, live, s->scenario_figures, &s->congestion);
   // A lab with a stopped stage or daemon is not healthy: scripts and CI see it in the exit code
   // (the text and JSON say which).
   return report::processes_down(report::backends_json(s->state)) > 0 ? kExitFailed : kExitOk;
@@ -136,8 +137,8 @@ void add_clean(CLI::App& app, int& rc) {
 
 void add_status(CLI::App& app, int& rc) {
   auto f = std::make_shared<StatusFlags>();
-  auto* status =
-      app.add_subcommand("status", "servers, GPUs, interfaces, addresses, links, backends");
+  auto* status = app.add_subcommand(
+      "status", "servers, GPUs, interfaces, addresses, links, backends, congestion counters");
   status->add_option("LAB", f->lab)->check(lab_name());
   status->add_flag("--json", f->json);
   status->add_flag("--names", f->names,

@@ -91,8 +91,10 @@ int cmd_watch(const WatchFlags& f) {
         std::cout << report::watch_json(f.lab, *s).dump() << "\n" << std::flush;
       } else if (screen) {
         const size_t rows = terminal_rows();
-        // Header 3 lines, events up to 10, footer 3: the rest for links.
-        const size_t max_links = rows > 24 ? rows - 18 : 6;
+        // Header 3 lines, events up to 10, footer 3 (and with a congestion agent its PFC
+        // section, up to 13, and 2 more of footer): the rest for links.
+        const size_t reserved = 18 + (s->congestion == congestion::Source::kNoAgent ? 0 : 15);
+        const size_t max_links = rows > reserved + 6 ? rows - reserved : 6;
         std::cout << "\x1b[H\x1b[2J" << report::watch_text(f.lab, *s, max_links) << std::flush;
       } else {
         std::cout << report::watch_text(f.lab, *s, 0) << "\n" << std::flush;
@@ -119,7 +121,9 @@ int cmd_watch(const WatchFlags& f) {
 void add_watch(CLI::App& app, int& rc) {
   auto f = std::make_shared<WatchFlags>();
   auto* cmd = app.add_subcommand(
-      "watch", "live view of a lab's links: rates against emulated rates, drops, queues (root)");
+      "watch",
+      "live view of a lab's links: rates against emulated rates, drops, queues, PFC pauses on "
+      "lossless links (root)");
   cmd->add_option("LAB", f->lab)->required()->check(lab_name());
   cmd->add_flag("--json", f->json, "one JSON line per frame");
   cmd->add_option("--interval", f->interval, "seconds between frames (default 1)")

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "congestion/episodes.h"
 #include "congestion/kick.h"
 #include "congestion/pause.h"
 #include "congestion/stats.h"
@@ -142,6 +143,16 @@ class Agent {
         }
       }
     machine_.emplace(std::move(pc));
+    if (!o_.episodes_path.empty()) {
+      std::vector<std::string> ups, ports;
+      for (const auto& u : c_.upstreams) ups.push_back(u.name);
+      for (const auto& p : c_.ports) ports.push_back(p.name);
+      episodes_.emplace(std::move(ups), std::move(ports));
+      if (auto log = EpisodeLog::open(o_.episodes_path))
+        log_.emplace(std::move(*log));
+      else
+        error(log.error().message);  // no timeline; the agent still runs
+    }
     port_samples_.resize(ports_.size());
     up_samples_.resize(ups_.size());
     return {};
@@ -173,6 +184,7 @@ class Agent {
       ++polls_;
       if (done - stats_at >= kStatsEveryNs) {
         write_stats(done, false);
+        if (episodes_) write_episodes(episodes_->take_closed(done));
         stats_at = done;
       }
       next += machine_->interval_ns(done);
@@ -180,6 +192,7 @@ class Agent {
     }
     const int64_t t = now_ns();
     carry_out(machine_->resume_all(t));
+    if (episodes_) write_episodes(episodes_->take_all(now_ns()));
     write_stats(now_ns(), true);
   }
 
@@ -274,6 +287,11 @@ class Agent {
   // Pauses and restores pipelined per namespace, their acks read, then the kicks.
   void carry_out(const std::vector<Command>& cs) {
     if (cs.empty()) return;
+    if (episodes_) {
+      const int64_t t = now_ns();
+      for (const auto& c : cs)
+        c.pause ? episodes_->paused(c.upstream, c.by, t) : episodes_->resumed(c.upstream, t);
+    }
     for (const auto& c : cs) {
       Upstream& u = ups_[static_cast<size_t>(c.upstream)];
       const auto& cu = c_.upstreams[static_cast<size_t>(c.upstream)];
@@ -324,6 +342,11 @@ class Agent {
     u.restore = {q->tbf_rate, q->tbf_burst, q->tbf_limit};
   }
 
+  void write_episodes(const std::vector<Episode>& es) {
+    if (log_ && !es.empty())
+      if (auto r = log_->append(es); !r) error(r.error().message);
+  }
+
   void write_stats(int64_t now, bool stopped) {
     if (o_.stats_path.empty()) return;
     AgentStats s;
@@ -368,6 +391,8 @@ class Agent {
   std::vector<Port> ports_;
   std::vector<Upstream> ups_;
   std::optional<PauseMachine> machine_;
+  std::optional<EpisodeTracker> episodes_;
+  std::optional<EpisodeLog> log_;
   std::vector<PortSample> port_samples_;
   std::vector<UpstreamSample> up_samples_;
   std::string sched_ = "SCHED_OTHER";

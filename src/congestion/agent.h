@@ -10,7 +10,9 @@
 // the same priority held back its polls), where the host allows; clock_nanosleep to absolute
 // deadlines, a missed period is counted, not caught up. At start every upstream found at the
 // pause rate (a killed agent's) is resumed and kicked; when `stop` is set it resumes everything
-// it paused and returns. Its stats file (congestion/stats.h) is rewritten about every 200 ms.
+// it paused and returns. Its stats file (congestion/stats.h) is rewritten about every 200 ms; the
+// pause episodes that closed meanwhile are appended to its episode log then
+// (congestion/episodes.h).
 //
 // Not thread-safe: one thread runs it.
 #pragma once
@@ -29,7 +31,9 @@ inline constexpr int64_t kStatsEveryNs = 200'000'000;
 
 struct AgentOptions {
   std::string stats_path;  // "" writes none
-  bool realtime = true;    // try SCHED_FIFO kAgentPriority
+  // The pause-episode timeline (congestion/episodes.h), appended as episodes close; "" none.
+  std::string episodes_path;
+  bool realtime = true;  // try SCHED_FIFO kAgentPriority
 };
 
 // Runs until `stop`; an error only when it cannot start (a namespace or interface missing).

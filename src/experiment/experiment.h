@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "congestion/counters.h"
 #include "core/units.h"
 #include "lab/state.h"
 #include "metrics/recovery.h"
@@ -92,6 +93,10 @@ struct RunResult {
   std::vector<std::string> warnings;  // what the run could not do as asked (a checkpoint late)
   std::optional<GoldProbe> gold;      // when the scenario has a checkpoint workload
   nlohmann::json summary;
+  // The congestion agent's counters over the timeline (congestion/counters.h delta, this host's
+  // agent) and the pause episodes of that window copied into the results (congestion.jsonl).
+  congestion::Counters congestion;
+  size_t congestion_episodes = 0;
   // A lab over several hosts: the hosts and their ranks ("a (2), b (2)"); on a joining host, the
   // coordinator that holds the results (results_dir is there) — `summary` and `verdicts` are
   // empty here and the coordinator's verdict is `errors` empty or not.

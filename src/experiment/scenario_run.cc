@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "apply/netlink_kernel.h"
+#include "congestion/episodes.h"
 #include "core/events.h"
 #include "experiment/across_hosts.h"
 #include "experiment/train_sweep.h"
@@ -344,6 +345,7 @@ void ScenarioRun::fire_timeline(int64_t t0_ns) {
     o_.clock->length_ns = length_ns_;
     o_.clock->t0_ns = t0_;
   }
+  cg_before_ = congestion::read_counters(lab::lab_dir(st_.lab));
   (void)append_event(fault::events_path(st_.lab), {{"event", "run_start"}, {"run", id_}});
   progress_("timeline: " + std::to_string(faults_.size()) + " fault(s), " +
             std::to_string(steps_.size()) + " step(s) over " +
@@ -403,7 +405,22 @@ void ScenarioRun::collect(int64_t stop_iter) {
   collect_route_changes(changes);
   collect_outages(outages);
   collect_iterations();
+  collect_congestion();
   write_events();
+}
+
+// The counters from t0 to now (the workload stopped) and the episodes overlapping the timeline
+// that the agent had written by now (it writes one 10 ms after its last resume, every 0.2 s).
+void ScenarioRun::collect_congestion() {
+  res_.congestion = congestion::delta(cg_before_, congestion::read_counters(lab::lab_dir(st_.lab)));
+  if (res_.congestion.source == congestion::Source::kNoAgent) return;
+  const auto episodes = congestion::read_episodes(
+      lab::lab_dir(st_.lab) + "/" + congestion::kEpisodesFile, t0_, t_end_);
+  std::string text;
+  for (const auto& e : episodes) text += congestion::to_json(e).dump() + "\n";
+  res_.congestion_episodes = episodes.size();
+  if (auto w = write_file(res_.results_dir + "/" + congestion::kEpisodesFile, text); !w)
+    res_.errors.push_back(w.error().message);
 }
 
 void ScenarioRun::write_events() {
@@ -611,6 +628,24 @@ void ScenarioRun::collect_iterations() {
                        {"t_mono_ns", in_.iterations[i].end_ns}});
 }
 
+namespace {
+
+// summary.json's "congestion": the window's counters and where its episodes are; null without
+// an agent.
+nlohmann::json congestion_json(const RunResult& r) {
+  if (r.congestion.source == congestion::Source::kNoAgent) return nullptr;
+  auto j = congestion::to_json(r.congestion, /*window=*/true);
+  j["measured"] =
+      "the agent's stats file read at t0 and after the workload stopped; counts are the "
+      "difference (this host's agent)";
+  j["episodes"] = r.congestion_episodes;
+  j["episodes_file"] = std::string(congestion::kEpisodesFile) +
+                       " (pauses of one upstream < 10 ms apart merged; CLOCK_MONOTONIC ns)";
+  return j;
+}
+
+}  // namespace
+
 RunResult ScenarioRun::summarise() {
   in_.run_end_ns = t_end_;
   res_.recovery = metrics::analyze(in_);
@@ -682,6 +717,7 @@ RunResult ScenarioRun::summarise() {
       {"expect", verdicts},
       {"checkpoints", checkpoints},
       {"gold", gold_json(res_.gold)},
+      {"congestion", congestion_json(res_)},
       {"warnings", res_.warnings},
       {"errors", res_.errors},
       {"ok", res_.ok()},

@@ -97,7 +97,8 @@ class ScenarioRun {
       const std::vector<std::pair<std::string, netlink::RouteChange>>& changes);
   void collect_outages(const std::vector<std::vector<metrics::Interval>>& outages);
   void collect_iterations();
-  void write_events();  // events.jsonl, in time order
+  void collect_congestion();  // the agent's counters over the timeline, its episodes copied
+  void write_events();        // events.jsonl, in time order
 
   const scenario::Scenario& s_;
   lab::LabState& st_;
@@ -127,6 +128,7 @@ class ScenarioRun {
   // fire_timeline
   int64_t t0_ = 0, t_end_ = 0;
   Status timeline_;
+  congestion::Counters cg_before_;  // the agent's counters at t0
   // collect
   std::vector<nlohmann::json> events_;  // the run's events.jsonl
   metrics::RecoveryInput in_;

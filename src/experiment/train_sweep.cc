@@ -333,6 +333,7 @@ Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
     // The guard's window opens once every rank has joined its groups (its "train_layout" line):
     // starting processes and connecting are not the steps' load.
     auto before = verify::sample_host(stage_files);
+    auto cg_before = congestion::read_counters(lab::lab_dir(lab.lab));
     LinkWindow links;
     Clock::time_point last_link_sample;
     int joined = 0;
@@ -370,6 +371,7 @@ Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
       const bool activity = group->poll() | read_more();
       if (!window_open && joined == nr) {
         before = verify::sample_host(stage_files);
+        cg_before = congestion::read_counters(lab::lab_dir(lab.lab));
         links.open(lab.lab);
         last_link_sample = Clock::now();
         window_open = true;
@@ -404,6 +406,8 @@ Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
     }
     read_more();
     auto host = verify::host_load(before, verify::sample_host(stage_files));
+    const auto cg_window =
+        congestion::delta(cg_before, congestion::read_counters(lab::lab_dir(lab.lab)));
     links.sample();
     if (links.opened() && links.error().empty()) verify::add_link_check(host, links.intervals());
     auto errs = std::move(row.errors);
@@ -435,6 +439,7 @@ Result<TrainResult> run_train(const lab::LabState& lab, const TrainOptions& o,
     row.link_error =
         links.opened() ? links.error() : "the window never opened (not every rank joined)";
     row.ecmp = ecmp_groups(row.links);
+    row.congestion = cg_window;
     row.samples_per_s =
         workload::samples_per_second(workload::samples_per_step(o.spec, p.dp), row.step_ms / 1e3);
     res.rows.push_back(std::move(row));

@@ -28,6 +28,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "congestion/counters.h"
 #include "lab/state.h"
 #include "scenario/model.h"
 #include "verify/host.h"
@@ -95,6 +96,9 @@ struct TrainRow {
   std::vector<LinkBytes> links;
   std::vector<EcmpGroup> ecmp;
   std::string link_error;
+  // The congestion agent's counters over the same window (congestion/counters.h delta: its
+  // stats file read when the window opened and at the end); kNoAgent without one.
+  congestion::Counters congestion;
   std::vector<std::string> errors;
   bool ok() const { return errors.empty() && wrong == 0 && steps > 0; }
 };

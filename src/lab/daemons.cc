@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "congestion/episodes.h"
 #include "core/process.h"
 #include "core/realtime.h"
 #include "failover/agent.h"
@@ -184,6 +185,9 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
       // Its stats go beside the config: stages/congestion.stats.json (congestion/stats.h).
       TB_TRY(probe_child("congestion " + lab, c->netns, "congestion", "congestion.json",
                          plan::to_json(*c)));
+      // Its pause episodes in the lab's directory (congestion/episodes.h); `run` copies its own.
+      auto& argv = specs.back().argv;
+      argv.insert(argv.end(), {"--episodes", dir + "/" + congestion::kEpisodesFile});
     } else if (const auto* r = std::get_if<plan::Router>(&d)) {
       auto kids = failover::frr_children(*lab_files, *r);
       if (!kids) return std::unexpected(kids.error());

@@ -24,7 +24,8 @@ Result<LabStatus> read_status(const std::string& lab) {
       l.emulated.notes = notes;
     }
   }
-  LabStatus s{std::move(*st), std::nullopt, std::move(scenario)};
+  LabStatus s{std::move(*st), std::nullopt, std::move(scenario), {}};
+  s.congestion = congestion::read_counters(lab_dir(lab));
   if (::geteuid() == 0) s.live = read_live_interfaces(s.state.topo);
   return s;
 }

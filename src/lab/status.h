@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "congestion/counters.h"
 #include "core/error.h"
 #include "lab/live.h"
 #include "lab/state.h"
@@ -22,6 +23,8 @@ struct LabStatus {
   // The scenario's emulated figures of each link whose figures in force differ from them (a
   // `link set` or a fault changed it), by index into state.topo.links.
   std::map<size_t, plan::EmulatedFigures> scenario_figures;
+  // The congestion agent's counters (congestion/counters.h): per link end, since it started.
+  congestion::Counters congestion;
 };
 
 // Exit code 2 when the lab is not up.

@@ -68,6 +68,52 @@ std::vector<StageView> stage_views(const LabState& st) {
 
 }  // namespace
 
+void Watcher::fill_pauses(WatchFrame& f) {
+  const auto cg = congestion::read_counters(lab_dir(st_.lab));
+  f.congestion = cg.source;
+  f.congestion_why = cg.why;
+  if (!cg.has_counts()) return;
+  // A restarted agent counts from zero: every baseline starts again.
+  if (!cg_first_ || cg_first_->pid != cg.pid) {
+    cg_first_ = cg;
+    cg_prev_.reset();
+    cg_window_ = {};
+  }
+  // The window: between the stats files read at this frame and the previous one (kept while
+  // the agent wrote no newer one).
+  if (cg_prev_ && cg.uptime_s > cg_prev_->uptime_s) cg_window_ = congestion::delta(*cg_prev_, cg);
+  if (!cg_prev_ || cg.uptime_s > cg_prev_->uptime_s) cg_prev_ = cg;
+  const bool window = cg_window_.has_counts() && cg_window_.uptime_s > 0;
+  f.congestion_window_s = window ? cg_window_.uptime_s : 0;
+  auto fill = [&](WatchPause& p, const std::string& end) {
+    if (const auto u = cg.upstreams.find(end); u != cg.upstreams.end()) {
+      p.pausable = true;
+      p.paused_now = u->second.paused_now;
+      if (const auto w = cg_window_.upstreams.find(end);
+          window && w != cg_window_.upstreams.end()) {
+        p.pauses = w->second.pauses_received;
+        p.paused_frac = std::clamp(
+            static_cast<double>(w->second.paused_ns) / (cg_window_.uptime_s * 1e9), 0.0, 1.0);
+      }
+    }
+    if (const auto q = cg.ports.find(end); q != cg.ports.end()) {
+      p.polled = true;
+      p.lossless = q->second.lossless();
+      const auto first = cg_first_->ports.find(end);
+      const uint64_t drops0 = first != cg_first_->ports.end() ? first->second.drops : 0;
+      p.drops = q->second.drops >= drops0 ? q->second.drops - drops0 : q->second.drops;
+      if (const auto w = cg_window_.ports.find(end); window && w != cg_window_.ports.end()) {
+        p.xoff = w->second.xoff_events;
+        p.pauses_sent = w->second.pauses_sent;
+      }
+    }
+  };
+  for (auto& w : f.links) {
+    fill(w.pause_ab, w.a);
+    fill(w.pause_ba, w.b);
+  }
+}
+
 std::vector<json> last_events(const std::string& lab, size_t n) {
   std::ifstream in(lab_dir(lab) + "/events.jsonl", std::ios::binary);
   std::vector<json> out;
@@ -163,6 +209,7 @@ Result<WatchFrame> Watcher::sample() {
   }
   last_ = cur;
   prev_ = now;
+  fill_pauses(f);
   std::stable_sort(f.links.begin(), f.links.end(), [](const WatchLink& x, const WatchLink& y) {
     const double bx = std::max(x.ab_bps, x.ba_bps), by = std::max(y.ab_bps, y.ba_bps);
     if (bx != by) return bx > by;

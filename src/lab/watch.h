@@ -2,20 +2,40 @@
 // (the a end's byte counters over the interval, IFLA_STATS64) against its emulated rate, its
 // drops since watching began (both ends' device drops and root qdisc drops, the delay stages'
 // drops for its queues), what its queues hold now (root qdisc backlog, packets the delay stage
-// holds), the delay stages' restarts, and the lab's last events. Reads only, takes no lock.
+// holds), the delay stages' restarts, the congestion agent's pause counters on lossless links
+// (congestion/counters.h: its stats file, differenced between frames), and the lab's last
+// events. Reads only, takes no lock.
 // Needs root (namespaces). Not thread-safe.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "congestion/counters.h"
 #include "core/error.h"
 #include "lab/state.h"
 
 namespace tb::lab {
+
+// One direction of a link as the congestion agent saw its sender (that direction's a end for
+// a -> b), between the agent's stats files read at this frame and at the previous one (the
+// same file twice: the window before, kept).
+struct WatchPause {
+  bool pausable = false;     // the sender's queue is one the agent pauses (an upstream)
+  bool polled = false;       // the sender's queue is a switch egress the agent polls
+  bool lossless = false;     // polled and lossless: a drop there is a lossless violation
+  uint64_t pauses = 0;       // pauses it received over the window
+  double paused_frac = 0;    // share of the window it was paused
+  bool paused_now = false;   // at the last stats file
+  uint64_t xoff = 0;         // its queue's XOFF events over the window (polled)
+  uint64_t pauses_sent = 0;  // pauses its queue's XOFF asked upstream over the window (polled)
+  uint64_t drops = 0;        // its queue's drops since watch began, the agent's count (polled)
+  bool any() const { return pauses || paused_now || xoff || pauses_sent || drops; }
+};
 
 struct WatchLink {
   size_t link = 0;   // index in the topology's links
@@ -32,6 +52,10 @@ struct WatchLink {
   bool up = true;                 // both ends have carrier
   bool changed = false;           // a fault or live change holds other figures than the plan's
   bool seen = false;              // both ends were read
+  WatchPause pause_ab, pause_ba;  // senders a (a -> b) and b (b -> a) on a lossless link
+  bool congestion() const {
+    return pause_ab.pausable || pause_ab.polled || pause_ba.pausable || pause_ba.polled;
+  }
 };
 
 struct WatchFrame {
@@ -39,6 +63,11 @@ struct WatchFrame {
   double interval_s = 0;         // since the previous one (0 on the first)
   std::vector<WatchLink> links;  // busiest first (max of both directions), then by name
   int stages = 0, stages_running = 0, stage_restarts = 0;
+  // The congestion agent: kNoAgent when the lab has none (then nothing is shown of it); with
+  // counts, the window (s) the pause figures cover (its stats files' uptimes; 0 before two).
+  congestion::Source congestion = congestion::Source::kNoAgent;
+  std::string congestion_why;
+  double congestion_window_s = 0;
   std::vector<nlohmann::json> events;  // the lab's last events, oldest first (at most 8)
 };
 
@@ -52,11 +81,17 @@ class Watcher {
 
  private:
   explicit Watcher(LabState st) : st_(std::move(st)) {}
+  void fill_pauses(WatchFrame& f);  // the congestion agent's counters onto f's links
   struct Counters {
     uint64_t tx = 0, rx = 0, drops = 0, stage_drops = 0;
   };
   LabState st_;
   std::vector<Counters> first_, last_;
+  // The agent's counters: the first read (drops since watch began), the file read at the
+  // previous frame (the window's start) and the window last computed (kept while no newer file
+  // was written).
+  std::optional<congestion::Counters> cg_first_, cg_prev_;
+  congestion::Counters cg_window_;
   std::chrono::steady_clock::time_point t0_, prev_;
   bool started_ = false;
 };

@@ -1,5 +1,7 @@
 #include "report/run.h"
 
+#include "congestion/episodes.h"
+#include "report/congestion.h"
 #include "report/format.h"
 
 namespace tb::report {
@@ -16,6 +18,11 @@ std::string run_text(const experiment::RunResult& r) {
                      ms(f.outage_ms), ms(f.stall_ms),
                      f.degraded_fraction ? ms(*f.degraded_fraction * 100) + "%" : "-");
   s += "# " + r.summary.at("measured").get<std::string>() + "\n";
+  if (const auto pfc = congestion_window_line(r.congestion); !pfc.empty())
+    s += "# " + pfc +
+         fmt::format(" ({} pause episode(s) in {})", r.congestion_episodes,
+                     congestion::kEpisodesFile) +
+         "\n";
   for (const auto& c : r.summary.value("checkpoints", nlohmann::json::array())) {
     s += fmt::format(
         "\nCHECKPOINT {} ({} -> {}, {} mode, {} real = {} emulated in {} shard(s), qos {}, "

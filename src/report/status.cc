@@ -9,6 +9,7 @@
 #include <set>
 
 #include "lab/daemons.h"
+#include "report/congestion.h"
 #include "report/format.h"
 #include "runner/supervisor.h"
 #include "shaping/backend.h"
@@ -233,7 +234,8 @@ std::string summary_text(const plan::Topology& t) {
 }
 
 std::string status_text(const lab::LabState& st, const LiveState* live,
-                        const std::map<size_t, plan::EmulatedFigures>& scenario) {
+                        const std::map<size_t, plan::EmulatedFigures>& scenario,
+                        const congestion::Counters* congestion) {
   const std::time_t created = st.created_unix;
   std::tm local{};
   localtime_r(&created, &local);
@@ -277,6 +279,7 @@ std::string status_text(const lab::LabState& st, const LiveState* live,
            "\n";
     }
   }
+  if (congestion) s += congestion_status_text(*congestion, st.topo);
   std::string qos;
   for (const auto& l : st.topo.links)
     if (!l.emulated.qos.empty())
@@ -294,7 +297,8 @@ std::string status_text(const lab::LabState& st, const LiveState* live,
 }
 
 nlohmann::json status_json(const lab::LabState& st, const LiveState* live,
-                           const std::map<size_t, plan::EmulatedFigures>& scenario) {
+                           const std::map<size_t, plan::EmulatedFigures>& scenario,
+                           const congestion::Counters* congestion) {
   nlohmann::json nodes = nlohmann::json::array(), links = nlohmann::json::array();
   for (const auto& n : st.topo.nodes) {
     nlohmann::json j = {
@@ -323,7 +327,10 @@ nlohmann::json status_json(const lab::LabState& st, const LiveState* live,
   for (size_t i = 0; i < st.topo.links.size(); ++i) {
     auto j = topo["links"][i];
     j["state"] = link_state(st.topo, st.topo.links[i], live, st.host);
-    j["congestion"] = st.topo.links[i].emulated.congestion.model;  // issue 32: the model emulated
+    // issue 32: the model emulated and, with an agent, its counters at each end.
+    j["congestion"] = congestion
+                          ? link_congestion_json(*congestion, st.topo.links[i])
+                          : nlohmann::json{{"model", st.topo.links[i].emulated.congestion.model}};
     const auto changed = scenario.find(i);
     j["in_force_differs"] = changed != scenario.end();
     if (changed != scenario.end())
@@ -342,6 +349,12 @@ nlohmann::json status_json(const lab::LabState& st, const LiveState* live,
                         {"nodes", nodes},
                         {"links", links}};
   if (!st.host.empty()) out["host"] = {{"name", st.host}, {"digest", st.digest}};
+  if (congestion && congestion->source != congestion::Source::kNoAgent) {
+    auto c = congestion::to_json(*congestion);
+    c.erase("ports");  // per link end under links[].congestion
+    c.erase("upstreams");
+    out["congestion"] = c;
+  }
   return out;
 }
 

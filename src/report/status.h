@@ -40,10 +40,15 @@ std::string figures_text(const plan::EmulatedFigures& f);
 // `scenario`: the scenario's emulated figures of the links whose figures in force differ (by
 // link index, lab::LabStatus::scenario_figures); such links are listed with both (text) and
 // carry "in_force_differs" and "scenario_emulated" (JSON).
+// `congestion`: the agent's counters (lab::LabStatus::congestion; nullptr: not read), shown as
+// the CONGESTION COUNTERS table (text) and each link's `congestion` object (JSON,
+// report/congestion.h), with the agent's state and totals as the top-level "congestion".
 std::string status_text(const lab::LabState& s, const LiveState* live,
-                        const std::map<size_t, plan::EmulatedFigures>& scenario = {});
+                        const std::map<size_t, plan::EmulatedFigures>& scenario = {},
+                        const congestion::Counters* congestion = nullptr);
 nlohmann::json status_json(const lab::LabState& s, const LiveState* live,
-                           const std::map<size_t, plan::EmulatedFigures>& scenario = {});
+                           const std::map<size_t, plan::EmulatedFigures>& scenario = {},
+                           const congestion::Counters* congestion = nullptr);
 
 // Every lab that is up, one line each ("no labs are up" when none), and {"labs": [...]}.
 std::string labs_text(const std::vector<lab::LabSummary>& labs);

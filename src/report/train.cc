@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "report/congestion.h"
 #include "report/format.h"
 
 namespace tb::report {
@@ -107,6 +108,8 @@ std::string train_footer(const experiment::TrainResult& r) {
       out += fmt::format("{} server(s): HOST-BOUND, not the network's figure: {}\n", row.servers,
                          row.host.text());
     out += ecmp_text(row);
+    if (const auto pfc = congestion_window_line(row.congestion); !pfc.empty())
+      out += fmt::format("{} server(s): {}\n", row.servers, pfc);
     if (!row.link_error.empty())
       out += fmt::format("{} server(s): links not read ({}): no ECMP shares, no link check\n",
                          row.servers, row.link_error);
@@ -200,6 +203,12 @@ nlohmann::json train_json(const experiment::TrainResult& r) {
                     {"links_error", row.link_error},
                     {"ecmp", ecmp},
                     {"errors", row.errors}});
+    if (row.congestion.source != congestion::Source::kNoAgent) {
+      rows.back()["congestion"] = congestion::to_json(row.congestion, /*window=*/true);
+      rows.back()["congestion"]["measured"] =
+          "the agent's stats file read when every rank had joined and after the ranks exited "
+          "(the host guard's window); counts are the difference";
+    }
   }
   return {{"label", r.label},
           {"lab", r.lab},

@@ -1,6 +1,8 @@
 #include "report/watch.h"
 
+#include <algorithm>
 #include <ctime>
+#include <vector>
 
 #include "report/format.h"
 
@@ -37,7 +39,99 @@ std::string event_line(const json& e) {
   return s.size() > 150 ? s.substr(0, 147) + "..." : s;
 }
 
+bool lossless_drops(const lab::WatchLink& w) {
+  return (w.pause_ab.lossless && w.pause_ab.drops > 0) ||
+         (w.pause_ba.lossless && w.pause_ba.drops > 0);
+}
+
+// A direction's sender: "59% 190/s" (share of the window paused, pauses received per second),
+// "-" when it is not a queue the agent pauses.
+std::string paused_cell(const lab::WatchPause& p, double window_s) {
+  if (!p.pausable) return "-";
+  if (window_s <= 0) return p.paused_now ? "now" : "?";
+  return fmt::format("{:.0f}% {:.0f}/s", 100 * p.paused_frac,
+                     static_cast<double>(p.pauses) / window_s);
+}
+
+json pause_json(const lab::WatchPause& p, double window_s) {
+  json j = {{"pausable", p.pausable}, {"polled", p.polled}};
+  if (p.pausable) {
+    j["pauses_received"] = p.pauses;
+    j["pauses_received_per_s"] = window_s > 0 ? static_cast<double>(p.pauses) / window_s : 0.0;
+    j["paused_fraction"] = p.paused_frac;
+    j["paused_now"] = p.paused_now;
+  }
+  if (p.polled) {
+    j["lossless"] = p.lossless;
+    j["xoff_events"] = p.xoff;
+    j["pauses_sent"] = p.pauses_sent;
+    j["pauses_sent_per_s"] = window_s > 0 ? static_cast<double>(p.pauses_sent) / window_s : 0.0;
+    j["drops_since_watch_began"] = p.drops;
+  }
+  return j;
+}
+
 }  // namespace
+
+std::string watch_pfc_text(const lab::WatchFrame& f, size_t max_rows) {
+  if (f.congestion == congestion::Source::kNoAgent) return "";
+  std::string s;
+  if (f.congestion != congestion::Source::kCounted && f.congestion != congestion::Source::kStale)
+    return "PFC (lossless links): no counts: " + f.congestion_why + "\n";
+  std::vector<const lab::WatchLink*> rows;
+  size_t lossless = 0;
+  for (const auto& w : f.links) {
+    if (!w.congestion()) continue;
+    ++lossless;
+    if (w.pause_ab.any() || w.pause_ba.any()) rows.push_back(&w);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const lab::WatchLink* x, const lab::WatchLink* y) {
+    const double px = std::max(x->pause_ab.paused_frac, x->pause_ba.paused_frac);
+    const double py = std::max(y->pause_ab.paused_frac, y->pause_ba.paused_frac);
+    if (px != py) return px > py;
+    return x->pause_ab.pauses_sent + x->pause_ba.pauses_sent >
+           y->pause_ab.pauses_sent + y->pause_ba.pauses_sent;
+  });
+  const double win = f.congestion_window_s;
+  s += win > 0 ? fmt::format(
+                     "PFC (lossless links): the congestion agent's counters over its last "
+                     "{:.1f} s\n",
+                     win)
+               : std::string(
+                     "PFC (lossless links): the congestion agent's counters (one stats "
+                     "file so far: no window yet)\n");
+  if (f.congestion == congestion::Source::kStale) s += "  STALE: " + f.congestion_why + "\n";
+  if (rows.empty())
+    return s + fmt::format("  no pause, XOFF or drop on its {} lossless link(s)\n", lossless);
+  s += cell("LINK (A <-> B)", 31) + cell("A->B PAUSED", 11) + cell("B->A PAUSED", 11) +
+       cell("SENT/s", 7) + "LOSSLESS DROPS\n";
+  size_t shown = 0;
+  for (const auto* w : rows) {
+    if (max_rows && shown >= max_rows) break;
+    ++shown;
+    const uint64_t sent = w->pause_ab.pauses_sent + w->pause_ba.pauses_sent;
+    const bool polled = w->pause_ab.polled || w->pause_ba.polled;
+    const bool lossless_port = w->pause_ab.lossless || w->pause_ba.lossless;
+    const uint64_t drops = (w->pause_ab.lossless ? w->pause_ab.drops : 0) +
+                           (w->pause_ba.lossless ? w->pause_ba.drops : 0);
+    s += cell(w->a + " <-> " + w->b, 31) + cell(paused_cell(w->pause_ab, win), 11) +
+         cell(paused_cell(w->pause_ba, win), 11) +
+         cell(!polled   ? "-"
+              : win > 0 ? fmt::format("{:.0f}", static_cast<double>(sent) / win)
+                        : "?",
+              7) +
+         (!lossless_port ? "-"
+          : drops > 0    ? std::to_string(drops) + " VIOLATION"
+                         : "0") +
+         "\n";
+  }
+  if (rows.size() > shown)
+    s += fmt::format("  ... {} more lossless link(s) with pauses\n", rows.size() - shown);
+  if (lossless > rows.size())
+    s += fmt::format("  {} other lossless link(s): no pause, XOFF or drop\n",
+                     lossless - rows.size());
+  return s;
+}
 
 std::string watch_text(const std::string& lab, const lab::WatchFrame& f, size_t max_links) {
   std::string s = fmt::format(
@@ -64,11 +158,13 @@ std::string watch_text(const std::string& lab, const lab::WatchFrame& f, size_t 
     s += cell(name, 44) + cell(w.tier, 11) + cell(short_rate(w.ab_bps), 9) +
          cell(short_rate(w.ba_bps), 9) +
          cell(w.emulated_bps > 0 ? short_rate(w.emulated_bps) : "unlimited", 9) + cell(use, 5) +
-         cell(std::to_string(w.drops + w.stage_drops), 7) +
+         cell(std::to_string(w.drops + w.stage_drops) + (lossless_drops(w) ? "!" : ""), 7) +
          cell(w.backlog_bytes ? std::to_string(w.backlog_bytes) + "B" : "0", 9) +
          (w.stage_held < 0 ? "-" : std::to_string(w.stage_held)) + "\n";
   }
   if (idle_hidden) s += fmt::format("... {} more link(s), the least busy\n", idle_hidden);
+  const std::string pfc = watch_pfc_text(f, 8);
+  if (!pfc.empty()) s += "\n" + pfc;
   s += "\nlast events:\n";
   if (f.events.empty()) s += "  (none)\n";
   for (const auto& e : f.events) s += "  " + event_line(e) + "\n";
@@ -76,6 +172,13 @@ std::string watch_text(const std::string& lab, const lab::WatchFrame& f, size_t 
        "tx; USE = the busier direction / the emulated rate in force; DROPS since watch began: "
        "device and root-qdisc drops at both ends + the delay stage's; QUEUED: root-qdisc backlog "
        "at both ends; STAGE: packets the delay stage holds now (- = no stage)\n";
+  if (!pfc.empty())
+    s += "PFC: from the congestion agent's stats file (tb-probe congestion, rewritten every "
+         "0.2 s), the difference between the files read at this frame and the last (about the "
+         "interval); A->B PAUSED = the share of that window A's queue was "
+         "paused and the pauses/s it received; SENT/s = pauses the link's switch port(s) sent "
+         "upstream on XOFF; LOSSLESS DROPS since watch began at its lossless switch port(s), "
+         "each one a violation (marked ! in DROPS)\n";
   return s;
 }
 
@@ -94,6 +197,10 @@ json watch_json(const std::string& lab, const lab::WatchFrame& f) {
                      {"stage_held", w.stage_held < 0 ? json(nullptr) : json(w.stage_held)},
                      {"up", w.up},
                      {"seen", w.seen}});
+  for (size_t i = 0; i < f.links.size(); ++i)
+    if (f.links[i].congestion())
+      links[i]["pause"] = {{"ab", pause_json(f.links[i].pause_ab, f.congestion_window_s)},
+                           {"ba", pause_json(f.links[i].pause_ba, f.congestion_window_s)}};
   return {{"lab", lab},
           {"t_s", f.t_s},
           {"interval_s", f.interval_s},
@@ -102,6 +209,12 @@ json watch_json(const std::string& lab, const lab::WatchFrame& f) {
           {"stage_restarts", f.stage_restarts},
           {"links", links},
           {"events", f.events},
+          {"congestion",
+           {{"state", congestion::source_name(f.congestion)},
+            {"why", f.congestion_why},
+            {"window_s", f.congestion_window_s},
+            {"source", congestion::kCountersSource},
+            {"backend", congestion::kCountersBackend}}},
           {"measured",
            "rates from the A end's IFLA_STATS64 byte counters over the interval (ab = its tx); "
            "drops since the first frame: device + root qdisc at both ends; stage_drops: the delay "

@@ -7,8 +7,9 @@
 //                    [--samples] [--dscp N]
 //   tb-probe agent   --config FILE --events FILE   (runs until SIGTERM)
 //   tb-probe fabric  --config FILE --events FILE   (runs until SIGTERM)
-//   tb-probe congestion --config FILE [--stats FILE] [--events FILE]   (runs until SIGTERM;
-//                    stats default: congestion.stats.json beside the config)
+//   tb-probe congestion --config FILE [--stats FILE] [--episodes FILE] [--events FILE]
+//                    (runs until SIGTERM; stats default: congestion.stats.json beside the
+//                    config; pause episodes: none unless --episodes)
 //   tb-probe goodput --to ADDR --port P [--dev IF] --seconds T [--warmup-ms W] [--pace-bps R]
 //                    [--buffer BYTES] [--drain-ms D] [--dscp N]
 //   tb-probe ckpt-recv --port P --dir D [--dscp N] [--seconds S]
@@ -121,12 +122,14 @@ int main(int argc, char** argv) {
       app.add_subcommand("fabric", "dual-ToR host-route withdrawal for the spines of a region");
   fabric->add_option("--config", agent_config, "its JSON config (written by `up`)")->required();
   fabric->add_option("--events", agent_events, "the lab's events.jsonl")->required();
-  std::string congestion_stats;
+  std::string congestion_stats, congestion_episodes;
   auto* congestion =
       app.add_subcommand("congestion", "the lossless rails' pause agent (congestion/agent.h)");
   congestion->add_option("--config", agent_config, "its JSON config (written by `up`)")->required();
   congestion->add_option("--stats", congestion_stats,
                          "its stats file (default: congestion.stats.json beside the config)");
+  congestion->add_option("--episodes", congestion_episodes,
+                         "the pause-episode timeline it appends to (congestion/episodes.h)");
   congestion->add_option("--events", agent_events, "the lab's events.jsonl (not written yet)");
 
   tb::probe::CkptServeOptions cro;
@@ -194,6 +197,7 @@ int main(int argc, char** argv) {
     }
     tb::congestion::AgentOptions o;
     o.stats_path = congestion_stats;
+    o.episodes_path = congestion_episodes;
     if (o.stats_path.empty()) {
       const auto slash = agent_config.rfind('/');
       o.stats_path =

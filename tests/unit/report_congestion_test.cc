@@ -1,0 +1,222 @@
+// How reports show the congestion agent's counters (report/congestion.h, report/status.h,
+// report/watch.h): status's CONGESTION COUNTERS table and links[].congestion on mini's lossless
+// rails, "none: why" when the agent has no counts, nothing for a lab without one; watch's PFC
+// section (both directions, pauses sent, lossless drops marked, 80 columns) and its JSON twin.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "plan/plan.h"
+#include "report/congestion.h"
+#include "report/status.h"
+#include "report/watch.h"
+#include "scenario/loader.h"
+
+namespace tb::report_congestion_test {
+namespace {
+
+std::string end_of(const plan::LinkEnd& e) {
+  return e.node + ":" + e.ifname;
+}
+
+struct Mini {
+  lab::LabState st;
+  size_t sender = 0, receiver = 0;  // links of dc/s0/g0 and dc/s1/g0 to the ToR
+  std::string sender_gpu, sender_port, receiver_gpu, receiver_port;
+};
+
+Mini mini() {
+  Mini m;
+  auto sc = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/mini.toml");
+  EXPECT_TRUE(sc) << sc.error().message;
+  auto p = plan::compile(*sc);
+  EXPECT_TRUE(p) << p.error().message;
+  m.st.lab = p->lab;
+  m.st.topo = p->topo;
+  m.st.phase = "up";
+  for (size_t i = 0; i < m.st.topo.links.size(); ++i) {
+    const auto& l = m.st.topo.links[i];
+    const bool gpu_a = l.b.node == "dc/tor0";
+    const auto& gpu = gpu_a ? l.a : l.b;
+    const auto& port = gpu_a ? l.b : l.a;
+    if (gpu.node == "dc/s0/g0" && (l.a.node == "dc/tor0" || l.b.node == "dc/tor0")) {
+      m.sender = i;
+      m.sender_gpu = end_of(gpu);
+      m.sender_port = end_of(port);
+    }
+    if (gpu.node == "dc/s1/g0" && (l.a.node == "dc/tor0" || l.b.node == "dc/tor0")) {
+      m.receiver = i;
+      m.receiver_gpu = end_of(gpu);
+      m.receiver_port = end_of(port);
+    }
+  }
+  EXPECT_FALSE(m.sender_gpu.empty());
+  EXPECT_FALSE(m.receiver_gpu.empty());
+  return m;
+}
+
+// The receiver's ToR port passed XOFF and paused the sender's NIC 40 times for 0.5 s of 2 s.
+congestion::Counters incast(const Mini& m) {
+  congestion::AgentStats s;
+  s.pid = 77;
+  s.uptime_s = 2;
+  s.ports[m.receiver_port] = {"lossless", 0, 180'000, 0, 20};  // drops 0, 20 XOFF
+  s.ports[m.sender_port] = {"lossless", 0, 0, 0, 0};
+  congestion::UpstreamStats u;
+  u.pauses = 40;
+  u.paused_ns = 500'000'000;
+  u.paused_now = true;
+  u.by[m.receiver_port] = 40;
+  s.upstreams[m.sender_gpu] = u;
+  s.upstreams[m.receiver_gpu] = {};
+  auto c = congestion::counters_from_stats(s);
+  c.path = "/run/testbedctl/mini/stages/congestion.stats.json";
+  return c;
+}
+
+TEST(ReportCongestion, StatusShowsPausesSentAndReceivedPerLinkEndAndSaysWhereFrom) {
+  const Mini m = mini();
+  const auto c = incast(m);
+  const std::string t = report::status_text(m.st, nullptr, {}, &c);
+  const auto at = t.find("CONGESTION COUNTERS (from the congestion agent's stats file");
+  ASSERT_NE(at, std::string::npos) << t;
+  EXPECT_NE(t.find("since it started 2.0 s ago", at), std::string::npos) << t;
+  auto row = [&](const std::string& end) {
+    const auto p = t.find("\n" + end + " ", at);
+    if (p == std::string::npos) return std::string();
+    return t.substr(p + 1, t.find('\n', p + 1) - p - 1);
+  };
+  const std::string port = row(m.receiver_port), gpu = row(m.sender_gpu);
+  std::istringstream pf(port);
+  std::string end, sent, xoff;
+  pf >> end >> sent >> xoff;
+  EXPECT_EQ(sent, "40") << port;
+  EXPECT_EQ(xoff, "20") << port;
+  EXPECT_NE(port.find("180KB"), std::string::npos) << port;  // the queue's maximum
+  EXPECT_NE(gpu.find("0.50 s (25.0%), now"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find(" 40 "), std::string::npos) << gpu;
+  EXPECT_NE(t.find("other link end(s) the agent counts: no pause"), std::string::npos) << t;
+
+  const auto j = report::status_json(m.st, nullptr, {}, &c);
+  const auto& link = j["links"][m.sender];
+  EXPECT_EQ(link["congestion"]["model"], "lossless");
+  EXPECT_EQ(link["congestion"]["state"], "counted");
+  EXPECT_EQ(link["congestion"]["source"], congestion::kCountersSource);
+  const bool gpu_is_a = link["a"]["node"] == "dc/s0/g0";
+  const auto& g = link["congestion"][gpu_is_a ? "a" : "b"];
+  EXPECT_EQ(g["pauses_received"], 40);
+  EXPECT_DOUBLE_EQ(g["paused_fraction"].get<double>(), 0.25);
+  EXPECT_TRUE(g["paused_now"].get<bool>());
+  const auto& rl = j["links"][m.receiver]["congestion"];
+  const auto& p = rl[rl["a"].is_object() && rl["a"]["end"] == m.receiver_port ? "a" : "b"];
+  EXPECT_EQ(p["end"], m.receiver_port);
+  EXPECT_EQ(p["pauses_sent"], 40);
+  EXPECT_EQ(p["lossless_violations"], 0);
+  EXPECT_EQ(j["congestion"]["totals"]["pauses"], 40);
+  EXPECT_FALSE(j["congestion"].contains("ports"));  // per link end, not twice
+}
+
+TEST(ReportCongestion, StatusSaysWhyThereAreNoCountsAndNothingWithoutAnAgent) {
+  const Mini m = mini();
+  congestion::Counters off;
+  off.source = congestion::Source::kNotRunning;
+  off.why = "the congestion agent has written no stats file (x): not running";
+  std::string t = report::status_text(m.st, nullptr, {}, &off);
+  EXPECT_NE(t.find("CONGESTION COUNTERS: none: the congestion agent has written no stats file"),
+            std::string::npos)
+      << t;
+  auto j = report::status_json(m.st, nullptr, {}, &off);
+  EXPECT_EQ(j["links"][m.sender]["congestion"]["state"], "not running");
+  EXPECT_FALSE(j["links"][m.sender]["congestion"].contains("a"));  // no zeros that look measured
+  EXPECT_EQ(j["congestion"]["state"], "not running");
+
+  congestion::Counters none;  // kNoAgent
+  t = report::status_text(m.st, nullptr, {}, &none);
+  EXPECT_EQ(t.find("CONGESTION COUNTERS"), std::string::npos) << t;
+  j = report::status_json(m.st, nullptr, {}, &none);
+  EXPECT_EQ(j["links"][m.sender]["congestion"],
+            nlohmann::json({{"model", m.st.topo.links[m.sender].emulated.congestion.model}}));
+  EXPECT_FALSE(j.contains("congestion"));
+}
+
+lab::WatchFrame pfc_frame() {
+  lab::WatchFrame f;
+  f.interval_s = 1;
+  f.congestion = congestion::Source::kCounted;
+  f.congestion_window_s = 0.8;
+  lab::WatchLink sender;
+  sender.a = "dc/s0/g0:rail";
+  sender.b = "dc/tor0:s0g0";
+  sender.tier = "scale-out";
+  sender.seen = true;
+  sender.drops = 0;
+  sender.pause_ab = {true, false, false, 120, 0.6, true, 0, 0, 0};
+  sender.pause_ba = {false, true, true, 0, 0, false, 0, 0, 0};
+  lab::WatchLink receiver = sender;
+  receiver.a = "dc/s1/g0:rail";
+  receiver.b = "dc/tor0:s1g0";
+  receiver.drops = 3;
+  receiver.pause_ab = {true, false, false, 0, 0, false, 0, 0, 0};
+  receiver.pause_ba = {false, true, true, 0, 0, false, 60, 240, 3};
+  lab::WatchLink idle = sender;
+  idle.a = "dc/s2/g0:rail";
+  idle.b = "dc/tor0:s2g0";
+  idle.pause_ab = {true, false, false, 0, 0, false, 0, 0, 0};
+  idle.pause_ba = {false, true, true, 0, 0, false, 0, 0, 0};
+  f.links = {sender, receiver, idle};
+  return f;
+}
+
+TEST(ReportWatch, PfcSectionShowsBothDirectionsPausesSentAndLosslessDropsIn80Columns) {
+  const auto f = pfc_frame();
+  const std::string t = report::watch_text("mini", f, 0);
+  const auto at =
+      t.find("PFC (lossless links): the congestion agent's counters over its last 0.8 s");
+  ASSERT_NE(at, std::string::npos) << t;
+  const std::string pfc = report::watch_pfc_text(f, 0);
+  std::istringstream lines(pfc);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 80u) << line;
+  auto row = [&](const std::string& a) {
+    const auto p = pfc.find(a + " <-> ");
+    return p == std::string::npos ? std::string() : pfc.substr(p, pfc.find('\n', p) - p);
+  };
+  // s0 paused 60% of the window, 120 pauses / 0.8 s; the ToR's s0g0 queue sent none.
+  const std::string s0 = row("dc/s0/g0:rail");
+  EXPECT_NE(s0.find("60% 150/s"), std::string::npos) << s0;
+  // s1's ToR port sent 240 pauses / 0.8 s and dropped 3: a lossless violation, marked.
+  const std::string s1 = row("dc/s1/g0:rail");
+  EXPECT_NE(s1.find(" 300 "), std::string::npos) << s1;
+  EXPECT_NE(s1.find("3 VIOLATION"), std::string::npos) << s1;
+  EXPECT_TRUE(row("dc/s2/g0:rail").empty()) << pfc;  // idle: counted in one line
+  EXPECT_NE(pfc.find("1 other lossless link(s): no pause"), std::string::npos) << pfc;
+  // The links table marks the drops that were a lossless queue's.
+  const auto table_row = t.substr(t.find("dc/s1/g0:rail <-> dc/tor0:s1g0"));
+  EXPECT_NE(table_row.substr(0, table_row.find('\n')).find("3! "), std::string::npos) << t;
+  EXPECT_NE(t.find("PFC: from the congestion agent's stats file"), std::string::npos) << t;
+
+  const auto j = report::watch_json("mini", f);
+  EXPECT_EQ(j["congestion"]["state"], "counted");
+  EXPECT_EQ(j["congestion"]["source"], congestion::kCountersSource);
+  EXPECT_DOUBLE_EQ(j["links"][0]["pause"]["ab"]["paused_fraction"].get<double>(), 0.6);
+  EXPECT_DOUBLE_EQ(j["links"][0]["pause"]["ab"]["pauses_received_per_s"].get<double>(), 150);
+  EXPECT_EQ(j["links"][1]["pause"]["ba"]["pauses_sent"], 240);
+  EXPECT_EQ(j["links"][1]["pause"]["ba"]["drops_since_watch_began"], 3);
+  EXPECT_FALSE(j["links"][0]["pause"]["ba"].contains("paused_fraction"));  // not pausable
+}
+
+TEST(ReportWatch, PfcSectionSaysWhyAndIsAbsentWithoutAnAgent) {
+  auto f = pfc_frame();
+  f.congestion = congestion::Source::kNotRunning;
+  f.congestion_why = "the congestion agent has written no stats file (x): not running";
+  EXPECT_EQ(report::watch_pfc_text(f, 0),
+            "PFC (lossless links): no counts: the congestion agent has written no stats file (x): "
+            "not running\n");
+  f.congestion = congestion::Source::kNoAgent;
+  for (auto& l : f.links) l.pause_ab = l.pause_ba = {};
+  EXPECT_TRUE(report::watch_pfc_text(f, 0).empty());
+  const std::string t = report::watch_text("mini", f, 0);
+  EXPECT_EQ(t.find("PFC"), std::string::npos) << t;
+}
+
+}  // namespace
+}  // namespace tb::report_congestion_test
