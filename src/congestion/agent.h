@@ -12,6 +12,13 @@
 // pause rate (a killed agent's) is resumed and kicked; when `stop` is set it resumes everything
 // it paused and returns. Its stats file (congestion/stats.h) is rewritten about every 200 ms.
 //
+// Storms (a `pfc-storm` fault): the control document (congestion/control.h) is read at start and
+// whenever `reload` is set (tb-probe sets it on SIGHUP); each storm port's own TBF is then held
+// at the pause rate (its one-frame leak as an upstream's) until the document lifts it; the
+// watchdog (congestion/pause.h) mitigates a held port that stalls, each detect and restore an
+// event (`pfcwd_detect`, `pfcwd_restore`) in the lab's events.jsonl. The answer (generation,
+// control_error, control_applied_ns) is written to the stats file as soon as it is carried out.
+//
 // Not thread-safe: one thread runs it.
 #pragma once
 
@@ -28,8 +35,12 @@ inline constexpr int kAgentPriority = kRealtimePriority + 1;
 inline constexpr int64_t kStatsEveryNs = 200'000'000;
 
 struct AgentOptions {
-  std::string stats_path;  // "" writes none
-  bool realtime = true;    // try SCHED_FIFO kAgentPriority
+  std::string stats_path;    // "" writes none
+  std::string control_path;  // "" reads none (congestion/control.h)
+  std::string events_path;   // "" writes no watchdog events
+  bool realtime = true;      // try SCHED_FIFO kAgentPriority
+  // Set (by a signal handler) to re-read the control document; the agent clears it.
+  std::atomic<bool>* reload = nullptr;
 };
 
 // Runs until `stop`; an error only when it cannot start (a namespace or interface missing).

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -533,6 +534,10 @@ void ScenarioRun::take_lab_event(const nlohmann::json& j) {
   if (e == "fabric_withdraw" || e == "fabric_restore")  // the spines' host routes
     in_.control.push_back(
         {j["t_mono_ns"].get<int64_t>(), e, j.value("region", ""), j.value("gpu", "")});
+  if (e == "pfcwd_detect")  // the congestion agent's PFC watchdog found a storm
+    in_.control.push_back(
+        {j["t_mono_ns"].get<int64_t>(), e, j.value("port", ""),
+         "paused " + std::to_string(std::llround(j.value("paused_ms", 0.0))) + " ms"});
   if ((e == "fault_inject" || e == "fault_revert") && j.contains("fault") &&
       j["fault"].get<size_t>() < in_.faults.size()) {
     auto& w = in_.faults[j["fault"].get<size_t>()];

@@ -184,6 +184,9 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
       // Its stats go beside the config: stages/congestion.stats.json (congestion/stats.h).
       TB_TRY(probe_child("congestion " + lab, c->netns, "congestion", "congestion.json",
                          plan::to_json(*c)));
+      // It re-reads its control document (congestion/control.h) on SIGHUP, which stays blocked
+      // across its exec until its handler is in place.
+      specs.back().hup_blocked = true;
     } else if (const auto* r = std::get_if<plan::Router>(&d)) {
       auto kids = failover::frr_children(*lab_files, *r);
       if (!kids) return std::unexpected(kids.error());
