@@ -692,7 +692,8 @@ RunResult ScenarioRun::summarise() {
       {"ok", res_.ok()},
       {"measured",
        "CLOCK_MONOTONIC throughout; detection/reroute from route changes seen by "
-       "netlink monitors in the routers and faulted nodes; outage from UDP probes every " +
+       "netlink monitors in the routers and faulted nodes (a pfc-storm's detection: the "
+       "congestion agent's PFC watchdog, pfcwd_detect); outage from UDP probes every " +
            std::to_string(o_.probe_interval_us) +
            " us on each faulted path; stall from the workload's iteration completions "
            "(first start / last end over ranks); link shaping: " +
