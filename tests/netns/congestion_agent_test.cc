@@ -19,7 +19,8 @@
 // P8: a storm held on sw:out through the control document (congestion/control.h, SIGHUP) is
 // found by the watchdog within `watchdog` plus one poll (and the agent's reported lateness),
 // mitigated (its rate back, a 1-byte limit: arrivals dropped, the senders resume), held and found
-// again, and released when the document lifts it.
+// again, and released when the document lifts it; with watchdog_action = "forward" the mitigated
+// port keeps its limit, forwards and drops nothing.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -513,6 +514,51 @@ TEST_F(CongestionAgentTest, AStormHeldOnTheSwitchPortIsFoundByTheWatchdogMitigat
   ASSERT_TRUE(s.ports.count("sw:out"));
   EXPECT_GE(s.ports.at("sw:out").watchdog.trips, 2u);
   EXPECT_FALSE(s.ports.at("sw:out").storm);
+  EXPECT_EQ(s.errors, 0u) << s.last_error;
+}
+
+// watchdog_action = "forward": while the watchdog ignores the pause the port keeps its limit and
+// forwards; nothing is dropped and the receiver gets its traffic again.
+TEST_F(CongestionAgentTest, WithTheForwardActionAMitigatedStormForwardsAndDropsNothing) {
+  {
+    std::ifstream in(config_);
+    auto j = nlohmann::json::parse(in);
+    j["action"] = "forward";
+    std::ofstream(config_) << j.dump(1) << "\n";
+  }
+  ASSERT_NO_FATAL_FAILURE(start_agent());
+  Traffic t;
+  auto c = t.connect({s1_.fd.get(), s2_.fd.get()}, 3, r_.fd.get(), 5306);
+  ASSERT_TRUE(c) << c.error().message;
+  t.start(3000);
+  sleep_ms(300);
+  const Tbf sw0 = read(sw_);
+  ASSERT_GT(control(1, {"sw:out"}), 0);
+  ASSERT_TRUE(await_event("pfcwd_detect", 1, 1000)) << "no pfcwd_detect within 1 s of the hold";
+  sleep_ms(20);
+  const Tbf mitigating = read(sw_);
+  const uint64_t rx0 = t.received();
+  sleep_ms(150);
+  const uint64_t rx = t.received() - rx0;
+  ASSERT_TRUE(await_event("pfcwd_restore", 1, 1000));
+  const nlohmann::json r1 = events("pfcwd_restore")[0];
+  ASSERT_GT(control(2, {}), 0);
+  t.stop();
+  const Tbf sw1 = read(sw_);
+  const congestion::AgentStats s = stats();
+  ASSERT_EQ(stop_agent(SIGTERM), 0);
+  std::printf(
+      "[storm] forward: mitigating sw:out at %llu B/s limit %u; r got %.2f of the port over "
+      "150 ms of it; restore dropped %llu; switch drops over the test %u (late allowance %llu)\n",
+      static_cast<unsigned long long>(mitigating.rate), mitigating.limit,
+      static_cast<double>(rx) / 0.15 / static_cast<double>(kRate),
+      static_cast<unsigned long long>(r1.value("dropped", uint64_t{0})), sw1.drops - sw0.drops,
+      static_cast<unsigned long long>(late_allowance(s)));
+  EXPECT_EQ(mitigating.rate, kRate);
+  EXPECT_EQ(mitigating.limit, static_cast<uint32_t>(kSwitchLimit));
+  EXPECT_GT(static_cast<double>(rx), 0.5 * 0.15 * static_cast<double>(kRate))
+      << "little traffic through the port while the watchdog ignored its pause";
+  EXPECT_LE(r1.value("dropped", uint64_t{0}), late_allowance(s));
   EXPECT_EQ(s.errors, 0u) << s.last_error;
 }
 
