@@ -25,7 +25,7 @@ namespace tb::cli {
 namespace {
 
 struct FaultFlags {
-  std::string kind;  // link-down link-up flap loss blackhole latency partition crash kill
+  std::string kind;  // link-down link-up flap loss blackhole latency partition crash kill pfc-storm
   std::vector<std::string> args;  // A B | R1 R2 | NODE
   std::string for_text, period_text, delay_text, loss_text, link;
   int count = 0;
@@ -127,6 +127,12 @@ int cmd_fault(const std::string& lab, const FaultFlags& ff) {
     if (!l) return report(Error{"--loss: " + l.error().message, 0, kExitBadInput});
     f.loss_pct = *l;
   }
+  // Nothing lifts a storm left in force but `down`: the verb ends it.
+  if (f.kind == FaultKind::kPfcStorm && f.duration.ns <= 0)
+    return report(
+        Error{"pfc-storm needs --for greater than 0, e.g. --for 2s (the ToR port stays "
+              "held until then; Ctrl-C ends it at once)",
+              0, kExitBadInput});
   if (f.kind == FaultKind::kLatency && f.delay.ns <= 0)
     return report(
         Error{"latency needs --delay greater than 0, e.g. --delay 50ms", 0, kExitBadInput});
@@ -175,7 +181,7 @@ void add_fault(CLI::App& app, int& rc) {
   fault
       ->add_option("KIND", ff.kind,
                    "link-down|link-up|flap|loss|blackhole|latency A B; partition R1 R2; "
-                   "crash|kill NODE")
+                   "crash|kill|pfc-storm NODE")
       ->required();
   fault->add_option("ARGS", ff.args, "link ends, regions or a node");
   fault->add_option("--for", ff.for_text, "how long before it is reverted (0: it stays)")

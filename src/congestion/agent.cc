@@ -17,9 +17,11 @@
 #include <nlohmann/json.hpp>
 
 #include "congestion/episodes.h"
+#include "congestion/control.h"
 #include "congestion/kick.h"
 #include "congestion/pause.h"
 #include "congestion/stats.h"
+#include "core/events.h"
 #include "core/safe_file.h"
 #include "netlink/link_stats.h"
 #include "netlink/netns.h"
@@ -45,10 +47,11 @@ int64_t cpu_ns() {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec * kSec + ts.tv_nsec;
 }
-// Sleeps to the absolute `t`; returns early when `stop` is set by a signal.
-void sleep_until(int64_t t, const std::atomic<bool>& stop) {
+// Sleeps to the absolute `t`; returns early when `stop` (or `reload`) is set by a signal.
+void sleep_until(int64_t t, const std::atomic<bool>& stop, const std::atomic<bool>* reload) {
   timespec ts{static_cast<time_t>(t / kSec), static_cast<long>(t % kSec)};
-  while (!stop && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  while (!stop && !(reload && *reload) &&
+         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
   }
 }
 
@@ -68,6 +71,10 @@ struct Port {
   uint64_t drops0 = 0;
   bool drops_known = false;
   uint64_t drops = 0;
+  // Its own TBF, for storms: the figures a release restores (the plan's, then what its dump
+  // showed when a hold began), and its kicker.
+  netlink::TbfOptions restore;
+  std::optional<Kicker> kicker;
 };
 
 struct Upstream {
@@ -112,12 +119,19 @@ class Agent {
       auto ifi = ifindex_in(namespaces_[static_cast<size_t>(*ns)], p.ifname);
       if (!ifi) return std::unexpected(ifi.error());
       ports_.push_back({*ns, *ifi});
+      ports_.back().restore = {p.rate, p.burst, p.limit};
       for (int f : p.feeders)
         if (f < 0 || static_cast<size_t>(f) >= c_.upstreams.size())
           return fail("congestion port " + p.name + ": feeder " + std::to_string(f) +
                       " is not an upstream");
       pc.ports.push_back({p.model == "lossless", p.xoff, p.xon, p.feeders});
     }
+    for (size_t u = 0; u < c_.upstreams.size(); ++u)
+      if (const int p = c_.upstreams[u].port; p >= 0 && static_cast<size_t>(p) < pc.ports.size())
+        pc.ports[static_cast<size_t>(p)].upstream = static_cast<int>(u);
+    pc.watchdog_ns = c_.watchdog_ns;
+    pc.restore_ns = c_.restore_ns;
+    pc.watchdog_drop = c_.action != "forward";
     for (const auto& u : c_.upstreams) {
       auto ns = ns_index(u.netns);
       if (!ns) return std::unexpected(ns.error());
@@ -162,15 +176,27 @@ class Agent {
     if (o_.realtime) sched_ = try_realtime(kAgentPriority).text;
     start_ = now_ns();
     cpu0_ = cpu_ns();
-    // Leftovers of a killed agent: every upstream namespace read once; the first step resumes
-    // (and kicks) each TBF found at the pause rate.
+    // The storms in force (a restarted agent holds them again), then the leftovers of a killed
+    // agent: every upstream namespace read once; the first step resumes (and kicks) each TBF
+    // found at the pause rate, and holds the storms.
+    if (o_.reload) *o_.reload = false;
+    read_control();
     poll(start_, /*all_upstreams=*/true);
+    answer_control();
     int64_t next = start_ + machine_->interval_ns(start_);
     int64_t stats_at = start_;
     const int64_t late_budget = std::max<int64_t>(c_.late_ns, 1);
     while (!stop) {
-      sleep_until(next, stop);
+      sleep_until(next, stop, o_.reload);
       if (stop) break;
+      if (o_.reload && o_.reload->exchange(false)) {
+        // A new control document: carried out by a poll now, answered at once; the schedule of
+        // polls is kept.
+        read_control();
+        poll(now_ns(), false);
+        answer_control();
+        if (now_ns() < next) continue;
+      }
       const int64_t woke = now_ns();
       const int64_t late = woke - next;
       if (late > late_budget) ++late_polls_;
@@ -193,6 +219,8 @@ class Agent {
     const int64_t t = now_ns();
     carry_out(machine_->resume_all(t));
     if (episodes_) write_episodes(episodes_->take_all(now_ns()));
+    carry_out_ports(machine_->port_commands());
+    write_events();
     write_stats(now_ns(), true);
   }
 
@@ -257,7 +285,8 @@ class Agent {
     for (size_t p = 0; p < ports_.size(); ++p) {
       const Ns& ns = namespaces_[static_cast<size_t>(ports_[p].ns)];
       const auto* q = find_qdisc(ns, ports_[p].ifindex, c_.ports[p].handle);
-      port_samples_[p] = q ? PortSample{true, q->backlog} : PortSample{};
+      port_samples_[p] =
+          q ? PortSample{true, q->backlog, q->bytes, q->drops, q->tbf_rate} : PortSample{};
       if (q) {
         Port& x = ports_[p];
         if (!x.drops_known) x.drops0 = q->drops;
@@ -282,6 +311,139 @@ class Agent {
       up_samples_[i] = s;
     }
     carry_out(machine_->step(now, port_samples_, up_samples_));
+    carry_out_ports(machine_->port_commands());
+    write_events();
+  }
+
+  // The control document: its storms set in the machine (the next poll holds or releases them);
+  // a port it names that this agent does not poll, or polls as an upstream too, is refused in
+  // control_error and the rest is taken.
+  void read_control() {
+    if (o_.control_path.empty()) return;
+    auto doc = congestion::read_control(o_.control_path);
+    if (!doc) {
+      control_error_ = doc.error().message;
+      error(control_error_);
+      return;
+    }
+    generation_ = doc->generation;
+    control_error_.clear();
+    std::vector<char> want(ports_.size(), 0);
+    for (const auto& name : doc->storms) {
+      size_t p = 0;
+      while (p < c_.ports.size() && c_.ports[p].name != name) ++p;
+      std::string why;
+      if (p == c_.ports.size()) {
+        why = "not a port this agent polls";
+      } else if (machine_->config().ports[p].upstream >= 0) {
+        why = "a port that is also an upstream (a switch's uplink) cannot be stormed";
+      } else if (c_.ports[p].model != "lossless") {
+        why = "not a lossless port";
+      }
+      if (!why.empty()) {
+        std::string valid;
+        for (size_t q = 0; q < c_.ports.size(); ++q)
+          if (machine_->config().ports[q].upstream < 0 && c_.ports[q].model == "lossless")
+            valid += (valid.empty() ? "" : ", ") + c_.ports[q].name;
+        control_error_ += (control_error_.empty() ? "" : "; ") + std::string("storm port ") + name +
+                          ": " + why + " (valid: " + (valid.empty() ? "none" : valid) + ")";
+        continue;
+      }
+      want[p] = 1;
+    }
+    for (size_t p = 0; p < ports_.size(); ++p)
+      if (machine_->config().ports[p].upstream < 0)
+        machine_->set_storm(static_cast<int>(p), want[p] != 0);
+    if (!control_error_.empty()) error(control_error_);
+  }
+
+  // The answer to the control document just carried out: in the stats file now.
+  void answer_control() {
+    applied_ns_ = now_ns();
+    write_stats(applied_ns_, false);
+  }
+
+  // A port's own TBF: hold (the pause rate, a one-frame burst, its limit), release (its figures
+  // back, then a kick) or mitigate (its rate back, a 1-byte limit with the drop action, a kick).
+  void carry_out_ports(const std::vector<PortCommand>& cs) {
+    if (cs.empty()) return;
+    for (const auto& c : cs) {
+      Port& x = ports_[static_cast<size_t>(c.port)];
+      const auto& cp = c_.ports[static_cast<size_t>(c.port)];
+      Ns& ns = namespaces_[static_cast<size_t>(x.ns)];
+      if (c.action == PortAction::kHold) port_in_force(x, cp.handle);
+      if (x.restore.rate == 0 || x.restore.limit == 0) {
+        error("storm port " + cp.name + ": its TBF's figures are unknown; cannot " +
+              action_name(c.action) + " it");
+        continue;
+      }
+      netlink::TbfOptions o = x.restore;
+      if (c.action == PortAction::kHold) o = {kPauseRate, cp.mtu + kEthHeader, x.restore.limit};
+      if (c.action == PortAction::kMitigate && c_.action != "forward") o.limit = 1;
+      auto msg = netlink::new_tc({x.ifindex, cp.parent, cp.handle}, o, netlink::TcWrite::kReplace);
+      if (auto r = ns.nl.send(std::move(msg), std::string(action_name(c.action)) + " " + cp.name);
+          !r)
+        error(r.error().message);
+    }
+    for (auto& ns : namespaces_)
+      if (ns.nl.outstanding() > 0)
+        if (auto r = ns.nl.drain(); !r) error(r.error().message);
+    for (const auto& c : cs) {
+      if (c.action == PortAction::kHold) continue;
+      Port& x = ports_[static_cast<size_t>(c.port)];
+      if (!x.kicker) {
+        auto k = Kicker::open(namespaces_[static_cast<size_t>(x.ns)].fd.get(), x.ifindex);
+        if (!k) {
+          error(k.error().message);
+          continue;
+        }
+        x.kicker = std::move(*k);
+      }
+      // With the drop action the 1-byte limit drops the kick itself (ENOBUFS, one frame in
+      // `dropped`); the qdisc still ran behind it (dev_queue_xmit runs it after any enqueue).
+      const bool dropped_by_design = c.action == PortAction::kMitigate && c_.action != "forward";
+      if (auto r = x.kicker->kick(); !r && !(dropped_by_design && r.error().sys_errno == ENOBUFS))
+        error(r.error().message);
+    }
+  }
+
+  // What a storm's release restores: the port's TBF as this poll's dump shows it when that is
+  // not a pause (a `link set` made before the storm holds), else what was known.
+  void port_in_force(Port& x, uint32_t handle) {
+    const Ns& ns = namespaces_[static_cast<size_t>(x.ns)];
+    const auto* q = find_qdisc(ns, x.ifindex, handle);
+    if (!q || q->tbf_rate == 0 || q->tbf_rate == kPauseRate || q->tbf_burst == 0) return;
+    const auto tick_bytes = static_cast<int64_t>(q->tbf_rate * 64 / 1'000'000'000) + 1;
+    if (q->tbf_rate == x.restore.rate && q->tbf_limit == x.restore.limit &&
+        std::abs(static_cast<int64_t>(q->tbf_burst) - static_cast<int64_t>(x.restore.burst)) <=
+            tick_bytes)
+      return;
+    if (q->tbf_limit <= 1) return;  // a mitigation's limit, not the port's
+    x.restore = {q->tbf_rate, q->tbf_burst, q->tbf_limit};
+  }
+
+  // The watchdog's events of the last step, into the lab's events.jsonl.
+  void write_events() {
+    for (const auto& e : machine_->watchdog_events()) {
+      const auto& cp = c_.ports[static_cast<size_t>(e.port)];
+      nlohmann::json j;
+      if (e.detect) {
+        j = {{"event", "pfcwd_detect"},
+             {"port", cp.name},
+             {"paused_ms", static_cast<double>(e.paused_ns) / 1e6},
+             {"watchdog_ms", static_cast<double>(c_.watchdog_ns) / 1e6},
+             {"action", c_.action},
+             {"restore_ms", static_cast<double>(c_.restore_ns) / 1e6}};
+      } else {
+        j = {{"event", "pfcwd_restore"},
+             {"port", cp.name},
+             {"dropped", e.dropped},
+             {"storm", machine_->ports()[static_cast<size_t>(e.port)].storm}};
+      }
+      std::fprintf(stderr, "tb-probe congestion: %s\n", j.dump().c_str());
+      if (o_.events_path.empty()) continue;
+      if (auto r = append_event(o_.events_path, j); !r) error(r.error().message);
+    }
   }
 
   // Pauses and restores pipelined per namespace, their acks read, then the kicks.
@@ -367,10 +529,15 @@ class Agent {
     s.errors = errors_;
     s.last_error = last_error_;
     s.stopped = stopped;
+    s.generation = generation_;
+    s.control_error = control_error_;
+    s.control_applied_ns = applied_ns_;
     for (size_t p = 0; p < ports_.size(); ++p) {
       const PortState& st = machine_->ports()[p];
-      s.ports[c_.ports[p].name] = {c_.ports[p].model, st.backlog, st.backlog_max, ports_[p].drops,
-                                   st.xoff_events};
+      PortStats x{c_.ports[p].model, st.backlog, st.backlog_max, ports_[p].drops, st.xoff_events};
+      x.storm = st.storm;
+      x.watchdog = {st.trips, st.mitigating, machine_->dropped(static_cast<int>(p))};
+      s.ports[c_.ports[p].name] = std::move(x);
     }
     for (size_t i = 0; i < ups_.size(); ++i) {
       const UpstreamState& st = machine_->upstreams()[i];
@@ -399,6 +566,9 @@ class Agent {
   int64_t start_ = 0, cpu0_ = 0, late_max_ = 0, ownership_at_ = 0;
   uint64_t polls_ = 0, late_polls_ = 0, errors_ = 0;
   std::string last_error_;
+  uint64_t generation_ = 0;
+  std::string control_error_;
+  int64_t applied_ns_ = 0;
   std::vector<int32_t> poll_ring_ = std::vector<int32_t>(kPollRing);
 };
 

@@ -14,6 +14,13 @@
 // pause episodes that closed meanwhile are appended to its episode log then
 // (congestion/episodes.h).
 //
+// Storms (a `pfc-storm` fault): the control document (congestion/control.h) is read at start and
+// whenever `reload` is set (tb-probe sets it on SIGHUP); each storm port's own TBF is then held
+// at the pause rate (its one-frame leak as an upstream's) until the document lifts it; the
+// watchdog (congestion/pause.h) mitigates a held port that stalls, each detect and restore an
+// event (`pfcwd_detect`, `pfcwd_restore`) in the lab's events.jsonl. The answer (generation,
+// control_error, control_applied_ns) is written to the stats file as soon as it is carried out.
+//
 // Not thread-safe: one thread runs it.
 #pragma once
 
@@ -30,10 +37,14 @@ inline constexpr int kAgentPriority = kRealtimePriority + 1;
 inline constexpr int64_t kStatsEveryNs = 200'000'000;
 
 struct AgentOptions {
-  std::string stats_path;  // "" writes none
+  std::string stats_path;    // "" writes none
   // The pause-episode timeline (congestion/episodes.h), appended as episodes close; "" none.
   std::string episodes_path;
-  bool realtime = true;  // try SCHED_FIFO kAgentPriority
+  std::string control_path;  // "" reads none (congestion/control.h)
+  std::string events_path;   // "" writes no watchdog events
+  bool realtime = true;      // try SCHED_FIFO kAgentPriority
+  // Set (by a signal handler) to re-read the control document; the agent clears it.
+  std::atomic<bool>* reload = nullptr;
 };
 
 // Runs until `stop`; an error only when it cannot start (a namespace or interface missing).

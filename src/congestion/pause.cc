@@ -22,6 +22,18 @@ const char* reason_name(Reason r) {
   return "?";
 }
 
+const char* action_name(PortAction a) {
+  switch (a) {
+    case PortAction::kHold:
+      return "hold";
+    case PortAction::kRelease:
+      return "release";
+    case PortAction::kMitigate:
+      return "mitigate";
+  }
+  return "?";
+}
+
 PauseMachine::PauseMachine(PauseConfig config)
     : config_(std::move(config)),
       ports_(config_.ports.size()),
@@ -57,6 +69,99 @@ void PauseMachine::resume(int u, int64_t now, Reason why) {
   out_.push_back({u, false, why});
 }
 
+void PauseMachine::set_storm(int p, bool on) {
+  TB_CHECK(p >= 0 && static_cast<size_t>(p) < ports_.size());
+  TB_CHECK(config_.ports[static_cast<size_t>(p)].upstream < 0);
+  ports_[static_cast<size_t>(p)].storm = on;
+}
+
+uint64_t PauseMachine::dropped(int p) const {
+  const PortState& st = ports_[static_cast<size_t>(p)];
+  return st.dropped +
+         (st.mitigating && st.drops_last >= st.drops_at ? st.drops_last - st.drops_at : 0);
+}
+
+void PauseMachine::hold(int p, int64_t now) {
+  PortState& st = ports_[static_cast<size_t>(p)];
+  st.held = true;
+  st.held_at = now;
+  st.stall_since = now;
+  st.bytes_known = false;
+  port_out_.push_back({p, PortAction::kHold});
+}
+
+// Storms and the watchdog, per port, before the queues are judged.
+bool PauseMachine::storms(int64_t now, std::span<const PortSample> samples) {
+  bool busy = false;
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    PortState& st = ports_[i];
+    const PortSample& x = samples[i];
+    const int p = static_cast<int>(i);
+    if (x.seen) st.drops_last = x.drops;
+    if (st.mitigating) {
+      busy = true;
+      if (now < st.mitigate_until && st.storm) continue;
+      // Mitigation over (or the storm lifted): pauses are honoured again.
+      st.mitigating = false;
+      const uint64_t d = st.drops_last >= st.drops_at ? st.drops_last - st.drops_at : 0;
+      st.dropped += d;
+      wd_out_.push_back({p, false, 0, d});
+      if (st.storm) {
+        hold(p, now);
+      } else {
+        port_out_.push_back({p, PortAction::kRelease});
+      }
+      continue;
+    }
+    if (st.storm && !st.held) {
+      hold(p, now);
+      busy = true;
+      continue;
+    }
+    if (!st.storm && st.held) {
+      st.held = false;
+      port_out_.push_back({p, PortAction::kRelease});
+      busy = true;
+      continue;
+    }
+    if (!st.held) {
+      // A killed agent's storm hold: found at the pause rate, not held, not an upstream.
+      if (config_.ports[i].upstream < 0 && x.seen && x.tbf_rate == kPauseRate) {
+        ++st.leftovers;
+        port_out_.push_back({p, PortAction::kRelease});
+      }
+      continue;
+    }
+    busy = true;
+    if (x.seen && x.tbf_rate != 0 && x.tbf_rate != kPauseRate) {
+      // Someone set its TBF while held (`link set`): held again, its stall clock restarted.
+      ++st.storm_repaused;
+      hold(p, now);
+      continue;
+    }
+    if (!x.seen || config_.watchdog_ns <= 0) continue;
+    if (!st.bytes_known) {
+      // The first sample after the hold: its bytes include the pause's leak (one frame).
+      st.bytes_known = true;
+      st.bytes_last = x.bytes;
+    } else if (x.bytes != st.bytes_last) {
+      st.bytes_last = x.bytes;
+      st.stall_since = now;
+    }
+    if (x.backlog == 0) st.stall_since = now;  // nothing to send is no stall
+    if (now - st.stall_since < config_.watchdog_ns) continue;
+    // A storm: paused, holding bytes, nothing sent for watchdog_ns.
+    ++st.trips;
+    st.held = false;
+    st.mitigating = true;
+    st.mitigate_until = now + config_.restore_ns;
+    st.drops_at = st.drops_last;
+    wd_out_.push_back({p, true, now - st.held_at, 0});
+    port_out_.push_back({p, PortAction::kMitigate});
+  }
+  return busy;
+}
+
 int64_t PauseMachine::paused_ns(int u, int64_t now) const {
   const UpstreamState& s = ups_[static_cast<size_t>(u)];
   return s.paused_ns + (s.paused ? now - s.paused_at : 0);
@@ -66,6 +171,8 @@ const std::vector<Command>& PauseMachine::step(int64_t now, std::span<const Port
                                                std::span<const UpstreamSample> upstreams) {
   TB_CHECK(ports.size() == ports_.size() && upstreams.size() == ups_.size());
   out_.clear();
+  port_out_.clear();
+  wd_out_.clear();
   std::fill(touched_.begin(), touched_.end(), 0);
   const int64_t interval = std::max<int64_t>(0, now - last_poll_);
   last_poll_ = now;
@@ -112,7 +219,7 @@ const std::vector<Command>& PauseMachine::step(int64_t now, std::span<const Port
   }
 
   // The queues: hysteresis, then pauses and resumes.
-  bool hot = false;
+  bool hot = storms(now, ports);
   for (size_t p = 0; p < ports_.size(); ++p) {
     PortState& st = ports_[p];
     const PauseConfig::Port& c = config_.ports[p];
@@ -155,8 +262,20 @@ const std::vector<Command>& PauseMachine::step(int64_t now, std::span<const Port
 
 const std::vector<Command>& PauseMachine::resume_all(int64_t now) {
   out_.clear();
+  port_out_.clear();
+  wd_out_.clear();
   for (size_t i = 0; i < ups_.size(); ++i) resume(static_cast<int>(i), now, Reason::kXon);
-  for (auto& p : ports_) p.xoff = false;
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    PortState& p = ports_[i];
+    p.xoff = false;
+    if (p.mitigating) {
+      const uint64_t d = p.drops_last >= p.drops_at ? p.drops_last - p.drops_at : 0;
+      p.dropped += d;
+      wd_out_.push_back({static_cast<int>(i), false, 0, d});
+    }
+    if (p.held || p.mitigating) port_out_.push_back({static_cast<int>(i), PortAction::kRelease});
+    p.held = p.mitigating = false;
+  }
   return out_;
 }
 

@@ -19,7 +19,20 @@
 //   one the agent did not pause but found at the pause rate (a killed agent's leftover) is
 //   resumed.
 // - Adaptive interval: `poll_ns` while a queue holds more than a quarter of its xoff, a port is
-//   in XOFF or an upstream paused, and for 50 ms after; `idle_poll_ns` otherwise.
+//   in XOFF or an upstream paused, a storm is held or mitigated, and for 50 ms after;
+//   `idle_poll_ns` otherwise.
+// - Storms (a `pfc-storm` fault, docs/design-congestion.md §6): a port asked to be held paused
+//   from outside (set_storm: the NIC behind it keeps sending PFC pauses) has its own TBF paused
+//   (PortCommand kHold) until the storm is lifted (kRelease). Only a port that is not also an
+//   upstream can be stormed (a ToR port facing a GPU): the agent's own pauses of an upstream
+//   and an external one never share a TBF.
+// - Watchdog (SONiC's pfcwd, Juniper's defaults): a held port whose queue holds bytes and whose
+//   TBF sent nothing (past the pause's one-frame leak) for `watchdog_ns` is a storm: a detect
+//   event, then for `restore_ns` its pause is ignored (kMitigate: its rate back and, with the
+//   drop action, a 1-byte limit so arrivals are dropped while what it holds drains); then a
+//   restore event and, while the storm lasts, it is held again (kHold) and detected again.
+//   The watchdog judges only held ports: a busy port that sends is never a storm, and the
+//   agent's own pauses end by XON or by their quantum.
 //
 // Plain values; PauseMachine is not thread-safe (one agent thread drives it).
 #pragma once
@@ -43,6 +56,7 @@ struct PauseConfig {
     bool lossless = true;        // only lossless ports pause; ecn ports are only polled
     uint64_t xoff = 0, xon = 0;  // lab bytes
     std::vector<int> feeders;    // indices into upstreams
+    int upstream = -1;           // its index in upstreams when it is one too: never stormed
   };
   struct Upstream {
     uint64_t rate = 0;       // bytes per second in force (the activity filter's 1%)
@@ -50,6 +64,9 @@ struct PauseConfig {
   };
   int64_t poll_ns = 1'000'000;
   int64_t idle_poll_ns = 10'000'000;
+  int64_t watchdog_ns = 0;           // a held port stalled this long is a storm; 0: no watchdog
+  int64_t restore_ns = 200'000'000;  // how long the watchdog then ignores its pause
+  bool watchdog_drop = true;         // "drop": arrivals are dropped while it mitigates
   std::vector<Port> ports;
   std::vector<Upstream> upstreams;
 };
@@ -58,6 +75,9 @@ struct PauseConfig {
 struct PortSample {
   bool seen = false;  // false: its qdisc was not in the dump (treated as unchanged)
   uint64_t backlog = 0;
+  uint64_t bytes = 0;     // sent by its qdisc (a counter): the watchdog's progress
+  uint64_t drops = 0;     // dropped by its qdisc (a counter): the watchdog's `dropped`
+  uint64_t tbf_rate = 0;  // its TBF's rate: ownership of a held port, a killed agent's leftover
 };
 // One upstream as the dumps showed it.
 struct UpstreamSample {
@@ -82,10 +102,38 @@ struct Command {
   int by = -1;  // kXoff: the port that asked for the pause
 };
 
+// What to do with a polled port's own TBF (storms and the watchdog).
+enum class PortAction {
+  kHold,      // the pause rate with its own limit (a storm holds it)
+  kRelease,   // its rate and limit back, then a kick (storm lifted, leftover, watchdog done)
+  kMitigate,  // its rate back (limit 1 byte with the drop action), then a kick
+};
+const char* action_name(PortAction a);
+struct PortCommand {
+  int port = 0;
+  PortAction action = PortAction::kHold;
+};
+// A watchdog event for events.jsonl: pfcwd_detect {port, paused_ms} or pfcwd_restore.
+struct WatchdogEvent {
+  int port = 0;
+  bool detect = true;     // false: restore
+  int64_t paused_ns = 0;  // detect: how long the port had been held
+  uint64_t dropped = 0;   // restore: what the mitigation dropped
+};
+
 struct PortState {
   bool xoff = false;
   uint64_t backlog = 0, backlog_max = 0;
   uint64_t xoff_events = 0;
+  // Storm and watchdog.
+  bool storm = false;       // asked to be held (set_storm)
+  bool held = false;        // its TBF is at the pause rate for the storm
+  bool mitigating = false;  // the watchdog ignores its pause until mitigate_until
+  int64_t held_at = 0, stall_since = 0, mitigate_until = 0;
+  bool bytes_known = false;  // the first sample after a hold carries its leak
+  uint64_t bytes_last = 0, drops_last = 0, drops_at = 0;
+  uint64_t trips = 0, dropped = 0;  // dropped: in closed mitigations
+  uint64_t storm_repaused = 0, leftovers = 0;
 };
 struct UpstreamState {
   bool paused = false;
@@ -107,8 +155,16 @@ class PauseMachine {
   // commands are valid until the next call; the caller carries them out before polling again.
   const std::vector<Command>& step(int64_t now_ns, std::span<const PortSample> ports,
                                    std::span<const UpstreamSample> upstreams);
-  // Resumes every paused upstream (the agent stopping): the commands to carry out.
+  // Resumes every paused upstream (the agent stopping): the commands to carry out; port_commands()
+  // then releases every held or mitigating port.
   const std::vector<Command>& resume_all(int64_t now_ns);
+  // A storm on `port` from the next step on (on) or lifted (off). The port must not be an upstream.
+  void set_storm(int port, bool on);
+  // The last step's (or resume_all's) port commands and watchdog events, valid until the next.
+  const std::vector<PortCommand>& port_commands() const { return port_out_; }
+  const std::vector<WatchdogEvent>& watchdog_events() const { return wd_out_; }
+  // Dropped while mitigating so far, the open mitigation included.
+  uint64_t dropped(int port) const;
   // When to poll next after a poll at `now_ns`: fast or idle.
   int64_t interval_ns(int64_t now_ns) const;
   bool fast(int64_t now_ns) const { return now_ns < fast_until_; }
@@ -123,11 +179,15 @@ class PauseMachine {
   bool active(const UpstreamState& u, int64_t now_ns, int64_t interval) const;
   void pause(int u, int by, int64_t now, Reason why);
   void resume(int u, int64_t now, Reason why);
+  void hold(int p, int64_t now);
+  bool storms(int64_t now, std::span<const PortSample> ports);  // true: some port held/mitigating
 
   PauseConfig config_;
   std::vector<PortState> ports_;
   std::vector<UpstreamState> ups_;
   std::vector<Command> out_;
+  std::vector<PortCommand> port_out_;
+  std::vector<WatchdogEvent> wd_out_;
   std::vector<char> touched_;  // upstreams acted on this poll
   int64_t last_poll_ = INT64_MIN / 2;
   int64_t fast_until_ = INT64_MIN / 2;

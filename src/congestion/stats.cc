@@ -14,7 +14,12 @@ json to_json(const AgentStats& s) {
                    {"backlog", p.backlog},
                    {"backlog_max", p.backlog_max},
                    {"drops", p.drops},
-                   {"xoff_events", p.xoff_events}};
+                   {"xoff_events", p.xoff_events},
+                   {"storm", p.storm},
+                   {"watchdog",
+                    {{"trips", p.watchdog.trips},
+                     {"mitigating", p.watchdog.mitigating},
+                     {"dropped", p.watchdog.dropped}}}};
   for (const auto& [name, u] : s.upstreams)
     ups[name] = {{"pauses", u.pauses},
                  {"paused_ns", u.paused_ns},
@@ -34,6 +39,9 @@ json to_json(const AgentStats& s) {
           {"errors", s.errors},
           {"last_error", s.last_error},
           {"stopped", s.stopped},
+          {"generation", s.generation},
+          {"control_error", s.control_error},
+          {"control_applied_ns", s.control_applied_ns},
           {"ports", ports},
           {"upstreams", ups}};
 }
@@ -52,11 +60,20 @@ AgentStats stats_from_json(const json& j) {
   s.errors = j.value("errors", uint64_t{0});
   s.last_error = j.value("last_error", "");
   s.stopped = j.value("stopped", false);
+  s.generation = j.value("generation", uint64_t{0});
+  s.control_error = j.value("control_error", "");
+  s.control_applied_ns = j.value("control_applied_ns", int64_t{0});
   if (auto it = j.find("ports"); it != j.end() && it->is_object())
-    for (const auto& [name, p] : it->items())
-      s.ports[name] = {p.value("model", ""), p.value("backlog", uint64_t{0}),
-                       p.value("backlog_max", uint64_t{0}), p.value("drops", uint64_t{0}),
-                       p.value("xoff_events", uint64_t{0})};
+    for (const auto& [name, p] : it->items()) {
+      PortStats x{p.value("model", ""), p.value("backlog", uint64_t{0}),
+                  p.value("backlog_max", uint64_t{0}), p.value("drops", uint64_t{0}),
+                  p.value("xoff_events", uint64_t{0})};
+      x.storm = p.value("storm", false);
+      if (auto w = p.find("watchdog"); w != p.end() && w->is_object())
+        x.watchdog = {w->value("trips", uint64_t{0}), w->value("mitigating", false),
+                      w->value("dropped", uint64_t{0})};
+      s.ports[name] = std::move(x);
+    }
   if (auto it = j.find("upstreams"); it != j.end() && it->is_object())
     for (const auto& [name, u] : it->items()) {
       UpstreamStats x;

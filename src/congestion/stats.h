@@ -4,7 +4,9 @@
 //
 //   {"pid", "uptime_s", "cpu_s", "sched", "polls", "late_polls", "late_ms_max", "poll_ms_p99",
 //    "errors", "last_error", "stopped",
-//    "ports": {"dc/tor0:s4g0": {"model", "backlog", "backlog_max", "drops", "xoff_events"}},
+//    "generation", "control_error", "control_applied_ns",   (congestion/control.h's answer)
+//    "ports": {"dc/tor0:s4g0": {"model", "backlog", "backlog_max", "drops", "xoff_events",
+//                               "storm", "watchdog": {"trips", "mitigating", "dropped"}}},
 //    "upstreams": {"dc/s0/g0:rail": {"pauses", "paused_ns", "paused_now", "pause_expired",
 //                                    "repaused", "leftovers", "by": {"dc/tor0:s4g0": n}}}}
 //
@@ -28,6 +30,12 @@ struct PortStats {
   uint64_t backlog = 0, backlog_max = 0;
   uint64_t drops = 0;  // the egress qdisc's drop counter since the agent started
   uint64_t xoff_events = 0;
+  bool storm = false;  // a pfc-storm holds it (congestion/control.h)
+  struct Watchdog {
+    uint64_t trips = 0;       // storms detected
+    bool mitigating = false;  // its pause ignored now
+    uint64_t dropped = 0;     // dropped while mitigating (the drop action)
+  } watchdog;
 };
 struct UpstreamStats {
   uint64_t pauses = 0;
@@ -45,6 +53,11 @@ struct AgentStats {
   uint64_t errors = 0;
   std::string last_error;
   bool stopped = false;  // written by an agent that resumed everything and exited
+  // The control document (congestion/control.h) it last read: its generation, why it refused
+  // part of it ("" when it took it whole), and when it carried it out (CLOCK_MONOTONIC ns).
+  uint64_t generation = 0;
+  std::string control_error;
+  int64_t control_applied_ns = 0;
   std::map<std::string, PortStats> ports;
   std::map<std::string, UpstreamStats> upstreams;
 };

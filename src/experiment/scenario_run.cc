@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -550,6 +551,10 @@ void ScenarioRun::take_lab_event(const nlohmann::json& j) {
   if (e == "fabric_withdraw" || e == "fabric_restore")  // the spines' host routes
     in_.control.push_back(
         {j["t_mono_ns"].get<int64_t>(), e, j.value("region", ""), j.value("gpu", "")});
+  if (e == "pfcwd_detect")  // the congestion agent's PFC watchdog found a storm
+    in_.control.push_back(
+        {j["t_mono_ns"].get<int64_t>(), e, j.value("port", ""),
+         "paused " + std::to_string(std::llround(j.value("paused_ms", 0.0))) + " ms"});
   if ((e == "fault_inject" || e == "fault_revert") && j.contains("fault") &&
       j["fault"].get<size_t>() < in_.faults.size()) {
     auto& w = in_.faults[j["fault"].get<size_t>()];
@@ -723,7 +728,8 @@ RunResult ScenarioRun::summarise() {
       {"ok", res_.ok()},
       {"measured",
        "CLOCK_MONOTONIC throughout; detection/reroute from route changes seen by "
-       "netlink monitors in the routers and faulted nodes; outage from UDP probes every " +
+       "netlink monitors in the routers and faulted nodes (a pfc-storm's detection: the "
+       "congestion agent's PFC watchdog, pfcwd_detect); outage from UDP probes every " +
            std::to_string(o_.probe_interval_us) +
            " us on each faulted path; stall from the workload's iteration completions "
            "(first start / last end over ranks); link shaping: " +

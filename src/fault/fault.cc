@@ -11,6 +11,7 @@
 #include "core/process.h"
 #include "fault/link_ops.h"
 #include "lab/link_change.h"
+#include "lab/storm.h"
 #include "plan/plan.h"
 #include "scenario/names.h"
 
@@ -51,6 +52,63 @@ Result<Resolved> on_this_host(const lab::LabState& st, Resolved r) {
       r.elsewhere.push_back(lab::link_key(l) + ": " + note);
   }
   return r;
+}
+
+// The ToR ports facing GPU `g` whose egress is a lossless polled queue, and their rail links.
+struct StormPorts {
+  std::vector<std::string> ports;
+  std::vector<size_t> links;
+  std::string model;  // the first rail's model when none is lossless
+};
+StormPorts storm_ports(const lab::LabState& st, const plan::Node& g) {
+  StormPorts out;
+  for (size_t i = 0; i < st.topo.links.size(); ++i) {
+    const auto& l = st.topo.links[i];
+    if (l.tier != plan::Tier::kScaleOut || (l.a.node != g.name && l.b.node != g.name)) continue;
+    const bool gpu_is_a = l.a.node == g.name;
+    const plan::LinkEnd& tor = gpu_is_a ? l.b : l.a;
+    const shaping::Congestion& toward_gpu =
+        gpu_is_a ? l.emulated.congestion.ba : l.emulated.congestion.ab;
+    if (out.model.empty()) out.model = l.emulated.congestion.model;
+    if (toward_gpu.model != "lossless" || toward_gpu.feeders == 0) continue;
+    out.ports.push_back(tor.node + ":" + tor.ifname);
+    out.links.push_back(i);
+  }
+  return out;
+}
+
+// pfc-storm on node `n`: a GPU whose rail is lossless.
+Result<Resolved> resolve_storm(const lab::LabState& st, const plan::Node& n, Resolved r) {
+  // What is valid: the GPUs of this lab with a lossless rail.
+  auto valid = [&] {
+    std::vector<std::string> v;
+    for (const auto& g : st.topo.nodes)
+      if (g.kind == plan::NodeKind::kGpu && !storm_ports(st, g).ports.empty()) v.push_back(g.name);
+    if (v.empty())
+      return std::string("lab ") + st.lab +
+             " has no GPU with a lossless rail (congestion = \"lossless\", the hpn preset's "
+             "default, on a shaped rail)";
+    std::string s = "GPUs with a lossless rail: ";
+    for (size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? ", " : "") + v[i];
+    if (v.size() > 8) s += " (" + std::to_string(v.size() - 8) + " more)";
+    return s;
+  };
+  if (n.kind != plan::NodeKind::kGpu)
+    return bad_input("pfc-storm: " + n.name + " is a " + plan::to_string(n.kind) +
+                     ", not a GPU; a storm comes from the NIC of a GPU (the ToR port facing it "
+                     "is held paused). " +
+                     valid());
+  const StormPorts sp = storm_ports(st, n);
+  if (sp.ports.empty())
+    return bad_input("pfc-storm: the rail of " + n.name + " is not lossless (congestion = \"" +
+                     (sp.model.empty() ? std::string("none") : sp.model) +
+                     "\"): PFC pauses exist only on lossless rails. " + valid());
+  r.ports = sp.ports;
+  r.links = sp.links;
+  r.label = "pfc-storm " + n.name + " (";
+  for (size_t i = 0; i < sp.ports.size(); ++i) r.label += (i ? ", " : "") + sp.ports[i];
+  r.label += ")";
+  return on_this_host(st, r);
 }
 
 }  // namespace
@@ -115,6 +173,7 @@ Result<Resolved> resolve(const lab::LabState& st, const scenario::Fault& f) {
     return bad_input(kind + ": node " + node + " is on host " + n->host +
                      ", not on this one (host " + st.host + " of lab " + st.lab +
                      "); run it on host " + n->host);
+  if (f.kind == FaultKind::kPfcStorm) return resolve_storm(st, *n, r);
   if (f.kind == FaultKind::kRankKill) {
     if (n->kind != plan::NodeKind::kGpu)
       return bad_input("rank-kill: " + node + " is not a GPU (node-crash takes switches)");
@@ -189,6 +248,13 @@ Status Injector::inject(const Resolved& f, size_t id) {
     return {};
   }
   if (std::find(active_.begin(), active_.end(), id) == active_.end()) active_.push_back(id);
+  if (k == FaultKind::kPfcStorm) {
+    // In force when the agent has held the ports (its answer).
+    auto applied = lab::set_storms(st_.lab, f.ports, true);
+    if (!applied) return std::unexpected(applied.error());
+    effect_ns_ = *applied;
+    return {};
+  }
   if (k == FaultKind::kLinkDown || k == FaultKind::kFlap || k == FaultKind::kNodeCrash) {
     for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, false, &effect_ns_));
     return {};
@@ -213,6 +279,12 @@ Status Injector::inject(const Resolved& f, size_t id) {
 Status Injector::revert(const Resolved& f, size_t id) {
   std::erase(active_, id);
   const FaultKind k = f.spec.kind;
+  if (k == FaultKind::kPfcStorm) {
+    auto applied = lab::set_storms(st_.lab, f.ports, false);
+    if (!applied) return std::unexpected(applied.error());
+    effect_ns_ = *applied;
+    return {};
+  }
   if (k == FaultKind::kLinkDown || k == FaultKind::kFlap || k == FaultKind::kNodeCrash) {
     for (size_t l : f.links) TB_TRY(set_link_state(st_, kernel_, l, true, &effect_ns_));
     return {};

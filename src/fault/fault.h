@@ -12,6 +12,9 @@
 //   partition             every WAN link between two regions blackholed
 //   node-crash            every link of a ToR, spine, switch, server or router down
 //   rank-kill             SIGKILL to the bench ranks running in a GPU's namespace
+//   pfc-storm             the ToR port(s) facing a GPU held paused, as if its NIC kept sending
+//                         PFC pauses (lossless rails only): the lab's congestion agent holds them
+//                         (lab/storm.h) and its watchdog mitigates; revert releases them
 // A fault with `for` > 0 is reverted after it; with 0 it stays (link-down until a later
 // link-up). Resolving and scheduling are pure (unit-tested); Injector touches the lab.
 // Not thread-safe.
@@ -35,6 +38,8 @@ struct Resolved {
   // On a lab over several hosts: what of it is another host's (link_ops.h EndsHere::elsewhere),
   // one line per link this host holds only one end of; empty when it is all here.
   std::vector<std::string> elsewhere;
+  // pfc-storm: the congestion agent's ports it holds ("dc/tor0:s0g0", one per ToR facing it).
+  std::vector<std::string> ports;
 };
 
 // Exit-2 errors name the fault and what would be valid. On one host of a lab over several

@@ -188,6 +188,9 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
       // Its pause episodes in the lab's directory (congestion/episodes.h); `run` copies its own.
       auto& argv = specs.back().argv;
       argv.insert(argv.end(), {"--episodes", dir + "/" + congestion::kEpisodesFile});
+      // It re-reads its control document (congestion/control.h) on SIGHUP, which stays blocked
+      // across its exec until its handler is in place.
+      specs.back().hup_blocked = true;
     } else if (const auto* r = std::get_if<plan::Router>(&d)) {
       auto kids = failover::frr_children(*lab_files, *r);
       if (!kids) return std::unexpected(kids.error());

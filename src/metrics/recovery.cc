@@ -66,9 +66,11 @@ RecoveryReport analyze(const RecoveryInput& in) {
     r.fault = f;
     const int64_t end = f.revert_ns > 0 ? f.revert_ns : in.run_end_ns;
     const int64_t from = f.requested_ns > 0 ? std::min(f.requested_ns, f.inject_ns) : f.inject_ns;
+    // A PFC storm breaks no link or route: the watchdog's detection is its only detection.
+    const bool storm = f.kind == "pfc-storm";
     for (const auto& c : control) {
       if (c.t_ns < from) continue;
-      if (!r.detection_ms) {
+      if (!r.detection_ms && (!storm || c.what == "pfcwd_detect")) {
         r.detection_ms = std::max(0.0, ms(c.t_ns - f.inject_ns));
         r.detected_by = c.what + " " + c.where + (c.detail.empty() ? "" : " " + c.detail);
       }

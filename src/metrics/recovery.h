@@ -1,8 +1,9 @@
 // Recovery analysis of a run: for each fault on the timeline, from timestamps on the one
 // monotonic clock (events.jsonl, probe outages, workload iterations):
 //   detection   first control-plane reaction after the fault (a route withdrawn or added in a
-//               watched namespace, a BFD session down, the failover agent switching); none when
-//               nothing reacted (static routes)
+//               watched namespace, a BFD session down, the failover agent switching, the PFC
+//               watchdog's pfcwd_detect); none when nothing reacted (static routes). For a
+//               pfc-storm only pfcwd_detect counts (a storm changes no route)
 //   reroute     first route installed or withdrawn after the fault (traffic has a new path),
 //               a spine host route by the fabric agent included
 //   outage      the longest run of lost probes on the fault's path that began after it

@@ -269,6 +269,12 @@ std::vector<CongestionAgent> congestion_agents(Plan& p, const scenario::Scenario
                            0,
                            0,
                            {}});
+        if (const auto* o = std::get_if<netlink::TbfOptions>(&t->second.options)) {
+          a.ports.back().rate = o->rate;
+          a.ports.back().burst = o->burst;
+          a.ports.back().limit = o->limit;
+        }
+        a.ports.back().mtu = static_cast<uint32_t>(l.emulated.mtu);
         polled.push_back(e);
       }
     if (a.ports.empty()) continue;

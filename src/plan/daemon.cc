@@ -121,7 +121,11 @@ json to_json(const CongestionAgent& c) {
                      {"kmin", p.kmin},
                      {"kmax", p.kmax},
                      {"pmax", p.pmax},
-                     {"feeders", p.feeders}});
+                     {"feeders", p.feeders},
+                     {"rate", p.rate},
+                     {"burst", p.burst},
+                     {"limit", p.limit},
+                     {"mtu", p.mtu}});
   for (const auto& u : c.upstreams)
     ups.push_back({{"name", u.name},
                    {"netns", u.netns},
@@ -156,10 +160,15 @@ CongestionAgent congestion_from_json(const json& j) {
                     j.at("action"),
                     {},
                     {}};
-  for (const auto& p : j.at("ports"))
+  for (const auto& p : j.at("ports")) {
     c.ports.push_back({p.at("name"), p.at("netns"), p.at("ifname"), p.at("handle"), p.at("parent"),
                        p.at("model"), p.at("xoff"), p.at("xon"), p.at("kmin"), p.at("kmax"),
                        p.at("pmax"), p.at("feeders")});
+    c.ports.back().rate = p.value("rate", uint64_t{0});
+    c.ports.back().burst = p.value("burst", uint32_t{0});
+    c.ports.back().limit = p.value("limit", uint32_t{0});
+    c.ports.back().mtu = p.value("mtu", uint32_t{1500});
+  }
   for (const auto& u : j.at("upstreams"))
     c.upstreams.push_back({u.at("name"), u.at("netns"), u.at("ifname"), u.at("handle"),
                            u.at("parent"), u.at("rate"), u.at("burst"), u.at("limit"), u.at("mtu"),

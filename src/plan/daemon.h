@@ -113,6 +113,11 @@ struct CongestionPort {
   uint64_t kmin = 0, kmax = 0;      // ecn: marking thresholds
   double pmax = 0;                  // ecn: marking probability at kmax, 0..1
   std::vector<int> feeders;         // indices into CongestionAgent::upstreams
+  // Its own TBF as planned (a pfc-storm holds it paused; the figures a killed agent's hold is
+  // restored to; 0: not known, e.g. a config written before P8); the pause's burst is one frame.
+  uint64_t rate = 0;
+  uint32_t burst = 0, limit = 0;
+  uint32_t mtu = 1500;
 };
 struct CongestionUpstream {
   std::string name;  // "dc/s0/g0:rail" (node:ifname), for reports

@@ -10,7 +10,7 @@ namespace {
 using enum FaultKind;
 using enum FaultTarget;
 
-constexpr std::array<FaultKindInfo, 9> kKinds{{
+constexpr std::array<FaultKindInfo, 10> kKinds{{
     {kLinkDown, "link-down", "link-down", kLink},
     {kLinkUp, "link-up", "link-up", kLink},
     {kFlap, "flap", "flap", kLink},
@@ -20,6 +20,7 @@ constexpr std::array<FaultKindInfo, 9> kKinds{{
     {kPartition, "partition", "partition", kRegions},
     {kNodeCrash, "node-crash", "crash", kNode},
     {kRankKill, "rank-kill", "kill", kNode},
+    {kPfcStorm, "pfc-storm", "pfc-storm", kNode},
 }};
 
 }  // namespace

@@ -25,6 +25,7 @@ enum class FaultKind {
   kPartition,  // every WAN link between two regions blackholed
   kNodeCrash,  // every link of a ToR, spine, switch, server or router down
   kRankKill,   // SIGKILL to the bench ranks in a GPU's namespace
+  kPfcStorm,   // a GPU's NIC keeps pausing the ToR port(s) facing it (lossless rails)
 };
 
 // What a fault acts on: the keys (a, b, link | regions | node) or the verb's arguments

@@ -135,6 +135,11 @@ void read_node_fault(Table& t, Fault& f, const LoadState& st) {
                         region_of(f.node) +
                         "/s0/g0\" (node-crash takes "
                         "the other nodes)");
+  if (f.kind == FaultKind::kPfcStorm && *c != NodeClass::kGpu)
+    t.error("node", quote(f.node) +
+                        " is not a GPU; pfc-storm takes the GPU whose NIC keeps pausing the "
+                        "ToR port facing it, such as \"" +
+                        region_of(f.node) + "/s0/g0\" (its rail must be lossless)");
   if (f.kind == FaultKind::kNodeCrash && *c == NodeClass::kGpu)
     t.error("node", quote(f.node) +
                         " is a GPU; node-crash takes a ToR, spine, vpc, tr or server "

@@ -11,7 +11,8 @@ set(TB_E2E_SERIAL_TESTS
   Bench.KillingOneRankFailsTheOthersClearlyAndTheLabStaysHealthy  # a: others fail within 10 s
   Bench.KillingOneRankOverSharedMemoryFailsTheOthersFast  # a: the same bound
   BenchHz.*  # a, b, c: 16 ranks, a 2 s timeout over the WAN, Chromium
-  Congestion.*  # a: rail drops, retransmits and goodput of an incast; the agent's timing
+  Congestion.*  # a: rail drops, retransmits and goodput of an incast; the agent's timing; the
+               # PFC watchdog's detection of a pfc-storm (200 ms ± 10%)
   ExerciseTest.WrongNicTwoStudentsHintsResetStop  # a: busbw 0.9 of the rail
   ExerciseTest.UntunedCollectives  # a: busbw
   ExerciseTest.EcmpPolarisation  # a: busbw, uplink balance

@@ -16,6 +16,11 @@
 // What is asserted: an incast keeps 0 drops at the switch (less the late-agent allowance of
 // §3.5, printed, when the agent reports polls later than its budget: a loaded host, not the
 // agent); after SIGKILL a restarted agent resumes the pause it finds; SIGTERM resumes all.
+// P8: a storm held on sw:out through the control document (congestion/control.h, SIGHUP) is
+// found by the watchdog within `watchdog` plus one poll (and the agent's reported lateness),
+// mitigated (its rate back, a 1-byte limit: arrivals dropped, the senders resume), held and found
+// again, and released when the document lifts it; with watchdog_action = "forward" the mitigated
+// port keeps its limit, forwards and drops nothing.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -40,8 +45,11 @@
 #include <thread>
 #include <vector>
 
+#include "congestion/control.h"
+#include "congestion/pause.h"
 #include "congestion/stats.h"
 #include "congestion_traffic.h"
+#include "core/safe_file.h"
 #include "netlink/netns.h"
 #include "netlink/qdisc_stats.h"
 #include "netlink/socket.h"
@@ -86,7 +94,10 @@ struct Tbf {
   bool found = false;
   uint64_t rate = 0, bytes = 0;
   uint32_t drops = 0, backlog = 0;
+  uint32_t limit = 0;
 };
+
+constexpr int64_t kWatchdogMs = 200, kRestoreMs = 200;
 
 class CongestionAgentTest : public NetnsTest {
  protected:
@@ -155,8 +166,15 @@ class CongestionAgentTest : public NetnsTest {
     c.poll_ns = 1 * kMs;
     c.idle_poll_ns = kIdlePollMs * kMs;
     c.late_ns = 1 * kMs;
+    c.watchdog_ns = kWatchdogMs * kMs;
+    c.restore_ns = kRestoreMs * kMs;
+    c.action = "drop";
     plan::CongestionPort p{"sw:out", sw_.name, "out", kTbfRoot, TC_H_ROOT, "lossless",
                            kXoff,    kXon,     0,     0,        0,         {0, 1}};
+    p.rate = kRate;
+    p.burst = kBurst;
+    p.limit = static_cast<uint32_t>(kSwitchLimit);
+    p.mtu = 1500;
     c.ports.push_back(p);
     // 65535 x 512 bit times at 100 Mbit/s.
     const int64_t quantum = 65535LL * 512 * 1'000'000'000 / static_cast<int64_t>(kRate * 8);
@@ -168,6 +186,8 @@ class CongestionAgentTest : public NetnsTest {
     }
     config_ = (dir_ / "congestion.json").string();
     stats_ = (dir_ / "congestion.stats.json").string();
+    control_ = (dir_ / congestion::kControlFile).string();
+    events_ = (dir_ / "events.jsonl").string();
     std::ofstream(config_) << plan::to_json(c).dump(1) << "\n";
   }
 
@@ -182,7 +202,7 @@ class CongestionAgentTest : public NetnsTest {
     EXPECT_TRUE(r) << r.error().message;
     for (const auto& q : all)
       if (q.ifindex == n.ifindex && q.handle == kTbfRoot)
-        return {true, q.tbf_rate, q.bytes, q.drops, q.backlog};
+        return {true, q.tbf_rate, q.bytes, q.drops, q.backlog, q.tbf_limit};
     return {};
   }
 
@@ -194,8 +214,9 @@ class CongestionAgentTest : public NetnsTest {
     agent_ = fork();
     ASSERT_GE(agent_, 0);
     if (agent_ == 0) {
+      const std::string events = events_;
       execl(TB_PROBE, TB_PROBE, "congestion", "--config", config.c_str(), "--stats", stats.c_str(),
-            static_cast<char*>(nullptr));
+            "--events", events.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
     // Up once its first stats file is there (within 2 s).
@@ -222,9 +243,48 @@ class CongestionAgentTest : public NetnsTest {
     return s.value_or(congestion::AgentStats{});
   }
 
+  // Writes the control document holding `storms` as `generation`, tells the agent (SIGHUP) and
+  // waits (2 s at most) for its answer; its control_applied_ns, 0 when none came.
+  int64_t control(uint64_t generation, const std::vector<std::string>& storms) {
+    congestion::ControlDoc d;
+    d.generation = generation;
+    d.storms = storms;
+    auto w = write_file(control_, congestion::to_json(d).dump() + "\n");
+    EXPECT_TRUE(w) << w.error().message;
+    kill(agent_, SIGHUP);
+    for (int i = 0; i < 400; ++i) {
+      auto s = congestion::read_stats(stats_);
+      if (s && s->generation == generation && s->control_applied_ns > 0) {
+        EXPECT_EQ(s->control_error, "");
+        return s->control_applied_ns;
+      }
+      sleep_ms(5);
+    }
+    ADD_FAILURE() << "no answer for control generation " << generation << " within 2 s";
+    return 0;
+  }
+  // The events.jsonl lines named `name`.
+  std::vector<nlohmann::json> events(const std::string& name) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(events_);
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("event", "") == name) out.push_back(j);
+    }
+    return out;
+  }
+  // Waits (bounded by `max_ms`) for the `n`th event named `name`.
+  bool await_event(const std::string& name, size_t n, int64_t max_ms) {
+    for (int64_t i = 0; i < max_ms / 2; ++i) {
+      if (events(name).size() >= n) return true;
+      sleep_ms(2);
+    }
+    return false;
+  }
+
   Node s1_, s2_, sw_, r_;
   std::filesystem::path dir_;
-  std::string config_, stats_;
+  std::string config_, stats_, control_, events_;
   pid_t agent_ = -1;
 };
 
@@ -350,6 +410,156 @@ TEST_F(CongestionAgentTest, SigtermResumesEverythingItPaused) {
   EXPECT_GT(a2.bytes + b2.bytes, a.bytes + b.bytes) << "the senders did not resume";
   EXPECT_TRUE(s.stopped);
   for (const auto& [name, u] : s.upstreams) EXPECT_FALSE(u.paused_now) << name;
+}
+
+TEST_F(CongestionAgentTest, AStormHeldOnTheSwitchPortIsFoundByTheWatchdogMitigatedAndReleased) {
+  ASSERT_NO_FATAL_FAILURE(start_agent());
+  Traffic t;
+  auto c = t.connect({s1_.fd.get(), s2_.fd.get()}, 3, r_.fd.get(), 5304);
+  ASSERT_TRUE(c) << c.error().message;
+  t.start(5000);
+  sleep_ms(300);
+  // The storm: sw:out held paused as if r's NIC kept sending PFC pauses.
+  const int64_t applied = control(1, {"sw:out"});
+  ASSERT_GT(applied, 0);
+  sleep_ms(100);
+  const Tbf held = read(sw_), held_s1 = read(s1_);
+  sleep_ms(50);
+  const Tbf held2 = read(sw_);
+  EXPECT_EQ(held.rate, congestion::kPauseRate) << "the storm did not hold sw:out";
+  EXPECT_LE(held2.bytes - held.bytes, 0u) << "sw:out sent while held (past its leak)";
+  // Found within the watchdog plus a poll (and the agent's lateness, printed).
+  ASSERT_TRUE(await_event("pfcwd_detect", 1, 1000)) << "no pfcwd_detect within 1 s of the hold";
+  const nlohmann::json d1 = events("pfcwd_detect")[0];
+  sleep_ms(40);
+  const Tbf mitigating = read(sw_), s1_mid = read(s1_);
+  ASSERT_TRUE(await_event("pfcwd_restore", 1, 1000));
+  const nlohmann::json r1 = events("pfcwd_restore")[0];
+  sleep_ms(20);
+  const Tbf held_again = read(sw_);
+  // Still storming: found again a watchdog later.
+  // (The flows are in RTO backoff after the drops: their next retransmit starts the stall.)
+  ASSERT_TRUE(await_event("pfcwd_detect", 2, 2500)) << "the persisting storm was not found again";
+  const nlohmann::json d2 = events("pfcwd_detect")[1];
+  // Lifted: released; new flows (the old ones are deep in RTO backoff) get the port.
+  ASSERT_GT(control(2, {}), 0);
+  t.stop();
+  const Tbf after = read(sw_);
+  Traffic t2;
+  auto c2 = t2.connect({s1_.fd.get(), s2_.fd.get()}, 1, r_.fd.get(), 5305);
+  ASSERT_TRUE(c2) << c2.error().message;
+  t2.start(1000);
+  sleep_ms(100);
+  const uint64_t rx0 = t2.received();
+  sleep_ms(400);
+  const uint64_t rx = t2.received() - rx0;
+  t2.stop();
+  sleep_ms(300);
+  const congestion::AgentStats s = stats();
+  ASSERT_EQ(stop_agent(SIGTERM), 0);
+  const double detect_ms = (d1.value("t_mono_ns", int64_t{0}) - applied) / 1e6;
+  const double paused1 = d1.value("paused_ms", 0.0), paused2 = d2.value("paused_ms", 0.0);
+  const double again_ms =
+      (d2.value("t_mono_ns", int64_t{0}) - r1.value("t_mono_ns", int64_t{0})) / 1e6;
+  std::printf(
+      "[storm] held %llu B queued (s1 at %llu B/s); detect %.1f ms after the agent's answer "
+      "(paused_ms %.1f), "
+      "mitigation: sw:out at %llu B/s limit %u, s1 at %llu B/s sent %llu B since held, restore "
+      "after %.1f ms "
+      "with %llu dropped; held again at %llu B/s, found again %.1f ms later (paused_ms %.1f); "
+      "lifted: %.2f of the port at r over 400 ms, sw:out at %llu B/s limit %u; agent: %llu late "
+      "polls (max %.2f ms), trips %llu, dropped %llu\n",
+      static_cast<unsigned long long>(held.backlog), static_cast<unsigned long long>(held_s1.rate),
+      detect_ms, paused1, static_cast<unsigned long long>(mitigating.rate), mitigating.limit,
+      static_cast<unsigned long long>(s1_mid.rate),
+      static_cast<unsigned long long>(s1_mid.bytes - held_s1.bytes),
+      (r1.value("t_mono_ns", int64_t{0}) - d1.value("t_mono_ns", int64_t{0})) / 1e6,
+      static_cast<unsigned long long>(r1.value("dropped", uint64_t{0})),
+      static_cast<unsigned long long>(held_again.rate), again_ms, paused2,
+      static_cast<double>(rx) / 0.4 / static_cast<double>(kRate),
+      static_cast<unsigned long long>(after.rate), after.limit,
+      static_cast<unsigned long long>(s.late_polls), s.late_ms_max,
+      static_cast<unsigned long long>(s.ports.count("sw:out") ? s.ports.at("sw:out").watchdog.trips
+                                                              : 0),
+      static_cast<unsigned long long>(
+          s.ports.count("sw:out") ? s.ports.at("sw:out").watchdog.dropped : 0));
+  // Detection: watchdog <= paused_ms <= watchdog + one poll + the agent's worst lateness.
+  const double slack = 1.0 + s.late_ms_max + 0.5;
+  EXPECT_GE(paused1, kWatchdogMs);
+  EXPECT_LE(paused1, kWatchdogMs + slack);
+  EXPECT_GE(detect_ms, kWatchdogMs - 1.0);
+  EXPECT_LE(detect_ms, kWatchdogMs + slack + 2.0);
+  // Again: at least the watchdog since the hold (the stall starts with the first retransmit).
+  EXPECT_GE(paused2, kWatchdogMs);
+  EXPECT_GT(held.backlog, 0u) << "nothing queued behind the storm";
+  // Above XOFF behind the storm, sw:out pauses its feeders: the storm spreads. (The flows' bytes
+  // in flight alone may stay below XOFF, when the hold caught the queue low: then it need not.)
+  if (held.backlog > kXoff) {
+    EXPECT_EQ(held_s1.rate, congestion::kPauseRate) << "the storm did not spread to its feeders";
+  }
+  // Mitigation (drop): its rate back with a 1-byte limit; the feeders were resumed and send.
+  EXPECT_EQ(mitigating.rate, kRate);
+  EXPECT_EQ(mitigating.limit, 1u);
+  // The storm stopped spreading: sw:out drained below XON and its feeders resumed, sending what
+  // they held (the flows then wait out their RTOs: what reaches sw:out is dropped).
+  EXPECT_EQ(s1_mid.rate, kRate) << "s1 stayed paused while the watchdog mitigated";
+  EXPECT_GT(s1_mid.bytes, held_s1.bytes) << "s1 sent nothing once resumed";
+  EXPECT_GT(r1.value("dropped", uint64_t{0}), 0u);
+  EXPECT_EQ(held_again.rate, congestion::kPauseRate) << "not held again after the restore";
+  // Released: rate and limit back, traffic through.
+  EXPECT_EQ(after.rate, kRate);
+  EXPECT_EQ(after.limit, static_cast<uint32_t>(kSwitchLimit));
+  EXPECT_GT(static_cast<double>(rx), 0.5 * 0.4 * static_cast<double>(kRate))
+      << "no traffic through sw:out after the storm was lifted";
+  ASSERT_TRUE(s.ports.count("sw:out"));
+  EXPECT_GE(s.ports.at("sw:out").watchdog.trips, 2u);
+  EXPECT_FALSE(s.ports.at("sw:out").storm);
+  EXPECT_EQ(s.errors, 0u) << s.last_error;
+}
+
+// watchdog_action = "forward": while the watchdog ignores the pause the port keeps its limit and
+// forwards; nothing is dropped and the receiver gets its traffic again.
+TEST_F(CongestionAgentTest, WithTheForwardActionAMitigatedStormForwardsAndDropsNothing) {
+  {
+    std::ifstream in(config_);
+    auto j = nlohmann::json::parse(in);
+    j["action"] = "forward";
+    std::ofstream(config_) << j.dump(1) << "\n";
+  }
+  ASSERT_NO_FATAL_FAILURE(start_agent());
+  Traffic t;
+  auto c = t.connect({s1_.fd.get(), s2_.fd.get()}, 3, r_.fd.get(), 5306);
+  ASSERT_TRUE(c) << c.error().message;
+  t.start(3000);
+  sleep_ms(300);
+  const Tbf sw0 = read(sw_);
+  ASSERT_GT(control(1, {"sw:out"}), 0);
+  ASSERT_TRUE(await_event("pfcwd_detect", 1, 1000)) << "no pfcwd_detect within 1 s of the hold";
+  sleep_ms(20);
+  const Tbf mitigating = read(sw_);
+  const uint64_t rx0 = t.received();
+  sleep_ms(150);
+  const uint64_t rx = t.received() - rx0;
+  ASSERT_TRUE(await_event("pfcwd_restore", 1, 1000));
+  const nlohmann::json r1 = events("pfcwd_restore")[0];
+  ASSERT_GT(control(2, {}), 0);
+  t.stop();
+  const Tbf sw1 = read(sw_);
+  const congestion::AgentStats s = stats();
+  ASSERT_EQ(stop_agent(SIGTERM), 0);
+  std::printf(
+      "[storm] forward: mitigating sw:out at %llu B/s limit %u; r got %.2f of the port over "
+      "150 ms of it; restore dropped %llu; switch drops over the test %u (late allowance %llu)\n",
+      static_cast<unsigned long long>(mitigating.rate), mitigating.limit,
+      static_cast<double>(rx) / 0.15 / static_cast<double>(kRate),
+      static_cast<unsigned long long>(r1.value("dropped", uint64_t{0})), sw1.drops - sw0.drops,
+      static_cast<unsigned long long>(late_allowance(s)));
+  EXPECT_EQ(mitigating.rate, kRate);
+  EXPECT_EQ(mitigating.limit, static_cast<uint32_t>(kSwitchLimit));
+  EXPECT_GT(static_cast<double>(rx), 0.5 * 0.15 * static_cast<double>(kRate))
+      << "little traffic through the port while the watchdog ignored its pause";
+  EXPECT_LE(r1.value("dropped", uint64_t{0}), late_allowance(s));
+  EXPECT_EQ(s.errors, 0u) << s.last_error;
 }
 
 }  // namespace

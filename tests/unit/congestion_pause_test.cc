@@ -3,10 +3,12 @@
 // the adaptive poll interval.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "congestion/control.h"
 #include "congestion/pause.h"
 #include "congestion/stats.h"
 
@@ -233,6 +235,185 @@ TEST(CongestionPauseTest, EcnPortsArePolledButNeverPause) {
   EXPECT_EQ(d.m.ports()[0].backlog_max, 500'000u);
 }
 
+// Storms and the watchdog (design §6): port 0 of two_ports() held paused from outside.
+PauseConfig watched() {
+  PauseConfig c = two_ports();
+  c.watchdog_ns = 200 * kMs;
+  c.restore_ns = 200 * kMs;
+  return c;
+}
+
+std::vector<PortAction> actions_on(const PauseMachine& m, int port) {
+  std::vector<PortAction> v;
+  for (const auto& c : m.port_commands())
+    if (c.port == port) v.push_back(c.action);
+  return v;
+}
+
+// Polls every ms while port 0 stays held with `backlog` and sends nothing; the time of the
+// first detect event (ms since `from`), or -1 within `max_ms`.
+int64_t ms_to_detect(Driver& d, int64_t from, uint64_t backlog, int64_t max_ms) {
+  d.backlog(0, backlog);
+  for (int64_t i = 0; i < max_ms; ++i) {
+    d.poll(1, {});
+    for (const auto& e : d.m.watchdog_events())
+      if (e.port == 0 && e.detect) return (d.now - from) / kMs;
+  }
+  return -1;
+}
+
+TEST(CongestionWatchdogTest, AHeldPortThatSendsNothingIsDetectedWithinOnePollOfTheWatchdog) {
+  Driver d(watched());
+  d.poll(1, {0, 1});
+  d.ports[0].bytes = 5'000'000;
+  d.m.set_storm(0, true);
+  d.poll(1, {});
+  ASSERT_EQ(actions_on(d.m, 0), (std::vector<PortAction>{PortAction::kHold}));
+  const int64_t held = d.now;
+  EXPECT_TRUE(d.m.ports()[0].held);
+  // The first sample after the hold shows the pause's leak (one frame): not progress.
+  d.ports[0].bytes += 1514;
+  d.ports[0].tbf_rate = kPauseRate;
+  const int64_t t = ms_to_detect(d, held, 300'000, 400);
+  std::printf("[watchdog] detected %lld ms after the hold (watchdog 200 ms, poll 1 ms)\n",
+              static_cast<long long>(t));
+  EXPECT_GE(t, 200);
+  EXPECT_LE(t, 201);
+  ASSERT_EQ(d.m.watchdog_events().size(), 1u);
+  EXPECT_EQ(d.m.watchdog_events()[0].paused_ns, t * kMs);
+  EXPECT_EQ(actions_on(d.m, 0), (std::vector<PortAction>{PortAction::kMitigate}));
+  EXPECT_EQ(d.m.ports()[0].trips, 1u);
+  EXPECT_TRUE(d.m.ports()[0].mitigating);
+  // Its queue passed XOFF while held: the storm spread to its feeders, as in the field.
+  EXPECT_TRUE(d.m.upstreams()[0].paused);
+}
+
+TEST(CongestionWatchdogTest,
+     MitigationDropsForRestoreThenHoldsAgainAndAPersistingStormIsFoundAgain) {
+  Driver d(watched());
+  d.poll(1, {});
+  d.m.set_storm(0, true);
+  d.poll(1, {});
+  d.ports[0].tbf_rate = kPauseRate;
+  d.ports[0].drops = 7;
+  ASSERT_GE(ms_to_detect(d, d.now, 100'000, 400), 200);
+  const int64_t detected = d.now;
+  // Mitigating: its TBF at its rate with a 1-byte limit; what arrives is dropped and counted.
+  d.ports[0].tbf_rate = kRate;
+  bool restored = false;
+  for (int i = 0; i < 300 && !restored; ++i) {
+    d.ports[0].drops += 10;
+    d.ports[0].bytes += 12'500;  // what it held drains
+    d.backlog(0, i < 20 ? 100'000 - 5'000 * static_cast<uint64_t>(i) : 0);
+    d.poll(1, {});
+    if (i == 100) {
+      EXPECT_EQ(d.m.dropped(0), 1010u);
+      EXPECT_TRUE(actions_on(d.m, 0).empty());  // nothing re-sent while it mitigates
+    }
+    for (const auto& e : d.m.watchdog_events())
+      if (!e.detect) {
+        restored = true;
+        EXPECT_EQ(e.dropped, static_cast<uint64_t>(10 * (i + 1)));
+      }
+  }
+  ASSERT_TRUE(restored);
+  EXPECT_EQ((d.now - detected) / kMs, 200);
+  // The storm still asks: held again (its own limit back), and detected again a watchdog later.
+  EXPECT_EQ(actions_on(d.m, 0), (std::vector<PortAction>{PortAction::kHold}));
+  EXPECT_FALSE(d.m.ports()[0].mitigating);
+  const int64_t again = d.now;
+  d.ports[0].tbf_rate = kPauseRate;
+  const int64_t t = ms_to_detect(d, again, 50'000, 400);
+  EXPECT_GE(t, 200);
+  EXPECT_LE(t, 201);
+  EXPECT_EQ(d.m.ports()[0].trips, 2u);
+}
+
+TEST(CongestionWatchdogTest, NoTripOnABusyPortAnEmptyHeldPortOrWithoutAWatchdog) {
+  // Busy: far above XOFF, not held (nothing paused it from outside): never a storm.
+  Driver d(watched());
+  d.backlog(0, 500'000);
+  for (int i = 0; i < 500; ++i) d.poll(1, {0, 1});
+  EXPECT_EQ(d.m.ports()[0].trips, 0u);
+  // Held but empty (nothing to send toward that GPU): no stall; traffic later starts the clock.
+  Driver e(watched());
+  e.m.set_storm(0, true);
+  e.poll(1, {});
+  e.ports[0].tbf_rate = kPauseRate;
+  for (int i = 0; i < 50; ++i) e.poll(10, {});
+  EXPECT_EQ(e.m.ports()[0].trips, 0u);
+  EXPECT_EQ(e.m.interval_ns(e.now), 1 * kMs) << "a held storm keeps the poll fast";
+  const int64_t from = e.now;
+  const int64_t t = ms_to_detect(e, from, 20'000, 400);
+  EXPECT_GE(t, 200);
+  EXPECT_LE(t, 201);
+  // Held with bytes leaving (a pause that leaks every poll, say): progress, no trip.
+  Driver f(watched());
+  f.m.set_storm(0, true);
+  f.poll(1, {});
+  f.backlog(0, 50'000);
+  for (int i = 0; i < 500; ++i) {
+    f.ports[0].bytes += 1500;
+    f.poll(1, {});
+  }
+  EXPECT_EQ(f.m.ports()[0].trips, 0u);
+  // No watchdog (watchdog_ns 0): held for good.
+  PauseConfig c = two_ports();
+  Driver g(c);
+  g.m.set_storm(0, true);
+  g.poll(1, {});
+  g.backlog(0, 50'000);
+  for (int i = 0; i < 500; ++i) g.poll(1, {});
+  EXPECT_EQ(g.m.ports()[0].trips, 0u);
+  EXPECT_TRUE(g.m.ports()[0].held);
+}
+
+TEST(CongestionWatchdogTest, LiftingTheStormReleasesThePortAlsoWhileItMitigates) {
+  Driver d(watched());
+  d.m.set_storm(0, true);
+  d.poll(1, {});
+  d.poll(50, {});
+  d.m.set_storm(0, false);
+  d.poll(1, {});
+  EXPECT_EQ(actions_on(d.m, 0), (std::vector<PortAction>{PortAction::kRelease}));
+  EXPECT_FALSE(d.m.ports()[0].held);
+  // While mitigating: the mitigation ends at once (restore event) and the port is released.
+  d.m.set_storm(0, true);
+  d.poll(1, {});
+  ASSERT_GE(ms_to_detect(d, d.now, 10'000, 400), 200);
+  d.poll(20, {});
+  d.m.set_storm(0, false);
+  d.poll(1, {});
+  EXPECT_EQ(actions_on(d.m, 0), (std::vector<PortAction>{PortAction::kRelease}));
+  ASSERT_EQ(d.m.watchdog_events().size(), 1u);
+  EXPECT_FALSE(d.m.watchdog_events()[0].detect);
+  EXPECT_FALSE(d.m.ports()[0].mitigating);
+  // Nothing more: no storm, nothing held.
+  d.poll(1, {});
+  EXPECT_TRUE(d.m.port_commands().empty());
+}
+
+TEST(CongestionWatchdogTest, OwnershipLeftoversAndResumeAllCoverHeldPorts) {
+  Driver d(watched());
+  d.m.set_storm(0, true);
+  d.poll(1, {});
+  d.ports[0].tbf_rate = kRate;  // a `link set` while held
+  d.poll(1, {});
+  EXPECT_EQ(actions_on(d.m, 0), (std::vector<PortAction>{PortAction::kHold}));
+  EXPECT_EQ(d.m.ports()[0].storm_repaused, 1u);
+  d.ports[0].tbf_rate = kPauseRate;
+  d.poll(1, {});
+  EXPECT_TRUE(d.m.port_commands().empty());
+  d.m.resume_all(d.now + kMs);
+  EXPECT_EQ(actions_on(d.m, 0), (std::vector<PortAction>{PortAction::kRelease}));
+  // A killed agent's hold, found by the next one: released.
+  Driver e(watched());
+  e.ports[1].tbf_rate = kPauseRate;
+  e.poll(1, {});
+  EXPECT_EQ(actions_on(e.m, 1), (std::vector<PortAction>{PortAction::kRelease}));
+  EXPECT_EQ(e.m.ports()[1].leftovers, 1u);
+}
+
 // The stats file's document: what the agent writes is what status and the tests read back.
 TEST(CongestionStatsTest, TheStatsDocumentRoundTrips) {
   AgentStats s;
@@ -246,6 +427,11 @@ TEST(CongestionStatsTest, TheStatsDocumentRoundTrips) {
   s.poll_ms_p99 = 0.7;
   s.stopped = true;
   s.ports["dc/tor0:s4g0"] = {"lossless", 1000, 250'000, 0, 12};
+  s.ports["dc/tor0:s4g0"].storm = true;
+  s.ports["dc/tor0:s4g0"].watchdog = {3, true, 410};
+  s.generation = 7;
+  s.control_error = "storm port x: not a port this agent polls";
+  s.control_applied_ns = 123'456'789;
   UpstreamStats u;
   u.pauses = 12;
   u.paused_ns = 5'000'000;
@@ -262,6 +448,13 @@ TEST(CongestionStatsTest, TheStatsDocumentRoundTrips) {
   ASSERT_EQ(r.ports.count("dc/tor0:s4g0"), 1u);
   EXPECT_EQ(r.ports.at("dc/tor0:s4g0").backlog_max, 250'000u);
   EXPECT_EQ(r.ports.at("dc/tor0:s4g0").xoff_events, 12u);
+  EXPECT_TRUE(r.ports.at("dc/tor0:s4g0").storm);
+  EXPECT_EQ(r.ports.at("dc/tor0:s4g0").watchdog.trips, 3u);
+  EXPECT_TRUE(r.ports.at("dc/tor0:s4g0").watchdog.mitigating);
+  EXPECT_EQ(r.ports.at("dc/tor0:s4g0").watchdog.dropped, 410u);
+  EXPECT_EQ(r.generation, 7u);
+  EXPECT_EQ(r.control_error, s.control_error);
+  EXPECT_EQ(r.control_applied_ns, 123'456'789);
   ASSERT_EQ(r.upstreams.count("dc/s0/g0:rail"), 1u);
   const UpstreamStats& x = r.upstreams.at("dc/s0/g0:rail");
   EXPECT_EQ(x.pauses, 12u);
@@ -270,6 +463,50 @@ TEST(CongestionStatsTest, TheStatsDocumentRoundTrips) {
   EXPECT_EQ(x.pause_expired, 1u);
   EXPECT_EQ(x.by.at("dc/tor0:s4g0"), 12u);
   EXPECT_EQ(stats_from_json(nlohmann::json::array()).pid, 0);  // not an object: defaults
+}
+
+// The control document a pfc-storm writes and the agent reads (congestion/control.h).
+TEST(CongestionControlTest, TheControlDocumentRoundTripsAndStormsAreAddedAndLifted) {
+  ControlDoc d;
+  d = with_storms(d, {"dc/tor0:s1g0", "dc/tor0:s0g0"}, true);
+  EXPECT_EQ(d.generation, 1u);
+  EXPECT_EQ(d.storms, (std::vector<std::string>{"dc/tor0:s0g0", "dc/tor0:s1g0"}));
+  d = with_storms(d, {"dc/tor0:s0g0"}, true);  // already held: once
+  EXPECT_EQ(d.storms.size(), 2u);
+  EXPECT_EQ(d.generation, 2u);
+  auto back = control_from_json(nlohmann::json::parse(to_json(d).dump()), "c.json");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, d);
+  d = with_storms(d, {"dc/tor0:s1g0", "dc/tor9:s9g9"}, false);
+  EXPECT_EQ(d.storms, (std::vector<std::string>{"dc/tor0:s0g0"}));
+  EXPECT_EQ(d.generation, 3u);
+  // A missing file: generation 0, nothing held.
+  auto none = read_control("/nonexistent/congestion.control.json");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->generation, 0u);
+  EXPECT_TRUE(none->storms.empty());
+}
+
+TEST(CongestionControlTest, ABadControlDocumentNamesTheFileAndField) {
+  auto bad = [](const char* text) {
+    auto r = control_from_json(nlohmann::json::parse(text), "congestion.control.json");
+    EXPECT_FALSE(r) << text;
+    if (r) return std::string();
+    EXPECT_EQ(r.error().exit_code, 2);
+    return r.error().message;
+  };
+  EXPECT_EQ(bad(R"([1])"),
+            "congestion.control.json: must be a JSON object "
+            "{\"generation\": N, \"storms\": [...]}");
+  EXPECT_EQ(bad(R"({"storms": []})"),
+            "congestion.control.json: generation: must be a whole number >= 0");
+  EXPECT_EQ(bad(R"({"generation": 1, "storm": []})"),
+            "congestion.control.json: unknown key \"storm\"; valid: generation, storms");
+  EXPECT_EQ(bad(R"({"generation": 1, "storms": [{"port": "a:b"}, {"port": 3}]})"),
+            "congestion.control.json: storms[1].port: must be a string naming a polled port, "
+            "e.g. \"dc/tor0:s4g0\"");
+  EXPECT_EQ(bad(R"({"generation": 1, "storms": [{"port": "a:b", "for": 2}]})"),
+            "congestion.control.json: storms[0]: only \"port\" is valid here");
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ TEST(FaultKind, OneTableNamesEveryKind) {
       scenario::fault_kind_names(scenario::FaultTarget::kLink),
       (std::vector<std::string>{"link-down", "link-up", "flap", "loss", "blackhole", "latency"}));
   EXPECT_EQ(scenario::fault_kind_names(scenario::FaultTarget::kNode),
-            (std::vector<std::string>{"node-crash", "rank-kill"}));
+            (std::vector<std::string>{"node-crash", "rank-kill", "pfc-storm"}));
+  EXPECT_EQ(scenario::info(scenario::FaultKind::kPfcStorm).verb_name, "pfc-storm");
   EXPECT_EQ(scenario::info(scenario::FaultKind::kRankKill).verb_name, "kill");
 }
 
@@ -263,6 +264,86 @@ TEST(Recovery, BreaksDownEachFault) {
   // The fabric agent's host route on the spines is a reroute too.
   in.control.insert(in.control.begin() + 2, {501 * kMs, "fabric_withdraw", "hz", "hz/s0/g0"});
   EXPECT_DOUBLE_EQ(*metrics::analyze(in).faults[0].reroute_ms, 1);
+}
+
+// pfc-storm (design-congestion.md §6): the ToR port(s) facing a GPU on a lossless rail.
+TEST(Fault, PfcStormTakesAGpuOnALosslessRailAndHoldsEachTorPortFacingIt) {
+  const auto st = lab_of("hz-bj.toml");  // dual-ToR hpn rails: lossless by default
+  auto f = fault("pfc-storm");
+  f.node = "hz/s1/g0";
+  auto r = fault::resolve(st, f);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->ports, (std::vector<std::string>{"hz/tor0a:s1g0", "hz/tor0b:s1g0"}));
+  EXPECT_EQ(r->links.size(), 2u);
+  EXPECT_EQ(r->label, "pfc-storm hz/s1/g0 (hz/tor0a:s1g0, hz/tor0b:s1g0)");
+
+  f.node = "hz/tor0a";
+  r = fault::resolve(st, f);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().exit_code, 2);
+  EXPECT_NE(r.error().message.find("pfc-storm: hz/tor0a is a tor, not a GPU"), std::string::npos)
+      << r.error().message;
+  EXPECT_NE(r.error().message.find("GPUs with a lossless rail: hz/s0/g0"), std::string::npos)
+      << r.error().message;
+
+  // The same lab with drop-tail rails: refused, and nothing is valid.
+  auto text = std::string(R"(
+[lab]
+name = "dt"
+[profiles.r]
+preset = "hpn"
+congestion = "droptail"
+[[region]]
+name = "dc"
+servers = 2
+gpus_per_server = 1
+rails = 1
+scale_up = "nvlink"
+rail = "r"
+spines = 0
+frontend = "vpc"
+)");
+  auto s = scenario::load_text(text, "dt.toml");
+  ASSERT_TRUE(s) << s.error().message;
+  auto p = plan::compile(*s);
+  ASSERT_TRUE(p) << p.error().message;
+  lab::LabState dt;
+  dt.lab = p->lab;
+  dt.topo = p->topo;
+  dt.phase = "up";
+  f.node = "dc/s0/g0";
+  r = fault::resolve(dt, f);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().exit_code, 2);
+  EXPECT_NE(r.error().message.find("pfc-storm: the rail of dc/s0/g0 is not lossless (congestion = "
+                                   "\"droptail\")"),
+            std::string::npos)
+      << r.error().message;
+  EXPECT_NE(r.error().message.find("lab dt has no GPU with a lossless rail"), std::string::npos)
+      << r.error().message;
+}
+
+TEST(Recovery, APfcStormIsDetectedByTheWatchdogOnly) {
+  metrics::RecoveryInput in;
+  in.faults = {
+      {0, "pfc-storm", "pfc-storm dc/s0/g0", 500 * kMs, 499 * kMs, 1500 * kMs, 1499 * kMs}};
+  in.control = {{520 * kMs, "route_add", "ns", "unrelated"},
+                {701 * kMs, "pfcwd_detect", "dc/tor0:s0g0", "paused 201 ms"}};
+  in.run_end_ns = 2000 * kMs;
+  auto r = metrics::analyze(in);
+  ASSERT_TRUE(r.faults[0].detection_ms);
+  EXPECT_DOUBLE_EQ(*r.faults[0].detection_ms, 201);
+  EXPECT_EQ(r.faults[0].detected_by, "pfcwd_detect dc/tor0:s0g0 paused 201 ms");
+  // Another kind takes the first control event, the watchdog's too.
+  in.faults[0].kind = "link-down";
+  in.control.erase(in.control.begin());
+  r = metrics::analyze(in);
+  ASSERT_TRUE(r.faults[0].detection_ms);
+  EXPECT_EQ(r.faults[0].detected_by, "pfcwd_detect dc/tor0:s0g0 paused 201 ms");
+  // No watchdog event (a storm on an idle port): not detected.
+  in.faults[0].kind = "pfc-storm";
+  in.control = {{520 * kMs, "route_add", "ns", "unrelated"}};
+  EXPECT_FALSE(metrics::analyze(in).faults[0].detection_ms);
 }
 
 TEST(Recovery, NothingReactsToAStaticRouteBlackhole) {

@@ -184,6 +184,13 @@ TEST(CongestionPlan, FeedersFollowTheTopology) {
     } else
       EXPECT_EQ(u.port, -1) << u.name;
   }
+  // Each polled port carries its own TBF as shaped (a pfc-storm holds it, P8).
+  for (const auto& port : a.ports) {
+    EXPECT_EQ(port.rate, 50'000'000u) << port.name;
+    EXPECT_EQ(port.burst, 50'000u) << port.name;
+    EXPECT_GE(port.limit, port.xoff) << port.name;
+    EXPECT_EQ(port.mtu, 4200u) << port.name;
+  }
   // Each upstream's TBF as shaped: 400 Mbit/s, its 50 KB bucket, a pause quantum of 84 ms.
   for (const auto& u : a.upstreams) {
     EXPECT_EQ(u.rate, 50'000'000u) << u.name;

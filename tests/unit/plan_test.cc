@@ -379,6 +379,10 @@ TEST(Daemon, CongestionAgentRoundTripsThroughJson) {
                      0,
                      0,
                      {0, 1}});
+  c.ports.back().rate = 50'000'000;  // its TBF, for a pfc-storm's hold (P8)
+  c.ports.back().burst = 50'000;
+  c.ports.back().limit = 2'190'000;
+  c.ports.back().mtu = 4200;
   c.ports.push_back(
       {"dc/vpc:s0", "tb-l-dc-vpc", "s0", 0x10000, 0xffffffff, "ecn", 0, 0, 3000, 6000, 0.01, {}});
   c.upstreams.push_back({"dc/s0/g0:rail", "tb-l-dc-s0-g0", "rail", 0x10000, 0xffffffff, 50'000'000,
@@ -395,6 +399,15 @@ TEST(Daemon, CongestionAgentRoundTripsThroughJson) {
   EXPECT_EQ(b->ports[0].feeders, (std::vector<int>{0, 1}));
   EXPECT_EQ(b->upstreams[1].port, 1);
   EXPECT_DOUBLE_EQ(b->ports[1].pmax, 0.01);
+  EXPECT_EQ(b->ports[0].limit, 2'190'000u);
+  EXPECT_EQ(b->ports[0].mtu, 4200u);
   EXPECT_EQ(plan::daemon_name(*back), "congestion");
+  // A config written before P8 has no port figures: they read as unknown (0), MTU 1500.
+  auto old_j = plan::to_json(c);
+  for (auto& p : old_j["ports"])
+    for (const char* k : {"rate", "burst", "limit", "mtu"}) p.erase(k);
+  const auto old_c = plan::congestion_from_json(old_j);
+  EXPECT_EQ(old_c.ports[0].rate, 0u);
+  EXPECT_EQ(old_c.ports[0].mtu, 1500u);
 }
 }  // namespace tb

@@ -398,6 +398,10 @@ node = "hz/tor1"
 at = "1s"
 kind = "node-crash"
 node = "hz/s1/g1"
+[[fault]]
+at = "1s"
+kind = "pfc-storm"
+node = "hz/tor1"
 )");
   EXPECT_HAS(m, "x.toml:11:1: fault #1 (flap): period: missing");
   EXPECT_HAS(m, "x.toml:11:1: fault #1 (flap): count: missing");
@@ -407,6 +411,10 @@ node = "hz/s1/g1"
              "\"link-down\"?");
   EXPECT_HAS(m, "x.toml:23:8: fault #3 (rank-kill): node: \"hz/tor1\" is not a GPU");
   EXPECT_HAS(m, "x.toml:27:8: fault #4 (node-crash): node: \"hz/s1/g1\" is a GPU");
+  EXPECT_HAS(m,
+             "x.toml:31:8: fault #5 (pfc-storm): node: \"hz/tor1\" is not a GPU; pfc-storm takes "
+             "the GPU whose NIC keeps pausing the ToR port facing it, such as \"hz/s0/g0\" (its "
+             "rail must be lossless)");
 }
 
 TEST(ScenarioErrors, WorkloadChecks) {

@@ -240,8 +240,11 @@ TEST(ScenarioLoad, CongestionDefaultsAndKeys) {
   EXPECT_EQ(hpn->congestion.xon, 160u << 10);
   EXPECT_EQ(hpn->congestion.headroom, 106u << 10);
   EXPECT_EQ(hpn->congestion.buffer, 1u << 20);
-  for (const auto& name : preset_names())
-    if (name != "hpn") EXPECT_EQ(preset(name)->congestion.model, "droptail") << name;
+  for (const auto& name : preset_names()) {
+    if (name != "hpn") {
+      EXPECT_EQ(preset(name)->congestion.model, "droptail") << name;
+    }
+  }
 
   auto s = load_text(R"([lab]
 name = "t"

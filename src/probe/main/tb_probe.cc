@@ -7,9 +7,11 @@
 //                    [--samples] [--dscp N]
 //   tb-probe agent   --config FILE --events FILE   (runs until SIGTERM)
 //   tb-probe fabric  --config FILE --events FILE   (runs until SIGTERM)
-//   tb-probe congestion --config FILE [--stats FILE] [--episodes FILE] [--events FILE]
-//                    (runs until SIGTERM; stats default: congestion.stats.json beside the
-//                    config; pause episodes: none unless --episodes)
+//   tb-probe congestion --config FILE [--stats FILE] [--control FILE] [--episodes FILE]
+//                    [--events FILE]
+//                    (runs until SIGTERM; SIGHUP re-reads the control document; stats and
+//                    control default: congestion.stats.json, congestion.control.json beside
+//                    the config; pause episodes: none unless --episodes)
 //   tb-probe goodput --to ADDR --port P [--dev IF] --seconds T [--warmup-ms W] [--pace-bps R]
 //                    [--buffer BYTES] [--drain-ms D] [--dscp N]
 //   tb-probe ckpt-recv --port P --dir D [--dscp N] [--seconds S]
@@ -30,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "congestion/agent.h"
+#include "congestion/control.h"
 #include "congestion/stats.h"
 #include "core/realtime.h"
 #include "failover/agent.h"
@@ -42,9 +45,13 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
 
 void on_signal(int) {
   g_stop = true;
+}
+void on_hup(int) {
+  g_reload = true;
 }
 
 // SIGTERM and SIGINT set g_stop (the long-running modes end cleanly on either).
@@ -130,7 +137,12 @@ int main(int argc, char** argv) {
                          "its stats file (default: congestion.stats.json beside the config)");
   congestion->add_option("--episodes", congestion_episodes,
                          "the pause-episode timeline it appends to (congestion/episodes.h)");
-  congestion->add_option("--events", agent_events, "the lab's events.jsonl (not written yet)");
+  std::string congestion_control;
+  congestion->add_option("--control", congestion_control,
+                         "its control document (default: congestion.control.json beside the "
+                         "config; congestion/control.h)");
+  congestion->add_option("--events", agent_events,
+                         "the lab's events.jsonl (the watchdog's pfcwd_detect/pfcwd_restore)");
 
   tb::probe::CkptServeOptions cro;
   auto* ckrecv = app.add_subcommand("ckpt-recv", "checkpoint receiver: rebuilds shards in --dir");
@@ -196,14 +208,25 @@ int main(int argc, char** argv) {
       return fail_with(tb::Error{agent_config + ": " + e.what()});
     }
     tb::congestion::AgentOptions o;
-    o.stats_path = congestion_stats;
+    const auto slash = agent_config.rfind('/');
+    const std::string beside =
+        slash == std::string::npos ? std::string() : agent_config.substr(0, slash + 1);
+    o.stats_path =
+        congestion_stats.empty() ? beside + tb::congestion::kStatsFile : congestion_stats;
+    o.control_path =
+        congestion_control.empty() ? beside + tb::congestion::kControlFile : congestion_control;
+    o.events_path = agent_events;
     o.episodes_path = congestion_episodes;
-    if (o.stats_path.empty()) {
-      const auto slash = agent_config.rfind('/');
-      o.stats_path =
-          (slash == std::string::npos ? std::string() : agent_config.substr(0, slash + 1)) +
-          tb::congestion::kStatsFile;
-    }
+    // SIGHUP: re-read the control document. The supervisor keeps it blocked across exec
+    // (runner/supervisor.h hup_blocked), so one sent while this starts waits for the handler.
+    struct sigaction hup {};
+    hup.sa_handler = on_hup;
+    sigaction(SIGHUP, &hup, nullptr);
+    sigset_t hs;
+    sigemptyset(&hs);
+    sigaddset(&hs, SIGHUP);
+    sigprocmask(SIG_UNBLOCK, &hs, nullptr);
+    o.reload = &g_reload;
     auto r = tb::congestion::run_congestion_agent(c, o, g_stop);
     if (!r) return fail_with(r.error());
     return tb::kExitOk;
