@@ -46,8 +46,18 @@ Counters counters_from_stats(const AgentStats& s) {
   c.stopped = s.stopped;
   c.late_polls = s.late_polls;
   c.late_ms_max = s.late_ms_max;
-  for (const auto& [name, p] : s.ports)
-    c.ports[name] = {p.model, 0, p.xoff_events, p.backlog, p.backlog_max, p.drops, std::nullopt};
+  for (const auto& [name, p] : s.ports) {
+    PortCounters& pc = c.ports[name];
+    pc.model = p.model;
+    pc.xoff_events = p.xoff_events;
+    pc.backlog = p.backlog;
+    pc.backlog_max = p.backlog_max;
+    pc.drops = p.drops;
+    pc.storm = p.storm;
+    pc.watchdog_trips = p.watchdog.trips;
+    pc.mitigating = p.watchdog.mitigating;
+    pc.watchdog_dropped = p.watchdog.dropped;
+  }
   for (const auto& [name, u] : s.upstreams) {
     c.upstreams[name] = {u.pauses, u.paused_ns, u.paused_now, u.pause_expired, u.by};
     for (const auto& [port, n] : u.by) c.ports[port].pauses_sent += n;
@@ -130,6 +140,8 @@ Counters delta(const Counters& before, const Counters& after) {
       p.pauses_sent = counter_less(p.pauses_sent, it->second.pauses_sent);
       p.xoff_events = counter_less(p.xoff_events, it->second.xoff_events);
       p.drops = counter_less(p.drops, it->second.drops);
+      p.watchdog_trips = counter_less(p.watchdog_trips, it->second.watchdog_trips);
+      p.watchdog_dropped = counter_less(p.watchdog_dropped, it->second.watchdog_dropped);
       if (p.ce_marks && it->second.ce_marks)
         p.ce_marks = counter_less(*p.ce_marks, *it->second.ce_marks);
     }
@@ -151,7 +163,10 @@ Totals totals(const Counters& c) {
     ++t.ports;
     t.xoff_events += p.xoff_events;
     t.drops += p.drops;
-    if (p.lossless()) t.lossless_drops += p.drops;
+    t.lossless_drops += p.violations();
+    t.watchdog_trips += p.watchdog_trips;
+    t.watchdog_dropped += p.watchdog_dropped;
+    t.storms += p.storm;
   }
   for (const auto& [name, u] : c.upstreams) {
     ++t.upstreams;
@@ -186,8 +201,12 @@ json to_json(const Counters& c, bool window) {
                    {"drops", p.drops},
                    {"backlog_bytes", p.backlog},
                    {"backlog_max_bytes_since_agent_start", p.backlog_max}};
-    if (p.lossless()) ports[name]["lossless_violations"] = p.drops;
+    if (p.lossless()) ports[name]["lossless_violations"] = p.violations();
     if (p.ce_marks) ports[name]["ce_marks"] = *p.ce_marks;
+    ports[name]["storm"] = p.storm;
+    ports[name]["watchdog"] = {{"trips", p.watchdog_trips},
+                               {"mitigating", p.mitigating},
+                               {"dropped", p.watchdog_dropped}};
   }
   for (const auto& [name, u] : c.upstreams)
     ups[name] = {{"pauses_received", u.pauses_received},
@@ -208,7 +227,10 @@ json to_json(const Counters& c, bool window) {
                  {"busiest_paused_ns", t.busiest_ns},
                  {"xoff_events", t.xoff_events},
                  {"drops", t.drops},
-                 {"lossless_drops", t.lossless_drops}};
+                 {"lossless_drops", t.lossless_drops},
+                 {"watchdog_trips", t.watchdog_trips},
+                 {"watchdog_dropped", t.watchdog_dropped},
+                 {"storms_held", t.storms}};
   return j;
 }
 
@@ -222,6 +244,10 @@ std::string summary_line(const Counters& c) {
                      t.upstreams, t.busiest, seconds_text(static_cast<double>(t.busiest_ns) / 1e9));
   s += fmt::format(", {} XOFF events, {} lossless drops", t.xoff_events, t.lossless_drops);
   if (t.lossless_drops > 0) s += " (LOSSLESS VIOLATED)";
+  if (t.watchdog_trips > 0 || t.watchdog_dropped > 0)
+    s += fmt::format(", {} PFC watchdog trip(s) ({} packet(s) dropped by its mitigation)",
+                     t.watchdog_trips, t.watchdog_dropped);
+  if (t.storms > 0) s += fmt::format(", a pfc-storm holds {} port(s) now", t.storms);
   s += fmt::format(" over {} ({}; {} polled ports)", seconds_text(c.uptime_s), kCountersSource,
                    t.ports);
   if (!c.why.empty()) s += "; " + c.why;

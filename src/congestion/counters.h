@@ -17,6 +17,7 @@
 // Plain values; thread-safe to copy and read.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -54,7 +55,18 @@ struct PortCounters {
   uint64_t backlog = 0, backlog_max = 0;  // bytes; backlog_max since the agent started
   uint64_t drops = 0;                     // the egress qdisc's, since the agent started
   std::optional<uint64_t> ce_marks;       // ECN marks: absent until the agent marks (P7)
+  // A `pfc-storm` fault holds it paused (congestion/control.h), and the PFC watchdog's record:
+  // storms it detected, whether it ignores the pause now, and the packets its drop action
+  // dropped (part of `drops`, on purpose: not lossless violations).
+  bool storm = false;
+  uint64_t watchdog_trips = 0;
+  bool mitigating = false;
+  uint64_t watchdog_dropped = 0;
   bool lossless() const { return model == "lossless"; }
+  // Drops at a lossless port that nothing meant: every drop but the watchdog's.
+  uint64_t violations() const {
+    return lossless() ? drops - std::min(drops, watchdog_dropped) : 0;
+  }
 };
 struct UpstreamCounters {
   uint64_t pauses_received = 0;
@@ -100,8 +112,10 @@ struct Totals {
   std::string busiest;  // the upstream paused longest ("" when none was)
   int64_t busiest_ns = 0;
   uint64_t xoff_events = 0;
-  uint64_t lossless_drops = 0;  // drops at lossless ports: lossless violations
+  uint64_t lossless_drops = 0;  // drops at lossless ports but the watchdog's: violations
   uint64_t drops = 0;           // at every polled port
+  uint64_t watchdog_trips = 0, watchdog_dropped = 0;
+  int storms = 0;  // ports a pfc-storm holds now
   int ports = 0, upstreams = 0;
   int paused_upstreams = 0;  // with at least one pause
 };
@@ -112,7 +126,8 @@ Totals totals(const Counters& c);
 // same with "window_s" for "uptime_s".
 nlohmann::json to_json(const Counters& c, bool window = false);
 // One line: "pauses 1,190 (paused 2.31 s in all, busiest dc/s0/g0:rail 0.62 s), 595 XOFF
-// events, 0 lossless drops, over 6.5 s (congestion agent stats file)"; or why there are none.
+// events, 0 lossless drops, over 6.5 s (congestion agent stats file)" (and the PFC watchdog's
+// trips and drops, the storms held, when there are any); or why there are none.
 std::string summary_line(const Counters& c);
 
 }  // namespace tb::congestion

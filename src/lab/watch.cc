@@ -100,8 +100,10 @@ void Watcher::fill_pauses(WatchFrame& f) {
       p.polled = true;
       p.lossless = q->second.lossless();
       const auto first = cg_first_->ports.find(end);
-      const uint64_t drops0 = first != cg_first_->ports.end() ? first->second.drops : 0;
-      p.drops = q->second.drops >= drops0 ? q->second.drops - drops0 : q->second.drops;
+      // Lossless violations: the watchdog's own drops (a storm's mitigation) are meant.
+      const uint64_t drops0 = first != cg_first_->ports.end() ? first->second.violations() : 0;
+      const uint64_t drops = q->second.violations();
+      p.drops = drops >= drops0 ? drops - drops0 : drops;
       if (const auto w = cg_window_.ports.find(end); window && w != cg_window_.ports.end()) {
         p.xoff = w->second.xoff_events;
         p.pauses_sent = w->second.pauses_sent;

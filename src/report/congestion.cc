@@ -38,8 +38,12 @@ json end_json(const congestion::Counters& c, const std::string& end) {
     j["drops"] = p->second.drops;
     j["backlog_bytes"] = p->second.backlog;
     j["backlog_max_bytes"] = p->second.backlog_max;
-    if (p->second.lossless()) j["lossless_violations"] = p->second.drops;
+    if (p->second.lossless()) j["lossless_violations"] = p->second.violations();
     if (p->second.ce_marks) j["ce_marks"] = *p->second.ce_marks;
+    j["storm"] = p->second.storm;
+    j["watchdog"] = {{"trips", p->second.watchdog_trips},
+                     {"mitigating", p->second.mitigating},
+                     {"dropped", p->second.watchdog_dropped}};
   }
   if (u != c.upstreams.end()) {
     j["pauses_received"] = u->second.pauses_received;
@@ -66,6 +70,7 @@ std::string congestion_status_text(const congestion::Counters& c, const plan::To
   s += cell("LINK END", 20) + cell("PAUSES SENT", 12) + cell("XOFF", 8) + cell("QUEUE MAX", 10) +
        cell("DROPS", 12) + cell("PAUSES RCVD", 12) + "PAUSED\n";
   int idle = 0;
+  std::string watchdog;  // a line per port a storm holds or the watchdog tripped on
   for (const auto& l : t.links)
     for (const auto* e : {&l.a, &l.b}) {
       const std::string end = end_name(*e);
@@ -74,7 +79,8 @@ std::string congestion_status_text(const congestion::Counters& c, const plan::To
       if (p == c.ports.end() && u == c.upstreams.end()) continue;
       const bool active =
           (p != c.ports.end() &&
-           (p->second.pauses_sent || p->second.xoff_events || p->second.drops)) ||
+           (p->second.pauses_sent || p->second.xoff_events || p->second.drops ||
+            p->second.storm || p->second.watchdog_trips)) ||
           (u != c.upstreams.end() && (u->second.pauses_received || u->second.paused_now));
       if (!active) {
         ++idle;
@@ -83,7 +89,14 @@ std::string congestion_status_text(const congestion::Counters& c, const plan::To
       std::string drops = "-";
       if (p != c.ports.end()) {
         drops = std::to_string(p->second.drops);
-        if (p->second.lossless() && p->second.drops > 0) drops += " LOSSLESS!";
+        if (p->second.violations() > 0) drops += " LOSSLESS!";
+        if (p->second.storm || p->second.watchdog_trips)
+          watchdog += fmt::format(
+              "  {}: {}PFC watchdog {} trip(s){}, {} packet(s) dropped by its mitigation (in "
+              "DROPS, not lossless violations)\n",
+              end, p->second.storm ? "a pfc-storm holds it paused; " : "",
+              p->second.watchdog_trips, p->second.mitigating ? ", mitigating now" : "",
+              p->second.watchdog_dropped);
       }
       s += cell(end, 20) +
            cell(p != c.ports.end() ? std::to_string(p->second.pauses_sent) : "-", 12) +
@@ -96,6 +109,7 @@ std::string congestion_status_text(const congestion::Counters& c, const plan::To
                 : "-") +
            "\n";
     }
+  s += watchdog;
   if (idle > 0)
     s += fmt::format("  {} other link end(s) the agent counts: no pause, XOFF or drop\n", idle);
   if (c.late_polls > 0)

@@ -66,7 +66,7 @@ json pause_json(const lab::WatchPause& p, double window_s) {
     j["xoff_events"] = p.xoff;
     j["pauses_sent"] = p.pauses_sent;
     j["pauses_sent_per_s"] = window_s > 0 ? static_cast<double>(p.pauses_sent) / window_s : 0.0;
-    j["drops_since_watch_began"] = p.drops;
+    j["lossless_drops_since_watch_began"] = p.drops;  // the watchdog's are meant
   }
   return j;
 }

@@ -483,6 +483,22 @@ TEST_F(Congestion, PfcStormIsDetectedByTheWatchdogAndTheRevertReturnsThePort) {
   EXPECT_FALSE(stats->ports.at("dc/tor0:s2g0").storm);
   EXPECT_GE(stats->ports.at("dc/tor0:s2g0").watchdog.trips, 1u);
   EXPECT_EQ(stats->control_error, "");
+  // What users see of it: status names the watchdog's trips on that port, and its mitigation's
+  // drops are not lossless violations.
+  auto st = status_json(lab);
+  bool found = false;
+  for (const auto& l : st["links"])
+    for (const char* side : {"a", "b"}) {
+      const auto& e = l["congestion"][side];
+      if (!e.is_object() || e.value("end", "") != "dc/tor0:s2g0") continue;
+      found = true;
+      EXPECT_GE(e["watchdog"].value("trips", uint64_t{0}), 1u) << e.dump();
+      EXPECT_EQ(e.value("lossless_violations", uint64_t{1}), 0u) << e.dump();
+      EXPECT_FALSE(e.value("storm", true)) << e.dump();
+    }
+  EXPECT_TRUE(found) << st.dump().substr(0, 4000);
+  auto status_text = testbedctl("status " + lab);
+  EXPECT_TRUE(contains(status_text.out, "dc/tor0:s2g0: PFC watchdog ")) << status_text.out;
 }
 
 }  // namespace

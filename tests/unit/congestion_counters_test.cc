@@ -177,6 +177,55 @@ TEST(CongestionCounters, DeltaIsTheWindowsAndAnAgentRestartInsideItIsSaid) {
   EXPECT_EQ(d.why, "not running");
 }
 
+// A pfc-storm's port: the watchdog's drops (its drop action) are in DROPS but are no lossless
+// violation; trips, the storm and mitigation show per port, in the totals and the summary line,
+// and a window counts its own trips and drops.
+TEST(CongestionCounters, TheWatchdogsDropsAreNotLosslessViolations) {
+  AgentStats s = two_feeders(1);
+  PortStats& held = s.ports["dc/tor0:s4g0"];
+  held.drops = 520;
+  held.storm = true;
+  held.watchdog = {2, true, 500};
+  Counters c = counters_from_stats(s);
+  const PortCounters& p = c.ports.at("dc/tor0:s4g0");
+  EXPECT_TRUE(p.storm);
+  EXPECT_TRUE(p.mitigating);
+  EXPECT_EQ(p.watchdog_trips, 2u);
+  EXPECT_EQ(p.violations(), 20u);  // 520 drops, 500 of them the watchdog's
+  const Totals t = totals(c);
+  EXPECT_EQ(t.lossless_drops, 20u);
+  EXPECT_EQ(t.drops, 520u);
+  EXPECT_EQ(t.watchdog_trips, 2u);
+  EXPECT_EQ(t.watchdog_dropped, 500u);
+  EXPECT_EQ(t.storms, 1);
+  const auto j = to_json(c);
+  EXPECT_EQ(j["ports"]["dc/tor0:s4g0"]["lossless_violations"], 20);
+  EXPECT_EQ(j["ports"]["dc/tor0:s4g0"]["watchdog"]["dropped"], 500);
+  EXPECT_EQ(j["ports"]["dc/tor0:s4g0"]["storm"], true);
+  EXPECT_EQ(j["totals"]["watchdog_trips"], 2);
+  const std::string line = summary_line(c);
+  EXPECT_NE(line.find("2 PFC watchdog trip(s) (500 packet(s) dropped by its mitigation)"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("a pfc-storm holds 1 port(s) now"), std::string::npos) << line;
+  EXPECT_NE(line.find("20 lossless drops (LOSSLESS VIOLATED)"), std::string::npos) << line;
+
+  // Only the watchdog dropped: no violation.
+  held.drops = 500;
+  EXPECT_EQ(counters_from_stats(s).ports.at("dc/tor0:s4g0").violations(), 0u);
+  EXPECT_EQ(summary_line(counters_from_stats(s)).find("VIOLATED"), std::string::npos);
+
+  // A window: its own trips and drops.
+  AgentStats later = s;
+  later.uptime_s += 1;
+  later.ports["dc/tor0:s4g0"].drops = 900;
+  later.ports["dc/tor0:s4g0"].watchdog = {3, false, 880};
+  const Counters d = delta(counters_from_stats(s), counters_from_stats(later));
+  EXPECT_EQ(d.ports.at("dc/tor0:s4g0").watchdog_trips, 1u);
+  EXPECT_EQ(d.ports.at("dc/tor0:s4g0").watchdog_dropped, 380u);
+  EXPECT_EQ(d.ports.at("dc/tor0:s4g0").violations(), 20u);
+}
+
 TEST(CongestionEpisodes, PausesLessThanTenMsApartAreOneEpisode) {
   EpisodeTracker t({"u0", "u1"}, {"p0", "p1"});
   t.paused(0, 0, 100 * kMs);

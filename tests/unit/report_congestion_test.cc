@@ -200,7 +200,7 @@ TEST(ReportWatch, PfcSectionShowsBothDirectionsPausesSentAndLosslessDropsIn80Col
   EXPECT_DOUBLE_EQ(j["links"][0]["pause"]["ab"]["paused_fraction"].get<double>(), 0.6);
   EXPECT_DOUBLE_EQ(j["links"][0]["pause"]["ab"]["pauses_received_per_s"].get<double>(), 150);
   EXPECT_EQ(j["links"][1]["pause"]["ba"]["pauses_sent"], 240);
-  EXPECT_EQ(j["links"][1]["pause"]["ba"]["drops_since_watch_began"], 3);
+  EXPECT_EQ(j["links"][1]["pause"]["ba"]["lossless_drops_since_watch_began"], 3);
   EXPECT_FALSE(j["links"][0]["pause"]["ba"].contains("paused_fraction"));  // not pausable
 }
 
