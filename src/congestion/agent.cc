@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "congestion/episodes.h"
 #include "congestion/control.h"
+#include "congestion/episodes.h"
 #include "congestion/kick.h"
 #include "congestion/pause.h"
 #include "congestion/stats.h"

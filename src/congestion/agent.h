@@ -37,7 +37,7 @@ inline constexpr int kAgentPriority = kRealtimePriority + 1;
 inline constexpr int64_t kStatsEveryNs = 200'000'000;
 
 struct AgentOptions {
-  std::string stats_path;    // "" writes none
+  std::string stats_path;  // "" writes none
   // The pause-episode timeline (congestion/episodes.h), appended as episodes close; "" none.
   std::string episodes_path;
   std::string control_path;  // "" reads none (congestion/control.h)

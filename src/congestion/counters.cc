@@ -204,9 +204,8 @@ json to_json(const Counters& c, bool window) {
     if (p.lossless()) ports[name]["lossless_violations"] = p.violations();
     if (p.ce_marks) ports[name]["ce_marks"] = *p.ce_marks;
     ports[name]["storm"] = p.storm;
-    ports[name]["watchdog"] = {{"trips", p.watchdog_trips},
-                               {"mitigating", p.mitigating},
-                               {"dropped", p.watchdog_dropped}};
+    ports[name]["watchdog"] = {
+        {"trips", p.watchdog_trips}, {"mitigating", p.mitigating}, {"dropped", p.watchdog_dropped}};
   }
   for (const auto& [name, u] : c.upstreams)
     ups[name] = {{"pauses_received", u.pauses_received},

@@ -64,9 +64,7 @@ struct PortCounters {
   uint64_t watchdog_dropped = 0;
   bool lossless() const { return model == "lossless"; }
   // Drops at a lossless port that nothing meant: every drop but the watchdog's.
-  uint64_t violations() const {
-    return lossless() ? drops - std::min(drops, watchdog_dropped) : 0;
-  }
+  uint64_t violations() const { return lossless() ? drops - std::min(drops, watchdog_dropped) : 0; }
 };
 struct UpstreamCounters {
   uint64_t pauses_received = 0;

@@ -33,7 +33,7 @@ struct WatchPause {
   bool paused_now = false;   // at the last stats file
   uint64_t xoff = 0;         // its queue's XOFF events over the window (polled)
   uint64_t pauses_sent = 0;  // pauses its queue's XOFF asked upstream over the window (polled)
-  uint64_t drops = 0;  // its queue's drops since watch began but the PFC watchdog's (polled)
+  uint64_t drops = 0;        // its queue's drops since watch began but the PFC watchdog's (polled)
   bool any() const { return pauses || paused_now || xoff || pauses_sent || drops; }
 };
 

@@ -79,8 +79,8 @@ std::string congestion_status_text(const congestion::Counters& c, const plan::To
       if (p == c.ports.end() && u == c.upstreams.end()) continue;
       const bool active =
           (p != c.ports.end() &&
-           (p->second.pauses_sent || p->second.xoff_events || p->second.drops ||
-            p->second.storm || p->second.watchdog_trips)) ||
+           (p->second.pauses_sent || p->second.xoff_events || p->second.drops || p->second.storm ||
+            p->second.watchdog_trips)) ||
           (u != c.upstreams.end() && (u->second.pauses_received || u->second.paused_now));
       if (!active) {
         ++idle;
@@ -94,9 +94,8 @@ std::string congestion_status_text(const congestion::Counters& c, const plan::To
           watchdog += fmt::format(
               "  {}: {}PFC watchdog {} trip(s){}, {} packet(s) dropped by its mitigation (in "
               "DROPS, not lossless violations)\n",
-              end, p->second.storm ? "a pfc-storm holds it paused; " : "",
-              p->second.watchdog_trips, p->second.mitigating ? ", mitigating now" : "",
-              p->second.watchdog_dropped);
+              end, p->second.storm ? "a pfc-storm holds it paused; " : "", p->second.watchdog_trips,
+              p->second.mitigating ? ", mitigating now" : "", p->second.watchdog_dropped);
       }
       s += cell(end, 20) +
            cell(p != c.ports.end() ? std::to_string(p->second.pauses_sent) : "-", 12) +
