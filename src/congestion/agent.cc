@@ -225,6 +225,18 @@ class Agent {
   }
 
  private:
+  // The kicker of an interface in namespace `ns`, opened on first use; false (said) if it cannot.
+  bool open_kicker(std::optional<Kicker>& kicker, int ns, int ifindex) {
+    if (kicker) return true;
+    auto k = Kicker::open(namespaces_[static_cast<size_t>(ns)].fd.get(), ifindex);
+    if (!k) {
+      error(k.error().message);
+      return false;
+    }
+    kicker = std::move(*k);
+    return true;
+  }
+
   Result<int> ns_index(const std::string& name) {
     for (size_t i = 0; i < namespaces_.size(); ++i)
       if (namespaces_[i].name == name) return static_cast<int>(i);
@@ -391,14 +403,7 @@ class Agent {
     for (const auto& c : cs) {
       if (c.action == PortAction::kHold) continue;
       Port& x = ports_[static_cast<size_t>(c.port)];
-      if (!x.kicker) {
-        auto k = Kicker::open(namespaces_[static_cast<size_t>(x.ns)].fd.get(), x.ifindex);
-        if (!k) {
-          error(k.error().message);
-          continue;
-        }
-        x.kicker = std::move(*k);
-      }
+      if (!open_kicker(x.kicker, x.ns, x.ifindex)) continue;
       // With the drop action the 1-byte limit drops the kick itself (ENOBUFS, one frame in
       // `dropped`); the qdisc still ran behind it (dev_queue_xmit runs it after any enqueue).
       const bool dropped_by_design = c.action == PortAction::kMitigate && c_.action != "forward";
@@ -471,14 +476,7 @@ class Agent {
     for (const auto& c : cs) {
       if (c.pause) continue;
       Upstream& u = ups_[static_cast<size_t>(c.upstream)];
-      if (!u.kicker) {
-        auto k = Kicker::open(namespaces_[static_cast<size_t>(u.ns)].fd.get(), u.ifindex);
-        if (!k) {
-          error(k.error().message);
-          continue;
-        }
-        u.kicker = std::move(*k);
-      }
+      if (!open_kicker(u.kicker, u.ns, u.ifindex)) continue;
       if (auto r = u.kicker->kick(); !r) error(r.error().message);
     }
   }

@@ -44,13 +44,12 @@ Result<int64_t> set_storms(const std::string& lab, const std::vector<std::string
   if (::kill(pid, SIGHUP) != 0) return sys_fail("tell the congestion agent of lab " + lab);
   const std::string stats = stages->path() + "/" + congestion::kStatsFile;
   for (int i = 0; i < kAnswerWaitMs / 5; ++i) {
-    std::ifstream in(stats);
-    const auto s = congestion::stats_from_json(nlohmann::json::parse(in, nullptr, false));
-    if (s.generation == next.generation && s.control_applied_ns > 0) {
-      if (!s.control_error.empty())
+    if (const auto s = congestion::read_stats(stats);
+        s && s->generation == next.generation && s->control_applied_ns > 0) {
+      if (!s->control_error.empty())
         return fail("the congestion agent of lab " + lab +
-                    " refused part of it: " + s.control_error);
-      return s.control_applied_ns;
+                    " refused part of it: " + s->control_error);
+      return s->control_applied_ns;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
