@@ -99,7 +99,8 @@ std::string measured_line(const ClassResult& c) {
          "), mean " + fmt::format("{:.3f} ms", m.rtt->summary.mean / 1000) + ", p99 " +
          fmt::format("{:.3f} ms", m.rtt->summary.p99 / 1000) + "; ";
   if (m.base)
-    s += "base over lo: median " + fmt::format("{:.3f} ms", m.base->summary.p50 / 1000) + ", IQR " +
+    s += "base over lo (" + std::to_string(m.base->received) + " probes): median " +
+         fmt::format("{:.3f} ms", m.base->summary.p50 / 1000) + ", IQR " +
          fmt::format("{:.3f} ms", (m.base->summary.p75 - m.base->summary.p25) / 1000) + "; ";
   if (m.goodput)
     s += "goodput " + bytes_text(static_cast<double>(m.goodput->receiver.measured_bytes)) + " in " +

@@ -91,12 +91,12 @@ Result<nlohmann::json> run_client(const MeasureRequest& r, const std::string& wh
 // a first contact) read a median RTT 375 ms over its 40 ms in both readings — the likeliest
 // cause, not confirmed.
 std::vector<std::string> rtt_argv(const MeasureRequest& r, const std::string& to, uint16_t port,
-                                  const std::string& dev) {
+                                  const std::string& dev, int probes) {
   std::vector<std::string> argv = {r.tb_probe,      "--realtime",
                                    kRealtime,       "rtt",
                                    "--to",          to,
                                    "--port",        std::to_string(port),
-                                   "--count",       std::to_string(r.probes),
+                                   "--count",       std::to_string(probes),
                                    "--interval-us", std::to_string(r.interval_us),
                                    "--wait-ms",     std::to_string(r.wait_ms)};
   if (!dev.empty()) argv.insert(argv.end(), {"--dev", dev});
@@ -104,9 +104,8 @@ std::vector<std::string> rtt_argv(const MeasureRequest& r, const std::string& to
   return argv;
 }
 
-int rtt_timeout_ms(const MeasureRequest& r) {
-  return static_cast<int>(int64_t{r.probes} * r.interval_us / 1000) + r.wait_ms + kRttWarmupMs +
-         5000;
+int rtt_timeout_ms(const MeasureRequest& r, int probes) {
+  return static_cast<int>(int64_t{probes} * r.interval_us / 1000) + r.wait_ms + kRttWarmupMs + 5000;
 }
 
 // The interfaces' tx byte counters, summed (0 for one that cannot be read).
@@ -171,6 +170,7 @@ MeasureRequest plan_request(const plan::Link& l, const ProbeTarget& t, const Set
   // And enough of them that 10% is 4 standard errors of the estimate (1/sqrt(2n) = 2.5%).
   if (f.jitter >= kMinCheckedJitter) {
     r.interval_us = std::max(r.interval_us, static_cast<int>(4 * f.jitter.ns / 1000));
+    r.base_probes = r.probes;
     r.probes = std::max(r.probes, kJitterProbes);
   }
   // Four round trips at the worst delay the link is configured for, and a second more.
@@ -254,8 +254,10 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
     }
   }
 
-  auto base = run_client(r, "rtt over lo (base)", rtt_argv(r, "127.0.0.1", r.port + 1, "lo"),
-                         rtt_timeout_ms(r), stop);
+  const int base_probes = r.base_probes > 0 ? r.base_probes : r.probes;
+  auto base =
+      run_client(r, "rtt over lo (base)", rtt_argv(r, "127.0.0.1", r.port + 1, "lo", base_probes),
+                 rtt_timeout_ms(r, base_probes), stop);
   if (base) {
     if (auto v = probe::rtt_from_json(*base))
       out.m.base = *v;
@@ -266,8 +268,8 @@ MeasureOutcome measure_link(const MeasureRequest& r, const std::atomic<bool>& st
   }
   if (stop) return out;
   auto rtt = run_client(r, "rtt over the link",
-                        rtt_argv(r, r.target.addr.to_string(), r.port, r.target.a_dev),
-                        rtt_timeout_ms(r), stop);
+                        rtt_argv(r, r.target.addr.to_string(), r.port, r.target.a_dev, r.probes),
+                        rtt_timeout_ms(r, r.probes), stop);
   if (rtt) {
     if (auto v = probe::rtt_from_json(*rtt))
       out.m.rtt = *v;

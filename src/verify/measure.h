@@ -47,6 +47,10 @@ struct MeasureRequest {
   std::string work_dir;  // probe logs
   uint16_t port = kProbePort;
   int probes = 0, interval_us = 0, wait_ms = 0;
+  // The base over lo: its probe count (0: `probes`), at the same interval. A link with checked
+  // jitter needs kJitterProbes over the link for its sigma, but the base's median and IQR, which
+  // only correct the link's, are as good from the settings' count (200 quick, 1000 full).
+  int base_probes = 0;
   double goodput_seconds = 0;
   int warmup_ms = 0, drain_ms = 0;
   uint64_t buffer = 0;

@@ -23,6 +23,7 @@ nlohmann::json request_json(const MeasureRequest& r) {
   return {{"target", target_to_json(r.target)},
           {"port", r.port},
           {"probes", r.probes},
+          {"base_probes", r.base_probes},
           {"interval_us", r.interval_us},
           {"wait_ms", r.wait_ms},
           {"goodput_seconds", r.goodput_seconds},
@@ -42,6 +43,7 @@ MeasureRequest request_from(const nlohmann::json& j) {
   r.target = *t;
   r.port = j.at("port");
   r.probes = j.at("probes");
+  r.base_probes = j.value("base_probes", 0);
   r.interval_us = j.at("interval_us");
   r.wait_ms = j.at("wait_ms");
   r.goodput_seconds = j.at("goodput_seconds");

@@ -393,6 +393,12 @@ TEST(VerifyPlan, RequestBoundsAndSlowLinks) {
   EXPECT_EQ(slow.interval_us, 11840);
   EXPECT_GE(slow.wait_ms, 1000 + 8 * 34);
   EXPECT_EQ(settings(true).probes, 200);
+  // Its 1 ms jitter is checked: 800 probes over the link for the sigma, the base over lo at the
+  // settings' count (it only corrects the link's median and spread); a link without jitter
+  // leaves the base at the link's count.
+  EXPECT_EQ(slow.probes, kJitterProbes);
+  EXPECT_EQ(slow.base_probes, 200);
+  EXPECT_EQ(r.base_probes, 0);
 }
 
 TEST(VerifyPlan, PathProbesAreSpacedBeyondTheJitter) {
