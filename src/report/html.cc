@@ -17,6 +17,7 @@
 
 #include "core/safe_file.h"
 #include "core/units.h"
+#include "report/html_congestion.h"
 
 namespace tb::report {
 namespace {
@@ -365,6 +366,11 @@ Result<ReportInput> read_report_input(const std::string& path) {
         if (!j.is_discarded()) in.events.push_back(std::move(j));
       }
       if (auto wj = read_json(path + "/workload/job.json"); wj) in.workload_job = std::move(*wj);
+      std::ifstream cg(path + "/congestion.jsonl");
+      for (std::string line; std::getline(cg, line);) {
+        auto j = json::parse(line, nullptr, false);
+        if (j.is_object()) in.congestion_episodes.push_back(std::move(j));
+      }
     } else if (fs::exists(path + "/bench.json", ec)) {
       in.kind = ReportKind::kBench;
       auto doc = read_json(path + "/bench.json");
@@ -605,6 +611,7 @@ std::vector<Chart> run_charts(const ReportInput& in) {
                           str(c, "to") + " (" + str(c, "mode") + ", qos " + str(c, "qos") + ")",
                       how + "; " + str(c, "measured"), cc});
   }
+  if (auto cg = congestion_timeline_chart(in)) charts.push_back(std::move(*cg));
   return charts;
 }
 
@@ -1076,6 +1083,24 @@ Result<std::string> html_page(const ReportInput& in, std::string_view chart_js) 
   } else {
     h += "<h2>Topology</h2><p class=method>not drawn: no topology.json beside the results "
          "(verify --html and the reports run and bench write include it)</p>\n";
+  }
+  // The congestion tree of the window a run or a bench measured (their JSON's "congestion").
+  if (in.kind == ReportKind::kRun || in.kind == ReportKind::kBench) {
+    const json cg = in.doc.value("congestion", json());
+    if (const std::string dot = congestion_tree_dot(cg); !dot.empty()) {
+      auto svg = dot_to_svg(dot);
+      if (!svg) return std::unexpected(svg.error());
+      h += "<h2>Congestion tree: which port paused which</h2>\n<p class=method>" +
+           esc(congestion_tree_method(cg)) + "</p>\n<div class=topo id=tb-congestion-tree>" + *svg +
+           "</div>\n";
+    } else if (cg.is_object()) {
+      h += "<h2>Congestion tree: which port paused which</h2>\n<p class=method>not drawn: " +
+           esc(cg.value("state", std::string()) == "counted"
+                   ? std::string("no port paused another in the window, none was stormed and "
+                                 "the PFC watchdog did not trip")
+                   : "no counts (" + cg.value("why", cg.value("state", std::string("?"))) + ")") +
+           "</p>\n";
+    }
   }
   json specs = json::array();
   for (const auto& c : charts) {

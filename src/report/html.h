@@ -35,6 +35,9 @@ struct ReportInput {
   std::string source;  // the directory or file it was read from
   nlohmann::json doc;  // summary.json, bench.json, verify's JSON, or train's curves (an array)
   std::vector<nlohmann::json> events;    // a run's events.jsonl
+  // A run's congestion.jsonl: the congestion agent's pause episodes in the run's window
+  // (congestion/episodes.h; report/html_congestion.h draws them).
+  std::vector<nlohmann::json> congestion_episodes;
   nlohmann::json workload_job;           // a run's workload/job.json (its message size), or null
   std::optional<plan::Topology> topo;    // topology.json beside the result, when there
   std::vector<nlohmann::json> compared;  // benches drawn beside doc (`report DIR DIR...`)

@@ -24,7 +24,8 @@ inline bool have_chromium() {
 struct Page {
   int charts_drawn = -1, errors = -1;
   std::vector<std::pair<int, long>> canvases;  // data-series, data-painted of each canvas
-  int svg_nodes = 0, svg_edges = 0, red_edges = 0;
+  int svg_nodes = 0, svg_edges = 0, red_edges = 0;  // the topology's (div tb-topology)
+  int tree_nodes = 0, tree_edges = 0;                // the congestion tree's (tb-congestion-tree)
   std::string dom;
 };
 
@@ -68,10 +69,19 @@ inline Page open_in_chromium(const std::string& html, const std::string& shot_na
     const std::string tag = (*it)[0];
     p.canvases.push_back({attr(tag, "data-series"), attr(tag, "data-painted")});
   }
-  p.svg_nodes = static_cast<int>(count(p.dom, "class=\"node\""));
-  p.svg_edges = static_cast<int>(count(p.dom, "class=\"edge\""));
+  // Each picture's div, from its id to the div's end (an SVG holds no </div>).
+  auto div = [&](const std::string& id) -> std::string {
+    const auto at = p.dom.find("id=\"" + id + "\"");
+    if (at == std::string::npos) return "";
+    return p.dom.substr(at, p.dom.find("</div>", at) - at);
+  };
+  const std::string topo = div("tb-topology"), tree = div("tb-congestion-tree");
+  p.svg_nodes = static_cast<int>(count(topo, "class=\"node\""));
+  p.svg_edges = static_cast<int>(count(topo, "class=\"edge\""));
   // Graphviz draws a red edge's path with stroke="red".
-  p.red_edges = static_cast<int>(count(p.dom, "stroke=\"red\" stroke-width=\"3\""));
+  p.red_edges = static_cast<int>(count(topo, "stroke=\"red\" stroke-width=\"3\""));
+  p.tree_nodes = static_cast<int>(count(tree, "class=\"node\""));
+  p.tree_edges = static_cast<int>(count(tree, "class=\"edge\""));
   return p;
 }
 

@@ -136,5 +136,41 @@ for = "800ms"
   EXPECT_NE(bad.out.find("does not exist"), std::string::npos) << bad.out;
 }
 
+// A pfc-storm on mini's lossless rail (issue 32 P9): the ring's rail hop into dc/s1/g0 backs up
+// at the stormed ToR port until the PFC watchdog lets it go; the run's report draws the
+// congestion tree (that port, with its watchdog trip, and the queues its XOFF paused) and the
+// pause timeline (the storm's window, the watchdog's detection, the episodes), and Chromium
+// draws every chart.
+TEST_F(Report, ARunsReportDrawsTheCongestionTreeAndTimelineOfAPfcStorm) {
+  const std::string lab = unique_lab("rc");
+  LabGuard guard(lab);
+  std::ifstream in(scenario("mini.toml"));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  text += R"(
+[[fault]]
+at = "1s"
+kind = "pfc-storm"
+node = "dc/s1/g0"
+for = "1s"
+)";
+  const std::string path = results_ + "/storm.toml";
+  std::ofstream(path) << text;
+  auto r = tb("run " + path + " --name " + lab + " --down");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::string html = find_file(results_ + "/" + lab, "report.html");
+  ASSERT_FALSE(html.empty()) << r.out;
+  EXPECT_TRUE(fs::exists(fs::path(html).parent_path() / "congestion.jsonl")) << r.out;
+  const auto p = open_in_chromium(html, "congestion-run-report.png");
+  expect_drawn(p, p.canvases.size());
+  EXPECT_NE(p.dom.find("<canvas id=\"run-congestion\""), std::string::npos);
+  EXPECT_EQ(p.svg_nodes, 9);  // the topology's, apart from the tree's
+  ASSERT_GE(p.tree_nodes, 1) << p.dom.substr(0, 6000);
+  const auto tree = p.dom.find("id=\"tb-congestion-tree\"");
+  const std::string t = p.dom.substr(tree, p.dom.find("</div>", tree) - tree);
+  EXPECT_NE(t.find("dc/tor0:s1g0"), std::string::npos) << t;
+  EXPECT_NE(t.find("PFC watchdog: "), std::string::npos) << t;  // one trip or more in 1 s
+  EXPECT_NE(p.dom.find("fault 0: pfc-storm"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tb::e2e
