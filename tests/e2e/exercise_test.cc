@@ -178,8 +178,8 @@ TEST_F(ExerciseTest, UntunedCollectives) {
   expect_pass(ex("check 3 --name " + lab));
 }
 
-// Exercise 4: with l3 hashing every flow of the pair takes one uplink per ToR, however many
-// channels (a deterministic FAIL, from the interface counters, in both of the first two rounds);
+// Exercise 4: with l3 hashing every flow of the pair takes one uplink per ToR (a deterministic
+// FAIL, from the interface counters, in both of the first two rounds);
 // l4 with 8 channels spreads them (a check of the reference solution fails with probability
 // at most 3.3e-3: docs/exercises.md).
 TEST_F(ExerciseTest, EcmpPolarisation) {
@@ -190,12 +190,9 @@ TEST_F(ExerciseTest, EcmpPolarisation) {
   EXPECT_NE(r.out.find("dc/tor0 sent"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the uplinks are not balanced within 0.80"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2 of 2 round(s) FAIL"), std::string::npos) << r.out;
-  // More flows alone: l3 still hashes them all alike.
-  ASSERT_EQ(sh("sed -i 's/^channels = 1$/channels = 8/' " + copy(lab)).rc, 0);
-  r = ex("check 4 --name " + lab);
-  EXPECT_EQ(r.rc, 1) << r.out;
-  EXPECT_NE(r.out.find("the uplinks are not balanced"), std::string::npos) << r.out;
-  ASSERT_EQ(ex("reset 4 --name " + lab).rc, 0);
+  // Not checked here (it was, 15-20 s of the suite): 8 channels under l3 failing alike. A ToR
+  // has one address pair to hash under l3, so the channels cannot change its uplink; the two
+  // rounds above, each with new connections, already show the draw does not move.
   solve("04-ecmp-polarisation", lab);
   r = ex("start 4 --name " + lab);
   ASSERT_EQ(r.rc, 0) << r.out;
