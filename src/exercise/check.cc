@@ -7,10 +7,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "collective/types.h"
+#include "congestion/counters.h"
 #include "experiment/experiment.h"
+#include "experiment/probes.h"
 #include "experiment/train_sweep.h"
 #include "lab/daemons.h"
 #include "lab/state.h"
@@ -122,6 +125,55 @@ const char* verdict_word(Verdict v) {
   return v == Verdict::kPass ? "PASS" : v == Verdict::kFail ? "FAIL" : "NOT JUDGED";
 }
 
+// check.toml's max_control_p99_ms (exercise 8): while the bench runs, a control probe from each
+// of the job's servers to its region's transit router at the router's frontend address (UDP
+// request/response, tb-probe rtt against tb-probe serve, one every kControlIntervalUs for
+// kControlWindowNs from just before the bench) — the VPC's own traffic (heartbeats, the data
+// loader), which PFC backpressure on the VPC holds up behind the collective's paused backlog.
+constexpr int kControlIntervalUs = 20'000;
+constexpr int64_t kControlWindowNs = 4'000'000'000;
+constexpr uint16_t kControlPort = 7400;  // run's probes use 7100-7300 + i
+
+struct ControlProbe {
+  experiment::ProbeSet probes;
+  std::vector<experiment::ProbePair> pairs;
+  std::string router;
+  congestion::Counters before;
+};
+
+Result<std::unique_ptr<ControlProbe>> start_control(const lab::LabState& st,
+                                                    const std::vector<std::string>& servers,
+                                                    const std::string& tb_probe) {
+  auto cp = std::make_unique<ControlProbe>();
+  for (const auto& sv : servers) {
+    const auto* node = st.topo.node(sv);
+    if (!node) continue;
+    const plan::Node* tr = nullptr;
+    for (const auto& n : st.topo.nodes)
+      if (n.kind == plan::NodeKind::kTransitRouter && n.region == node->region) tr = &n;
+    if (!tr) continue;
+    std::string addr;
+    for (const auto& [role, a] : tr->addrs)
+      if (role == "fe") addr = a.addr.to_string();
+    if (addr.empty()) continue;
+    if (std::ranges::any_of(cp->pairs, [&](const auto& p) { return p.src == sv; })) continue;
+    cp->router = tr->name;
+    cp->pairs.push_back(
+        {sv, tr->name, addr, {}, static_cast<uint16_t>(kControlPort + cp->pairs.size()), 0});
+  }
+  if (cp->pairs.empty())
+    return fail("check: max_control_p99_ms: the job's servers in lab " + st.lab +
+                " have no transit router with a frontend address to probe");
+  const std::string dir = lab::lab_dir(st.lab) + "/exercise-control";
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(dir + "/logs", ec);
+  cp->before = congestion::read_counters(lab::lab_dir(st.lab));
+  TB_TRY(cp->probes.start(st, cp->pairs, dir, tb_probe, kControlIntervalUs, kControlWindowNs,
+                          "control", 1000));
+  return cp;
+}
+
 // One bench reading. `*unexplained` is set when busbw missed and nothing in the lab explains it
 // (the host may: bench_readings measures again).
 Result<CheckReport> measure_bench(const Exercise& ex, const lab::LabState& st,
@@ -206,7 +258,9 @@ Result<CheckReport> measure_bench(const Exercise& ex, const lab::LabState& st,
     }
   }
 
-  const double target_bps = *c.min_busbw_fraction * rate;
+  // Without min_busbw_fraction (exercise 8 judges the control probe alone) busbw is shown only.
+  const bool judge_busbw = c.min_busbw_fraction.has_value();
+  const double target_bps = judge_busbw ? *c.min_busbw_fraction * rate : 0;
   // The links' counters before and after the bench (max_ecmp_share).
   std::optional<lab::Watcher> watcher;
   if (c.max_ecmp_share) {
@@ -214,6 +268,12 @@ Result<CheckReport> measure_bench(const Exercise& ex, const lab::LabState& st,
     if (!wt) return std::unexpected(wt.error());
     watcher.emplace(std::move(*wt));
     if (auto f = watcher->sample(); !f) return std::unexpected(f.error());
+  }
+  std::unique_ptr<ControlProbe> control;
+  if (c.max_control_p99_ms) {
+    auto cp = start_control(st, servers, tools.tb_probe);
+    if (!cp) return std::unexpected(cp.error());
+    control = std::move(*cp);
   }
   auto before = verify::sample_host(stage_files(st));
   std::atomic<bool> stop{false};
@@ -241,12 +301,67 @@ Result<CheckReport> measure_bench(const Exercise& ex, const lab::LabState& st,
   v.target = target_bps / 1e6;
   v.unit = "Mbit/s";
   v.ok = busbw_bps >= target_bps;
-  v.how = c.of_tier == "nic"
-              ? fmt::format("{} x the NIC's rate: a GPU's {} rail port(s) together ({})",
-                            *c.min_busbw_fraction, nic.ports, mbit(rate))
-              : fmt::format("{} x the lowest emulated {} rate of the ranks' links ({})",
-                            *c.min_busbw_fraction, c.of_tier, mbit(rate));
-  rep.values.push_back(v);
+  if (judge_busbw) {
+    v.how = c.of_tier == "nic"
+                ? fmt::format("{} x the NIC's rate: a GPU's {} rail port(s) together ({})",
+                              *c.min_busbw_fraction, nic.ports, mbit(rate))
+                : fmt::format("{} x the lowest emulated {} rate of the ranks' links ({})",
+                              *c.min_busbw_fraction, c.of_tier, mbit(rate));
+    rep.values.push_back(v);
+  }
+
+  // The control probe: its p99 with lost probes counted, and what the congestion agent counted
+  // over the same time (pauses of the servers' frontend queues explain a miss).
+  bool control_ok = true, control_explained = false;
+  std::string control_note;
+  if (control) {
+    std::vector<std::string> errors;
+    (void)control->probes.finish(&errors);
+    const auto window =
+        congestion::delta(control->before, congestion::read_counters(lab::lab_dir(st.lab)));
+    std::vector<double> rtts;
+    int sent = 0, lost = 0;
+    for (const auto& r : control->probes.results()) {
+      if (!r) continue;
+      sent += r->sent;
+      lost += r->sent - r->received;
+      for (double us : r->rtt_us) rtts.push_back(us / 1000);
+    }
+    const auto p99 = experiment::percentile_with_lost(rtts, lost, 0.99);
+    CheckValue cv;
+    cv.name = "control p99";
+    cv.measured = p99;
+    cv.target = *c.max_control_p99_ms;
+    cv.at_least = false;
+    cv.unit = "ms";
+    cv.ok = sent > 0 && p99 && *p99 <= *c.max_control_p99_ms;
+    cv.how = fmt::format(
+        "UDP request/response every {} ms from each of the job's {} server(s) to {} at its "
+        "frontend address, over the VPC, for {:.0f} s from the bench's start (tb-probe rtt); "
+        "p99 with lost probes counted as slower than any answered",
+        kControlIntervalUs / 1000, control->pairs.size(), control->router, kControlWindowNs / 1e9);
+    rep.values.push_back(cv);
+    control_ok = cv.ok;
+    // Pauses of the servers' frontend queues (and the router's toward the VPC): the VPC's
+    // switch ports asked for them.
+    uint64_t fe_pauses = 0;
+    int64_t fe_paused_ns = 0;
+    for (const auto& [name, u] : window.upstreams)
+      if (name.ends_with(":fe") || name.ends_with(":vpc")) {
+        fe_pauses += u.pauses_received;
+        fe_paused_ns += u.paused_ns;
+      }
+    control_explained = fe_pauses > 0;
+    control_note = fmt::format(
+        "; control probes: {} sent, {} lost, p99 {} (needs <= {} ms)", sent, lost,
+        p99 ? fmt::format("{:.1f} ms", *p99) : std::string("a lost probe"), *c.max_control_p99_ms);
+    if (window.has_counts())
+      control_note += fmt::format(
+          "; over the bench the VPC's ports paused the frontend queues {} time(s), {:.2f} s in "
+          "all (congestion agent: {})",
+          fe_pauses, fe_paused_ns / 1e9, congestion::summary_line(window));
+    if (!errors.empty()) control_note += "; probe errors: " + errors.front();
+  }
   rep.method = fmt::format(
       "bench {} of {} bytes over the {} rank(s) of workload \"{}\" ({}), {} timed iteration(s) "
       "after {} warm-up, native tcp, {} connection(s) per peer{}, pairs on two servers over the "
@@ -305,16 +420,39 @@ Result<CheckReport> measure_bench(const Exercise& ex, const lab::LabState& st,
     }
   }
 
-  if (v.ok && ecmp_ok) {
+  if (v.ok && ecmp_ok && control_ok) {
     rep.verdict = Verdict::kPass;
     rep.diagnosis = fmt::format("busbw {} is {:.2f} of the {} rate {}", mbit(busbw_bps), frac,
                                 c.of_tier, mbit(rate)) +
-                    ecmp_note;
+                    ecmp_note + control_note;
     return rep;
   }
   rep.verdict = Verdict::kFail;
-  rep.diagnosis = fmt::format("busbw {} is {:.2f} of the {} rate {} (needs {:.2f})",
-                              mbit(busbw_bps), frac, c.of_tier, mbit(rate), *c.min_busbw_fraction);
+  if (!v.ok || !control) {
+    rep.diagnosis =
+        fmt::format("busbw {} is {:.2f} of the {} rate {} (needs {:.2f})", mbit(busbw_bps), frac,
+                    c.of_tier, mbit(rate), judge_busbw ? *c.min_busbw_fraction : 0.0);
+  } else {
+    rep.diagnosis = fmt::format("busbw {} ({:.2f} of the {} rate {})", mbit(busbw_bps), frac,
+                                c.of_tier, mbit(rate));
+  }
+  rep.diagnosis += control_note;
+  if (v.ok && ecmp_ok && !control_ok) {
+    if (control_explained) {
+      rep.diagnosis +=
+          ": the collective's traffic shares the VPC with its control traffic, and PFC "
+          "backpressure from the VPC's congested ports holds the control probes behind the "
+          "paused backlog";
+      return rep;
+    }
+    if (unexplained) *unexplained = true;
+    if (rep.host.host_bound) {
+      rep.verdict = Verdict::kNotJudged;
+      rep.diagnosis += "; nothing in the lab paused the frontend, and the host was busy (" +
+                       rep.host.text() + "): not judged, check again when it is quieter";
+    }
+    return rep;
+  }
   if (!crossed.empty())
     rep.diagnosis += fmt::format(
         "; the pairs on two servers crossed the {} ({} per link{})", crossed, mbit(per_link),

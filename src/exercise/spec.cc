@@ -172,19 +172,24 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
   if (!tv || !tv->is_table()) {
     d.add(ct.loc(), "target: missing; a [target] table says what the measurement must reach");
   } else {
-    Table tt(
-        *tv, "target", "[target]",
-        {"min_busbw_fraction", "of", "max_ecmp_share", "max_stall_ms", "max_detection_ms",
-         "max_recovery_ms", "max_gold_p99_ms", "checkpoint_on_time", "tolerance", "delay_slack_us"},
-        d);
+    Table tt(*tv, "target", "[target]",
+             {"min_busbw_fraction", "of", "max_ecmp_share", "max_control_p99_ms", "max_stall_ms",
+              "max_detection_ms", "max_recovery_ms", "max_gold_p99_ms", "checkpoint_on_time",
+              "tolerance", "delay_slack_us"},
+             d);
     if (c.measure == Measure::kFile) {
       if (auto t = tt.number("tolerance", false, 0, 1, true)) c.tolerance = *t;
       if (auto t = tt.number("delay_slack_us", false, 0, 1e6)) c.delay_slack_us = *t;
-      tt.not_for({"min_busbw_fraction", "of", "max_ecmp_share", "max_stall_ms", "max_detection_ms",
-                  "max_recovery_ms", "max_gold_p99_ms", "checkpoint_on_time"},
-                 "not for measure = \"file\"");
+      tt.not_for(
+          {"min_busbw_fraction", "of", "max_ecmp_share", "max_control_p99_ms", "max_stall_ms",
+           "max_detection_ms", "max_recovery_ms", "max_gold_p99_ms", "checkpoint_on_time"},
+          "not for measure = \"file\"");
     } else if (bench) {
-      c.min_busbw_fraction = tt.number("min_busbw_fraction", true, 0, 10, true);
+      // A bench judges busbw, the control probe, or both: min_busbw_fraction is required
+      // unless max_control_p99_ms is there.
+      c.max_control_p99_ms = tt.number("max_control_p99_ms", false, 0, 1e6, true);
+      c.min_busbw_fraction =
+          tt.number("min_busbw_fraction", !tt.has("max_control_p99_ms"), 0, 10, true);
       if (auto of = tt.str("of"); of && tt.one_of("of", *of, {"rail", "frontend", "nic"}))
         c.of_tier = *of;
       c.max_ecmp_share = tt.number("max_ecmp_share", false, 0, 1, true);
@@ -212,7 +217,8 @@ Result<CheckSpec> parse_check(const std::string& text, const std::string& name) 
         d.add(tt.loc(),
               "target: a run needs at least one of max_stall_ms, max_detection_ms, "
               "max_recovery_ms, max_gold_p99_ms, checkpoint_on_time");
-      tt.not_for({"min_busbw_fraction", "of", "max_ecmp_share", "tolerance", "delay_slack_us"},
+      tt.not_for({"min_busbw_fraction", "of", "max_ecmp_share", "max_control_p99_ms", "tolerance",
+                  "delay_slack_us"},
                  "only for measure = \"bench\" or \"file\"");
     }
     tt.finish();

@@ -25,6 +25,11 @@
 //                                                   (the lowest such sum over the ranks);
 //           max_ecmp_share = 0.5                    every ToR's busiest uplink carries at most
 //                                                   this share of its bytes up (0 < x <= 1)
+//           max_control_p99_ms = 40                 while the bench runs, UDP probes from each
+//                                                   of the job's servers to its region's transit
+//                                                   router over the VPC: their p99 (lost ones
+//                                                   counted) at most this; with it,
+//                                                   min_busbw_fraction may be left out
 //   run:    max_stall_ms, max_detection_ms, max_recovery_ms (these need a [[fault]] timeline),
 //           max_gold_p99_ms, checkpoint_on_time = true (any of them; run's [expect] keys)
 //   file:   file = "measurements.toml", pairs = [["dc/s0/g0", "dc/s0/g1"], ...]; [target]
@@ -59,6 +64,8 @@ struct CheckSpec {
   // bench: every ToR that sent at least 1 MiB over its uplinks, its busiest uplink's share of
   // those bytes at most this (interface counters over the bench; experiment::ecmp_groups)
   std::optional<double> max_ecmp_share;
+  // bench: the control probe's p99 (ms) over the VPC while the bench runs (check.cc)
+  std::optional<double> max_control_p99_ms;
   std::string of_tier = "rail";  // "rail" (scale-out) | "frontend" | "nic" (all rail ports)
   bool spread_ports = false;     // ports = "spread": channels bound to NIC ports in turn
   // run

@@ -19,6 +19,7 @@ set(TB_E2E_SERIAL_TESTS
   ExerciseTest.DualTor  # a: stall bound
   ExerciseTest.GrayFailure  # a: detection and recovery bounds
   ExerciseTest.CheckpointFloodsWan  # a: gold p99, checkpoint on time
+  ExerciseTest.WrongNicPause  # a: control probes' p99
   Fault.LinkDownTakesTheLinkAndItsRoutesAndForBringsThemBack  # a: revert time, 100 ms slack
   Fault.FlapCyclesDownAndUp  # a: cycle gaps, 100 ms slack
   Fault.LossAndLatencyChangeTheLinkAndGoBack  # a: RTT window

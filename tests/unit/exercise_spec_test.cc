@@ -78,6 +78,42 @@ link = "x"
   EXPECT_NE(bad.error().message.find("max_ecmp_share"), std::string::npos) << bad.error().message;
 }
 
+// max_control_p99_ms (exercise 8): a bench target on its own (min_busbw_fraction may then be
+// left out), above 0, never for a run; without either a bench has no target.
+TEST(ExerciseCheckSpec, ControlProbeTargetAloneOrWithBusbw) {
+  auto c = parse_check(
+      "[check]\nmeasure = \"bench\"\nworkload = \"job\"\nop = \"alltoall\"\n"
+      "[target]\nmax_control_p99_ms = 40\n",
+      "c.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_DOUBLE_EQ(*c->max_control_p99_ms, 40);
+  EXPECT_FALSE(c->min_busbw_fraction.has_value());
+  auto both = parse_check(
+      "[check]\nmeasure = \"bench\"\nworkload = \"job\"\n[target]\nmin_busbw_fraction = "
+      "0.5\nmax_control_p99_ms = 10\n",
+      "c.toml");
+  ASSERT_TRUE(both) << both.error().message;
+  EXPECT_DOUBLE_EQ(*both->min_busbw_fraction, 0.5);
+  auto zero = parse_check(
+      "[check]\nmeasure = \"bench\"\nworkload = \"job\"\n[target]\nmax_control_p99_ms = 0\n",
+      "c.toml");
+  ASSERT_FALSE(zero);
+  EXPECT_NE(zero.error().message.find("c.toml:5:"), std::string::npos) << zero.error().message;
+  EXPECT_NE(zero.error().message.find("max_control_p99_ms"), std::string::npos);
+  auto none = parse_check(
+      "[check]\nmeasure = \"bench\"\nworkload = \"job\"\n[target]\nof = \"rail\"\n", "c.toml");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("min_busbw_fraction"), std::string::npos)
+      << none.error().message;
+  auto run = parse_check(
+      "[check]\nmeasure = \"run\"\nworkload = \"job\"\n[target]\nmax_gold_p99_ms = 10\n"
+      "max_control_p99_ms = 10\n",
+      "c.toml");
+  ASSERT_FALSE(run);
+  EXPECT_NE(run.error().message.find("c.toml:6:"), std::string::npos) << run.error().message;
+  EXPECT_NE(run.error().message.find("max_control_p99_ms"), std::string::npos);
+}
+
 // rounds: odd (a majority must decide), bench only; 1 when absent.
 TEST(ExerciseCheckSpec, RoundsAreOddAndForBenchOnly) {
   const std::string target = "[target]\nmin_busbw_fraction = 0.3\n";
