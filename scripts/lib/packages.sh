@@ -42,8 +42,11 @@ tb_pkg_vm=(qemu-system-x86 debootstrap cpio zstd)
 tb_pkg_package=(lintian)
 tb_pkg_frr=(frr)
 tb_pkg_dev=(clang-format)
-# What scripts/test installs: every group its tiers use.
+# What scripts/test installs: every group its tiers use; of them, what building the tests needs
+# (Open MPI's compiler wrapper, looked for at configure: tests/mpi/), installed before the build,
+# the rest beside it.
 tb_pkg_test_groups=(tests launch slurm vm package frr)
+tb_pkg_test_build=(openmpi-bin libopenmpi-dev)
 
 tb_pkg_is_group() {
   local g
