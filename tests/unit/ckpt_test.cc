@@ -87,7 +87,8 @@ class CkptLoopback : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("tb-ckpt-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
-    port_ = static_cast<uint16_t>(30000 + ::getpid() % 20000);
+    // Below the ephemeral range (multihost_session_test.cc test_port says why).
+    port_ = static_cast<uint16_t>(26000 + ::getpid() % 6000);
     server_ = std::thread([this] {
       CkptServeOptions o{port_, dir_.string(), 8, 60};
       auto r = serve_ckpt(o, stop_, [this](const nlohmann::json& j) {
