@@ -50,7 +50,7 @@ inline CLI::Validator percent_text() {
 // A LAB argument: a lab name (it becomes part of paths under /run and of namespace names, so
 // nothing else is looked up with it).
 inline CLI::Validator lab_name() {
-  return checked_by(plan::check_lab_name, "LAB (1-8 of a-z0-9, a letter first)");
+  return checked_by(plan::check_lab_name, "LAB (1-32 of a-z0-9, a letter first)");
 }
 // A TARGET argument: an existing scenario file, or else a lab name.
 inline CLI::Validator scenario_file_or_lab_name() {
@@ -58,7 +58,7 @@ inline CLI::Validator scenario_file_or_lab_name() {
       [](const std::string& t) -> Status {
         if (std::filesystem::is_regular_file(t) || plan::check_lab_name(t)) return {};
         return bad_input("\"" + t +
-                         "\" is neither a scenario file nor a lab name (1-8 lowercase letters or "
+                         "\" is neither a scenario file nor a lab name (1-32 lowercase letters or "
                          "digits, starting with a letter)");
       },
       "SCENARIO|LAB");

@@ -16,10 +16,11 @@ HostCaps assumed_host(std::string how) {
 }
 
 Status check_lab_name(std::string_view lab) {
-  static const std::regex kLabName("[a-z][a-z0-9]{0,7}");
+  static const std::regex kLabName("[a-z][a-z0-9]{0,31}");  // scenario::kMaxLabNameLen
   if (std::regex_match(lab.begin(), lab.end(), kLabName)) return {};
-  return bad_input("\"" + std::string(lab) +
-                   "\" is not a lab name: 1-8 lowercase letters or digits, starting with a letter");
+  return bad_input(
+      "\"" + std::string(lab) +
+      "\" is not a lab name: 1-32 lowercase letters or digits, starting with a letter");
 }
 
 Status check_shaping(std::string_view shaping) {

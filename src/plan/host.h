@@ -45,7 +45,7 @@ Status validate(const PlanOptions& o);
 // Each option's value alone, as the CLI checks it while the command line is parsed: the message
 // says what is wrong with the value and what is valid; the caller (validate(), CLI11) names the
 // flag.
-Status check_lab_name(std::string_view lab);     // --name: 1-8 of [a-z0-9], a letter first
+Status check_lab_name(std::string_view lab);     // --name: 1-32 of [a-z0-9], a letter first
 Status check_shaping(std::string_view shaping);  // --shaping: auto, none or a backend kind
 Status check_rdma(std::string_view rdma);        // --rdma: auto or none
 

@@ -281,7 +281,7 @@ struct Vxlan {
 
 struct Scenario {
   std::string file;  // the path it was loaded from
-  std::string lab;   // [a-z][a-z0-9]{0,7}; namespaces are tb-<lab>-...
+  std::string lab;   // [a-z][a-z0-9]{0,31}; namespaces are tb-<lab>-...
   std::string description;
   Prefix address_space{Ipv4{(198u << 24) | (18u << 16)}, 15};
   Scale scale;

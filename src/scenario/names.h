@@ -18,7 +18,12 @@
 
 namespace tb::scenario {
 
-inline constexpr int kMaxLabNameLen = 8;
+// A lab's name is in its namespaces' names (tb-<lab>-<node>: NAME_MAX, 255), the owner marker
+// on every interface's alias (IFALIASZ, 256), its /dev/shm segments' and state directories'
+// names (NAME_MAX) and iptables comments (256), never in an interface name (IFNAMSIZ, 15): 32
+// leaves room beside the longest node name (issue 33: "student01" and longer). It was 8, from the
+// first skeleton, with no kernel name behind it.
+inline constexpr int kMaxLabNameLen = 32;
 inline constexpr int kMaxRegionNameLen = 6;
 inline constexpr int kMaxWanNameLen = 12;
 inline constexpr int kMaxHostNameLen = 15;

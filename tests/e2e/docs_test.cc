@@ -101,7 +101,7 @@ std::string parse_marker(const std::string& line, DocBlock& b) {
       const bool ok = !name.empty() && name.size() <= 8 && std::islower(name[0]) &&
                       std::all_of(name.begin(), name.end(),
                                   [](char c) { return std::islower(c) || std::isdigit(c); });
-      if (!ok) return "lab \"" + name + "\": 1-8 lowercase letters or digits, a letter first";
+      if (!ok) return "lab \"" + name + "\": 1-32 lowercase letters or digits, a letter first";
       b.labs.push_back(name);
     }
     b.kind = DocBlock::kRun;

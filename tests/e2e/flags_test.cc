@@ -79,32 +79,32 @@ TEST_F(Flags, ValidatePlanGraph) {
 TEST_F(Flags, UpDownCleanStatusExec) {
   const std::string up = "up " + mini_ + " --name " + lab_;
   expect_bad_input(
-      lab_,
-      {
-          {up + " --shaping foo", "--shaping: \"foo\" is not a shaping backend"},
-          {"up /nonexistent/x.toml --name " + lab_ + " --shaping foo", "--shaping: \"foo\""},
-          {up + " --rdma maybe", "--rdma: \"maybe\" is not auto or none"},
-          {"up " + mini_ + " --name Bad_Name",
-           "--name: \"Bad_Name\" is not a lab name: 1-8 lowercase letters or digits"},
-          {"up " + mini_ + " --name toolongname", "--name: \"toolongname\" is not a lab name"},
-          {"up " + mini_ + " --name", "--name"},
-          {up + " --bogus", "up takes --name, --shaping, --rdma"},
-          {"up", "SCENARIO is required"},
-          {"down", "TARGET is required"},
-          {"down " + lab_ + " --bogus", "down takes --host"},
-          {"clean " + lab_ + " --bogus", "clean takes --all"},
-          {"status " + lab_ + " --bogus", "status takes --json"},
-          {"exec " + lab_, "NODE is required"},
-          {"exec " + lab_ + " dc/s0/g0", "CMD is required"},
-          {"supervise", "LAB is required"},
-          {"doctor --bogus", "doctor takes --json"},
-      });
+      lab_, {
+                {up + " --shaping foo", "--shaping: \"foo\" is not a shaping backend"},
+                {"up /nonexistent/x.toml --name " + lab_ + " --shaping foo", "--shaping: \"foo\""},
+                {up + " --rdma maybe", "--rdma: \"maybe\" is not auto or none"},
+                {"up " + mini_ + " --name Bad_Name",
+                 "--name: \"Bad_Name\" is not a lab name: 1-32 lowercase letters or digits"},
+                {"up " + mini_ + " --name alabnamelongerthanthirtytwocharsx",
+                 "--name: \"alabnamelongerthanthirtytwocharsx\" is not a lab name"},
+                {"up " + mini_ + " --name", "--name"},
+                {up + " --bogus", "up takes --name, --shaping, --rdma"},
+                {"up", "SCENARIO is required"},
+                {"down", "TARGET is required"},
+                {"down " + lab_ + " --bogus", "down takes --host"},
+                {"clean " + lab_ + " --bogus", "clean takes --all"},
+                {"status " + lab_ + " --bogus", "status takes --json"},
+                {"exec " + lab_, "NODE is required"},
+                {"exec " + lab_ + " dc/s0/g0", "CMD is required"},
+                {"supervise", "LAB is required"},
+                {"doctor --bogus", "doctor takes --json"},
+            });
 }
 
 // A LAB argument becomes part of paths under /run and of namespace names: anything but a lab
 // name is refused while parsing, before any path is made from it.
 TEST_F(Flags, LabArgumentsAreLabNames) {
-  const std::string not_lab = "is not a lab name: 1-8 lowercase letters or digits";
+  const std::string not_lab = "is not a lab name: 1-32 lowercase letters or digits";
   const std::string neither = "is neither a scenario file nor a lab name";
   expect_bad_input(lab_, {
                              {"down ../" + lab_, neither},
@@ -115,7 +115,7 @@ TEST_F(Flags, LabArgumentsAreLabNames) {
                              {"exec a/b dc/s0/g0 true", not_lab},
                              {"verify " + lab_ + "/..", not_lab},
                              {"link ../x down a b", not_lab},
-                             {"bench toolongname", not_lab},
+                             {"bench alabnamelongerthanthirtytwocharsx", not_lab},
                              {"fault . link-down dc/s0/g0", not_lab},
                              {"supervise ''", not_lab},
                          });

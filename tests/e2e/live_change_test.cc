@@ -3,7 +3,7 @@
 // transaction), delay 0 + jitter 0 takes the direction out of the delay stage (NFQUEUE rule and
 // queue gone, back with the next delay), a stage that refuses a change makes `link set` fail with
 // the stage's reason, and a stage given up on as broken is started again by `link reset`.
-// Lab names start with "livec" (lab names are at most 8 characters).
+// Lab names start with "livec" (e2e_util.h unique_lab: 8 characters).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>

@@ -3,7 +3,7 @@
 // own bounds), `--under-load` (the load runs, the host's share
 // is reported), and issue 22's verify items: a link changed by `link set` is judged against the
 // figures in force with the scenario's beside them, and a lossy link's TCP transfer is checked
-// against the configured loss. Lab names start with "vp" (lab names are at most 8 characters).
+// against the configured loss. Lab names start with "vp" (e2e_util.h unique_lab: 8 characters).
 //
 // The delay figures depend on the delay stage meeting issue 13's targets (helper branch
 // stagetime: calibration and busy-wait); on a stage without them the sub-millisecond paths fail

@@ -112,9 +112,11 @@ TEST(ScenarioErrors, LimitsExceeded) {
 TEST(ScenarioErrors, NameTooLong) {
   std::string text = kHead;
   text.replace(text.find("name = \"hz\""), 11, "name = \"hangzhou\"");
-  text.replace(text.find("name = \"t\""), 10, "name = \"toolonglab\"");
+  text.replace(text.find("name = \"t\""), 10, "name = \"alabnamelongerthanthirtytwocharsx\"");
   auto m = load_error(text);
-  EXPECT_HAS(m, "x.toml:2:8: lab: name: \"toolonglab\" is too long (10 characters); at most 8");
+  EXPECT_HAS(m,
+             "x.toml:2:8: lab: name: \"alabnamelongerthanthirtytwocharsx\" is too long (33 "
+             "characters); at most 32");
   EXPECT_HAS(m,
              "x.toml:5:8: region \"hangzhou\": name: \"hangzhou\" is too long (8 characters); "
              "at most 6");
@@ -275,7 +277,7 @@ TEST(ScenarioErrors, ReportsAllProblemsInFileOrder) {
   auto m = load_error(text + "frobnicate = 1\n");
   EXPECT_EQ(m,
             "x.toml:2:8: lab: name: \"T\" is not a valid lab name; use a lowercase letter "
-            "followed by lowercase letters or digits, 8 characters at most\n"
+            "followed by lowercase letters or digits, 32 characters at most\n"
             "x.toml:6:11: region \"hz\": servers: must be at least 1 (got 0)\n"
             "x.toml:11:1: unknown key \"frobnicate\" in [[region]]; valid keys: name, "
             "description, servers, gpus_per_server, rails, scale_up, rail, dual_tor, spines, "
