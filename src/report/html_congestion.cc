@@ -58,7 +58,8 @@ std::string congestion_tree_dot(const json& c) {
   // Ports with something to say though they paused nothing: a storm, the watchdog, drops.
   for (const auto& [p, pj] : ports.items()) {
     const json wd = pj.value("watchdog", json::object());
-    if (pj.value("storm", false) || cg_u64(wd, "trips") > 0 || cg_u64(pj, "lossless_violations") > 0)
+    if (pj.value("storm", false) || cg_u64(wd, "trips") > 0 ||
+        cg_u64(pj, "lossless_violations") > 0 || cg_u64(pj, "ce_marks") > 0)
       drawn.insert(p);
   }
   if (drawn.empty()) return "";
@@ -77,6 +78,8 @@ std::string congestion_tree_dot(const json& c) {
                            cg_u64(pj, "pauses_sent"));
       label += "\\ndeepest backlog " + cg_kib(cg_u64(pj, "backlog_max_bytes_since_agent_start")) +
                " (since the agent started), " + std::to_string(cg_u64(pj, "drops")) + " drop(s)";
+      if (const uint64_t m = cg_u64(pj, "ce_marks"); m > 0)
+        label += fmt::format("\\nECN: {} packet(s) marked CE", m);
       if (const uint64_t v = cg_u64(pj, "lossless_violations"); v > 0) {
         label += fmt::format("\\nLOSSLESS VIOLATED: {} drop(s)", v);
         alarm = true;

@@ -16,8 +16,8 @@
 namespace tb::report {
 
 // Graphviz dot: a node per link end the window counts anything for (a switch port: its XOFF
-// events, deepest backlog, drops, lossless violations, a storm and the watchdog's trips; a
-// paused queue: its pauses and time paused), an edge per (port, queue it paused) labelled with
+// events, deepest backlog, drops, lossless violations, ECN marks, a storm and the watchdog's trips;
+// a paused queue: its pauses and time paused), an edge per (port, queue it paused) labelled with
 // the pauses, from the congested port toward its feeders. "" when the window paused nothing and
 // no port was stormed or tripped the watchdog (or the counters are not there).
 std::string congestion_tree_dot(const nlohmann::json& congestion);

@@ -105,6 +105,11 @@ TEST(ReportHtmlCongestion, NothingPausedOrNoCountsDrawsNoTree) {
   quiet["ports"]["dc/tor0:s9g0"]["lossless_violations"] = 3;
   const std::string dot = report::congestion_tree_dot(quiet);
   EXPECT_NE(dot.find("LOSSLESS VIOLATED: 3 drop(s)"), std::string::npos) << dot;
+  // An ECN port that marked is drawn with its marks, though it pauses no one.
+  quiet["ports"]["dc/vpc:s0"] = {{"model", "ecn"}, {"ce_marks", 42}, {"xoff_events", 0}};
+  const std::string ecn = report::congestion_tree_dot(quiet);
+  EXPECT_NE(ecn.find("switch port (ecn)"), std::string::npos) << ecn;
+  EXPECT_NE(ecn.find("ECN: 42 packet(s) marked CE"), std::string::npos) << ecn;
 }
 
 // A run from t0 = 1 s lasting 4 s: two episodes of one GPU's NIC, one of another, a pfc-storm
