@@ -1,6 +1,7 @@
-// tb-delayd: the userspace delay stage (stage/stage.h) as a process. Runs in the network
-// namespace it is started in and serves the NFQUEUE queues given on its command line and in its
-// config file, until SIGTERM/SIGINT (or --duration-s). SIGHUP re-reads the config file.
+// tb-delayd: the userspace delay stage (stage/stage.h) as a process: delayd_main (delayd_main.h)
+// is its main, which tb_delayd.cc calls and a lab's supervisor runs in a fork of itself. Runs in
+// the network namespace it is started in and serves the NFQUEUE queues given on its command line
+// and in its config file, until SIGTERM/SIGINT (or --duration-s). SIGHUP re-reads the config file.
 //
 //   tb-delayd --queue 10:delay_us=25000:jitter_us=1000:maxlen=65536 --queue 11:delay_us=0
 //             [--config FILE] [--stats FILE] [--stats-interval-ms 500] [--duration-s N]
@@ -41,6 +42,7 @@
 
 #include "core/realtime.h"
 #include "core/unique_fd.h"
+#include "stage/main/delayd_main.h"
 #include "stage/stage.h"
 
 namespace {
@@ -52,7 +54,7 @@ int fail_with(const tb::Error& e) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int delayd_main(int argc, char** argv, int ready_fd) {
   CLI::App app{"tb-delayd: hold NFQUEUE'd packets for a per-queue delay (no netem needed)"};
   std::vector<std::string> queue_args;
   tb::stage::StageOptions options;
@@ -139,14 +141,14 @@ int main(int argc, char** argv) {
   if (!stage) return fail_with(stage.error());
   // Under a lab's supervisor: say we serve (runner/supervisor.h, ChildSpec::notify_ready). SIGHUP
   // came blocked across the exec, so a reload sent before this line waits in the signalfd.
-  if (const char* fd_text = std::getenv("TESTBEDCTL_READY_FD")) {
-    const int fd = std::atoi(fd_text);
+  if (const char* fd_text = ready_fd < 0 ? std::getenv("TESTBEDCTL_READY_FD") : nullptr) {
+    ready_fd = std::atoi(fd_text);
     ::unsetenv("TESTBEDCTL_READY_FD");
+  }
+  if (ready_fd > STDERR_FILENO) {
     const char ready = 1;
-    if (fd > STDERR_FILENO) {
-      (void)!::write(fd, &ready, 1);
-      ::close(fd);
-    }
+    (void)!::write(ready_fd, &ready, 1);
+    ::close(ready_fd);
   }
   if (auto s = stage->run(signals.get()); !s) return fail_with(s.error());
   return tb::kExitOk;
