@@ -113,9 +113,13 @@ std::string describe_exit(int status) {
   return "stopped";
 }
 
-Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::string>& argv,
-                           const std::string& owner, const std::string& log_path, bool hup_blocked,
-                           UniqueFd* ready, bool close_fds) {
+namespace {
+
+// spawn_in_netns; `close_fds`: every fd of ours above stderr that is not close-on-exec is
+// closed in the child (the supervisor's children: a daemon holds nothing of its starter's).
+Result<int> spawn_child(const std::string& netns, const std::vector<std::string>& argv,
+                        const std::string& owner, const std::string& log_path, bool hup_blocked,
+                        UniqueFd* ready, bool close_fds) {
   if (argv.empty()) return fail("spawn in " + netns + ": empty command");
   UniqueFd ns(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns) return sys_fail("spawn in " + netns + ": open namespace");
@@ -147,6 +151,14 @@ Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::stri
   if (!pid) return std::unexpected(with_context(pid.error(), "spawn in " + netns));
   if (ready) *ready = std::move(ready_r);
   return *pid;
+}
+
+}  // namespace
+
+Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::string>& argv,
+                           const std::string& owner, const std::string& log_path, bool hup_blocked,
+                           UniqueFd* ready) {
+  return spawn_child(netns, argv, owner, log_path, hup_blocked, ready, false);
 }
 
 Result<int> fork_in_netns(const std::string& netns, const std::vector<std::string>& argv,
@@ -269,8 +281,8 @@ Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
       auto pid =
           c.spec.in_process && in_process
               ? fork_in_netns(c.spec.netns, c.spec.argv, log, c.spec.hup_blocked, ready, in_process)
-              : spawn_in_netns(c.spec.netns, c.spec.argv, owner, log, c.spec.hup_blocked, ready,
-                               /*close_fds=*/true);
+              : spawn_child(c.spec.netns, c.spec.argv, owner, log, c.spec.hup_blocked, ready,
+                            /*close_fds=*/true);
       if (!pid) {
         c.state.last_exit = pid.error().message;
         c.next_start_ns = now + c.backoff_ms * 1'000'000;

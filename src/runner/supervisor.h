@@ -71,12 +71,9 @@ std::vector<ChildState> states_from_json(const nlohmann::json& j);
 // Returns the pid. `hup_blocked`: SIGHUP blocked across the exec (else no signal is blocked).
 // `ready`, when given, gets the read end of a pipe whose write end the child has at
 // $TESTBEDCTL_READY_FD (non-blocking; EOF without a byte: it exited before it was ready).
-// `close_fds`: every fd of ours above stderr that is not close-on-exec is closed in the child
-// (the supervisor's children: a daemon holds nothing of its starter's).
 Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::string>& argv,
                            const std::string& owner, const std::string& log_path,
-                           bool hup_blocked = false, UniqueFd* ready = nullptr,
-                           bool close_fds = false);
+                           bool hup_blocked = false, UniqueFd* ready = nullptr);
 
 // "exit 1", "signal Killed" for a wait status.
 std::string describe_exit(int status);
