@@ -6,6 +6,8 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,7 @@
 #include "lab/state.h"
 #include "plan/plan.h"
 #include "runner/supervisor.h"
+#include "stage/main/delayd_main.h"
 
 namespace tb::cli {
 namespace {
@@ -65,10 +68,25 @@ int cmd_supervise(const std::string& lab) {
   sched_param rt{};
   rt.sched_priority = kRealtimePriority + 1;
   (void)::sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &rt);
-  auto r = runner::supervise(*specs, plan::owner_marker(lab), paths, g_stop, &g_reload, [&] {
-    auto again = read_specs(dir);
-    return again ? *again : std::vector<runner::ChildSpec>{};
-  });
+  // A lab's delay stages run tb-delayd's main in a fork of this process, not an exec of the
+  // program (runner/supervisor.h ChildSpec::in_process; lab/daemons.cc says which stages).
+  auto stage_main = [](const std::vector<std::string>& argv, int ready_fd) {
+    if (std::filesystem::path(argv.at(0)).filename() != "tb-delayd") {
+      std::fprintf(stderr, "supervise: %s cannot run in process\n", argv[0].c_str());
+      return 127;
+    }
+    std::vector<char*> c_argv;
+    for (const auto& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
+    c_argv.push_back(nullptr);
+    return delayd_main(static_cast<int>(argv.size()), c_argv.data(), ready_fd);
+  };
+  auto r = runner::supervise(
+      *specs, plan::owner_marker(lab), paths, g_stop, &g_reload,
+      [&] {
+        auto again = read_specs(dir);
+        return again ? *again : std::vector<runner::ChildSpec>{};
+      },
+      stage_main);
   if (!r) return report(r.error());
   return kExitOk;
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "congestion/episodes.h"
 #include "core/process.h"
@@ -49,6 +50,12 @@ runner::ChildSpec stage_child(const std::string& lab, const plan::Stage& st,
   // it instead of killing it (runner/supervisor.h).
   // --probe-rule-installed: its release probe's rule came with the namespace's other rules
   // (apply/netlink_kernel_stage.cc; refresh_stage for a stage new to the lab), and stays.
+  // In process (a fork of the supervisor running tb-delayd's main, no exec: runner/supervisor.h)
+  // when the tb-delayd found is the one installed beside this testbedctl, the same build; one
+  // named by $TESTBEDCTL_DELAYD or found on PATH is exec'd.
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const bool beside = !ec && std::filesystem::path(delayd) == self.parent_path() / "tb-delayd";
   return {"stage " + st.node,
           st.netns,
           {delayd, "--config", stage_config_path(lab, st.netns), "--stats",
@@ -56,7 +63,8 @@ runner::ChildSpec stage_child(const std::string& lab, const plan::Stage& st,
            "--probe-rule-installed"},
           0,
           true,
-          true};
+          true,
+          beside};
 }
 
 // The stage config in `netns` now on disk ("" when there is none).
@@ -127,7 +135,14 @@ Status check_daemon_programs(const std::vector<plan::Daemon>& daemons) {
   return {};
 }
 
-Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& daemons) {
+Result<int> launch_early_supervisor(const std::string& lab) {
+  auto lab_files = open_lab_dir(lab);
+  if (!lab_files) return std::unexpected(lab_files.error());
+  return runner::launch_supervisor(lab, lab_files->path(), plan::owner_marker(lab), {});
+}
+
+Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& daemons,
+                     int early_supervisor) {
   if (daemons.empty()) return {};
   auto lab_files = open_lab_dir(lab);
   if (!lab_files) return std::unexpected(lab_files.error());
@@ -199,7 +214,10 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
       routers = true;
     }
   }
-  TB_TRY(runner::start_supervisor(lab, dir, plan::owner_marker(lab), specs));
+  if (early_supervisor > 0)
+    TB_TRY(runner::give_children(early_supervisor, lab, dir, plan::owner_marker(lab), specs));
+  else
+    TB_TRY(runner::start_supervisor(lab, dir, plan::owner_marker(lab), specs));
   if (routers) TB_TRY(failover::wait_for_bgp(bgp, 30000));
   return {};
 }
@@ -220,6 +238,13 @@ void await_daemons(const StoppingDaemons& stopping) {
 }
 
 Status LabKernel::submit(const plan::Op& op) {
+  if (std::exchange(daemons_ahead_, false)) {
+    // Not journaled itself: until it has its children, a rollback or our end stops it, and
+    // `down`/`clean` find it by the owner marker it carries.
+    auto pid = launch_early_supervisor(lab_);
+    if (!pid) return std::unexpected(pid.error());
+    early_supervisor_ = *pid;
+  }
   if (const auto* d = std::get_if<plan::StartDaemon>(&op)) {
     pending_.push_back(d->daemon);
     return {};
@@ -231,7 +256,14 @@ Status LabKernel::sync() {
   TB_TRY(inner_.sync());
   auto daemons = std::move(pending_);
   pending_.clear();
-  return start_daemons(lab_, daemons);
+  if (daemons.empty()) return {};
+  // Handed over (or failed, then the rollback's stop_daemons finds it by its marker).
+  return start_daemons(lab_, daemons, std::exchange(early_supervisor_, 0));
+}
+
+void LabKernel::stop_early_supervisor() {
+  if (const int pid = std::exchange(early_supervisor_, 0); pid > 0)
+    terminate({pid}, kDaemonGraceMs);
 }
 
 Status LabKernel::undo(const plan::Op& op) {

@@ -35,8 +35,14 @@ Result<std::string> delayd_path();
 Status check_daemon_programs(const std::vector<plan::Daemon>& daemons);
 
 // Writes every daemon's config and starts the supervisor; succeeds once all of them run (with
-// routers, once BGP has every route). None: nothing to do.
-Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& daemons);
+// routers, once BGP has every route). None: nothing to do. `early_supervisor` (a pid from
+// launch_early_supervisor): that supervisor, started with no children, is handed them
+// (runner/supervisor.h give_children) instead of a new one being started.
+Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& daemons,
+                     int early_supervisor = 0);
+// The lab's supervisor with no children yet, started before `up` builds anything so its start
+// overlaps the build (runner/supervisor.h give_children). Returns its pid.
+Result<int> launch_early_supervisor(const std::string& lab);
 
 // Stops the lab's supervisor and every process carrying the lab's owner marker (SIGTERM, then
 // SIGKILL after a grace period); every lab's when `lab` is empty. Nothing running: nothing to do.
@@ -51,14 +57,24 @@ StoppingDaemons signal_daemons(const std::string& lab);
 // ... and then the wait (the grace period counts from the signal), SIGKILL for any left.
 void await_daemons(const StoppingDaemons& stopping);
 
+// With `daemons_ahead` (the plan has StartDaemon ops), the lab's supervisor is launched with no
+// children at the first op, and handed them at sync; a rollback (prepare_undo) or destruction
+// before that stops it.
 class LabKernel : public apply::Kernel {
  public:
-  LabKernel(std::string lab, apply::Kernel& inner) : lab_(std::move(lab)), inner_(inner) {}
+  LabKernel(std::string lab, apply::Kernel& inner, bool daemons_ahead = false)
+      : lab_(std::move(lab)), inner_(inner), daemons_ahead_(daemons_ahead) {}
+  ~LabKernel() override { stop_early_supervisor(); }
+  LabKernel(const LabKernel&) = delete;
+  LabKernel& operator=(const LabKernel&) = delete;
 
   Status submit(const plan::Op& op) override;
   Status sync() override;
   Status undo(const plan::Op& op) override;
-  void prepare_undo(const std::vector<plan::Op>& ops) override { inner_.prepare_undo(ops); }
+  void prepare_undo(const std::vector<plan::Op>& ops) override {
+    stop_early_supervisor();
+    inner_.prepare_undo(ops);
+  }
   Status set_link_up(const std::string& netns, const std::string& ifname, bool up) override {
     return inner_.set_link_up(netns, ifname, up);
   }
@@ -75,10 +91,15 @@ class LabKernel : public apply::Kernel {
   }
 
  private:
+  // The early supervisor, while it has not been handed its children: stopped and reaped.
+  void stop_early_supervisor();
+
   std::string lab_;
   apply::Kernel& inner_;
   std::vector<plan::Daemon> pending_;  // submitted, started at sync()
   bool stopped_ = false;               // undo stops them all at once
+  bool daemons_ahead_ = false;         // launch the supervisor at the first op
+  int early_supervisor_ = 0;           // its pid until it is handed its children
 };
 
 // Writes `stage`'s config (rename over the old one), numbered `generation` when not 0

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -158,7 +159,11 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, ap
   ApplyOptions opts;
   opts.interrupted = &g_interrupted;
   opts.progress = progress;
-  LabKernel machine(lab, kernel);  // daemons start once every kernel object is in place
+  // Daemons start once every kernel object is in place; their supervisor is launched at the
+  // first op, so its own start overlaps the build (lab/daemons.h LabKernel).
+  const bool daemons = std::ranges::any_of(
+      plan.ops, [](const plan::Op& op) { return std::holds_alternative<plan::StartDaemon>(op); });
+  LabKernel machine(lab, kernel, daemons);
   const auto t0 = std::chrono::steady_clock::now();
   if (auto r = apply_plan(plan, machine, *journal, opts); !r) {
     (void)remove_state(lab);

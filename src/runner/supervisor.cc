@@ -4,12 +4,14 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,7 @@
 
 #include "core/events.h"
 #include "core/safe_file.h"
+#include "core/spawn.h"
 #include "core/unique_fd.h"
 
 namespace tb::runner {
@@ -53,21 +56,6 @@ std::string log_name(const std::string& name) {
   return s + ".log";
 }
 
-// In a forked child: output to `log_fd`, input from /dev/null, the owner marker in the
-// environment (`env` is "TESTBEDCTL_OWNER=..." and must outlive the exec), no blocked signals
-// but SIGHUP when `hup_blocked` (then a SIGHUP before the program takes it stays pending).
-void owned_child_io(int log_fd, const std::string& env, bool hup_blocked = false) {
-  ::dup2(log_fd, STDOUT_FILENO);
-  ::dup2(log_fd, STDERR_FILENO);
-  int devnull = ::open("/dev/null", O_RDONLY);
-  if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-  ::putenv(const_cast<char*>(env.c_str()));
-  sigset_t mask;
-  sigemptyset(&mask);
-  if (hup_blocked) sigaddset(&mask, SIGHUP);
-  ::sigprocmask(SIG_SETMASK, &mask, nullptr);
-}
-
 }  // namespace
 
 nlohmann::json specs_to_json(const std::vector<ChildSpec>& specs) {
@@ -78,7 +66,8 @@ nlohmann::json specs_to_json(const std::vector<ChildSpec>& specs) {
                  {"argv", s.argv},
                  {"delay_ms", s.delay_ms},
                  {"hup_blocked", s.hup_blocked},
-                 {"notify_ready", s.notify_ready}});
+                 {"notify_ready", s.notify_ready},
+                 {"in_process", s.in_process}});
   return j;
 }
 
@@ -87,7 +76,8 @@ Result<std::vector<ChildSpec>> specs_from_json(const nlohmann::json& j) {
     std::vector<ChildSpec> out;
     for (const auto& s : j)
       out.push_back({s.at("name"), s.at("netns"), s.at("argv"), s.value("delay_ms", 0),
-                     s.value("hup_blocked", false), s.value("notify_ready", false)});
+                     s.value("hup_blocked", false), s.value("notify_ready", false),
+                     s.value("in_process", false)});
     return out;
   } catch (const nlohmann::json::exception& e) {
     return fail(std::string("malformed supervisor spec: ") + e.what());
@@ -123,69 +113,131 @@ std::string describe_exit(int status) {
   return "stopped";
 }
 
-Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::string>& argv,
-                           const std::string& owner, const std::string& log_path, bool hup_blocked,
-                           UniqueFd* ready) {
+namespace {
+
+// spawn_in_netns; `close_fds`: every fd of ours above stderr that is not close-on-exec is
+// closed in the child (the supervisor's children: a daemon holds nothing of its starter's).
+Result<int> spawn_child(const std::string& netns, const std::vector<std::string>& argv,
+                        const std::string& owner, const std::string& log_path, bool hup_blocked,
+                        UniqueFd* ready, bool close_fds) {
   if (argv.empty()) return fail("spawn in " + netns + ": empty command");
   UniqueFd ns(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns) return sys_fail("spawn in " + netns + ": open namespace");
   auto log = open_file(log_path, O_WRONLY | O_CREAT | O_APPEND);
   if (!log) return std::unexpected(with_context(log.error(), "spawn in " + netns));
-  const std::string env = std::string(kOwnerEnv) + "=" + owner;
-  // Closed by a successful exec (O_CLOEXEC), written to before a failed child exits: the parent
-  // returns once the child runs its program, whose environment carries the owner marker. Between
-  // fork and exec /proc/PID/environ is still ours, so a child reported running before its exec
-  // could not be found by its marker (a race seen under load by the supervisor test).
-  int exec_pipe[2];
-  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) return sys_fail("spawn in " + netns + ": pipe");
-  UniqueFd exec_r(exec_pipe[0]), exec_w(exec_pipe[1]);
-  // The ready pipe: CLOEXEC on both ends here; the child clears it on its write end only.
+  // The ready pipe: CLOEXEC on both ends here; the child keeps its write end across the exec.
   UniqueFd ready_r, ready_w;
-  std::string ready_env;
+  std::vector<std::string> add{std::string(kOwnerEnv) + "=" + owner};
   if (ready) {
     int p[2];
     if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return sys_fail("spawn in " + netns + ": pipe");
     ready_r.reset(p[0]);
     ready_w.reset(p[1]);
-    ready_env = std::string(kReadyFdEnv) + "=" + std::to_string(ready_w.get());
+    add.push_back(std::string(kReadyFdEnv) + "=" + std::to_string(ready_w.get()));
   }
-  pid_t pid = ::fork();
-  if (pid < 0) return sys_fail("spawn in " + netns + ": fork");
+  // core/spawn.h: no copy of the supervisor's memory, and it returns once the child runs its
+  // program, whose environment carries the owner marker (a child reported running before its
+  // exec could not be found by its marker: a race seen under load by the supervisor test).
+  SpawnSpec spec{argv[0],    argv,       environment_with(add), ns.get(),          -1,
+                 log->get(), log->get(), ready_w.get(),         /*new_group=*/true};
+  spec.close_other_fds = close_fds;
+  // No blocked signals but SIGHUP when `hup_blocked` (a SIGHUP before the program takes it
+  // stays pending).
+  sigset_t mask;
+  sigemptyset(&mask);
+  if (hup_blocked) sigaddset(&mask, SIGHUP);
+  spec.mask = mask;
+  auto pid = spawn_process(spec);
+  if (!pid) return std::unexpected(with_context(pid.error(), "spawn in " + netns));
+  if (ready) *ready = std::move(ready_r);
+  return *pid;
+}
+
+}  // namespace
+
+Result<int> spawn_in_netns(const std::string& netns, const std::vector<std::string>& argv,
+                           const std::string& owner, const std::string& log_path, bool hup_blocked,
+                           UniqueFd* ready) {
+  return spawn_child(netns, argv, owner, log_path, hup_blocked, ready, false);
+}
+
+Result<int> fork_in_netns(const std::string& netns, const std::vector<std::string>& argv,
+                          const std::string& log_path, bool hup_blocked, UniqueFd* ready,
+                          const InProcessMain& main) {
+  if (argv.empty()) return fail("start in " + netns + ": empty command");
+  UniqueFd ns(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ns) return sys_fail("start in " + netns + ": open namespace");
+  auto log = open_file(log_path, O_WRONLY | O_CREAT | O_APPEND);
+  if (!log) return std::unexpected(with_context(log.error(), "start in " + netns));
+  UniqueFd ready_r, ready_w;
+  if (ready) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return sys_fail("start in " + netns + ": pipe");
+    ready_r.reset(p[0]);
+    ready_w.reset(p[1]);
+  }
+  const std::string name = std::filesystem::path(argv[0]).filename().string().substr(0, 15);
+  const pid_t pid = ::fork();
+  if (pid < 0) return sys_fail("start in " + netns + ": fork");
   if (pid == 0) {
-    const char failed = 1;
-    ::setpgid(0, 0);  // its own group: a terminal's Ctrl-C does not reach it
+    ::setpgid(0, 0);  // its own group, as an exec'd child's
     if (::setns(ns.get(), CLONE_NEWNET) != 0) {
-      (void)!::write(exec_w.get(), &failed, 1);
+      std::fprintf(stderr, "supervisor: enter %s: %s\n", netns.c_str(), std::strerror(errno));
       ::_exit(126);
     }
-    owned_child_io(log->get(), env, hup_blocked);
-    if (ready_w) {
-      ::fcntl(ready_w.get(), F_SETFL, 0);  // a blocking write end for the child
-      ::fcntl(ready_w.get(), F_SETFD, 0);  // kept across exec
-      ::putenv(const_cast<char*>(ready_env.c_str()));
+    ::dup2(log->get(), STDOUT_FILENO);
+    ::dup2(log->get(), STDERR_FILENO);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    // Only its ready pipe beyond stdio: not the supervisor's other children's pipes, logs or
+    // namespace fds (an exec'd child loses them by O_CLOEXEC).
+    int ready_fd = -1;
+    if (ready_w) ready_fd = ::dup2(ready_w.get(), STDERR_FILENO + 1);
+    ::close_range(ready_fd >= 0 ? ready_fd + 1 : STDERR_FILENO + 1, ~0U, 0);
+    // The supervisor's handlers are not the child's; the mask as an exec'd child's.
+    for (int sig = 1; sig < NSIG; ++sig) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN ||
+          old.sa_handler == SIG_DFL)
+        continue;
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigaction(sig, &dfl, nullptr);
     }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
-    (void)!::write(exec_w.get(), &failed, 1);
-    ::_exit(127);
+    sigset_t mask;
+    sigemptyset(&mask);
+    if (hup_blocked) sigaddset(&mask, SIGHUP);
+    ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+    // Named as the program would be (comm: what `ps -e` and `top` show); its command line
+    // stays the supervisor's (setting it needs CAP_SYS_RESOURCE, which the reference host's
+    // root lacks).
+    ::prctl(PR_SET_NAME, name.c_str());
+    // Whatever happens in `main`, the child never returns into the supervisor's loop.
+    int rc = 1;
+    try {
+      rc = main(argv, ready_fd);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
+    } catch (...) {
+      std::fprintf(stderr, "%s: unknown exception\n", name.c_str());
+    }
+    std::fflush(nullptr);
+    ::_exit(rc);
   }
-  exec_w.reset();
   ready_w.reset();
   if (ready) *ready = std::move(ready_r);
-  // Bounded: exec takes milliseconds; 5 s covers a machine with every core busy many times over.
-  // A child that fails before exec exits at once and is reaped as a death, as before.
-  pollfd p{exec_r.get(), POLLIN, 0};
-  while (::poll(&p, 1, 5000) < 0 && errno == EINTR) {
-  }
   return pid;
 }
 
 Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
                  const SupervisorPaths& paths, const std::atomic<bool>& stop,
-                 std::atomic<bool>* reload, const std::function<std::vector<ChildSpec>()>& more) {
+                 std::atomic<bool>* reload, const std::function<std::vector<ChildSpec>()>& more,
+                 const InProcessMain& in_process) {
+  // Stop and reload signals are taken only in the wait at the end of each turn (ppoll).
+  sigset_t blocked, unblocked;
+  sigemptyset(&blocked);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&blocked, sig);
+  ::pthread_sigmask(SIG_BLOCK, &blocked, &unblocked);
   std::vector<Child> children;
   const int64_t began = monotonic_ns();
   for (const auto& s : specs)
@@ -214,15 +266,23 @@ Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
         for (const auto& spec : more())
           if (std::ranges::none_of(children,
                                    [&](const Child& c) { return c.spec.name == spec.name; })) {
-            children.push_back({spec, ChildState{spec.name}, 0, kBackoffFirstMs, {}});
+            children.push_back({spec,
+                                ChildState{spec.name},
+                                now + int64_t{spec.delay_ms} * 1'000'000,
+                                kBackoffFirstMs,
+                                {}});
             changed = true;
           }
     }
     for (auto& c : children) {
       if (c.state.running || c.state.starting || c.state.broken || now < c.next_start_ns) continue;
+      const std::string log = paths.logs + "/" + log_name(c.spec.name);
+      UniqueFd* ready = c.spec.notify_ready ? &c.ready : nullptr;
       auto pid =
-          spawn_in_netns(c.spec.netns, c.spec.argv, owner, paths.logs + "/" + log_name(c.spec.name),
-                         c.spec.hup_blocked, c.spec.notify_ready ? &c.ready : nullptr);
+          c.spec.in_process && in_process
+              ? fork_in_netns(c.spec.netns, c.spec.argv, log, c.spec.hup_blocked, ready, in_process)
+              : spawn_child(c.spec.netns, c.spec.argv, owner, log, c.spec.hup_blocked, ready,
+                            /*close_fds=*/true);
       if (!pid) {
         c.state.last_exit = pid.error().message;
         c.next_start_ns = now + c.backoff_ms * 1'000'000;
@@ -274,14 +334,16 @@ Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
     // Up to 20 ms until the next look, but a starting child's ready byte (or its exit, EOF) ends
     // the wait at once: `up` waits for every stage to serve, and 10 stages each seen up to 20 ms
     // late added up (issue 34).
+    // A signal (stop, reload) ends it too: they are blocked outside this wait, so one sent
+    // just before it is not slept through (`up` hands a supervisor it started early its
+    // children with a SIGHUP, and waits for them).
     std::vector<pollfd> waiting;
     for (const auto& c : children)
       if (c.state.starting && c.ready) waiting.push_back({c.ready.get(), POLLIN, 0});
-    if (waiting.empty())
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    else
-      (void)::poll(waiting.data(), waiting.size(), 20);
+    const timespec turn{0, 20'000'000};
+    (void)::ppoll(waiting.data(), waiting.size(), &turn, &unblocked);
   }
+  ::pthread_sigmask(SIG_SETMASK, &unblocked, nullptr);
   std::vector<int> pids;
   for (const auto& c : children)
     if (c.state.running || c.state.starting) pids.push_back(c.state.pid);
@@ -298,27 +360,35 @@ Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
 // about 0.1 s for a small lab's stages, so 20 ms steps were a fifth of it).
 constexpr int kStartPollMs = 2;
 
-Status start_supervisor(const std::string& lab, const std::string& lab_dir,
-                        const std::string& owner, const std::vector<ChildSpec>& specs,
-                        int wait_ms) {
-  const std::string spec_path = lab_dir + "/supervisor-spec.json";
-  const std::string status_path = lab_dir + "/supervisor.json";
-  TB_TRY(write_file(spec_path, specs_to_json(specs).dump(1) + "\n"));
-  std::filesystem::remove(status_path);
+Result<int> launch_supervisor(const std::string& lab, const std::string& lab_dir,
+                              const std::string& owner, const std::vector<ChildSpec>& specs) {
+  TB_TRY(write_file(lab_dir + "/supervisor-spec.json", specs_to_json(specs).dump(1) + "\n"));
+  std::filesystem::remove(lab_dir + "/supervisor.json");
   auto log = open_file(lab_dir + "/supervisor.log", O_WRONLY | O_CREAT | O_APPEND);
   if (!log) return std::unexpected(log.error());
-  const std::string env = std::string(kOwnerEnv) + "=" + owner;
-  pid_t pid = ::fork();
-  if (pid < 0) return sys_fail("start supervisor: fork");
-  if (pid == 0) {
-    // Double fork: the daemon is reparented to init and outlives `up`.
-    if (::fork() != 0) ::_exit(0);
-    ::setsid();
-    owned_child_io(log->get(), env);
-    ::execl("/proc/self/exe", "testbedctl", "supervise", lab.c_str(), nullptr);
-    ::_exit(127);
-  }
-  ::waitpid(pid, nullptr, 0);
+  // A daemon in a session of its own, no signal blocked, the owner marker in its environment;
+  // core/spawn.h: no copy of our memory. It is our child until we exit, then init's; it is
+  // waited for here only when it ends before it took its children (give_children).
+  SpawnSpec spec{"/proc/self/exe",
+                 {"testbedctl", "supervise", lab},
+                 environment_with({std::string(kOwnerEnv) + "=" + owner}),
+                 -1,
+                 -1,
+                 log->get(),
+                 log->get()};
+  spec.new_session = true;
+  spec.close_other_fds = true;
+  sigset_t none;
+  sigemptyset(&none);
+  spec.mask = none;
+  auto pid = spawn_process(spec);
+  if (!pid) return std::unexpected(with_context(pid.error(), "start the lab supervisor"));
+  return *pid;
+}
+
+Status await_children(const std::string& lab_dir, const std::vector<ChildSpec>& specs,
+                      int wait_ms) {
+  const std::string status_path = lab_dir + "/supervisor.json";
   // Each child gets wait_ms from its own first start: FRR's bgpd starts 2 s after zebra, which
   // left it 1 s under a flat 3 s (in the lab VM's emulated CPU it missed that).
   int latest = 0;
@@ -341,6 +411,38 @@ Status start_supervisor(const std::string& lab, const std::string& lab_dir,
   }
   return fail("supervised processes did not start within " + std::to_string(wait_ms) + " ms (" +
               last + "; see " + lab_dir + "/supervisor.log and logs/)");
+}
+
+Status start_supervisor(const std::string& lab, const std::string& lab_dir,
+                        const std::string& owner, const std::vector<ChildSpec>& specs,
+                        int wait_ms) {
+  TB_TRY(launch_supervisor(lab, lab_dir, owner, specs));
+  return await_children(lab_dir, specs, wait_ms);
+}
+
+// How long give_children waits for a supervisor launched early to be ready for its SIGHUP
+// (an exec of testbedctl: tens of ms; seconds on a host with every core busy).
+constexpr int kTakeWaitMs = 5000;
+
+Status give_children(int pid, const std::string& lab, const std::string& lab_dir,
+                     const std::string& owner, const std::vector<ChildSpec>& specs, int wait_ms) {
+  // Ready for SIGHUP once it has written its pid (cmd_supervise: after its handlers); before
+  // that the signal would end it. Ended (our child: reaped here): a fresh one takes them.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTakeWaitMs);
+  for (;;) {
+    if (::waitpid(pid, nullptr, WNOHANG) == pid)
+      return start_supervisor(lab, lab_dir, owner, specs, wait_ms);
+    int written = 0;
+    std::ifstream(lab_dir + "/supervisor.pid") >> written;
+    if (written == pid) break;
+    if (std::chrono::steady_clock::now() >= deadline)
+      return fail("the lab supervisor (pid " + std::to_string(pid) + ") did not start within " +
+                  std::to_string(kTakeWaitMs) + " ms (see " + lab_dir + "/supervisor.log)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(kStartPollMs));
+  }
+  TB_TRY(write_file(lab_dir + "/supervisor-spec.json", specs_to_json(specs).dump(1) + "\n"));
+  if (::kill(pid, SIGHUP) != 0) return sys_fail("hand the lab supervisor its processes");
+  return await_children(lab_dir, specs, wait_ms);
 }
 
 }  // namespace tb::runner

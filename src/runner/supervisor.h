@@ -38,6 +38,13 @@ struct ChildSpec {
   // The program writes a byte to the fd named by kReadyFdEnv once it serves (tb-delayd: its
   // queues bound, its first stats written); until then the child is "starting", not running.
   bool notify_ready = false;
+  // Started by a fork of the supervisor that runs argv through supervise's `in_process`
+  // (tb-delayd's main, linked into testbedctl: stage/main/delayd_main.h), not by an exec of
+  // argv[0]: no exec or dynamic load per stage (issue 34). The child is the same as an exec'd
+  // one to everything else: its own process in its namespace, its log, the owner marker in its
+  // environment (the supervisor's), SIGHUP blocked as asked, its name (comm) argv[0]'s; only
+  // its /proc/PID/cmdline is the supervisor's. Without an `in_process` runner it is exec'd.
+  bool in_process = false;
 };
 
 // Environment variable naming the fd a notify_ready child writes one byte to when ready, then
@@ -82,18 +89,48 @@ struct SupervisorPaths {
 // deaths within a minute), and on stop sends SIGTERM, waits up to 2 s, then SIGKILL. Returns
 // after every child has been reaped. When `reload` is set (SIGHUP), broken children are given a
 // fresh start (deaths and backoff forgotten), and `more()` is asked for the specs again and
-// children it names that are not running yet are started (the lab grows a stage when `link
-// set` adds a delay).
+// children it names that are not running yet are started, each `delay_ms` after the reload
+// (the lab grows a stage when `link set` adds a delay; `up` hands an early supervisor all of
+// its children). Stop and reload signals are blocked but in the wait between turns (ppoll), so
+// either ends that wait at once.
+// `in_process` runs an in_process child's argv in the forked child and returns its exit code
+// (ready_fd: where it writes its ready byte; -1 when the child does not notify).
+using InProcessMain = std::function<int(const std::vector<std::string>& argv, int ready_fd)>;
 Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
                  const SupervisorPaths& paths, const std::atomic<bool>& stop,
                  std::atomic<bool>* reload = nullptr,
-                 const std::function<std::vector<ChildSpec>()>& more = {});
+                 const std::function<std::vector<ChildSpec>()>& more = {},
+                 const InProcessMain& in_process = {});
+
+// Forks (no exec) a child that enters `netns`, takes its output to `log_path` and runs
+// `main(argv, ready_fd)`, exiting with its code. Only from a single-threaded process (the
+// supervisor). `ready` as for spawn_in_netns; the child's other fds are closed.
+Result<int> fork_in_netns(const std::string& netns, const std::vector<std::string>& argv,
+                          const std::string& log_path, bool hup_blocked, UniqueFd* ready,
+                          const InProcessMain& main);
 
 // Starts `testbedctl supervise LAB` as a daemon (new session, its own log), with the owner
 // marker in its environment, and waits for every child in `specs` to run: up to `wait_ms` past
-// the latest child's start delay (ChildSpec::delay_ms).
+// the latest child's start delay (ChildSpec::delay_ms). launch_supervisor and await_children
+// are its two halves.
 Status start_supervisor(const std::string& lab, const std::string& lab_dir,
                         const std::string& owner, const std::vector<ChildSpec>& specs,
                         int wait_ms = 3000);
+// Writes `specs` as the supervisor's spec and starts it without waiting; returns its pid (our
+// child until we exit).
+Result<int> launch_supervisor(const std::string& lab, const std::string& lab_dir,
+                              const std::string& owner, const std::vector<ChildSpec>& specs);
+// Waits until the status file shows every child of `specs` running (start_supervisor's wait).
+Status await_children(const std::string& lab_dir, const std::vector<ChildSpec>& specs,
+                      int wait_ms = 3000);
+// A supervisor launched early with no children (`up` launches it before it builds anything,
+// so the supervisor's own start — an exec of testbedctl, ~25 ms of CPU on the reference VM —
+// overlaps the kernel work instead of following it; issue 34) is handed `specs` once they can
+// run: it is waited for until it takes SIGHUP (it has written supervisor.pid), its spec is
+// rewritten and it is sent SIGHUP, which starts them (supervise's `more`), then as
+// start_supervisor. One that has ended meanwhile is replaced by start_supervisor.
+Status give_children(int pid, const std::string& lab, const std::string& lab_dir,
+                     const std::string& owner, const std::vector<ChildSpec>& specs,
+                     int wait_ms = 3000);
 
 }  // namespace tb::runner

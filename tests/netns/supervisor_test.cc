@@ -51,11 +51,12 @@ class SupervisorTest : public ::testing::Test {
     }
     return false;
   }
-  void start(std::vector<ChildSpec> specs) {
+  void start(std::vector<ChildSpec> specs, InProcessMain in_process = {}) {
     SupervisorPaths paths{(dir_ / "status.json").string(), (dir_ / "events.jsonl").string(),
                           (dir_ / "logs").string()};
     thread_ = std::thread([=, this] {
-      (void)supervise(specs, owner_, paths, stop_, &reload_, [specs] { return specs; });
+      (void)supervise(
+          specs, owner_, paths, stop_, &reload_, [specs] { return specs; }, in_process);
     });
   }
   std::string events() {
@@ -177,6 +178,46 @@ TEST_F(SupervisorTest, DelayStageIsRunningOnceItServesAndSurvivesEarlySighup) {
   EXPECT_FALSE(s[0].starting);
   EXPECT_EQ(s[0].restarts, 0) << events();
   EXPECT_EQ(s[0].pid, pid);
+  EXPECT_NE(events().find("\"ready\""), std::string::npos) << events();
+}
+
+// An in_process child (a lab's delay stage) is a fork of the supervisor running the main it was
+// given, not an exec: argv[0] need not exist. It runs in its namespace under argv[0]'s name,
+// counts as running from its ready byte, keeps SIGHUP blocked when asked, and its exit code is
+// reported and restarted like an exec'd child's.
+TEST_F(SupervisorTest, AnInProcessChildIsAForkRunningItsMainInItsNamespace) {
+  InProcessMain main = [](const std::vector<std::string>& argv, int ready_fd) {
+    if (argv.at(1) == "fail") return 3;
+    const char byte = 1;
+    if (ready_fd < 0 || ::write(ready_fd, &byte, 1) != 1) return 4;
+    ::close(ready_fd);
+    for (;;) ::pause();
+  };
+  start({{"served", netns_, {"/nonexistent/tb-fake", "serve"}, 0, true, true, true},
+         {"failing", netns_, {"/nonexistent/tb-fake", "fail"}, 0, false, false, true}},
+        main);
+  ASSERT_TRUE(wait_for([&] {
+    auto s = states();
+    return s.size() == 2 && s[0].running && s[1].restarts >= 1;
+  })) << events();
+  const int pid = states()[0].pid;
+  struct stat want {
+  }, got{};
+  ASSERT_EQ(::stat(("/run/netns/" + netns_).c_str(), &want), 0);
+  ASSERT_EQ(::stat(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), &got), 0);
+  EXPECT_EQ(want.st_ino, got.st_ino);
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  comm >> name;
+  EXPECT_EQ(name, "tb-fake");
+  EXPECT_EQ(states()[1].last_exit, "exit 3");
+  for (int i = 0; i < 5; ++i) {  // blocked: pending, not fatal
+    ::kill(pid, SIGHUP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(states()[0].pid, pid);
+  EXPECT_TRUE(states()[0].running);
+  EXPECT_EQ(states()[0].restarts, 0) << events();
   EXPECT_NE(events().find("\"ready\""), std::string::npos) << events();
 }
 
