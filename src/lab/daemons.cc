@@ -49,14 +49,20 @@ runner::ChildSpec stage_child(const std::string& lab, const plan::Stage& st,
   // it instead of killing it (runner/supervisor.h).
   // --probe-rule-installed: its release probe's rule came with the namespace's other rules
   // (apply/netlink_kernel_stage.cc; refresh_stage for a stage new to the lab), and stays.
-  return {"stage " + st.node,
-          st.netns,
-          {delayd, "--config", stage_config_path(lab, st.netns), "--stats",
-           stage_stats_path(lab, st.netns), "--realtime", std::to_string(kRealtimePriority),
-           "--probe-rule-installed"},
-          0,
-          true,
-          true};
+  std::vector<std::string> argv = {delayd,
+                                   "--config",
+                                   stage_config_path(lab, st.netns),
+                                   "--stats",
+                                   stage_stats_path(lab, st.netns),
+                                   "--realtime",
+                                   std::to_string(kRealtimePriority),
+                                   "--probe-rule-installed"};
+  // ECN: its marking queues read the congestion agent's probabilities there (stage/mark_table.h).
+  if (!st.mark_table.empty()) {
+    argv.push_back("--mark-table");
+    argv.push_back(st.mark_table);
+  }
+  return {"stage " + st.node, st.netns, std::move(argv), 0, true, true};
 }
 
 // The stage config in `netns` now on disk ("" when there is none).
@@ -101,7 +107,7 @@ ReloadAnswer read_reload_answer(const nlohmann::json& stats, uint64_t generation
 
 Status write_stage_config(const std::string& lab, const plan::Stage& st, uint64_t generation) {
   std::vector<stage::QueueSpec> queues;
-  for (const auto& q : st.queues) queues.push_back({q.queue, q.delay, q.jitter, q.maxlen});
+  for (const auto& q : st.queues) queues.push_back({q.queue, q.delay, q.jitter, q.maxlen, q.mark});
   auto dir = open_lab_dir(lab);
   if (!dir) return std::unexpected(dir.error());
   auto stages = dir->sub("stages");
