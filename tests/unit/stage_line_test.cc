@@ -374,8 +374,9 @@ TEST(NfqMessage, MarkingQueueCopiesWholePacketsWithoutGso) {
   ASSERT_EQ(pa->nla_len, NLA_HDRLEN + pkt.size());
   EXPECT_EQ(std::memcmp(v.data() + off + NLA_HDRLEN, pkt.data(), pkt.size()), 0);
   // Verdicts chain after it.
+  const size_t first_len = NLMSG_ALIGN(h->nlmsg_len);
   append_verdict_batch(v, 10, 120, NF_ACCEPT);
-  EXPECT_EQ(reinterpret_cast<const nlmsghdr*>(v.data() + NLMSG_ALIGN(h->nlmsg_len))->nlmsg_type,
+  EXPECT_EQ(reinterpret_cast<const nlmsghdr*>(v.data() + first_len)->nlmsg_type,
             (NFNL_SUBSYS_QUEUE << 8) | 3);
 }
 
