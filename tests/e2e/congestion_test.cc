@@ -148,6 +148,41 @@ struct Incast {
   }
 };
 
+// The frontend incast of P7: the `vpc` frontend with `model` ("" = its default, ecn).
+std::string fe_scenario(const std::string& model) {
+  std::string s =
+      "[lab]\nname = \"cf\"\n"
+      "[profiles.cgfe]\npreset = \"vpc\"\n";
+  if (!model.empty()) s += "congestion = \"" + model + "\"\n";
+  s += "[[region]]\nname = \"dc\"\nservers = 5\ngpus_per_server = 1\nrails = 1\n"
+       "scale_up = \"nvlink\"\nrail = \"hpn\"\nfrontend = \"cgfe\"\nspines = 0\n";
+  return s;
+}
+
+struct FeIncast {
+  bool up = false;
+  uint64_t port_drops = 0;  // the VPC port toward s4 (root qdisc of dc/vpc's s4)
+  uint64_t retransmits = 0, segments = 0;
+  double goodput_bps = 0;
+  double cpu_busy = 0;
+  uint64_t ce_marks = 0, ect = 0;  // the agent's stats for dc/vpc:s4
+  uint64_t status_ce = 0;          // status --json's ce_marks for that end
+  double late_ms_max = 0;
+  uint64_t late_polls = 0;
+  std::string tcp_ecn;  // net.ipv4.tcp_ecn in s0's namespace
+  std::string cc;       // its default congestion control (bbr ignores ECN)
+  std::string text() const {
+    return fmt::format(
+        "VPC port drops {}, {} of {} segments retransmitted ({:.3f}%), receiver {:.3f} of the "
+        "port, CE marks {} of {} ECT packets (status: {}), CPUs {:.0f}% busy, agent {} late "
+        "polls (max {:.2f} ms), tcp_ecn {}, congestion control {}",
+        port_drops, retransmits, segments,
+        segments ? 100.0 * static_cast<double>(retransmits) / static_cast<double>(segments) : 0.0,
+        goodput_bps / 25e6, ce_marks, ect, status_ce, 100 * cpu_busy, late_polls, late_ms_max,
+        tcp_ecn, cc);
+  }
+};
+
 class Congestion : public testing::Test {
  protected:
   void SetUp() override {
@@ -260,6 +295,9 @@ class Congestion : public testing::Test {
     out.tcp_ecn = sh("ip netns exec " + ns(lab, "dc/s0") + " sysctl -n net.ipv4.tcp_ecn").out;
     while (!out.tcp_ecn.empty() && (out.tcp_ecn.back() == '\n' || out.tcp_ecn.back() == ' '))
       out.tcp_ecn.pop_back();
+    out.cc = sh("ip netns exec " + ns(lab, "dc/s0") + " sysctl -n net.ipv4.tcp_congestion_control")
+                 .out;
+    while (!out.cc.empty() && (out.cc.back() == '\n' || out.cc.back() == ' ')) out.cc.pop_back();
     const std::string probe = probe_bin();
     auto server = sh("ip netns exec " + rx + " " + probe + " serve --port 7603 --seconds " +
                      std::to_string(kSeconds + 20) + " >/dev/null 2>&1 & echo $!");
@@ -341,40 +379,6 @@ TEST_F(Congestion, EcnOnTheVpcMarksCeAndRetransmitsFarLessThanDroptail) {
   EXPECT_GT(d.retransmits, 0u) << "droptail did not retransmit: no incast? " << d.text();
   EXPECT_LE(5 * e.retransmits, d.retransmits) << "ecn " << e.text() << "\ndroptail " << d.text();
 }
-
-// The frontend incast of P7: the `vpc` frontend with `model` ("" = its default, ecn).
-std::string fe_scenario(const std::string& model) {
-  std::string s =
-      "[lab]\nname = \"cf\"\n"
-      "[profiles.cgfe]\npreset = \"vpc\"\n";
-  if (!model.empty()) s += "congestion = \"" + model + "\"\n";
-  s += "[[region]]\nname = \"dc\"\nservers = 5\ngpus_per_server = 1\nrails = 1\n"
-       "scale_up = \"nvlink\"\nrail = \"hpn\"\nfrontend = \"cgfe\"\nspines = 0\n";
-  return s;
-}
-
-struct FeIncast {
-  bool up = false;
-  uint64_t port_drops = 0;  // the VPC port toward s4 (root qdisc of dc/vpc's s4)
-  uint64_t retransmits = 0, segments = 0;
-  double goodput_bps = 0;
-  double cpu_busy = 0;
-  uint64_t ce_marks = 0, ect = 0;  // the agent's stats for dc/vpc:s4
-  uint64_t status_ce = 0;          // status --json's ce_marks for that end
-  double late_ms_max = 0;
-  uint64_t late_polls = 0;
-  std::string tcp_ecn;  // net.ipv4.tcp_ecn in s0's namespace
-  std::string text() const {
-    return fmt::format(
-        "VPC port drops {}, {} of {} segments retransmitted ({:.3f}%), receiver {:.3f} of the "
-        "port, CE marks {} of {} ECT packets (status: {}), CPUs {:.0f}% busy, agent {} late "
-        "polls (max {:.2f} ms), tcp_ecn {}",
-        port_drops, retransmits, segments,
-        segments ? 100.0 * static_cast<double>(retransmits) / static_cast<double>(segments) : 0.0,
-        goodput_bps / 25e6, ce_marks, ect, status_ce, 100 * cpu_busy, late_polls, late_ms_max,
-        tcp_ecn);
-  }
-};
 
 // Sender 0's rail is `link set` to 300 Mbit/s first: every resume restores what the pause found
 // in force, so after the incast's pauses its rate limiter still runs at 3/4 of the others'.

@@ -251,7 +251,8 @@ TEST(EcnMark, CeRewriteKeepsTheHeaderChecksumValid) {
         EXPECT_EQ(p[10], sum >> 8);
         EXPECT_EQ(p[11], sum & 0xff);
         for (size_t i = 0; i < p.size(); ++i) {
-          if (i != 1 && i != 10 && i != 11) EXPECT_EQ(p[i], before[i]) << "byte " << i;
+          if (i == 1 || i == 10 || i == 11) continue;
+          EXPECT_EQ(p[i], before[i]) << "byte " << i;
         }
       }
   // Not-ECT is never marked, CE stays as it is, a non-IPv4 or short buffer is left alone.
