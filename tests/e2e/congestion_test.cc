@@ -295,8 +295,8 @@ class Congestion : public testing::Test {
     out.tcp_ecn = sh("ip netns exec " + ns(lab, "dc/s0") + " sysctl -n net.ipv4.tcp_ecn").out;
     while (!out.tcp_ecn.empty() && (out.tcp_ecn.back() == '\n' || out.tcp_ecn.back() == ' '))
       out.tcp_ecn.pop_back();
-    out.cc = sh("ip netns exec " + ns(lab, "dc/s0") + " sysctl -n net.ipv4.tcp_congestion_control")
-                 .out;
+    out.cc =
+        sh("ip netns exec " + ns(lab, "dc/s0") + " sysctl -n net.ipv4.tcp_congestion_control").out;
     while (!out.cc.empty() && (out.cc.back() == '\n' || out.cc.back() == ' ')) out.cc.pop_back();
     const std::string probe = probe_bin();
     auto server = sh("ip netns exec " + rx + " " + probe + " serve --port 7603 --seconds " +
@@ -369,6 +369,10 @@ TEST_F(Congestion, EcnOnTheVpcMarksCeAndRetransmitsFarLessThanDroptail) {
   EXPECT_GT(e.status_ce, 0u) << "status --json shows no ce_marks for dc/vpc:s4: " << e.text();
   EXPECT_EQ(d.ce_marks, 0u) << d.text();
   EXPECT_GT(d.segments, 0u);
+  // Not a host effect: a sender on bbr (this host's default, which a lab namespace may not
+  // change) ignores CE, so the marks cannot cut its retransmits; the VPC routes' own congestion
+  // control (congctl) is not built yet (design "P7 built"). Said as a failure, never NOT JUDGED.
+  EXPECT_NE(e.cc, "bbr") << "the senders run bbr, which does not react to CE: " << e.text();
   const bool missed = d.retransmits == 0 || 5 * e.retransmits > d.retransmits;
   const bool late = e.late_polls > 0 && e.late_ms_max > 2.0;
   if (missed &&
