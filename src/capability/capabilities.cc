@@ -60,7 +60,8 @@ constexpr auto kRegistry = std::to_array<CheckSpec>({
      "the delay stage after the switch port marks CE (stage/mark_table.h)",
      "RTM_NEWQDISC root red (ecn) on a veth"},
     {"dctcp", check_dctcp, "DCTCP (ECN-proportional window) for TCP on the VPC tier",
-     "the default congestion control (cubic) with classic ECN (tcp_ecn = 1)",
+     "the host's default congestion control with classic ECN (tcp_ecn = 1); one that ignores "
+     "CE (bbr) leaves the marks without effect",
      "setsockopt(TCP_CONGESTION, \"dctcp\") on a TCP socket"},
     {"prio", check_prio, "strict-priority bands (control traffic ahead of bulk)",
      "HTB class priorities", "RTM_NEWQDISC root prio on a veth"},
