@@ -56,6 +56,13 @@ constexpr auto kRegistry = std::to_array<CheckSpec>({
     {"fq_codel", check_fq_codel, "AQM on emulated links",
      "tail-drop buffer sized by TBF latency/limit (no AQM)",
      "RTM_NEWQDISC root fq_codel on a veth"},
+    {"red", check_red, "ECN marking on the VPC tier in the kernel (RED with ecn as a TBF's child)",
+     "the delay stage after the switch port marks CE (stage/mark_table.h)",
+     "RTM_NEWQDISC root red (ecn) on a veth"},
+    {"dctcp", check_dctcp, "DCTCP (ECN-proportional window) for TCP on the VPC tier",
+     "the host's default congestion control with classic ECN (tcp_ecn = 1); one that ignores "
+     "CE (bbr) leaves the marks without effect",
+     "setsockopt(TCP_CONGESTION, \"dctcp\") on a TCP socket"},
     {"prio", check_prio, "strict-priority bands (control traffic ahead of bulk)",
      "HTB class priorities", "RTM_NEWQDISC root prio on a veth"},
     {"ingress", check_ingress, "policing or redirecting received traffic (ingress hook)",
@@ -86,7 +93,8 @@ constexpr auto kRegistry = std::to_array<CheckSpec>({
 // Probes that create kernel objects say where they did it.
 bool in_netns(const CheckSpec& s) {
   std::string_view m = s.method;
-  return m.starts_with("RTM_") || m.starts_with("RDMA_NLDEV") || m.starts_with("exec ");
+  return m.starts_with("RTM_") || m.starts_with("RDMA_NLDEV") || m.starts_with("exec ") ||
+         m.starts_with("setsockopt");
 }
 
 bool has(const std::vector<Capability>& caps, std::string_view name) {

@@ -71,6 +71,8 @@ Outcome check_tbf();
 Outcome check_netem();
 Outcome check_fq_codel();
 Outcome check_prio();
+Outcome check_red();
+Outcome check_dctcp();
 Outcome check_ingress();
 Outcome check_clsact();
 Outcome check_nfqueue();

@@ -203,6 +203,26 @@ void fill_prio(nlmsghdr* nlh, size_t cap) {
   TB_CHECK(mnl_attr_put_check(nlh, cap, TCA_OPTIONS, sizeof(q), &q));
 }
 
+void fill_red(nlmsghdr* nlh, size_t cap) {
+  // As `tc qdisc add ... red limit 100000 min 3000 max 9000 avpkt 1000 ecn` would, less the
+  // probability table (a zero stab: every idle period reads as none). The kernel checks Wlog,
+  // Scell_log and min <= max (red_check_params).
+  tc_red_qopt q{};
+  q.limit = 100'000;
+  q.qth_min = 3'000;
+  q.qth_max = 9'000;
+  q.Wlog = 9;
+  q.Plog = 23;
+  q.Scell_log = 10;
+  q.flags = TC_RED_ECN;
+  const uint8_t stab[256] = {};
+  nlattr* o = mnl_attr_nest_start_check(nlh, cap, TCA_OPTIONS);
+  TB_CHECK(o != nullptr);
+  TB_CHECK(mnl_attr_put_check(nlh, cap, TCA_RED_PARMS, sizeof(q), &q));
+  TB_CHECK(mnl_attr_put_check(nlh, cap, TCA_RED_STAB, sizeof(stab), stab));
+  mnl_attr_nest_end(nlh, o);
+}
+
 void fill_fq_codel(nlmsghdr* nlh, size_t cap) {
   nlattr* o = mnl_attr_nest_start_check(nlh, cap, TCA_OPTIONS);
   TB_CHECK(o != nullptr);

@@ -51,6 +51,8 @@ void fill_tbf(nlmsghdr* nlh, size_t cap);       // TCA_TBF_PARMS, 1 Mbit/s, 10 k
 void fill_netem(nlmsghdr* nlh, size_t cap);     // tc_netem_qopt, limit 1000, no delay
 void fill_prio(nlmsghdr* nlh, size_t cap);      // tc_prio_qopt, 3 bands, default priomap
 void fill_fq_codel(nlmsghdr* nlh, size_t cap);  // empty TCA_OPTIONS nest (all defaults)
+// TCA_RED_PARMS (limit 100 KB, min 3 KB, max 9 KB, ECN) and a zero TCA_RED_STAB.
+void fill_red(nlmsghdr* nlh, size_t cap);
 
 // NETLINK_NETFILTER: bind a userspace listener to NFQUEUE `queue` (what libnetfilter_queue's
 // nfq_create_queue sends), with NLM_F_ACK.

@@ -2,9 +2,16 @@
 // veth inside an anonymous network namespace in a forked child.
 #include <linux/pkt_sched.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "capability/capability_checks.h"
 #include "capability/capability_netlink.h"
+#include "core/unique_fd.h"
 
 namespace tb::capability::probe {
 namespace {
@@ -46,6 +53,9 @@ Outcome check_netem() {
 Outcome check_fq_codel() {
   return root_qdisc("fq_codel", fill_fq_codel);
 }
+Outcome check_red() {
+  return root_qdisc("red", fill_red);
+}
 Outcome check_prio() {
   return root_qdisc("prio", fill_prio);
 }
@@ -56,6 +66,24 @@ Outcome check_ingress() {
 }
 Outcome check_clsact() {
   return qdisc_probe("clsact", TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0), nullptr, "clsact");
+}
+
+// DCTCP as a socket's congestion control: setsockopt(TCP_CONGESTION, "dctcp") on a TCP socket in
+// the child's throwaway namespace (the kernel loads tcp_dctcp where it is a module).
+Outcome check_dctcp() {
+  return in_child([]() -> Outcome {
+    UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!s) return no(std::string("socket: ") + std::strerror(errno));
+    const char name[] = "dctcp";
+    if (::setsockopt(s.get(), IPPROTO_TCP, TCP_CONGESTION, name, sizeof name - 1) != 0)
+      return no(std::string("setsockopt TCP_CONGESTION dctcp: ") + std::strerror(errno));
+    char got[16] = {};
+    socklen_t len = sizeof got;
+    if (::getsockopt(s.get(), IPPROTO_TCP, TCP_CONGESTION, got, &len) != 0 ||
+        std::string(got) != "dctcp")
+      return no(std::string("the socket's congestion control reads back as ") + got);
+    return yes("a TCP socket in a throwaway netns took congestion control dctcp");
+  });
 }
 
 }  // namespace tb::capability::probe

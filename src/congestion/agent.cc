@@ -28,6 +28,7 @@
 #include "netlink/qdisc_stats.h"
 #include "netlink/socket.h"
 #include "netlink/tc_message.h"
+#include "stage/mark_table.h"
 
 namespace tb::congestion {
 namespace {
@@ -124,7 +125,8 @@ class Agent {
         if (f < 0 || static_cast<size_t>(f) >= c_.upstreams.size())
           return fail("congestion port " + p.name + ": feeder " + std::to_string(f) +
                       " is not an upstream");
-      pc.ports.push_back({p.model == "lossless", p.xoff, p.xon, p.feeders});
+      pc.ports.push_back({p.model == "lossless", p.xoff, p.xon, p.feeders, -1, p.model == "ecn",
+                          p.kmin, p.kmax, p.pmax});
     }
     for (size_t u = 0; u < c_.upstreams.size(); ++u)
       if (const int p = c_.upstreams[u].port; p >= 0 && static_cast<size_t>(p) < pc.ports.size())
@@ -169,6 +171,15 @@ class Agent {
     }
     port_samples_.resize(ports_.size());
     up_samples_.resize(ups_.size());
+    // ECN: the mark table the stages downstream of the ecn ports read; its counts so far (the
+    // stats count from this agent's start).
+    if (!c_.mark_table.empty()) {
+      auto t = stage::MarkTable::open(c_.mark_table);
+      if (!t) return std::unexpected(t.error());
+      marks_.emplace(std::move(*t));
+      marks0_.resize(ports_.size());
+      for (size_t p = 0; p < ports_.size(); ++p) marks0_[p] = marks_->counts(c_.ports[p].mark_slot);
+    }
     return {};
   }
 
@@ -221,6 +232,7 @@ class Agent {
     if (episodes_) write_episodes(episodes_->take_all(now_ns()));
     carry_out_ports(machine_->port_commands());
     write_events();
+    publish_marking(true);
     write_stats(now_ns(), true);
   }
 
@@ -325,6 +337,16 @@ class Agent {
     carry_out(machine_->step(now, port_samples_, up_samples_));
     carry_out_ports(machine_->port_commands());
     write_events();
+    publish_marking(false);
+  }
+
+  // Each ecn port's marking probability into its mark table slot (0 for all when `off`: an
+  // agent that stops leaves nothing marking).
+  void publish_marking(bool off) {
+    if (!marks_) return;
+    for (size_t p = 0; p < ports_.size(); ++p)
+      if (c_.ports[p].mark_slot >= 0)
+        marks_->set_probability(c_.ports[p].mark_slot, off ? 0 : machine_->ports()[p].marking_p);
   }
 
   // The control document: its storms set in the machine (the next poll holds or releases them);
@@ -535,6 +557,12 @@ class Agent {
       PortStats x{c_.ports[p].model, st.backlog, st.backlog_max, ports_[p].drops, st.xoff_events};
       x.storm = st.storm;
       x.watchdog = {st.trips, st.mitigating, machine_->dropped(static_cast<int>(p))};
+      if (marks_ && c_.ports[p].mark_slot >= 0) {
+        const stage::MarkCounts now_c = marks_->counts(c_.ports[p].mark_slot), &was = marks0_[p];
+        auto since = [](uint64_t a, uint64_t b) { return a >= b ? a - b : a; };
+        x.ecn = {static_cast<double>(st.marking_p) / 4294967296.0, since(now_c.ect, was.ect),
+                 since(now_c.ce, was.ce), since(now_c.not_ect, was.not_ect)};
+      }
       s.ports[c_.ports[p].name] = std::move(x);
     }
     for (size_t i = 0; i < ups_.size(); ++i) {
@@ -556,6 +584,8 @@ class Agent {
   std::vector<Port> ports_;
   std::vector<Upstream> ups_;
   std::optional<PauseMachine> machine_;
+  std::optional<stage::MarkTable> marks_;
+  std::vector<stage::MarkCounts> marks0_;
   std::optional<EpisodeTracker> episodes_;
   std::optional<EpisodeLog> log_;
   std::vector<PortSample> port_samples_;

@@ -57,6 +57,12 @@ Counters counters_from_stats(const AgentStats& s) {
     pc.watchdog_trips = p.watchdog.trips;
     pc.mitigating = p.watchdog.mitigating;
     pc.watchdog_dropped = p.watchdog.dropped;
+    if (p.model == "ecn") {
+      pc.ce_marks = p.ecn.ce_marks;
+      pc.ect = p.ecn.ect;
+      pc.not_ect = p.ecn.not_ect;
+      pc.marking_p = p.ecn.marking_p;
+    }
   }
   for (const auto& [name, u] : s.upstreams) {
     c.upstreams[name] = {u.pauses, u.paused_ns, u.paused_now, u.pause_expired, u.by};
@@ -144,6 +150,8 @@ Counters delta(const Counters& before, const Counters& after) {
       p.watchdog_dropped = counter_less(p.watchdog_dropped, it->second.watchdog_dropped);
       if (p.ce_marks && it->second.ce_marks)
         p.ce_marks = counter_less(*p.ce_marks, *it->second.ce_marks);
+      p.ect = counter_less(p.ect, it->second.ect);
+      p.not_ect = counter_less(p.not_ect, it->second.not_ect);
     }
   for (auto& [name, u] : c.upstreams)
     if (auto it = before.upstreams.find(name); it != before.upstreams.end()) {
@@ -167,6 +175,11 @@ Totals totals(const Counters& c) {
     t.watchdog_trips += p.watchdog_trips;
     t.watchdog_dropped += p.watchdog_dropped;
     t.storms += p.storm;
+    if (p.ce_marks) {
+      ++t.ecn_ports;
+      t.ce_marks += *p.ce_marks;
+      t.ect += p.ect;
+    }
   }
   for (const auto& [name, u] : c.upstreams) {
     ++t.upstreams;
@@ -202,7 +215,12 @@ json to_json(const Counters& c, bool window) {
                    {"backlog_bytes", p.backlog},
                    {"backlog_max_bytes_since_agent_start", p.backlog_max}};
     if (p.lossless()) ports[name]["lossless_violations"] = p.violations();
-    if (p.ce_marks) ports[name]["ce_marks"] = *p.ce_marks;
+    if (p.ce_marks) {
+      ports[name]["ce_marks"] = *p.ce_marks;
+      ports[name]["ect_packets"] = p.ect;
+      ports[name]["not_ect_packets"] = p.not_ect;
+      ports[name]["marking_p_now"] = p.marking_p;
+    }
     ports[name]["storm"] = p.storm;
     ports[name]["watchdog"] = {
         {"trips", p.watchdog_trips}, {"mitigating", p.mitigating}, {"dropped", p.watchdog_dropped}};
@@ -230,6 +248,11 @@ json to_json(const Counters& c, bool window) {
                  {"watchdog_trips", t.watchdog_trips},
                  {"watchdog_dropped", t.watchdog_dropped},
                  {"storms_held", t.storms}};
+  if (t.ecn_ports > 0) {
+    j["totals"]["ce_marks"] = t.ce_marks;
+    j["totals"]["ect_packets"] = t.ect;
+    j["totals"]["ecn_ports"] = t.ecn_ports;
+  }
   return j;
 }
 
@@ -247,6 +270,9 @@ std::string summary_line(const Counters& c) {
     s += fmt::format(", {} PFC watchdog trip(s) ({} packet(s) dropped by its mitigation)",
                      t.watchdog_trips, t.watchdog_dropped);
   if (t.storms > 0) s += fmt::format(", a pfc-storm holds {} port(s) now", t.storms);
+  if (t.ecn_ports > 0)
+    s += fmt::format(", {} CE marks of {} ECT packets at {} ecn port(s)", t.ce_marks, t.ect,
+                     t.ecn_ports);
   s += fmt::format(" over {} ({}; {} polled ports)", seconds_text(c.uptime_s), kCountersSource,
                    t.ports);
   if (!c.why.empty()) s += "; " + c.why;

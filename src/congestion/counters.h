@@ -11,8 +11,10 @@
 // Every count runs from the agent's start (its uptime); `delta` gives a window's.
 //
 // Never zeros that look measured: a lab without an agent, an agent with no stats file yet, an
-// unreadable file are each a `source` other than kCounted, with `why` in words. ECN marks
-// (`ce_marks`) are absent until the agent marks (P7).
+// unreadable file are each a `source` other than kCounted, with `why` in words.
+// - An ecn port has `ce_marks`: the ECT packets the delay stage just downstream of it marked CE
+//   with the probability the agent published for it (stage/mark_table.h), beside the ECT and
+//   Not-ECT packets that stage took; absent on other ports.
 //
 // Plain values; thread-safe to copy and read.
 #pragma once
@@ -54,7 +56,9 @@ struct PortCounters {
   uint64_t xoff_events = 0;
   uint64_t backlog = 0, backlog_max = 0;  // bytes; backlog_max since the agent started
   uint64_t drops = 0;                     // the egress qdisc's, since the agent started
-  std::optional<uint64_t> ce_marks;       // ECN marks: absent until the agent marks (P7)
+  std::optional<uint64_t> ce_marks;       // ECN marks: an ecn port's only
+  uint64_t ect = 0, not_ect = 0;          // ecn: the packets its marking stage took
+  double marking_p = 0;                   // ecn: the probability it publishes now, 0..1
   // A `pfc-storm` fault holds it paused (congestion/control.h), and the PFC watchdog's record:
   // storms it detected, whether it ignores the pause now, and the packets its drop action
   // dropped (part of `drops`, on purpose: not lossless violations).
@@ -116,6 +120,8 @@ struct Totals {
   int storms = 0;  // ports a pfc-storm holds now
   int ports = 0, upstreams = 0;
   int paused_upstreams = 0;  // with at least one pause
+  int ecn_ports = 0;
+  uint64_t ce_marks = 0, ect = 0;  // over the ecn ports
 };
 Totals totals(const Counters& c);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "stage/mark_table.h"
 
 namespace tb::congestion {
 
@@ -225,6 +226,11 @@ const std::vector<Command>& PauseMachine::step(int64_t now, std::span<const Port
     const PauseConfig::Port& c = config_.ports[p];
     if (ports[p].seen) st.backlog = ports[p].backlog;
     st.backlog_max = std::max(st.backlog_max, st.backlog);
+    if (c.ecn) {
+      // Marking follows the backlog each poll; a queue past a quarter of kmin keeps the fast poll.
+      st.marking_p = stage::mark_probability(st.backlog, c.kmin, c.kmax, c.pmax);
+      if (st.backlog * 4 > c.kmin) hot = true;
+    }
     if (!c.lossless) continue;
     if (st.backlog * 4 > c.xoff) hot = true;
     if (!st.xoff && st.backlog > c.xoff) {

@@ -57,6 +57,9 @@ struct PauseConfig {
     uint64_t xoff = 0, xon = 0;  // lab bytes
     std::vector<int> feeders;    // indices into upstreams
     int upstream = -1;           // its index in upstreams when it is one too: never stormed
+    bool ecn = false;            // an ecn port: its marking probability follows its backlog
+    uint64_t kmin = 0, kmax = 0;
+    double pmax = 0;
   };
   struct Upstream {
     uint64_t rate = 0;       // bytes per second in force (the activity filter's 1%)
@@ -134,6 +137,8 @@ struct PortState {
   uint64_t bytes_last = 0, drops_last = 0, drops_at = 0;
   uint64_t trips = 0, dropped = 0;  // dropped: in closed mitigations
   uint64_t storm_repaused = 0, leftovers = 0;
+  // ecn: the marking probability of the last sample (stage/mark_table.h mark_probability).
+  uint32_t marking_p = 0;
 };
 struct UpstreamState {
   bool paused = false;

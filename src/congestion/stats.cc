@@ -20,6 +20,12 @@ json to_json(const AgentStats& s) {
                     {{"trips", p.watchdog.trips},
                      {"mitigating", p.watchdog.mitigating},
                      {"dropped", p.watchdog.dropped}}}};
+  for (const auto& [name, p] : s.ports)
+    if (p.model == "ecn")
+      ports[name]["ecn"] = {{"marking_p", p.ecn.marking_p},
+                            {"ect", p.ecn.ect},
+                            {"ce_marks", p.ecn.ce_marks},
+                            {"not_ect", p.ecn.not_ect}};
   for (const auto& [name, u] : s.upstreams)
     ups[name] = {{"pauses", u.pauses},
                  {"paused_ns", u.paused_ns},
@@ -72,6 +78,9 @@ AgentStats stats_from_json(const json& j) {
       if (auto w = p.find("watchdog"); w != p.end() && w->is_object())
         x.watchdog = {w->value("trips", uint64_t{0}), w->value("mitigating", false),
                       w->value("dropped", uint64_t{0})};
+      if (auto e = p.find("ecn"); e != p.end() && e->is_object())
+        x.ecn = {e->value("marking_p", 0.0), e->value("ect", uint64_t{0}),
+                 e->value("ce_marks", uint64_t{0}), e->value("not_ect", uint64_t{0})};
       s.ports[name] = std::move(x);
     }
   if (auto it = j.find("upstreams"); it != j.end() && it->is_object())

@@ -6,7 +6,8 @@
 //    "errors", "last_error", "stopped",
 //    "generation", "control_error", "control_applied_ns",   (congestion/control.h's answer)
 //    "ports": {"dc/tor0:s4g0": {"model", "backlog", "backlog_max", "drops", "xoff_events",
-//                               "storm", "watchdog": {"trips", "mitigating", "dropped"}}},
+//                               "storm", "watchdog": {"trips", "mitigating", "dropped"},
+//                               ecn ports: "ecn": {"marking_p", "ect", "ce_marks", "not_ect"}}},
 //    "upstreams": {"dc/s0/g0:rail": {"pauses", "paused_ns", "paused_now", "pause_expired",
 //                                    "repaused", "leftovers", "by": {"dc/tor0:s4g0": n}}}}
 //
@@ -36,6 +37,13 @@ struct PortStats {
     bool mitigating = false;  // its pause ignored now
     uint64_t dropped = 0;     // dropped while mitigating (the drop action)
   } watchdog;
+  // An ecn port (stage/mark_table.h): the probability it publishes now (0..1), and what the
+  // stage just downstream counted in its slot since the agent started: ECT packets, those marked
+  // CE, Not-ECT ones passed unmarked.
+  struct Ecn {
+    double marking_p = 0;
+    uint64_t ect = 0, ce_marks = 0, not_ect = 0;
+  } ecn;
 };
 struct UpstreamStats {
   uint64_t pauses = 0;

@@ -91,7 +91,8 @@ Status apply_direction(lab::LabState& st, apply::Kernel& kernel, const plan::Lin
                              stage::queue_maxlen_for(shape.rate, hold, shape.mtu), key});
     TB_TRY(lab::refresh_stage(st.lab, *stage));
     TB_TRY(stage::add_queue_rule(at->netns, {ifname, num, dst.bridged}, marker + " queue"));
-  } else if (queue && delayed) {
+  } else if (queue && (delayed || queue->mark >= 0)) {
+    // A marking queue (ecn) stays with no delay left: it marks what leaves the switch port.
     queue->delay = residual.delay;
     queue->jitter = residual.jitter;
     TB_TRY(lab::refresh_stage(st.lab, *stage));

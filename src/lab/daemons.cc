@@ -56,15 +56,20 @@ runner::ChildSpec stage_child(const std::string& lab, const plan::Stage& st,
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const bool beside = !ec && std::filesystem::path(delayd) == self.parent_path() / "tb-delayd";
-  return {"stage " + st.node,
-          st.netns,
-          {delayd, "--config", stage_config_path(lab, st.netns), "--stats",
-           stage_stats_path(lab, st.netns), "--realtime", std::to_string(kRealtimePriority),
-           "--probe-rule-installed"},
-          0,
-          true,
-          true,
-          beside};
+  std::vector<std::string> argv = {delayd,
+                                   "--config",
+                                   stage_config_path(lab, st.netns),
+                                   "--stats",
+                                   stage_stats_path(lab, st.netns),
+                                   "--realtime",
+                                   std::to_string(kRealtimePriority),
+                                   "--probe-rule-installed"};
+  // ECN: its marking queues read the congestion agent's probabilities there (stage/mark_table.h).
+  if (!st.mark_table.empty()) {
+    argv.push_back("--mark-table");
+    argv.push_back(st.mark_table);
+  }
+  return {"stage " + st.node, st.netns, std::move(argv), 0, true, true, beside};
 }
 
 // The stage config in `netns` now on disk ("" when there is none).
@@ -109,7 +114,7 @@ ReloadAnswer read_reload_answer(const nlohmann::json& stats, uint64_t generation
 
 Status write_stage_config(const std::string& lab, const plan::Stage& st, uint64_t generation) {
   std::vector<stage::QueueSpec> queues;
-  for (const auto& q : st.queues) queues.push_back({q.queue, q.delay, q.jitter, q.maxlen});
+  for (const auto& q : st.queues) queues.push_back({q.queue, q.delay, q.jitter, q.maxlen, q.mark});
   auto dir = open_lab_dir(lab);
   if (!dir) return std::unexpected(dir.error());
   auto stages = dir->sub("stages");

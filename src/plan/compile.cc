@@ -45,6 +45,16 @@ class Compiler {
     for (const auto& r : s_.regions) build_region(r);
     TB_TRY(build_wan());
     TB_TRY(place_on_hosts(o.host));
+    // ECN marking without RED is the delay stage's (design-congestion.md section 4): a kernel
+    // without NFQUEUE keeps ecn links drop-tail, and says so.
+    if (!host.nfqueue)
+      for (auto& l : plan_.topo.links)
+        if (l.emulated.congestion.model == "ecn") {
+          l.emulated.congestion.model = "droptail";
+          l.emulated.notes.push_back(
+              "ecn not emulated: the delay stage that marks CE needs NFQUEUE, which this kernel "
+              "lacks (testbedctl doctor); droptail");
+        }
     // Congestion models (issue 32): each lossless queue's figures before shaping sizes it.
     TB_TRY(congestion_plan(plan_, s_));
     for (auto& c : congestion_sysctls(plan_)) sysctls_.push_back(std::move(c));

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/shm_names.h"
 #include "plan/plan.h"
 #include "shaping/backend.h"
 #include "shaping/sizing.h"
@@ -80,6 +81,10 @@ std::vector<Egress> feeders_of(const Egress& e, const Arrivals& in, const Topolo
   return out;
 }
 
+std::string f_model(const Egress& e) {
+  return e.figures().model;
+}
+
 std::string size_words(uint64_t b) {
   if (b >= 1'000'000) return fmt::format("{:.3g} MB", static_cast<double>(b) / 1e6);
   if (b >= 1'000) return fmt::format("{:.3g} KB", static_cast<double>(b) / 1e3);
@@ -104,24 +109,29 @@ std::string congestion_where(const scenario::Scenario& s, const Link& l) {
          l.b.node + ":" + l.b.ifname + ": ";
 }
 
-// Why link `l` cannot be lossless, or nullopt.
-std::optional<std::string> not_lossless(const Link& l) {
+// Why link `l` cannot have congestion model `model` ("lossless" or "ecn"), or nullopt.
+std::optional<std::string> not_emulable(const Link& l, const std::string& model) {
+  const std::string key = "congestion = \"" + model + "\"";
   if (l.tier == Tier::kScaleUp || l.tier == Tier::kWan)
-    return std::string(
-               "congestion = \"lossless\" is for links with a switch port the congestion "
-               "agent polls (rail, spine_link, frontend); a ") +
+    return key +
+           " is for links with a switch port the congestion agent polls (rail, spine_link, "
+           "frontend); a " +
            to_string(l.tier) + " link has none";
   if (shaped_rate(l).bps == 0)
-    return std::string(
-        "congestion = \"lossless\" needs a rate limit on both directions; this link runs at host "
-        "speed, so no queue builds where the agent could pause it");
+    return key + " needs a rate limit on both directions; this link runs at host speed, so no " +
+           "queue builds where the agent could " + (model == "ecn" ? "read it" : "pause it");
   if (l.vni != 0)
-    return std::string(
-        "congestion = \"lossless\" does not cross hosts: no pause crosses a VXLAN tunnel");
+    return key + (model == "ecn" ? " does not cross hosts: the mark table the agent writes is "
+                                   "its host's, and the marking stage sits across the tunnel"
+                                 : " does not cross hosts: no pause crosses a VXLAN tunnel");
   return std::nullopt;
 }
 
 }  // namespace
+
+std::string mark_table_path(const std::string& lab) {
+  return shm_lab_prefix(lab) + "congestion";
+}
 
 Status congestion_plan(Plan& p, const scenario::Scenario& s) {
   const scenario::Congestion& c = s.congestion;
@@ -131,14 +141,58 @@ Status congestion_plan(Plan& p, const scenario::Scenario& s) {
     auto& ec = l.emulated.congestion;
     ec.ab = {};
     ec.ba = {};
-    if (ec.model != "lossless") continue;
-    if (auto why = not_lossless(l)) {
+    if (ec.model != "lossless" && ec.model != "ecn") continue;
+    if (auto why = not_emulable(l, ec.model)) {
       auto prof = s.profiles.find(l.profile);
       if (prof != s.profiles.end() && prof->second.congestion.written)
         return bad_input(congestion_where(s, l) + *why + "; write congestion = \"droptail\"");
-      note_once(l, "lossless (the " + l.profile + " profile's default) not emulated: " + *why +
+      note_once(l, ec.model + " (the " + l.profile + " profile's default) not emulated: " + *why +
                        "; droptail");
       ec.model = "droptail";
+    }
+  }
+  // ECN: each switch egress of an ecn link marks (design section 4); its figures floored and its
+  // slot in its host's mark table numbered in link order.
+  std::map<std::string, int> slots;  // host -> next free mark slot
+  for (auto& l : p.topo.links) {
+    if (l.emulated.congestion.model != "ecn") continue;
+    for (int dir = 0; dir < 2; ++dir) {
+      Egress e{&l, dir};
+      const Node* n = p.topo.node(e.src().node);
+      if (!is_switch(n->kind)) continue;
+      if (e.dst().bridged) {
+        note_once(l, "ecn: " + e.src().node + ":" + e.src().ifname + " -> " + e.dst().node +
+                         " is not marked: the marking stage sits at the receiving port's "
+                         "PREROUTING, which a bridge port has not; it tail-drops");
+        continue;
+      }
+      const auto& ec = l.emulated.congestion;
+      const uint64_t F = shaping::frame_bytes(l.emulated.mtu);
+      const uint64_t limit = shaping::limit_bytes(plain_shape(l));
+      const uint64_t kmin_floor = 2 * F;
+      uint64_t kmin = std::max(ec.kmin, kmin_floor);
+      uint64_t kmax = std::max(ec.kmax, kmin + 2 * F);
+      const std::string scale = fmt::format("{:g}", s.scale.bandwidth);
+      if (ec.kmin > 0 && kmin > ec.kmin)
+        note_once(l, fmt::format("kmin {} (scaled from the profile) is below two frames at scale "
+                                 "{}; kmin {}",
+                                 size_words(ec.kmin), scale, size_words(kmin)));
+      if (kmax > limit / 2 && limit / 2 > kmin) {
+        note_once(l, fmt::format("kmax {} is above half the port's queue ({}); kmax {}",
+                                 size_words(kmax), size_words(limit), size_words(limit / 2)));
+        kmax = limit / 2;
+      } else if (ec.kmax > 0 && kmax > ec.kmax) {
+        note_once(l, fmt::format("kmax {} (scaled from the profile) is below kmin + two frames "
+                                 "at scale {}; kmax {}",
+                                 size_words(ec.kmax), scale, size_words(kmax)));
+      }
+      shaping::Congestion& out = e.figures();
+      out.model = "ecn";
+      out.kmin = kmin;
+      out.kmax = kmax;
+      out.pmax = ec.pmax > 0 ? ec.pmax : kDefaultPmax;
+      out.limit = limit;
+      out.mark_slot = slots[n->host]++;
     }
   }
   // Each polled egress's floors and limit; each paused host queue's limit.
@@ -244,12 +298,12 @@ std::vector<CongestionAgent> congestion_agents(Plan& p, const scenario::Scenario
     for (auto& l : p.topo.links)
       for (int dir = 0; dir < 2; ++dir) {
         Egress e{&l, dir};
-        if (e.figures().feeders == 0) continue;
+        if (e.figures().feeders == 0 && e.figures().model != "ecn") continue;
         const Node* n = p.topo.node(e.src().node);
         if (n->host != host) continue;
         auto t = tbf.find({n->netns, e.src().ifname});
         if (t == tbf.end()) {
-          note_once(l, "lossless not enforced: shaping backend " +
+          note_once(l, f_model(e) + " not enforced: shaping backend " +
                            (p.shaping.empty() ? std::string("none") : p.shaping) +
                            " puts no TBF on the switch port for the congestion agent to read "
                            "and pause (use tbf or netem): its queue drops at its limit");
@@ -265,10 +319,11 @@ std::vector<CongestionAgent> congestion_agents(Plan& p, const scenario::Scenario
                            f.model,
                            f.xoff,
                            f.xon,
-                           0,
-                           0,
-                           0,
+                           f.kmin,
+                           f.kmax,
+                           f.pmax,
                            {}});
+        a.ports.back().mark_slot = f.mark_slot;
         if (const auto* o = std::get_if<netlink::TbfOptions>(&t->second.options)) {
           a.ports.back().rate = o->rate;
           a.ports.back().burst = o->burst;
@@ -283,6 +338,7 @@ std::vector<CongestionAgent> congestion_agents(Plan& p, const scenario::Scenario
     const Arrivals in = arrivals_of(p.topo.links);
     for (size_t i = 0; i < polled.size(); ++i) {
       const Egress& e = polled[i];
+      if (e.figures().model != "lossless") continue;  // an ecn port marks; it pauses nothing
       for (const Egress& f : feeders_of(e, in, p.topo)) {
         const Node* un = p.topo.node(f.src().node);
         const std::pair key{un->netns, f.src().ifname};
@@ -306,6 +362,8 @@ std::vector<CongestionAgent> congestion_agents(Plan& p, const scenario::Scenario
       }
     }
     a.netns = a.ports.front().netns;
+    if (std::ranges::any_of(a.ports, [](const CongestionPort& cp) { return cp.mark_slot >= 0; }))
+      a.mark_table = mark_table_path(p.lab);
     agents.push_back(std::move(a));
   }
   return agents;
@@ -313,6 +371,15 @@ std::vector<CongestionAgent> congestion_agents(Plan& p, const scenario::Scenario
 
 std::vector<SetSysctl> congestion_sysctls(const Plan& p) {
   std::vector<SetSysctl> out;
+  // ECN negotiated by every GPU and server of a region with a marking (ecn) tier.
+  std::set<std::string> ecn_regions, ecn_seen;
+  for (const auto& l : p.topo.links)
+    if (l.emulated.congestion.ab.model == "ecn" || l.emulated.congestion.ba.model == "ecn")
+      for (const LinkEnd* end : {&l.a, &l.b}) ecn_regions.insert(p.topo.node(end->node)->region);
+  for (const auto& n : p.topo.nodes)
+    if ((n.kind == NodeKind::kGpu || n.kind == NodeKind::kServer) &&
+        ecn_regions.contains(n.region) && ecn_seen.insert(n.netns).second)
+      out.push_back(SetSysctl{n.netns, "net/ipv4/tcp_ecn", "1"});
   std::set<std::string> seen;
   for (const auto& l : p.topo.links) {
     if (l.tier != Tier::kScaleOut || l.emulated.congestion.model != "lossless") continue;

@@ -33,6 +33,12 @@ inline constexpr Duration kAgentNetlink{100'000};
 // A GPU's rail NIC (and a server's fe) behind a lossless port holds at least this: host memory,
 // and paused sockets stop at TCP small queues (design section 3.7).
 inline constexpr uint64_t kHostQueueLimit = 16u << 20;
+// An ecn profile's pmax when it gives none (DCQCN's 1%).
+inline constexpr double kDefaultPmax = 0.01;
+
+// The host's mark table of lab `lab` (stage/mark_table.h): /dev/shm/testbedctl.<lab>.congestion,
+// removed by `down` with the lab's other shared-memory files.
+std::string mark_table_path(const std::string& lab);
 
 // Each link's congestion figures (Link::emulated.congestion: model, and per direction the
 // thresholds and limit of a polled switch egress or the limit of a paused host queue), with notes
@@ -49,8 +55,10 @@ Status congestion_plan(Plan& p, const scenario::Scenario& s);
 // upstreams' qdiscs are those of the plan's SetShape ops.
 std::vector<CongestionAgent> congestion_agents(Plan& p, const scenario::Scenario& s);
 
-// net/ipv4/tcp_slow_start_after_idle = 0 in every GPU namespace whose rail is lossless:
-// RDMA-like senders keep their window across compute gaps (design section 4).
+// net/ipv4/tcp_ecn = 1 in every GPU and server namespace of a region with a marking (ecn) switch
+// port, so their TCP negotiates ECN; net/ipv4/tcp_slow_start_after_idle = 0 in every GPU
+// namespace whose rail is lossless: RDMA-like senders keep their window across compute gaps
+// (design section 4).
 std::vector<SetSysctl> congestion_sysctls(const Plan& p);
 
 }  // namespace tb::plan

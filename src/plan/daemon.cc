@@ -126,6 +126,8 @@ json to_json(const CongestionAgent& c) {
                      {"burst", p.burst},
                      {"limit", p.limit},
                      {"mtu", p.mtu}});
+  for (size_t i = 0; i < c.ports.size(); ++i)
+    if (c.ports[i].mark_slot >= 0) ports[i]["mark_slot"] = c.ports[i].mark_slot;
   for (const auto& u : c.upstreams)
     ups.push_back({{"name", u.name},
                    {"netns", u.netns},
@@ -139,15 +141,17 @@ json to_json(const CongestionAgent& c) {
                    {"quantum_ns", u.quantum_ns},
                    {"feeds_ifname", u.feeds_ifname},
                    {"port", u.port}});
-  return {{"netns", c.netns},
-          {"poll_ns", c.poll_ns},
-          {"idle_poll_ns", c.idle_poll_ns},
-          {"late_ns", c.late_ns},
-          {"watchdog_ns", c.watchdog_ns},
-          {"restore_ns", c.restore_ns},
-          {"action", c.action},
-          {"ports", ports},
-          {"upstreams", ups}};
+  json out = {{"netns", c.netns},
+              {"poll_ns", c.poll_ns},
+              {"idle_poll_ns", c.idle_poll_ns},
+              {"late_ns", c.late_ns},
+              {"watchdog_ns", c.watchdog_ns},
+              {"restore_ns", c.restore_ns},
+              {"action", c.action},
+              {"ports", ports},
+              {"upstreams", ups}};
+  if (!c.mark_table.empty()) out["mark_table"] = c.mark_table;
+  return out;
 }
 
 CongestionAgent congestion_from_json(const json& j) {
@@ -168,7 +172,9 @@ CongestionAgent congestion_from_json(const json& j) {
     c.ports.back().burst = p.value("burst", uint32_t{0});
     c.ports.back().limit = p.value("limit", uint32_t{0});
     c.ports.back().mtu = p.value("mtu", uint32_t{1500});
+    c.ports.back().mark_slot = p.value("mark_slot", -1);
   }
+  c.mark_table = j.value("mark_table", "");
   for (const auto& u : j.at("upstreams"))
     c.upstreams.push_back({u.at("name"), u.at("netns"), u.at("ifname"), u.at("handle"),
                            u.at("parent"), u.at("rate"), u.at("burst"), u.at("limit"), u.at("mtu"),
@@ -201,7 +207,8 @@ std::string daemon_text(const Daemon& d) {
             for (const auto& q : st.queues)
               s += " | queue " + std::to_string(q.queue) + " delay " + format_duration(q.delay) +
                    (q.jitter.ns ? " jitter " + format_duration(q.jitter) : "") + " maxlen " +
-                   std::to_string(q.maxlen) + " (" + q.link + ")";
+                   std::to_string(q.maxlen) +
+                   (q.mark >= 0 ? " mark " + std::to_string(q.mark) : "") + " (" + q.link + ")";
             return s;
           },
           [](const Agent& a) {
@@ -233,10 +240,14 @@ std::string daemon_text(const Daemon& d) {
             return s;
           },
           [](const CongestionAgent& c) {
-            size_t lossless = 0;
-            for (const auto& p : c.ports) lossless += p.model == "lossless";
+            size_t lossless = 0, ecn = 0;
+            for (const auto& p : c.ports) {
+              lossless += p.model == "lossless";
+              ecn += p.model == "ecn";
+            }
             return "congestion netns " + c.netns + " polls " + std::to_string(c.ports.size()) +
-                   " switch queues (" + std::to_string(lossless) + " lossless) every " +
+                   " switch queues (" + std::to_string(lossless) + " lossless" +
+                   (ecn ? ", " + std::to_string(ecn) + " ecn" : std::string()) + ") every " +
                    std::to_string(c.poll_ns / 1000) + "us (idle " +
                    std::to_string(c.idle_poll_ns / 1000) + "us), pauses " +
                    std::to_string(c.upstreams.size()) + " upstream queues";
@@ -253,14 +264,19 @@ json to_json(const Stage& st) {
                   {"jitter_ns", q.jitter.ns},
                   {"maxlen", q.maxlen},
                   {"link", q.link}});
-  return {{"netns", st.netns}, {"node", st.node}, {"queues", qs}};
+  for (size_t i = 0; i < st.queues.size(); ++i)
+    if (st.queues[i].mark >= 0) qs[i]["mark"] = st.queues[i].mark;
+  json out = {{"netns", st.netns}, {"node", st.node}, {"queues", qs}};
+  if (!st.mark_table.empty()) out["mark_table"] = st.mark_table;
+  return out;
 }
 
 Stage stage_from_json(const json& j) {
   Stage stage{j.at("netns"), j.at("node"), {}};
   for (const auto& q : j.at("queues"))
     stage.queues.push_back({q.at("queue"), Duration{q.at("delay_ns")}, Duration{q.at("jitter_ns")},
-                            q.at("maxlen"), q.at("link")});
+                            q.at("maxlen"), q.at("link"), q.value("mark", -1)});
+  stage.mark_table = j.value("mark_table", "");
   return stage;
 }
 

@@ -27,6 +27,9 @@ struct StageQueue {
   Duration jitter;
   uint32_t maxlen = 1024;
   std::string link;  // "hz/tr:ec -> bj/tr:ec", for reports
+  // ecn: the slot of the switch port upstream in the host's mark table (stage/mark_table.h),
+  // whose probability this queue marks ECT packets CE with; -1 = no marking.
+  int mark = -1;
 };
 
 // A delay stage process (tb-delayd) serving every queue of one namespace.
@@ -34,6 +37,7 @@ struct Stage {
   std::string netns;
   std::string node;
   std::vector<StageQueue> queues;
+  std::string mark_table;  // the host's mark table when a queue marks ("" = none)
 };
 
 // One WAN path a failover agent watches ([failover] mode = "agent"): probes leave `dev` for
@@ -113,6 +117,7 @@ struct CongestionPort {
   uint64_t kmin = 0, kmax = 0;      // ecn: marking thresholds
   double pmax = 0;                  // ecn: marking probability at kmax, 0..1
   std::vector<int> feeders;         // indices into CongestionAgent::upstreams
+  int mark_slot = -1;               // ecn: where it publishes its marking probability
   // Its own TBF as planned (a pfc-storm holds it paused; the figures a killed agent's hold is
   // restored to; 0: not known, e.g. a config written before P8); the pause's burst is one frame.
   uint64_t rate = 0;
@@ -140,6 +145,7 @@ struct CongestionAgent {
   std::string action = "drop";        // "drop" or "forward"
   std::vector<CongestionPort> ports;
   std::vector<CongestionUpstream> upstreams;
+  std::string mark_table;  // ecn ports publish their marking probability here ("" = none)
 };
 
 using Daemon = std::variant<Stage, Agent, Router, FabricAgent, CongestionAgent>;

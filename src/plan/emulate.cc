@@ -32,12 +32,17 @@ EmulatedFigures emulate(const scenario::LinkProfile& p, const scenario::Scale& s
   // Congestion thresholds (issue 32) scale as a buffer's drain time does: real bytes / bandwidth
   // x delay scale; plan/congestion.cc floors them by the agent's reaction afterwards.
   e.congestion.model = p.congestion.model;
+  auto scaled = [&](uint64_t real) -> uint64_t {
+    return real == 0 ? 0
+                     : static_cast<uint64_t>(
+                           std::llround(static_cast<double>(real) / s.bandwidth * s.delay));
+  };
+  if (p.congestion.model == "ecn") {
+    e.congestion.kmin = scaled(p.congestion.kmin);
+    e.congestion.kmax = scaled(p.congestion.kmax);
+    e.congestion.pmax = p.congestion.pmax_pct / 100.0;
+  }
   if (p.congestion.model == "lossless") {
-    auto scaled = [&](uint64_t real) -> uint64_t {
-      return real == 0 ? 0
-                       : static_cast<uint64_t>(
-                             std::llround(static_cast<double>(real) / s.bandwidth * s.delay));
-    };
     e.congestion.xoff = scaled(p.congestion.xoff);
     e.congestion.xon = scaled(p.congestion.xon);
     e.congestion.headroom = scaled(p.congestion.headroom);

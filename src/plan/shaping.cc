@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "plan/congestion.h"
 #include "plan/emulate.h"
 #include "plan/plan.h"
 #include "shaping/backend.h"
@@ -154,7 +155,12 @@ Status add_shaping(Plan& p, const std::string& backend, const LinkWhere& where) 
         return std::unexpected(with_context(qp.error(), "shape " + src.node + ":" + src.ifname));
       if (!qp->nodes.empty()) shapes.push_back(SetShape{sn->netns, src.ifname, shape, backend});
       delayed = delayed || shape.delay >= kBigDelay;
-      if (qp->residual.empty()) continue;
+      // An ecn switch port's packets are marked by the stage queue just downstream of it, at the
+      // receiving port's PREROUTING (congestion_plan numbered its slot only where that exists):
+      // a queue with no residual delay then only marks (design-congestion.md section 4).
+      const int mark =
+          shape.congestion.model == "ecn" && !dst.bridged ? shape.congestion.mark_slot : -1;
+      if (qp->residual.empty() && mark < 0) continue;
       if (src.bridged && dst.bridged) return bridged_both_ends(l, qp->residual, backend, where);
       if (shape.reorder && qp->residual.jitter.ns > 0)
         return bad_input((where ? where(l) : "") + "link " + l.a.node + ":" + l.a.ifname + " <-> " +
@@ -171,10 +177,11 @@ Status add_shaping(Plan& p, const std::string& backend, const LinkWhere& where) 
       const std::string& ifname = egress ? src.ifname : dst.ifname;
       const uint32_t loss = stage::loss_ppm(qp->residual.loss_pct);
       AddStageRule rule{at->netns, ifname, egress, 0, egress ? 0 : loss, ""};
-      if (qp->residual.delay.ns > 0 || qp->residual.jitter.ns > 0) {
+      if (qp->residual.delay.ns > 0 || qp->residual.jitter.ns > 0 || mark >= 0) {
         auto [it, fresh] = stage_of.try_emplace(at->netns, stages.size());
         if (fresh) stages.push_back(Stage{at->netns, at->name, {}});
         Stage& st = stages[it->second];
+        if (mark >= 0) st.mark_table = mark_table_path(p.lab);
         rule.queue = static_cast<uint16_t>(st.queues.size() + 1);
         const Duration hold{qp->residual.delay.ns + 4 * qp->residual.jitter.ns};
         if (egress && hold >= kBigDelay)
@@ -195,7 +202,7 @@ Status add_shaping(Plan& p, const std::string& backend, const LinkWhere& where) 
         st.queues.push_back(
             StageQueue{rule.queue, qp->residual.delay, qp->residual.jitter,
                        stage::queue_maxlen_for(shape.rate, hold, shape.mtu),
-                       src.node + ":" + src.ifname + " -> " + dst.node + ":" + dst.ifname});
+                       src.node + ":" + src.ifname + " -> " + dst.node + ":" + dst.ifname, mark});
       }
       rule.marker = stage_rule_marker(p.lab, ifname, egress);
       if (rule.queue || rule.loss_ppm) rules.push_back(std::move(rule));

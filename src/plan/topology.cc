@@ -118,11 +118,17 @@ nlohmann::json to_json(const Topology& t) {
     });
     if (l.emulated.reorder) links.back()["emulated"]["jitter_mode"] = "reorder";
     if (!l.emulated.qos.empty()) links.back()["emulated"]["qos"] = qos_to_json(l.emulated.qos);
-    if (const auto& c = l.emulated.congestion; c.model != "droptail")
-      links.back()["emulated"]["congestion"] = {{"model", c.model},   {"xoff", c.xoff},
-                                                {"xon", c.xon},       {"headroom", c.headroom},
-                                                {"buffer", c.buffer}, {"ab", to_json(c.ab)},
-                                                {"ba", to_json(c.ba)}};
+    if (const auto& c = l.emulated.congestion; c.model != "droptail") {
+      auto& cj = links.back()["emulated"]["congestion"];
+      cj = {{"model", c.model},       {"xoff", c.xoff},     {"xon", c.xon},
+            {"headroom", c.headroom}, {"buffer", c.buffer}, {"ab", to_json(c.ab)},
+            {"ba", to_json(c.ba)}};
+      if (c.model == "ecn") {
+        cj["kmin"] = c.kmin;
+        cj["kmax"] = c.kmax;
+        cj["pmax"] = c.pmax;
+      }
+    }
     if (l.vni) links.back()["vni"] = l.vni;
   }
   return {{"nodes", nodes}, {"links", links}};
@@ -144,16 +150,28 @@ nlohmann::json qos_to_json(const shaping::Qos& q) {
 
 nlohmann::json to_json(const shaping::Congestion& c) {
   if (c.empty()) return nlohmann::json::object();
-  return {{"model", c.model},
-          {"xoff", c.xoff},
-          {"xon", c.xon},
-          {"limit", c.limit},
-          {"feeders", c.feeders}};
+  nlohmann::json j = {{"model", c.model},
+                      {"xoff", c.xoff},
+                      {"xon", c.xon},
+                      {"limit", c.limit},
+                      {"feeders", c.feeders}};
+  if (c.model == "ecn") {
+    j["kmin"] = c.kmin;
+    j["kmax"] = c.kmax;
+    j["pmax"] = c.pmax;
+    j["mark_slot"] = c.mark_slot;
+  }
+  return j;
 }
 
 shaping::Congestion shape_congestion_from_json(const nlohmann::json& j) {
   if (!j.contains("model")) return {};
-  return {j.at("model"), j.at("xoff"), j.at("xon"), j.at("limit"), j.at("feeders")};
+  shaping::Congestion c{j.at("model"), j.at("xoff"), j.at("xon"), j.at("limit"), j.at("feeders")};
+  c.kmin = j.value("kmin", uint64_t{0});
+  c.kmax = j.value("kmax", uint64_t{0});
+  c.pmax = j.value("pmax", 0.0);
+  c.mark_slot = j.value("mark_slot", -1);
+  return c;
 }
 
 namespace {
@@ -167,6 +185,10 @@ std::string short_bytes(uint64_t b) {
 
 std::string congestion_text(const shaping::Congestion& c) {
   if (c.empty()) return "";
+  if (c.model == "ecn")
+    return fmt::format("congestion ecn kmin {} kmax {} pmax {:g}% limit {} (mark slot {})",
+                       short_bytes(c.kmin), short_bytes(c.kmax), c.pmax * 100, short_bytes(c.limit),
+                       c.mark_slot);
   if (c.feeders == 0)
     return "congestion " + c.model + " limit " + short_bytes(c.limit) + " (host queue)";
   return fmt::format("congestion {} xoff {} xon {} limit {} ({} feeder{})", c.model,
@@ -226,6 +248,9 @@ Topology topology_from_json(const nlohmann::json& j) {
                                   c.at("xon"),
                                   c.at("headroom"),
                                   c.at("buffer"),
+                                  c.value("kmin", uint64_t{0}),
+                                  c.value("kmax", uint64_t{0}),
+                                  c.value("pmax", 0.0),
                                   shape_congestion_from_json(c.at("ab")),
                                   shape_congestion_from_json(c.at("ba"))};
     }

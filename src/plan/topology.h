@@ -43,8 +43,10 @@ struct Node {
 // (congestion_plan; a direction that is neither a polled switch egress nor a paused host queue
 // stays empty).
 struct EmulatedCongestion {
-  std::string model = "droptail";                        // "droptail" or "lossless"
+  std::string model = "droptail";                        // "droptail", "lossless" or "ecn"
   uint64_t xoff = 0, xon = 0, headroom = 0, buffer = 0;  // scaled; 0 = the floors decide
+  uint64_t kmin = 0, kmax = 0;                           // ecn, scaled; 0 = the floors decide
+  double pmax = 0;                                       // ecn: 0..1
   shaping::Congestion ab, ba;                            // a's egress (a -> b), b's (b -> a)
 };
 

@@ -39,7 +39,12 @@ json end_json(const congestion::Counters& c, const std::string& end) {
     j["backlog_bytes"] = p->second.backlog;
     j["backlog_max_bytes"] = p->second.backlog_max;
     if (p->second.lossless()) j["lossless_violations"] = p->second.violations();
-    if (p->second.ce_marks) j["ce_marks"] = *p->second.ce_marks;
+    if (p->second.ce_marks) {
+      j["ce_marks"] = *p->second.ce_marks;
+      j["ect_packets"] = p->second.ect;
+      j["not_ect_packets"] = p->second.not_ect;
+      j["marking_p_now"] = p->second.marking_p;
+    }
     j["storm"] = p->second.storm;
     j["watchdog"] = {{"trips", p->second.watchdog_trips},
                      {"mitigating", p->second.mitigating},
@@ -67,8 +72,10 @@ std::string congestion_status_text(const congestion::Counters& c, const plan::To
       "switch port whose queue passed XOFF)\n",
       c.path, c.uptime_s, c.pid);
   if (c.source == congestion::Source::kStale || c.stopped) s += "  " + c.why + "\n";
+  bool ecn = false;
+  for (const auto& [name, p] : c.ports) ecn = ecn || p.ce_marks.has_value();
   s += cell("LINK END", 20) + cell("PAUSES SENT", 12) + cell("XOFF", 8) + cell("QUEUE MAX", 10) +
-       cell("DROPS", 12) + cell("PAUSES RCVD", 12) + "PAUSED\n";
+       cell("DROPS", 12) + (ecn ? cell("CE MARKS", 18) : "") + cell("PAUSES RCVD", 12) + "PAUSED\n";
   int idle = 0;
   std::string watchdog;  // a line per port a storm holds or the watchdog tripped on
   for (const auto& l : t.links)
@@ -80,7 +87,7 @@ std::string congestion_status_text(const congestion::Counters& c, const plan::To
       const bool active =
           (p != c.ports.end() &&
            (p->second.pauses_sent || p->second.xoff_events || p->second.drops || p->second.storm ||
-            p->second.watchdog_trips)) ||
+            p->second.watchdog_trips || p->second.ect || p->second.ce_marks.value_or(0))) ||
           (u != c.upstreams.end() && (u->second.pauses_received || u->second.paused_now));
       if (!active) {
         ++idle;
@@ -102,6 +109,11 @@ std::string congestion_status_text(const congestion::Counters& c, const plan::To
            cell(p != c.ports.end() ? std::to_string(p->second.xoff_events) : "-", 8) +
            cell(p != c.ports.end() ? queue_bytes_text(p->second.backlog_max) : "-", 10) +
            cell(drops, 12) +
+           (ecn ? cell(p != c.ports.end() && p->second.ce_marks
+                           ? fmt::format("{} of {}", *p->second.ce_marks, p->second.ect)
+                           : "-",
+                       18)
+                : "") +
            cell(u != c.upstreams.end() ? std::to_string(u->second.pauses_received) : "-", 12) +
            (u != c.upstreams.end()
                 ? paused_text(u->second.paused_ns, c.uptime_s, u->second.paused_now)
@@ -109,6 +121,9 @@ std::string congestion_status_text(const congestion::Counters& c, const plan::To
            "\n";
     }
   s += watchdog;
+  if (ecn)
+    s += "  CE MARKS: ECT packets the delay stage just after an ecn port marked CE, of the ECT "
+         "packets it took, with the probability the agent published from that port's backlog\n";
   if (idle > 0)
     s += fmt::format("  {} other link end(s) the agent counts: no pause, XOFF or drop\n", idle);
   if (c.late_polls > 0)
@@ -134,7 +149,9 @@ json link_congestion_json(const congestion::Counters& c, const plan::Link& l) {
 
 std::string congestion_window_line(const congestion::Counters& window) {
   if (window.source == congestion::Source::kNoAgent) return "";
-  return "PFC (lossless links): " + congestion::summary_line(window);
+  const bool ecn = congestion::totals(window).ecn_ports > 0;
+  return std::string(ecn ? "PFC/ECN (lossless and ecn links): " : "PFC (lossless links): ") +
+         congestion::summary_line(window);
 }
 
 }  // namespace tb::report

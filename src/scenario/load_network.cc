@@ -25,23 +25,48 @@ void profile_ref(Table& t, std::string_view key, bool required, LoadState& st, s
 }
 
 // congestion and its thresholds (model.h CongestionSpec): a preset's defaults, then what the
-// profile writes. Thresholds only for a lossless profile; xon below xoff.
+// profile writes. PFC thresholds only for a lossless profile (xon below xoff), marking thresholds
+// only for an ecn one (kmin below kmax, pmax above 0).
 void read_congestion_keys(Table& t, CongestionSpec& c) {
   if (auto m = t.str("congestion")) {
-    if (*m == "ecn")
-      t.error("congestion", "ECN marking is not built yet (issue 32); valid: droptail, lossless");
-    else if (t.one_of("congestion", *m, {"droptail", "lossless"})) {
+    if (t.one_of("congestion", *m, {"droptail", "ecn", "lossless"})) {
       c.model = *m;
       c.written = true;
       c.loc = t.loc("congestion");
     }
   }
   const std::vector<std::string> thresholds = {"xoff", "xon", "headroom", "buffer"};
-  if (c.model != "lossless") {
+  const std::vector<std::string> marking = {"kmin", "kmax", "pmax"};
+  if (c.model != "lossless")
     t.not_for(thresholds, "only for congestion = \"lossless\" (this profile is " + quote(c.model) +
                               "): thresholds set where PFC pauses and resumes");
+  if (c.model != "ecn")
+    t.not_for(marking, "only for congestion = \"ecn\" (this profile is " + quote(c.model) +
+                           "): thresholds set where ECN marking starts and where it marks all");
+  if (c.model == "ecn") {
+    for (auto [key, out] : {std::pair{"kmin", &c.kmin}, std::pair{"kmax", &c.kmax}}) {
+      auto bytes = t.size(key);
+      if (!bytes) continue;
+      if (*bytes == 0)
+        t.error(key, "must be greater than 0 bytes; leave it out for the default");
+      else
+        *out = *bytes;
+    }
+    if (auto p = t.percent("pmax")) {
+      if (*p <= 0)
+        t.error("pmax",
+                "must be greater than 0% (the marking probability at kmax); leave it "
+                "out for the default");
+      else
+        c.pmax_pct = *p;
+    }
+    if (c.kmin > 0 && c.kmax > 0 && c.kmin >= c.kmax)
+      t.error(t.has("kmin") ? "kmin" : "kmax",
+              "kmin (" + format_size(c.kmin) + ") must be below kmax (" + format_size(c.kmax) +
+                  "); marking rises from 0 at kmin to pmax at kmax");
     return;
   }
+  if (c.model != "lossless") return;
   for (auto [key, out] : {std::pair{"xoff", &c.xoff}, std::pair{"xon", &c.xon},
                           std::pair{"headroom", &c.headroom}, std::pair{"buffer", &c.buffer}}) {
     auto bytes = t.size(key);
@@ -78,7 +103,7 @@ void read_profile(const std::string& name, const toml::value& v, LoadState& st) 
   }
   Table t(v, ctx, "[" + ctx + "]",
           {"preset", "rate", "delay", "jitter", "jitter_mode", "loss", "mtu", "source",
-           "congestion", "xoff", "xon", "headroom", "buffer"},
+           "congestion", "xoff", "xon", "headroom", "buffer", "kmin", "kmax", "pmax"},
           st.d);
   if (auto pr = t.str("preset")) {
     if (auto base = preset(*pr)) {

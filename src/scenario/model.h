@@ -24,9 +24,11 @@ struct Loc {
 
 // How a link's switch egress queues behave when more arrives than they send (issue 32,
 // docs/design-congestion.md, docs/scenario.md "Congestion"): "droptail" (the bfifo drops what
-// does not fit) or "lossless" (802.1Qbb PFC: the lab's congestion agent pauses the queues one hop
-// upstream while an egress holds more than xoff, until it drains below xon). Thresholds are
-// real-world bytes; the plan scales and floors them (plan/congestion.h). 0 = the default.
+// does not fit), "lossless" (802.1Qbb PFC: the lab's congestion agent pauses the queues one hop
+// upstream while an egress holds more than xoff, until it drains below xon) or "ecn" (ECT packets
+// leaving an egress are marked CE with a probability that rises from 0 at kmin to pmax at kmax
+// of its backlog, and 1 above kmax, as DCQCN's RED-like marking; the rest tail-drop). Thresholds
+// are real-world bytes; the plan scales and floors them (plan/congestion.h). 0 = the default.
 struct CongestionSpec {
   std::string model = "droptail";
   bool written = false;   // the profile wrote `congestion` itself (not a preset's default)
@@ -34,6 +36,9 @@ struct CongestionSpec {
   uint64_t xon = 0;       // resume below this
   uint64_t headroom = 0;  // per ingress: what still arrives after a pause is sent (802.1Qbb)
   uint64_t buffer = 0;    // the port's share of the switch's buffer: its drop point at least
+  uint64_t kmin = 0;      // ecn: marking starts above this backlog
+  uint64_t kmax = 0;      // ecn: every ECT packet is marked above this
+  double pmax_pct = 0;    // ecn: the marking probability at kmax, percent (0 = the default)
   Loc loc;                // where `congestion` was written (the profile's place otherwise)
 };
 

@@ -17,12 +17,15 @@ struct PresetRow {
   int mtu;
   const char* source;
   // Congestion model and real-world thresholds (model.h CongestionSpec; docs/scenario.md
-  // "Congestion" cites each). Only lossless rows give thresholds.
+  // "Congestion" cites each). Only lossless and ecn rows give thresholds.
   const char* congestion = "droptail";
   const char* xoff = nullptr;
   const char* xon = nullptr;
   const char* headroom = nullptr;
   const char* buffer = nullptr;
+  const char* kmin = nullptr;  // ecn
+  const char* kmax = nullptr;
+  double pmax_pct = 0;
 };
 
 constexpr std::array kPresets = {
@@ -43,7 +46,11 @@ constexpr std::array kPresets = {
               "lossless", "200K", "160K", "106K", "1M"},
     PresetRow{"vpc", "25gbit", "250us", "0", 1500,
               "Alibaba Cloud VPC: 25–100 Gbit/s per instance, 100–500 us within a zone; the low "
-              "end"},
+              "end",
+              // The VPC marks ECN (the white paper: DCQCN / DCTCP-like). DCQCN's marking (Zhu et
+              // al., SIGCOMM 2015, "Congestion Control for Large-Scale RDMA Deployments"): Kmin
+              // 5 KB, Kmax 200 KB, Pmax 1%.
+              "ecn", nullptr, nullptr, nullptr, nullptr, "5K", "200K", 1.0},
     PresetRow{"cen", "100gbit", "25ms", "0", 1500,
               "Alibaba Cloud CEN (Cloud Enterprise Network) cross-region, e.g. Hangzhou–Beijing: "
               "20–30 ms one way"},
@@ -77,12 +84,14 @@ std::optional<LinkProfile> preset(const std::string& name) {
     for (auto [text, out] :
          {std::pair{row.xoff, &p.congestion.xoff}, std::pair{row.xon, &p.congestion.xon},
           std::pair{row.headroom, &p.congestion.headroom},
-          std::pair{row.buffer, &p.congestion.buffer}}) {
+          std::pair{row.buffer, &p.congestion.buffer}, std::pair{row.kmin, &p.congestion.kmin},
+          std::pair{row.kmax, &p.congestion.kmax}}) {
       if (!text) continue;
       auto bytes = parse_size(text);
       TB_CHECK(bytes.has_value());
       *out = *bytes;
     }
+    p.congestion.pmax_pct = row.pmax_pct;
     return p;
   }
   return std::nullopt;

@@ -43,10 +43,15 @@ struct Qos {
 // ingress ports feed it; a host's queue whose senders the agent pauses (a GPU's rail NIC) only
 // its deeper limit. Lab bytes.
 struct Congestion {
-  std::string model;  // "" = droptail, "lossless"
+  std::string model;  // "" = droptail, "lossless", "ecn"
   uint64_t xoff = 0, xon = 0;
   uint64_t limit = 0;  // the queue's drop point (the TBF's limit); 0 = sizing.h limit_bytes
   int feeders = 0;     // a polled egress: the upstream queues it pauses; 0 = a host queue
+  // ecn (a polled switch egress): marking from kmin to kmax of its backlog, pmax (0..1) at kmax;
+  // mark_slot: its slot in the host's mark table (stage/mark_table.h), -1 = none.
+  uint64_t kmin = 0, kmax = 0;
+  double pmax = 0;
+  int mark_slot = -1;
 
   bool empty() const { return model.empty(); }
   friend bool operator==(const Congestion&, const Congestion&) = default;

@@ -59,6 +59,11 @@ class DelayLine {
   // Removes every held packet regardless of deadline; returns the last id, if any.
   std::optional<uint32_t> release_all();
 
+  // Id of the oldest held packet (the first one release_due would release).
+  std::optional<uint32_t> front_id() const {
+    if (head_ == tail_) return std::nullopt;
+    return at(head_).id;
+  }
   // Deadline of the oldest held packet.
   std::optional<int64_t> next_deadline() const;
   uint32_t held() const { return static_cast<uint32_t>(tail_ - head_); }

@@ -20,6 +20,8 @@ namespace {
 // cap_len is set in that branch alone; checked on 6.18). So we ask for COPY_PACKET with a
 // one-byte range: one byte is copied and the packet's full length comes along.
 constexpr int kCopyRange = 1;
+// A marking queue copies whole packets (the kernel caps the range at NFQNL_MAX_COPY_RANGE).
+constexpr int kWholeCopyRange = 0xffff;
 
 // Room for any one message built here (header, nfgenmsg, a few attributes).
 constexpr size_t kMaxMessage = 256;
@@ -35,15 +37,16 @@ void append(NlBuffer& out, Build&& build) {
 
 }  // namespace
 
-void append_bind(NlBuffer& out, uint16_t num, uint32_t maxlen, bool fail_open, uint32_t seq) {
+void append_bind(NlBuffer& out, uint16_t num, uint32_t maxlen, bool fail_open, uint32_t seq,
+                 bool whole) {
   append(out, [&](char* buf) {
     nlmsghdr* nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, num);
     nlh->nlmsg_flags |= NLM_F_ACK;
     nlh->nlmsg_seq = seq;
     nfq_nlmsg_cfg_put_cmd(nlh, AF_UNSPEC, NFQNL_CFG_CMD_BIND);
-    nfq_nlmsg_cfg_put_params(nlh, NFQNL_COPY_PACKET, kCopyRange);
+    nfq_nlmsg_cfg_put_params(nlh, NFQNL_COPY_PACKET, whole ? kWholeCopyRange : kCopyRange);
     nfq_nlmsg_cfg_put_qmaxlen(nlh, maxlen);
-    uint32_t flags = NFQA_CFG_F_GSO | (fail_open ? NFQA_CFG_F_FAIL_OPEN : 0);
+    uint32_t flags = (whole ? 0 : NFQA_CFG_F_GSO) | (fail_open ? NFQA_CFG_F_FAIL_OPEN : 0);
     // Set every flag we know of explicitly, so a stale FAIL_OPEN cannot survive.
     uint32_t mask = NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN;
     mnl_attr_put_u32(nlh, NFQA_CFG_FLAGS, htonl(flags));
@@ -88,6 +91,16 @@ void append_verdict(NlBuffer& out, uint16_t num, uint32_t id, uint32_t verdict) 
   });
 }
 
+void append_verdict_payload(NlBuffer& out, uint16_t num, uint32_t id, uint32_t verdict,
+                            std::span<const uint8_t> payload) {
+  const size_t at = out.size();
+  out.resize(at + kMaxMessage + MNL_ALIGN(payload.size()));
+  nlmsghdr* nlh = nfq_nlmsg_put(out.data() + at, NFQNL_MSG_VERDICT, num);
+  nfq_nlmsg_verdict_put(nlh, static_cast<int>(id), static_cast<int>(verdict));
+  nfq_nlmsg_verdict_put_pkt(nlh, payload.data(), static_cast<uint32_t>(payload.size()));
+  out.resize(at + NLMSG_ALIGN(nlh->nlmsg_len));
+}
+
 bool parse_events(std::span<const char> datagram, std::vector<NlEvent>& out) {
   const auto* nlh = reinterpret_cast<const nlmsghdr*>(datagram.data());
   int len = static_cast<int>(datagram.size());
@@ -109,7 +122,13 @@ bool parse_events(std::span<const char> datagram, std::vector<NlEvent>& out) {
       ev.kind = NlEvent::Kind::kPacket;
       ev.packet.queue = ntohs(gen->res_id);
       ev.packet.id = ntohl(ph->packet_id);
-      if (attr[NFQA_CAP_LEN]) ev.packet.len = ntohl(mnl_attr_get_u32(attr[NFQA_CAP_LEN]));
+      if (attr[NFQA_PAYLOAD])
+        ev.packet.payload = {static_cast<const uint8_t*>(mnl_attr_get_payload(attr[NFQA_PAYLOAD])),
+                             mnl_attr_get_payload_len(attr[NFQA_PAYLOAD])};
+      if (attr[NFQA_CAP_LEN])
+        ev.packet.len = ntohl(mnl_attr_get_u32(attr[NFQA_CAP_LEN]));
+      else
+        ev.packet.len = static_cast<uint32_t>(ev.packet.payload.size());
       if (attr[NFQA_TIMESTAMP] &&
           mnl_attr_get_payload_len(attr[NFQA_TIMESTAMP]) >= sizeof(nfqnl_msg_packet_timestamp)) {
         nfqnl_msg_packet_timestamp ts;

@@ -10,7 +10,7 @@ namespace tb::stage {
 namespace {
 
 constexpr std::string_view kKeys =
-    "delay_us, delay_ns, delay, jitter_us, jitter_ns, jitter, maxlen";
+    "delay_us, delay_ns, delay, jitter_us, jitter_ns, jitter, maxlen, mark";
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
@@ -56,7 +56,8 @@ std::string time_arg(std::string_view name, Duration d) {
 
 std::string to_arg(const QueueSpec& spec) {
   return std::to_string(spec.num) + ":" + time_arg("delay", spec.delay) + ":" +
-         time_arg("jitter", spec.jitter) + ":maxlen=" + std::to_string(spec.maxlen);
+         time_arg("jitter", spec.jitter) + ":maxlen=" + std::to_string(spec.maxlen) +
+         (spec.mark >= 0 ? ":mark=" + std::to_string(spec.mark) : "");
 }
 
 Result<QueueSpec> parse_queue_spec(std::string_view text) {
@@ -94,6 +95,12 @@ Result<QueueSpec> parse_queue_spec(std::string_view text) {
         return bad_input(where + ": \"" + std::string(value) + "\" is not a packet count 1-" +
                          std::to_string(kMaxMaxlen));
       spec.maxlen = static_cast<uint32_t>(v);
+    } else if (key == "mark") {
+      uint64_t v = 0;
+      if (!parse_uint(value, kMarkSlots - 1, v))
+        return bad_input(where + ": \"" + std::string(value) + "\" is not a mark table slot 0-" +
+                         std::to_string(kMarkSlots - 1));
+      spec.mark = static_cast<int>(v);
     } else {
       return bad_input(what + ": unknown key \"" + std::string(key) +
                        "\" (keys: " + std::string(kKeys) + ")");

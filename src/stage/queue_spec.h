@@ -5,6 +5,10 @@
 //   delay_us / delay_ns / delay (a duration, "25ms")   one-way delay added to every packet
 //   jitter_us / jitter_ns / jitter                      standard deviation of that delay
 //   maxlen                                              packets the queue may hold (default 1024)
+//   mark                                                ECN: mark ECT packets CE with the
+//                                                       probability in this mark table slot
+//                                                       (mark_table.h); the queue then copies
+//                                                       whole packets, one segment at a time
 // e.g. "10:delay_us=25000:jitter_us=1000:maxlen=65536". A config file holds one per line; blank
 // lines and lines starting with '#' are skipped, except "# generation N": the number of the
 // change that wrote the file, which the stage reports back with the result of reading it
@@ -28,12 +32,15 @@ namespace tb::stage {
 inline constexpr uint32_t kDefaultMaxlen = 1024;
 // Upper bound we accept for maxlen: 16 Mi packets (the stage keeps 16 bytes per slot).
 inline constexpr uint32_t kMaxMaxlen = 1u << 24;
+// Slots in a host's mark table (mark_table.h): one per ecn switch port of the host.
+inline constexpr uint32_t kMarkSlots = 4096;
 
 struct QueueSpec {
   uint16_t num = 0;  // NFQUEUE number, as in `iptables -j NFQUEUE --queue-num NUM`
   Duration delay;    // added one-way delay
   Duration jitter;   // standard deviation of the delay (deadlines stay in order regardless)
   uint32_t maxlen = kDefaultMaxlen;  // packets held at most; more are dropped by the kernel
+  int mark = -1;  // ECN: the mark table slot whose probability marks ECT packets; -1 = none
   friend bool operator==(const QueueSpec&, const QueueSpec&) = default;
 };
 

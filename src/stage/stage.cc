@@ -74,6 +74,7 @@ DelayStage::DelayStage(StageOptions options, NfqSocket socket)
   start_ns_ = monotonic_ns();
   last_empty_ns_ = start_ns_;
   seed_ = static_cast<uint64_t>(start_ns_) ^ (static_cast<uint64_t>(::getpid()) << 32);
+  mark_rng_.seed(static_cast<uint32_t>(seed_ ^ (seed_ >> 32)));
   process_.pid = ::getpid();
   process_.scheduling = options_.scheduling;
 }
@@ -141,6 +142,7 @@ Status DelayStage::apply(const std::vector<QueueSpec>& wanted) {
     }
     if (auto last = it->second.release_all())
       append_verdict_batch(verdicts_, num, *last, NF_ACCEPT);
+    marking_.erase(num);  // its marked packets go unmarked with the rest
     keep(flush_verdicts());
     NlBuffer msg;
     uint32_t seq = socket_.next_seq();
@@ -154,7 +156,12 @@ Status DelayStage::apply(const std::vector<QueueSpec>& wanted) {
     auto it = lines_.find(spec.num);
     if (it != lines_.end()) {
       bool maxlen_changed = it->second.spec().maxlen != spec.maxlen;
-      it->second.reconfigure(spec);
+      if (spec.mark != it->second.spec().mark)
+        keep(bad_input(queue_name(spec.num) + ": its mark slot is set when it is bound (" +
+                       std::to_string(it->second.spec().mark) + "), not changed by a reload"));
+      QueueSpec kept = spec;
+      kept.mark = it->second.spec().mark;
+      it->second.reconfigure(kept);
       if (!maxlen_changed) continue;
       append_set_maxlen(msg, spec.num, spec.maxlen, seq);
       keep(socket_.request(msg, seq, "set maxlen of " + queue_name(spec.num), kAckTimeout, other));
@@ -167,13 +174,18 @@ Status DelayStage::apply(const std::vector<QueueSpec>& wanted) {
     // In the map before the bind: packets may arrive before its ACK does.
     auto [line, added] = lines_.emplace(spec.num, DelayLine(spec, seed_++, options_.calibrate));
     line->second.set_release_ns(release_.release_ns());
-    append_bind(msg, spec.num, spec.maxlen, options_.fail_open, seq);
+    if (spec.mark >= 0) {
+      marking_[spec.num] = MarkQueue{spec.mark, {}, {spec.mark, 0, 0, 0}};
+      if (!mark_table())
+        log("marking queue " + std::to_string(spec.num) + ": " + mark_table_error_);
+    }
+    append_bind(msg, spec.num, spec.maxlen, options_.fail_open, seq, spec.mark >= 0);
     auto bound = socket_.request(msg, seq, "bind " + queue_name(spec.num), kAckTimeout, other);
     // nfqnl_recv_config answers EPERM both to a queue bound by another socket and to a caller
     // without CAP_NET_ADMIN (net/netfilter/nfnetlink_queue.c).
     if (!bound && bound.error().sys_errno == EPERM)
       bound.error().message += " (another process serves this queue, or we lack CAP_NET_ADMIN)";
-    if (!bound) lines_.erase(spec.num);
+    if (!bound) lines_.erase(spec.num), marking_.erase(spec.num);
     keep(bound);
   }
   return first;
@@ -208,14 +220,85 @@ void DelayStage::on_event(const NlEvent& event) {
   const UnstampedWait unstamped{timer_.wake_latency(), now - last_empty_ns_};
   // Not ours (a queue being torn down) or no room: drop, as the kernel would with no listener.
   if (it == lines_.end() ||
-      !it->second.admit(p.id, p.len, now, p.stamp_ns, clock_ns(CLOCK_REALTIME), unstamped))
+      !it->second.admit(p.id, p.len, now, p.stamp_ns, clock_ns(CLOCK_REALTIME), unstamped)) {
     append_verdict(verdicts_, p.queue, p.id, NF_DROP);
+    return;
+  }
+  if (auto m = marking_.find(p.queue); m != marking_.end()) mark(m->second, p);
+}
+
+MarkTable* DelayStage::mark_table() {
+  if (mark_table_) return &*mark_table_;
+  if (options_.mark_table.empty()) {
+    mark_table_error_ = "no mark table given (--mark-table): ECT packets pass unmarked";
+    return nullptr;
+  }
+  const int64_t now = monotonic_ns();
+  if (now < mark_table_retry_ns_) return nullptr;
+  mark_table_retry_ns_ = now + 1'000'000'000;
+  auto t = MarkTable::open(options_.mark_table);
+  if (!t) {
+    mark_table_error_ = t.error().message + ": ECT packets pass unmarked until it opens";
+    return nullptr;
+  }
+  mark_table_error_.clear();
+  mark_table_.emplace(std::move(*t));
+  return &*mark_table_;
+}
+
+void DelayStage::mark(MarkQueue& mq, const PacketNotice& p) {
+  const bool ect = is_ect(p.payload);
+  bool marked = false;
+  MarkTable* table = mark_table();
+  if (ect && table) {
+    const uint32_t prob = table->probability(mq.slot);
+    if (prob != 0 && marks(prob, static_cast<uint32_t>(mark_rng_()))) {
+      Marked m{p.id, std::vector<uint8_t>(p.payload.begin(), p.payload.end())};
+      marked = set_ce(m.bytes);
+      if (marked) mq.held.push_back(std::move(m));
+    }
+  }
+  if (ect) {
+    ++mq.counts.ect;
+    mq.counts.ce += marked;
+  } else {
+    ++mq.counts.not_ect;
+  }
+  if (table) table->count(mq.slot, ect, marked);
+}
+
+void DelayStage::release_marked(uint16_t num, MarkQueue& mq, uint32_t first, uint32_t last) {
+  // Ids of one queue rise by one per packet (wrapping at 2^32): compare by difference.
+  auto upto = [](uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) <= 0; };
+  uint32_t start = first;
+  bool open = true;  // packets from `start` up to `last` still want a verdict
+  while (!mq.held.empty() && upto(mq.held.front().id, last)) {
+    Marked& m = mq.held.front();
+    if (upto(start, m.id - 1) && m.id != start)
+      append_verdict_batch(verdicts_, num, m.id - 1, NF_ACCEPT);
+    append_verdict_payload(verdicts_, num, m.id, NF_ACCEPT, m.bytes);
+    // Whole packets add up: one send stays well below the socket's send buffer (a netlink
+    // message larger than it is refused whole), in order.
+    if (verdicts_.size() > kFlushBytes)
+      if (auto s = flush_verdicts(); !s) log("marked verdicts: " + s.error().message);
+    open = m.id != last;
+    start = m.id + 1;
+    mq.held.pop_front();
+  }
+  if (open) append_verdict_batch(verdicts_, num, last, NF_ACCEPT);
 }
 
 void DelayStage::release_due() {
   int64_t now = monotonic_ns();
-  for (auto& [num, line] : lines_)
-    if (auto last = line.release_due(now)) append_verdict_batch(verdicts_, num, *last, NF_ACCEPT);
+  for (auto& [num, line] : lines_) {
+    auto m = marking_.find(num);
+    if (m == marking_.end() || m->second.held.empty()) {
+      if (auto last = line.release_due(now)) append_verdict_batch(verdicts_, num, *last, NF_ACCEPT);
+      continue;
+    }
+    const auto first = line.front_id();
+    if (auto last = line.release_due(now)) release_marked(num, m->second, *first, *last);
+  }
 }
 
 std::optional<int64_t> DelayStage::next_deadline() const {
@@ -413,7 +496,11 @@ void DelayStage::write_stats() {
   process_.calibrated = options_.calibrate;
   process_.timer = timer_stats(timer_);
   process_.release = release_stats(release_, release_note_);
-  auto text = stats_json(lines_, read_proc_nfqueue(), process_).dump(2) + "\n";
+  std::map<uint16_t, QueueMarks> marks;
+  for (const auto& [num, mq] : marking_) marks[num] = mq.counts;
+  auto j = stats_json(lines_, read_proc_nfqueue(), process_, marks);
+  if (!marking_.empty() && !mark_table_error_.empty()) j["mark_table_error"] = mark_table_error_;
+  auto text = j.dump(2) + "\n";
   // core/safe_file.h: a temporary file and rename, so a reader sees the old or the new file.
   auto s = write_file(options_.stats_path, text);
   std::string error = s ? "" : s.error().message;
@@ -424,6 +511,7 @@ void DelayStage::write_stats() {
 void DelayStage::close_all() {
   for (auto& [num, line] : lines_)
     if (auto last = line.release_all()) append_verdict_batch(verdicts_, num, *last, NF_ACCEPT);
+  for (auto& [num, mq] : marking_) mq.held.clear();  // accepted unmarked with the rest
   if (auto s = flush_verdicts(); !s) log("release held packets: " + s.error().message);
   for (const auto& [num, line] : lines_) {
     NlBuffer msg;

@@ -35,8 +35,10 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,7 @@
 #include "core/units.h"
 #include "stage/calibration.h"
 #include "stage/delay_line.h"
+#include "stage/mark_table.h"
 #include "stage/nfq_socket.h"
 #include "stage/queue_spec.h"
 #include "stage/stats.h"
@@ -69,6 +72,9 @@ struct StageOptions {
   // neither adds nor removes it, so it starts and stops without running iptables. A rule that
   // is missing after all shows as probes that never come back: the constant is used instead.
   bool probe_rule_installed = false;
+  // The host's ECN mark table (mark_table.h), read by the queues with a `mark` slot: they copy
+  // whole packets and mark ECT ones CE with their slot's probability. "" = no marking.
+  std::string mark_table;
 };
 
 class DelayStage {
@@ -117,8 +123,32 @@ class DelayStage {
   void write_stats();
   void close_all();
 
+  // ECN marking (mark_table.h): a marked packet's changed bytes wait with it in its DelayLine's
+  // order; release_due gives it its own verdict with the bytes, the rest in batches around it.
+  struct Marked {
+    uint32_t id;
+    std::vector<uint8_t> bytes;
+  };
+  struct MarkQueue {
+    int slot = -1;
+    std::deque<Marked> held;
+    QueueMarks counts;
+  };
+  // Marks (or not) the packet just admitted to a marking queue.
+  void mark(MarkQueue& mq, const PacketNotice& p);
+  // The mark table, opened on first need (retried at most once a second while it fails).
+  MarkTable* mark_table();
+  // Verdicts for `line`'s packets up to `last`, the first of them `first`: batches, and each
+  // marked one alone with its bytes.
+  void release_marked(uint16_t num, MarkQueue& mq, uint32_t first, uint32_t last);
+
   StageOptions options_;
   NfqSocket socket_;
+  std::map<uint16_t, MarkQueue> marking_;
+  std::optional<MarkTable> mark_table_;
+  std::string mark_table_error_;
+  int64_t mark_table_retry_ns_ = 0;
+  std::mt19937 mark_rng_;
   // A socket with SO_TIMESTAMPNS, held open so the kernel stamps received packets (the flag is
   // host-wide while any such socket exists: net_enable_timestamp). Empty when uncalibrated.
   UniqueFd stamp_socket_;

@@ -75,7 +75,8 @@ ProcessStats::Release release_stats(const ReleaseCalibration& release, const std
 
 nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
                           const std::map<uint16_t, KernelQueueStats>& kernel,
-                          const ProcessStats& process) {
+                          const ProcessStats& process,
+                          const std::map<uint16_t, QueueMarks>& marks) {
   nlohmann::json queues = nlohmann::json::array();
   uint64_t packets = 0, bytes = 0;
   for (const auto& [num, line] : lines) {
@@ -107,6 +108,12 @@ nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
         {"release_us", line.calibrated() ? us(line.calibration().release_ns()) : 0.0},
         {"stamped", line.calibration().stamped()},
     });
+    if (auto m = marks.find(num); m != marks.end() && m->second.slot >= 0) {
+      queues.back()["mark"] = m->second.slot;
+      queues.back()["ect"] = m->second.ect;
+      queues.back()["ce_marked"] = m->second.ce;
+      queues.back()["not_ect"] = m->second.not_ect;
+    }
   }
   double cpu_s = process.cpu_user_s + process.cpu_sys_s;
   return {

@@ -10,7 +10,10 @@
 //    "queues": [{"num", "delay_us", "jitter_us", "maxlen",
 //    "packets", "bytes", "held", "held_max", "late_mean_us", "late_max_us", "drops_full",
 //    "flushed", "kernel_total", "kernel_dropped", "kernel_user_dropped",
-//    "overhead_us", "queue_latency_us", "release_us", "stamped"}]}
+//    "overhead_us", "queue_latency_us", "release_us", "stamped",
+//    and on a marking queue "mark", "ect", "ce_marked", "not_ect"}], "mark_table_error"?}
+// A marking queue (ECN, mark_table.h) counts the ECT packets it took, those it marked CE and the
+// Not-ECT ones it passed unmarked, since the stage started.
 // Calibration (calibration.h): overhead_us is what the stage takes out of each packet's delay
 // for its own cost — queue_latency_us (median, kernel stamp to read) + release_us; stamped counts
 // the packets that carried a kernel stamp (the others used the median). All 0 when
@@ -90,8 +93,13 @@ ProcessStats::Release release_stats(const ReleaseCalibration& release, const std
 // getrusage(RUSAGE_SELF) user and system time.
 void process_cpu(ProcessStats& out);
 
+struct QueueMarks {
+  int slot = -1;
+  uint64_t ect = 0, ce = 0, not_ect = 0;
+};
 nlohmann::json stats_json(const std::map<uint16_t, DelayLine>& lines,
                           const std::map<uint16_t, KernelQueueStats>& kernel,
-                          const ProcessStats& process);
+                          const ProcessStats& process,
+                          const std::map<uint16_t, QueueMarks>& marks = {});
 
 }  // namespace tb::stage

@@ -72,8 +72,8 @@ TEST_F(CapabilitiesNetns, TheDevKernelsKnownFacts) {
   for (const char* n :
        {"vxlan", "macvlan", "multipath", "ingress", "clsact", "nfqueue", "nft_numgen"})
     EXPECT_TRUE(caps[n].available) << n << ": " << caps[n].detail;
-  for (const char* n :
-       {"netem", "dummy", "bonding", "vrf", "fq_codel", "prio", "rdma_netlink", "rdma_rxe"})
+  for (const char* n : {"netem", "dummy", "bonding", "vrf", "fq_codel", "prio", "rdma_netlink",
+                        "rdma_rxe", "red", "dctcp"})
     EXPECT_FALSE(caps[n].available) << n << ": " << caps[n].detail;
   EXPECT_NE(caps["netem"].detail.find("Specified qdisc kind is unknown"), std::string::npos)
       << caps["netem"].detail;
@@ -94,7 +94,8 @@ std::string module_of(const std::string& cap) {
       {"htb", "sch_htb"},         {"tbf", "sch_tbf"},
       {"netem", "sch_netem"},     {"fq_codel", "sch_fq_codel"},
       {"prio", "sch_prio"},       {"rdma_netlink", "ib_core"},
-      {"rdma_rxe", "rdma_rxe"},   {"multipath", "(built in only)"}};
+      {"rdma_rxe", "rdma_rxe"},   {"multipath", "(built in only)"},
+      {"red", "sch_red"},         {"dctcp", "tcp_dctcp"}};
   auto it = module.find(cap);
   return it == module.end() ? cap : it->second;
 }
@@ -116,6 +117,8 @@ TEST_F(CapabilitiesNetns, MatchesKernelConfig) {
                                                      {"netem", "NET_SCH_NETEM"},
                                                      {"fq_codel", "NET_SCH_FQ_CODEL"},
                                                      {"prio", "NET_SCH_PRIO"},
+                                                     {"red", "NET_SCH_RED"},
+                                                     {"dctcp", "TCP_CONG_DCTCP"},
                                                      {"ingress", "NET_SCH_INGRESS"},
                                                      {"clsact", "NET_SCH_INGRESS"},
                                                      {"multipath", "IP_ROUTE_MULTIPATH"},

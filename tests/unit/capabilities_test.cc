@@ -58,7 +58,7 @@ TEST(CapabilityRegistry, NamesAreUniqueAndEveryRowIsComplete) {
        {"root",     "netns",   "netns_dir", "veth",      "bridge",  "vxlan",      "macvlan",
         "dummy",    "bonding", "vrf",       "multipath", "htb",     "tbf",        "netem",
         "fq_codel", "prio",    "ingress",   "clsact",    "nfqueue", "nft_numgen", "rdma_netlink",
-        "rdma_rxe", "frr",     "kvm",       "qemu"})
+        "rdma_rxe", "frr",     "kvm",       "qemu",      "red",     "dctcp"})
     EXPECT_TRUE(names.contains(n)) << n;
 }
 

@@ -69,7 +69,7 @@ TEST(CongestionCounters, StatsFileRoundTripsIntoPerEndCountersWithPausesSentFrom
   EXPECT_EQ(c.ports.at("dc/tor0:s4g0").xoff_events, 3u);
   EXPECT_EQ(c.ports.at("dc/tor0:s4g0").drops, 50u);
   EXPECT_EQ(c.ports.at("dc/tor0:s4g0").backlog_max, 90'000u);
-  EXPECT_FALSE(c.ports.at("dc/tor0:s4g0").ce_marks);  // no ECN marking yet
+  EXPECT_FALSE(c.ports.at("dc/tor0:s4g0").ce_marks);  // a lossless port: no CE marks
   EXPECT_EQ(c.ports.at("dc/tor0:s0g0").pauses_sent, 0u);
   EXPECT_EQ(c.upstreams.at("dc/s0/g0:rail").pauses_received, 40u);
   EXPECT_EQ(c.upstreams.at("dc/s0/g0:rail").paused_ns, 500 * kMs);
@@ -224,6 +224,39 @@ TEST(CongestionCounters, TheWatchdogsDropsAreNotLosslessViolations) {
   EXPECT_EQ(d.ports.at("dc/tor0:s4g0").watchdog_trips, 1u);
   EXPECT_EQ(d.ports.at("dc/tor0:s4g0").watchdog_dropped, 380u);
   EXPECT_EQ(d.ports.at("dc/tor0:s4g0").violations(), 20u);
+}
+
+// An ecn port (P7): its CE marks and ECT packets (what the marking stage after it counted in
+// the mark table) per end, in the totals, the JSON, the summary line and a window's delta.
+TEST(CongestionCounters, EcnPortsCountCeMarks) {
+  AgentStats s = two_feeders(1);
+  PortStats vpc{"ecn", 3000, 21'000, 0, 0};
+  vpc.ecn = {1.0, 2000, 150, 12};
+  s.ports["dc/vpc:s4"] = vpc;
+  const Counters c = counters_from_stats(s);
+  const PortCounters& p = c.ports.at("dc/vpc:s4");
+  ASSERT_TRUE(p.ce_marks);
+  EXPECT_EQ(*p.ce_marks, 150u);
+  EXPECT_EQ(p.ect, 2000u);
+  EXPECT_EQ(p.violations(), 0u);
+  const Totals t = totals(c);
+  EXPECT_EQ(t.ecn_ports, 1);
+  EXPECT_EQ(t.ce_marks, 150u);
+  const auto j = to_json(c);
+  EXPECT_EQ(j["ports"]["dc/vpc:s4"]["ce_marks"], 150);
+  EXPECT_EQ(j["ports"]["dc/vpc:s4"]["ect_packets"], 2000);
+  EXPECT_EQ(j["totals"]["ce_marks"], 150);
+  EXPECT_FALSE(j["ports"]["dc/vpc:s4"].contains("lossless_violations"));
+  const std::string line = summary_line(c);
+  EXPECT_NE(line.find("150 CE marks of 2000 ECT packets at 1 ecn port(s)"), std::string::npos)
+      << line;
+  AgentStats later = s;
+  later.uptime_s += 1;
+  later.ports["dc/vpc:s4"].ecn = {0.0, 2500, 190, 20};
+  const Counters d = delta(c, counters_from_stats(later));
+  EXPECT_EQ(*d.ports.at("dc/vpc:s4").ce_marks, 40u);
+  EXPECT_EQ(d.ports.at("dc/vpc:s4").ect, 500u);
+  EXPECT_EQ(to_json(d, true)["totals"]["ce_marks"], 40);
 }
 
 TEST(CongestionEpisodes, PausesLessThanTenMsApartAreOneEpisode) {

@@ -54,6 +54,48 @@ std::vector<int> ups_of(const std::vector<Command>& cs, bool pause) {
   return v;
 }
 
+// An ecn port (P7) never pauses: its marking probability follows its backlog each poll
+// (stage/mark_table.h mark_probability), and a backlog past a quarter of kmin keeps the fast
+// poll; its figures go to the stats document under "ecn".
+TEST(CongestionPauseTest, AnEcnPortPublishesItsMarkingProbabilityAndNeverPauses) {
+  PauseConfig c;
+  PauseConfig::Port e;
+  e.lossless = false;
+  e.ecn = true;
+  e.kmin = 3'000;
+  e.kmax = 6'000;
+  e.pmax = 0.01;
+  c.ports = {e};
+  c.poll_ns = 1 * kMs;
+  c.idle_poll_ns = 10 * kMs;
+  Driver d(c);
+  EXPECT_TRUE(d.poll(10, {}).empty());
+  EXPECT_EQ(d.m.ports()[0].marking_p, 0u);
+  EXPECT_EQ(d.m.interval_ns(d.now), 10 * kMs);
+  d.backlog(0, 4'500);
+  EXPECT_TRUE(d.poll(10, {}).empty());
+  EXPECT_NEAR(d.m.ports()[0].marking_p / 4294967296.0, 0.005, 1e-9);
+  EXPECT_EQ(d.m.interval_ns(d.now), 1 * kMs);  // a queue builds: fast
+  d.backlog(0, 20'000);
+  EXPECT_TRUE(d.poll(1, {}).empty());
+  EXPECT_EQ(d.m.ports()[0].marking_p, 0xffffffffu);
+  EXPECT_EQ(d.m.ports()[0].xoff_events, 0u);
+  d.backlog(0, 0);
+  EXPECT_TRUE(d.poll(1, {}).empty());
+  EXPECT_EQ(d.m.ports()[0].marking_p, 0u);
+  // The stats document carries an ecn port's counts, and only an ecn port's.
+  AgentStats st;
+  st.ports["dc/vpc:s4"] = {"ecn", 100, 9000, 3, 0};
+  st.ports["dc/vpc:s4"].ecn = {0.25, 1000, 40, 7};
+  st.ports["dc/tor0:s4g0"] = {"lossless", 0, 0, 0, 0};
+  const AgentStats back = stats_from_json(to_json(st));
+  EXPECT_EQ(back.ports.at("dc/vpc:s4").ecn.ce_marks, 40u);
+  EXPECT_EQ(back.ports.at("dc/vpc:s4").ecn.ect, 1000u);
+  EXPECT_EQ(back.ports.at("dc/vpc:s4").ecn.not_ect, 7u);
+  EXPECT_DOUBLE_EQ(back.ports.at("dc/vpc:s4").ecn.marking_p, 0.25);
+  EXPECT_FALSE(to_json(st)["ports"]["dc/tor0:s4g0"].contains("ecn"));
+}
+
 TEST(CongestionPauseTest, XoffPausesTheActiveFeedersAndXonResumesThemWithHysteresis) {
   Driver d(two_ports());
   EXPECT_TRUE(d.poll(1, {0, 1}).empty());

@@ -63,12 +63,24 @@ TEST(LabShaping, TbfLeavesDelayToStagesAtTheRightEnd) {
   EXPECT_TRUE(tcp);
 }
 
+// netem delays in the kernel: no stage delays anything; the stage queues left only mark ECN
+// after the VPC's ecn ports (their rules steer only those directions).
 TEST(LabShaping, NetemNeedsNoStage) {
   auto p = hzbj();
   ASSERT_TRUE(add_shaping(p, "netem"));
-  EXPECT_TRUE(p.stages().empty());
-  EXPECT_TRUE(ops_of<plan::AddStageRule>(p).empty());
+  for (const auto& st : p.stages())
+    for (const auto& q : st.queues) {
+      EXPECT_GE(q.mark, 0) << q.link;
+      EXPECT_EQ(q.delay.ns, 0) << q.link;
+      EXPECT_EQ(q.jitter.ns, 0) << q.link;
+    }
   EXPECT_FALSE(ops_of<plan::SetShape>(p).empty());
+  // With the VPC drop-tail nothing is left for a stage.
+  auto d = hzbj();
+  for (auto& l : d.topo.links) l.emulated.congestion = {};
+  ASSERT_TRUE(add_shaping(d, "netem"));
+  EXPECT_TRUE(d.stages().empty());
+  EXPECT_TRUE(ops_of<plan::AddStageRule>(d).empty());
 }
 
 TEST(LabShaping, NoneAddsNothingAndUnknownIsBadInput) {

@@ -2,7 +2,10 @@
 // the agent's reaction, each lossless switch port's feeders from the topology, the agents (one
 // per host), the sysctls, the queues' limits, and the refusals of a lossless profile where no
 // pause can work.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +25,10 @@ namespace {
 using scenario::testing_text::kBjWan;
 using scenario::testing_text::kHead;
 using scenario::testing_text::kTwoHosts;
+
+// The VPC's preset default (ecn) written back to droptail, for tests of the lossless rails alone.
+constexpr const char* kVpcDroptail =
+    "[profiles.vpc]\npreset = \"vpc\"\ncongestion = \"droptail\"\n";
 
 scenario::Scenario cong_load(const std::string& text) {
   auto s = scenario::load_text(text, "x.toml");
@@ -134,9 +141,112 @@ TEST(CongestionPlan, FloorsWinAtScale1000) {
     }
   }
   EXPECT_TRUE(tor && gpu);
-  // Scale-up and frontend (vpc: droptail) stay as they were.
+  // Scale-up stays as it was; the frontend (vpc) marks ECN (CongestionPlan.EcnOnTheVpc).
   EXPECT_TRUE(egress(p, "hz/s0/g0", "nvl").empty());
-  EXPECT_TRUE(egress(p, "hz/vpc", "s0").empty());
+  EXPECT_EQ(egress(p, "hz/vpc", "s0").model, "ecn");
+}
+
+// vpc at scale 1000: 25 Mbit/s, MTU 1500 (frame F = 1514 B). DCQCN's Kmin 5K and Kmax 200K scale
+// to 5 B and 205 B, below what marking can tell apart: kmin = 2F, kmax = kmin + 2F, pmax 1%.
+// Every VPC egress toward a routed port marks (the servers' s*, the TR's tr), each with its own
+// slot in the host's mark table; the stage queue just downstream of it (at the receiving port's
+// PREROUTING) marks with that slot; the agent polls those ports and publishes there; every GPU
+// and server of the region negotiates ECN.
+TEST(CongestionPlan, EcnOnTheVpc) {
+  Plan p = cong_plan(cong_load(kHead));
+  const uint64_t F = shaping::frame_bytes(1500);
+  const auto& port = egress(p, "hz/vpc", "s0");
+  EXPECT_EQ(port.model, "ecn");
+  EXPECT_EQ(port.kmin, 2 * F);
+  EXPECT_EQ(port.kmax, 4 * F);
+  EXPECT_DOUBLE_EQ(port.pmax, 0.01);
+  EXPECT_EQ(port.feeders, 0);
+  const Link& fe = link_of(p, "hz/vpc", "s0");
+  EXPECT_EQ(fe.emulated.congestion.model, "ecn");
+  EXPECT_EQ(fe.emulated.congestion.kmin, 5u);  // 5K / 1000, before the floors
+  EXPECT_TRUE(has_note(fe, "kmin 5 B (scaled from the profile) is below two frames"));
+  // The server's own NIC queue and the TR's port toward the VPC do not mark (no switch).
+  EXPECT_TRUE(egress(p, "hz/s0", "fe").empty());
+  std::set<int> slots;
+  for (const char* ifname : {"s0", "s1", "tr"}) {
+    const auto& e = egress(p, "hz/vpc", ifname);
+    EXPECT_EQ(e.model, "ecn") << ifname;
+    EXPECT_GE(e.mark_slot, 0) << ifname;
+    slots.insert(e.mark_slot);
+  }
+  EXPECT_EQ(slots.size(), 3u);
+  // The plan line of the VPC port's shape.
+  bool shown = false;
+  for (const auto& sh : ops_of<SetShape>(p))
+    if (sh.netns == "tb-t-hz-vpc" && sh.ifname == "s0") {
+      shown = true;
+      EXPECT_HAS(to_text(Op{sh}),
+                 fmt::format("congestion ecn kmin 3.03K kmax 6.06K pmax 1% limit 68.7K (mark "
+                             "slot {})",
+                             port.mark_slot));
+    }
+  EXPECT_TRUE(shown);
+  // The server's stage marks what leaves hz/vpc:s0 with that slot, reading the lab's table.
+  bool staged = false;
+  for (const auto& d : p.all_daemons())
+    if (const auto* st = std::get_if<Stage>(&d); st && st->node == "hz/s0") {
+      EXPECT_EQ(st->mark_table, "/dev/shm/testbedctl.t.congestion");
+      for (const auto& q : st->queues)
+        if (q.link == "hz/vpc:s0 -> hz/s0:fe") {
+          staged = true;
+          EXPECT_EQ(q.mark, port.mark_slot);
+        }
+      const Stage back = stage_from_json(to_json(*st));
+      EXPECT_EQ(back.mark_table, st->mark_table);
+      ASSERT_EQ(back.queues.size(), st->queues.size());
+      for (size_t i = 0; i < back.queues.size(); ++i)
+        EXPECT_EQ(back.queues[i].mark, st->queues[i].mark);
+    }
+  EXPECT_TRUE(staged);
+  // The agent polls the ecn ports and publishes into the table.
+  const auto agents = agents_of(p);
+  ASSERT_EQ(agents.size(), 1u);
+  EXPECT_EQ(agents[0].mark_table, "/dev/shm/testbedctl.t.congestion");
+  const auto* cp = port_named(agents[0], "hz/vpc:s0");
+  ASSERT_NE(cp, nullptr);
+  EXPECT_EQ(cp->model, "ecn");
+  EXPECT_EQ(cp->mark_slot, port.mark_slot);
+  EXPECT_EQ(cp->kmin, 2 * F);
+  EXPECT_TRUE(cp->feeders.empty());
+  const CongestionAgent back = congestion_from_json(to_json(agents[0]));
+  EXPECT_EQ(back.mark_table, agents[0].mark_table);
+  EXPECT_EQ(port_named(back, "hz/vpc:s0")->mark_slot, port.mark_slot);
+  // ECN negotiated by every GPU and server.
+  std::set<std::string> ecn;
+  for (const auto& sc : ops_of<SetSysctl>(p))
+    if (sc.key == "net/ipv4/tcp_ecn") {
+      EXPECT_EQ(sc.value, "1");
+      ecn.insert(sc.netns);
+    }
+  EXPECT_EQ(ecn, (std::set<std::string>{"tb-t-hz-s0", "tb-t-hz-s1", "tb-t-hz-s0-g0",
+                                        "tb-t-hz-s0-g1", "tb-t-hz-s1-g0", "tb-t-hz-s1-g1"}));
+  // Round trip of the figures.
+  const Topology t = topology_from_json(to_json(p.topo));
+  EXPECT_EQ(egress(t, "hz/vpc", "s0"), port);
+  // droptail on the VPC: no marking, no tcp_ecn.
+  Plan d = cong_plan(cong_load(std::string(kHead) +
+                               "[profiles.vpc]\npreset = \"vpc\"\ncongestion = \"droptail\"\n"));
+  EXPECT_TRUE(egress(d, "hz/vpc", "s0").empty());
+  for (const auto& sc : ops_of<SetSysctl>(d)) EXPECT_NE(sc.key, "net/ipv4/tcp_ecn");
+}
+
+// ecn where no marking can work: an error where the profile writes it, droptail with a note
+// where it is the preset's default (vpc at scale 1 runs at host speed).
+TEST(CongestionPlan, EcnWhereMarkingCannotWork) {
+  Plan p = cong_plan(cong_load(std::string(kHead) + "[scale]\nbandwidth = 1\n"));
+  EXPECT_EQ(link_of(p, "hz/vpc", "s0").emulated.congestion.model, "droptail");
+  EXPECT_TRUE(has_note(link_of(p, "hz/vpc", "s0"), "ecn (the vpc profile's default) not emulated"));
+  auto e = compile(cong_load(std::string(kHead) + "[scale]\nbandwidth = 1\n" +
+                             "[profiles.vpc]\npreset = \"vpc\"\ncongestion = \"ecn\"\n"),
+                   assumed_host("test host"), PlanOptions{});
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().exit_code, kExitBadInput);
+  EXPECT_HAS(e.error().message, "congestion = \"ecn\" needs a rate limit on both directions");
 }
 
 // A thicker real threshold wins over the floor; the floor's note is then not written.
@@ -156,7 +266,8 @@ TEST(CongestionPlan, AScaledThresholdAboveTheFloorIsKept) {
 // ToR spine port <- the GPU ports; spine port <- the spine's other ports (ToR sp* queues, which
 // are polled themselves: hop by hop).
 TEST(CongestionPlan, FeedersFollowTheTopology) {
-  auto s = cong_load(std::string(kHead) + "dual_tor = true\nspines = 2\n");
+  // The rails only (the VPC droptail): its ecn ports are EcnOnTheVpc's.
+  auto s = cong_load(std::string(kHead) + "dual_tor = true\nspines = 2\n" + kVpcDroptail);
   Plan p = cong_plan(s);
   const auto got = agents_of(p);
   ASSERT_EQ(got.size(), 1u);
@@ -215,7 +326,7 @@ TEST(CongestionPlan, FeedersFollowTheTopology) {
 // A lab over two hosts: one agent each, in its own switch's namespace, its upstream indices
 // into its own list; `--host` keeps that host's agent only. The WAN between them is droptail.
 TEST(CongestionPlan, OneAgentPerHost) {
-  auto s = cong_load(std::string(kHead) + kBjWan + kTwoHosts);
+  auto s = cong_load(std::string(kHead) + kBjWan + kTwoHosts + kVpcDroptail);
   Plan p = cong_plan(s);
   const auto got = agents_of(p);
   ASSERT_EQ(got.size(), 2u);
@@ -250,7 +361,8 @@ TEST(CongestionPlan, SysctlsAndNoAgentWhenDroptail) {
   EXPECT_EQ(ns, (std::set<std::string>{"tb-t-hz-s0-g0", "tb-t-hz-s0-g1", "tb-t-hz-s1-g0",
                                        "tb-t-hz-s1-g1"}));
   Plan d = cong_plan(cong_load(std::string(kHead) +
-                               "[profiles.hpn]\npreset = \"hpn\"\ncongestion = \"droptail\"\n"));
+                               "[profiles.hpn]\npreset = \"hpn\"\ncongestion = \"droptail\"\n"
+                               "[profiles.vpc]\npreset = \"vpc\"\ncongestion = \"droptail\"\n"));
   for (const auto& sc : ops_of<SetSysctl>(d))
     EXPECT_NE(sc.key, "net/ipv4/tcp_slow_start_after_idle");
   for (const auto& dm : d.all_daemons()) EXPECT_FALSE(std::holds_alternative<CongestionAgent>(dm));

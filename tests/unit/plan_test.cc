@@ -281,7 +281,14 @@ TEST(Plan, ShapingFollowsTheHostAndRefusesStagesWithoutNfqueue) {
   auto netem = compile(*mini, host, PlanOptions{});
   ASSERT_TRUE(netem);
   EXPECT_EQ(netem->shaping, "netem");
-  EXPECT_TRUE(netem->stages().empty());
+  // netem delays in the kernel: the only stage queues left mark ECN after the VPC's ecn ports
+  // (no RED in the plan's host facts), with no delay of their own.
+  EXPECT_FALSE(netem->stages().empty());
+  for (const auto& st : netem->stages())
+    for (const auto& q : st.queues) {
+      EXPECT_GE(q.mark, 0) << q.link;
+      EXPECT_EQ(q.delay.ns, 0) << q.link;
+    }
   host.netem = host.nfqueue = false;
   auto refused = compile(*mini, host, PlanOptions{});
   ASSERT_FALSE(refused);

@@ -116,6 +116,43 @@ TEST(ReportCongestion, StatusShowsPausesSentAndReceivedPerLinkEndAndSaysWhereFro
   EXPECT_FALSE(j["congestion"].contains("ports"));  // per link end, not twice
 }
 
+// An ecn port on mini's VPC (P7): a CE MARKS column ("N of M" ECT packets), its row, the
+// sentence under the table, and links[].congestion's ce_marks for that end.
+TEST(ReportCongestion, StatusShowsCeMarksOfAnEcnPort) {
+  const Mini m = mini();
+  auto s = congestion::AgentStats{};
+  s.pid = 77;
+  s.uptime_s = 2;
+  congestion::PortStats vpc{"ecn", 0, 9'000, 0, 0};
+  vpc.ecn = {0.0, 1200, 321, 4};
+  s.ports["dc/vpc:s1"] = vpc;
+  auto c = congestion::counters_from_stats(s);
+  c.path = "/run/testbedctl/mini/stages/congestion.stats.json";
+  const std::string t = report::status_text(m.st, nullptr, {}, &c);
+  EXPECT_NE(t.find("CE MARKS"), std::string::npos) << t;
+  const auto p = t.find("\ndc/vpc:s1 ");
+  ASSERT_NE(p, std::string::npos) << t;
+  const std::string row = t.substr(p + 1, t.find('\n', p + 1) - p - 1);
+  EXPECT_NE(row.find("321 of 1200"), std::string::npos) << row;
+  EXPECT_NE(t.find("CE MARKS: ECT packets the delay stage just after an ecn port marked CE"),
+            std::string::npos)
+      << t;
+  const auto j = report::status_json(m.st, nullptr, {}, &c);
+  bool found = false;
+  for (const auto& l : j["links"])
+    for (const char* side : {"a", "b"})
+      if (l["congestion"].contains(side) && l["congestion"][side].is_object() &&
+          l["congestion"][side]["end"] == "dc/vpc:s1") {
+        found = true;
+        EXPECT_EQ(l["congestion"]["model"], "ecn");
+        EXPECT_EQ(l["congestion"][side]["ce_marks"], 321);
+        EXPECT_EQ(l["congestion"][side]["ect_packets"], 1200);
+      }
+  EXPECT_TRUE(found) << j.dump();
+  EXPECT_EQ(j["congestion"]["totals"]["ce_marks"], 321);
+  EXPECT_EQ(report::congestion_window_line(c).rfind("PFC/ECN (lossless and ecn links): ", 0), 0u);
+}
+
 TEST(ReportCongestion, StatusSaysWhyThereAreNoCountsAndNothingWithoutAnAgent) {
   const Mini m = mini();
   congestion::Counters off;

@@ -473,8 +473,9 @@ TEST(ScenarioErrors, JitterModeIsOrderedOrReorder) {
   EXPECT_HAS(m, "reorder");
 }
 
-// Congestion models (issue 32): congestion is "droptail" or "lossless"; "ecn" is named and
-// refused until its marking is built; thresholds only on a lossless profile, xon below xoff.
+// Congestion models (issue 32): congestion is "droptail", "ecn" or "lossless"; PFC thresholds
+// only on a lossless profile (xon below xoff), marking thresholds only on an ecn one (kmin below
+// kmax, pmax above 0).
 TEST(ScenarioErrors, CongestionModelTypoSuggestsClosest) {
   EXPECT_EQ(load_error(std::string(kHead) +
                        "[profiles.rail]\npreset = \"hpn\"\ncongestion = \"lossles\"\n"),
@@ -482,11 +483,25 @@ TEST(ScenarioErrors, CongestionModelTypoSuggestsClosest) {
             "\"lossless\"?");
 }
 
-TEST(ScenarioErrors, CongestionEcnIsNotBuiltYet) {
-  EXPECT_EQ(
-      load_error(std::string(kHead) + "[profiles.fe]\npreset = \"vpc\"\ncongestion = \"ecn\"\n"),
-      "x.toml:13:14: profiles.fe: congestion: ECN marking is not built yet (issue 32); valid: "
-      "droptail, lossless");
+TEST(ScenarioErrors, CongestionEcnThresholds) {
+  // Against the preset's kmax (200K)...
+  EXPECT_EQ(load_error(std::string(kHead) + "[profiles.fe]\npreset = \"vpc\"\nkmin = \"300K\"\n"),
+            "x.toml:13:8: profiles.fe: kmin: kmin (300K) must be below kmax (200K); marking rises "
+            "from 0 at kmin to pmax at kmax");
+  EXPECT_HAS(load_error(std::string(kHead) + "[profiles.fe]\npreset = \"vpc\"\npmax = \"0%\"\n"),
+             "x.toml:13:8: profiles.fe: pmax: must be greater than 0%");
+  EXPECT_HAS(load_error(std::string(kHead) + "[profiles.fe]\npreset = \"vpc\"\nkmax = 0\n"),
+             "x.toml:13:8: profiles.fe: kmax: must be greater than 0 bytes");
+  EXPECT_HAS(load_error(std::string(kHead) + "[profiles.fe]\npreset = \"vpc\"\npmax = \"150%\"\n"),
+             "x.toml:13:8: profiles.fe: pmax");
+  // Marking thresholds on a lossless or droptail profile.
+  EXPECT_HAS(load_error(std::string(kHead) + "[profiles.rail]\npreset = \"hpn\"\nkmin = \"5K\"\n"),
+             "x.toml:13:8: profiles.rail: kmin: only for congestion = \"ecn\" (this profile is "
+             "\"lossless\")");
+  EXPECT_HAS(
+      load_error(std::string(kHead) + "[profiles.fe]\npreset = \"vpc\"\ncongestion = \"droptail\"\n"
+                                      "pmax = \"2%\"\n"),
+      "x.toml:14:8: profiles.fe: pmax: only for congestion = \"ecn\"");
 }
 
 TEST(ScenarioErrors, CongestionXonMustBeBelowXoff) {
@@ -515,7 +530,7 @@ TEST(ScenarioErrors, CongestionThresholdsOnlyForLossless) {
                       "[profiles.fe]\npreset = \"vpc\"\nxoff = \"100K\"\nheadroom = \"8K\"\n");
   EXPECT_HAS(m,
              "x.toml:13:8: profiles.fe: xoff: only for congestion = \"lossless\" (this "
-             "profile is \"droptail\")");
+             "profile is \"ecn\")");
   EXPECT_HAS(m, "x.toml:14:12: profiles.fe: headroom: only for congestion = \"lossless\"");
   // A lossless preset written back to droptail loses its thresholds too.
   EXPECT_HAS(load_error(std::string(kHead) +

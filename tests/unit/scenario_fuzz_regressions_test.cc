@@ -93,7 +93,8 @@ TEST(ScenarioFuzzRegressions, ManyUnknownKeysLoadInLinearTime) {
             "x.toml:13:1: unknown key \"x\" in [scale]; valid keys: bandwidth, delay, compute");
   EXPECT_EQ(load_error(std::string(kHead) + "[profiles]\nzz = {rate = \"1gbit\", zz = 1}\n"),
             "x.toml:12:23: unknown key \"zz\" in [profiles.zz]; valid keys: preset, rate, delay, "
-            "jitter, jitter_mode, loss, mtu, source, congestion, xoff, xon, headroom, buffer");
+            "jitter, jitter_mode, loss, mtu, source, congestion, xoff, xon, headroom, buffer, "
+            "kmin, kmax, pmax");
 }
 
 // toml11 3.7.1 reads each value's comments (region::comments(), even when it discards them) by

@@ -240,8 +240,15 @@ TEST(ScenarioLoad, CongestionDefaultsAndKeys) {
   EXPECT_EQ(hpn->congestion.xon, 160u << 10);
   EXPECT_EQ(hpn->congestion.headroom, 106u << 10);
   EXPECT_EQ(hpn->congestion.buffer, 1u << 20);
+  // vpc marks ECN with DCQCN's thresholds (Kmin 5 KB, Kmax 200 KB, Pmax 1%).
+  auto vpc = preset("vpc");
+  ASSERT_TRUE(vpc);
+  EXPECT_EQ(vpc->congestion.model, "ecn");
+  EXPECT_EQ(vpc->congestion.kmin, 5u << 10);
+  EXPECT_EQ(vpc->congestion.kmax, 200u << 10);
+  EXPECT_DOUBLE_EQ(vpc->congestion.pmax_pct, 1.0);
   for (const auto& name : preset_names()) {
-    if (name != "hpn") {
+    if (name != "hpn" && name != "vpc") {
       EXPECT_EQ(preset(name)->congestion.model, "droptail") << name;
     }
   }

@@ -7,9 +7,13 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 
+#include <unistd.h>
 #include <cstring>
+#include <filesystem>
+#include <random>
 
 #include "stage/delay_line.h"
+#include "stage/mark_table.h"
 #include "stage/netfilter_rules.h"
 #include "stage/nfq_message.h"
 #include "stage/stats.h"
@@ -201,6 +205,205 @@ TEST(NfqMessage, ParsesPacketsAndAcks) {
   ev.clear();
   EXPECT_TRUE(parse_events({reinterpret_cast<char*>(buf), 3}, ev));  // runt: nothing, no crash
   EXPECT_TRUE(ev.empty());
+}
+
+// ECN marking (mark_table.h): hand-built IPv4 headers with a correct checksum.
+std::vector<uint8_t> ipv4_packet(uint8_t tos, uint8_t ihl = 5, size_t payload = 40) {
+  std::vector<uint8_t> p(ihl * 4 + payload, 0);
+  p[0] = static_cast<uint8_t>(0x40 | ihl);
+  p[1] = tos;
+  p[2] = static_cast<uint8_t>(p.size() >> 8);
+  p[3] = static_cast<uint8_t>(p.size() & 0xff);
+  p[4] = 0x1c, p[5] = 0x46;  // id
+  p[6] = 0x40;               // DF
+  p[8] = 64;                 // TTL
+  p[9] = 6;                  // TCP
+  const uint8_t src[4] = {198, 18, 0, 1}, dst[4] = {198, 18, 3, 7};
+  std::memcpy(&p[12], src, 4);
+  std::memcpy(&p[16], dst, 4);
+  for (size_t i = 20; i < p.size(); ++i) p[i] = static_cast<uint8_t>(i * 37);  // options, data
+  p[0] = static_cast<uint8_t>(0x40 | ihl);
+  const uint16_t sum = ipv4_header_sum(p);  // over a zero checksum field: the checksum itself
+  p[10] = static_cast<uint8_t>(sum >> 8);
+  p[11] = static_cast<uint8_t>(sum & 0xff);
+  return p;
+}
+
+TEST(EcnMark, CeRewriteKeepsTheHeaderChecksumValid) {
+  // DSCP values with each ECT codepoint, with and without IP options.
+  for (uint8_t dscp : {0, 10, 46, 63})
+    for (uint8_t ect : {1, 2})
+      for (uint8_t ihl : {5, 6, 15}) {
+        auto p = ipv4_packet(static_cast<uint8_t>(dscp << 2 | ect), ihl);
+        ASSERT_EQ(ipv4_header_sum(p), 0) << "built valid";
+        const auto before = p;
+        EXPECT_TRUE(is_ect(p));
+        ASSERT_TRUE(set_ce(p));
+        EXPECT_EQ(ecn_field(p), 3);
+        EXPECT_EQ(p[1] >> 2, dscp) << "DSCP kept";
+        EXPECT_EQ(ipv4_header_sum(p), 0) << "checksum after CE, dscp " << int(dscp) << " ect "
+                                         << int(ect) << " ihl " << int(ihl);
+        // The incremental checksum equals the one computed in full, and only bytes 1, 10 and 11
+        // changed (the TCP checksum does not cover the TOS byte).
+        auto full = p;
+        full[10] = full[11] = 0;
+        const uint16_t sum = ipv4_header_sum(full);
+        EXPECT_EQ(p[10], sum >> 8);
+        EXPECT_EQ(p[11], sum & 0xff);
+        for (size_t i = 0; i < p.size(); ++i) {
+          if (i == 1 || i == 10 || i == 11) continue;
+          EXPECT_EQ(p[i], before[i]) << "byte " << i;
+        }
+      }
+  // Not-ECT is never marked, CE stays as it is, a non-IPv4 or short buffer is left alone.
+  auto not_ect = ipv4_packet(0x28);
+  EXPECT_FALSE(is_ect(not_ect));
+  EXPECT_FALSE(set_ce(not_ect));
+  EXPECT_EQ(not_ect, ipv4_packet(0x28));
+  auto ce = ipv4_packet(0x03);
+  EXPECT_FALSE(set_ce(ce));
+  std::vector<uint8_t> v6(40, 0);
+  v6[0] = 0x60;
+  EXPECT_EQ(ecn_field(v6), -1);
+  EXPECT_FALSE(set_ce(v6));
+  std::vector<uint8_t> runt = {0x45, 0x02, 0, 10};
+  EXPECT_EQ(ecn_field(runt), -1);
+}
+
+// A header whose checksum word is at the 0xffff/0x0000 edge: the one's-complement sum of RFC
+// 1624 (not RFC 1141's) gives the checksum a full recomputation gives.
+TEST(EcnMark, ChecksumEdgeCases) {
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (int i = 0; i < 20000; ++i) {
+    auto p = ipv4_packet(static_cast<uint8_t>((rng() & 0xfc) | (1 + (rng() & 1))));
+    for (int k : {4, 5, 8, 12, 13, 14, 15, 16, 17, 18, 19}) p[k] = static_cast<uint8_t>(rng());
+    p[10] = p[11] = 0;
+    const uint16_t sum = ipv4_header_sum(p);
+    p[10] = static_cast<uint8_t>(sum >> 8);
+    p[11] = static_cast<uint8_t>(sum & 0xff);
+    ASSERT_TRUE(set_ce(p));
+    ASSERT_EQ(ipv4_header_sum(p), 0) << i;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 20000);
+}
+
+TEST(EcnMark, ProbabilityFollowsTheBacklog) {
+  // DCQCN's curve: 0 to kmin, pmax x (b - kmin) / (kmax - kmin) up to kmax, 1 above.
+  EXPECT_EQ(mark_probability(0, 3000, 6000, 0.01), 0u);
+  EXPECT_EQ(mark_probability(3000, 3000, 6000, 0.01), 0u);
+  EXPECT_NEAR(mark_probability(4500, 3000, 6000, 0.01) / 4294967296.0, 0.005, 1e-9);
+  EXPECT_NEAR(mark_probability(6000, 3000, 6000, 0.01) / 4294967296.0, 0.01, 1e-9);
+  EXPECT_EQ(mark_probability(6001, 3000, 6000, 0.01), kMarkAlways);
+  EXPECT_EQ(mark_probability(5000, 3000, 6000, 1.0) < kMarkAlways, true);
+  // The draw: 0 never marks, kMarkAlways always, p about p of the time.
+  std::mt19937 rng(1);
+  int hits = 0;
+  const uint32_t p = mark_probability(4500, 3000, 6000, 0.5);  // 0.25
+  for (int i = 0; i < 100000; ++i) {
+    EXPECT_FALSE(marks(0, static_cast<uint32_t>(rng())));
+    EXPECT_TRUE(marks(kMarkAlways, static_cast<uint32_t>(rng())));
+    hits += marks(p, static_cast<uint32_t>(rng()));
+  }
+  EXPECT_NEAR(hits / 100000.0, 0.25, 0.01);
+}
+
+TEST(EcnMark, TableIsSharedBetweenMappings) {
+  const std::string path = ::testing::TempDir() + "/tb-mark-table-" + std::to_string(::getpid());
+  std::filesystem::remove(path);
+  {
+    auto agent = MarkTable::open(path);
+    ASSERT_TRUE(agent) << agent.error().message;
+    auto stage = MarkTable::open(path);  // the second opener finds it sized and stamped
+    ASSERT_TRUE(stage) << stage.error().message;
+    agent->set_probability(3, kMarkAlways);
+    EXPECT_EQ(stage->probability(3), kMarkAlways);
+    EXPECT_EQ(stage->probability(4), 0u);
+    stage->count(3, true, true);
+    stage->count(3, true, false);
+    stage->count(3, false, false);
+    const MarkCounts c = agent->counts(3);
+    EXPECT_EQ(c.ect, 2u);
+    EXPECT_EQ(c.ce, 1u);
+    EXPECT_EQ(c.not_ect, 1u);
+    // Out of range: read as nothing, never written.
+    agent->set_probability(-1, 5);
+    agent->set_probability(static_cast<int>(kMarkSlots), 5);
+    EXPECT_EQ(agent->probability(static_cast<int>(kMarkSlots)), 0u);
+  }
+  // A file that is not a mark table is refused.
+  std::filesystem::remove(path);
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("not a mark table, just some text of sufficient length", f);
+    std::fclose(f);
+  }
+  auto bad = MarkTable::open(path);
+  EXPECT_FALSE(bad);
+  std::filesystem::remove(path);
+}
+
+TEST(NfqMessage, MarkingQueueCopiesWholePacketsWithoutGso) {
+  NlBuffer b;
+  append_bind(b, 10, 1024, false, 1, /*whole=*/true);
+  std::vector<std::pair<uint16_t, std::vector<uint8_t>>> attrs;
+  size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
+  while (off + sizeof(nlattr) <= b.size()) {
+    const auto* a = reinterpret_cast<const nlattr*>(b.data() + off);
+    const auto* p = reinterpret_cast<const uint8_t*>(a) + NLA_HDRLEN;
+    attrs.push_back({a->nla_type, std::vector<uint8_t>(p, p + a->nla_len - NLA_HDRLEN)});
+    off += NLA_ALIGN(a->nla_len);
+  }
+  ASSERT_EQ(attrs.size(), 5u);
+  EXPECT_EQ(attrs[1].second, (std::vector<uint8_t>{0, 0, 0xff, 0xff, 2}));  // whole, COPY_PACKET
+  EXPECT_EQ(attrs[3].second, (std::vector<uint8_t>{0, 0, 0, 0}));           // no GSO
+  // A verdict that carries the packet back: VERDICT_HDR then PAYLOAD with its bytes.
+  NlBuffer v;
+  auto pkt = ipv4_packet(0x02);
+  append_verdict_payload(v, 10, 99, NF_ACCEPT, pkt);
+  const nlmsghdr* h = header(v);
+  EXPECT_EQ(h->nlmsg_len, v.size());
+  EXPECT_EQ(h->nlmsg_type, (NFNL_SUBSYS_QUEUE << 8) | 1);  // NFQNL_MSG_VERDICT
+  off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
+  const auto* vh = reinterpret_cast<const nlattr*>(v.data() + off);
+  EXPECT_EQ(vh->nla_type, 2);  // NFQA_VERDICT_HDR
+  off += NLA_ALIGN(vh->nla_len);
+  const auto* pa = reinterpret_cast<const nlattr*>(v.data() + off);
+  EXPECT_EQ(pa->nla_type, 10);  // NFQA_PAYLOAD
+  ASSERT_EQ(pa->nla_len, NLA_HDRLEN + pkt.size());
+  EXPECT_EQ(std::memcmp(v.data() + off + NLA_HDRLEN, pkt.data(), pkt.size()), 0);
+  // Verdicts chain after it.
+  const size_t first_len = NLMSG_ALIGN(h->nlmsg_len);
+  append_verdict_batch(v, 10, 120, NF_ACCEPT);
+  EXPECT_EQ(reinterpret_cast<const nlmsghdr*>(v.data() + first_len)->nlmsg_type,
+            (NFNL_SUBSYS_QUEUE << 8) | 3);
+}
+
+TEST(NfqMessage, ParsesAWholePacketsPayload) {
+  alignas(8) unsigned char buf[256] = {};
+  auto* h = reinterpret_cast<nlmsghdr*>(buf);
+  h->nlmsg_type = (NFNL_SUBSYS_QUEUE << 8) | 0;
+  size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
+  auto put = [&](uint16_t type, const void* data, uint16_t len) {
+    auto* a = reinterpret_cast<nlattr*>(buf + off);
+    a->nla_type = type;
+    a->nla_len = NLA_HDRLEN + len;
+    std::memcpy(buf + off + NLA_HDRLEN, data, len);
+    off += NLA_ALIGN(a->nla_len);
+  };
+  unsigned char ph[7] = {0, 0, 0, 4, 0x08, 0x00, 0};
+  put(1, ph, 7);
+  auto pkt = ipv4_packet(0x01, 5, 60);
+  put(10, pkt.data(), static_cast<uint16_t>(pkt.size()));  // NFQA_PAYLOAD, no CAP_LEN
+  h->nlmsg_len = static_cast<uint32_t>(off);
+  std::vector<NlEvent> ev;
+  ASSERT_TRUE(parse_events({reinterpret_cast<char*>(buf), off}, ev));
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].packet.len, pkt.size());  // the whole packet came: its length is the copy's
+  ASSERT_EQ(ev[0].packet.payload.size(), pkt.size());
+  EXPECT_TRUE(is_ect(ev[0].packet.payload));
 }
 
 TEST(StageStats, ProcFileAndDocument) {

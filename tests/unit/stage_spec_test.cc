@@ -44,6 +44,14 @@ TEST(QueueSpec, PrintsWhatItParses) {
             "10:delay_us=25000:jitter_us=1000:maxlen=65536");
   EXPECT_EQ(to_arg({3, Duration{1500}, Duration{0}, 1024}),
             "3:delay_ns=1500:jitter_us=0:maxlen=1024");
+  // An ECN marking queue (mark_table.h): its slot.
+  const QueueSpec marking{7, Duration{250'000}, Duration{0}, 2048, 12};
+  EXPECT_EQ(to_arg(marking), "7:delay_us=250:jitter_us=0:maxlen=2048:mark=12");
+  auto back = parse_queue_spec(to_arg(marking));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, marking);
+  EXPECT_EQ(parse_queue_spec("7:delay_us=0:mark=0")->mark, 0);
+  EXPECT_EQ(parse_queue_spec("7:delay_us=0")->mark, -1);
 }
 
 TEST(QueueSpec, RejectsWithReasons) {
@@ -64,6 +72,8 @@ TEST(QueueSpec, RejectsWithReasons) {
       {"10:delay_us=5:delay=5ms", "given twice"},
       {"10:delay_us=5:maxlen=0", "is not a packet count"},
       {"10:delay_us=5:maxlen=99999999", "is not a packet count 1-16777216"},
+      {"10:delay_us=5:mark=4096", "is not a mark table slot 0-4095"},
+      {"10:delay_us=5:mark=-1", "is not a mark table slot"},
       {"10:delay_us=5:color=red", "unknown key \"color\""},
       {"10:delay_us=5:oops", "is not key=value"},
       {"10:delay_ms=5", "unknown key \"delay_ms\""},

@@ -6,7 +6,7 @@
 //   tb-delayd --queue 10:delay_us=25000:jitter_us=1000:maxlen=65536 --queue 11:delay_us=0
 //             [--config FILE] [--stats FILE] [--stats-interval-ms 500] [--duration-s N]
 //             [--fail-open] [--sched-fifo PRIO | --realtime PRIO] [--uncalibrated]
-//             [--no-release-probe] [--probe-rule-installed]
+//             [--no-release-probe] [--probe-rule-installed] [--mark-table FILE]
 //
 // The caller installs `iptables ... -j NFQUEUE --queue-num N` WITHOUT --queue-bypass
 // (stage/netfilter_rules.h): then a dead stage means a dead link (fail-closed), never an
@@ -28,6 +28,8 @@
 // --no-release-probe uses the reference VM's constant instead (no rule is installed).
 // --probe-rule-installed: the probe's rule is there already and stays (a lab's stages: `up`
 // installs it with the namespace's other rules), so the stage runs no iptables at all.
+// --mark-table: the host's ECN mark table (stage/mark_table.h), which queues with `mark=SLOT`
+// read: they copy whole packets and mark ECT ones CE with their slot's probability.
 // Exit codes: 0 clean stop, 1 failure, 2 bad command line or config.
 #include <sched.h>
 #include <sys/prctl.h>
@@ -92,6 +94,9 @@ int delayd_main(int argc, char** argv, int ready_fd) {
   app.add_flag("--probe-rule-installed", options.probe_rule_installed,
                "the release probe's iptables rule is in place already (a lab's up installs it "
                "with the namespace's rules): neither add nor remove it");
+  app.add_option("--mark-table", options.mark_table,
+                 "the ECN mark table (/dev/shm file the congestion agent writes) that queues "
+                 "with mark=SLOT read");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
