@@ -262,7 +262,7 @@ Status NetlinkKernel::submit_op(const plan::AddRoute& op) {
   if (op.nexthops.empty()) return bad_input(what + ": no nexthop");
   auto h = handle(op.netns);
   if (!h) return std::unexpected(with_context(h.error(), what));
-  nl::RouteSpec spec{op.dst, {}, op.src, static_cast<uint32_t>(op.metric)};
+  nl::RouteSpec spec{op.dst, {}, op.src, static_cast<uint32_t>(op.metric), op.congctl};
   for (const auto& nh : op.nexthops) {
     auto idx = ifindex_of(**h, nh.ifname);
     if (!idx) return std::unexpected(with_context(idx.error(), what));

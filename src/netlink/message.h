@@ -97,6 +97,7 @@ struct RouteSpec {
   std::vector<RouteNexthop> nexthops;  // one = RTA_OIF/RTA_GATEWAY, more = RTA_MULTIPATH
   std::optional<Ipv4> src;             // RTA_PREFSRC
   uint32_t metric = 0;                 // RTA_PRIORITY
+  std::string congctl;                 // RTA_METRICS RTAX_CC_ALGO ("" = none)
 };
 // RTM_NEWROUTE in the main table, protocol static, unicast.
 NlMsg new_route(const RouteSpec& route);

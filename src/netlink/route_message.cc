@@ -62,6 +62,13 @@ NlMsg new_route(const RouteSpec& route) {
     uint32_t s = route.src->network_order();
     m.put_bytes(RTA_PREFSRC, &s, sizeof(s));
   }
+  // The route's congestion control, as `ip route ... congctl NAME` sends it (iproute2
+  // ip/iproute.c: RTA_METRICS holding RTAX_CC_ALGO, the name NUL-terminated).
+  if (!route.congctl.empty()) {
+    nlattr* mx = m.nest_start(RTA_METRICS);
+    m.put_str(RTAX_CC_ALGO, route.congctl);
+    m.nest_end(mx);
+  }
   if (route.nexthops.size() == 1) {
     const RouteNexthop& nh = route.nexthops[0];
     m.put_u32(RTA_OIF, static_cast<uint32_t>(nh.ifindex));

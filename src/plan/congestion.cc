@@ -369,6 +369,31 @@ std::vector<CongestionAgent> congestion_agents(Plan& p, const scenario::Scenario
   return agents;
 }
 
+namespace {
+
+// The regions with a marking (ecn) switch port.
+std::set<std::string> ecn_regions(const Plan& p) {
+  std::set<std::string> out;
+  for (const auto& l : p.topo.links)
+    if (l.emulated.congestion.ab.model == "ecn" || l.emulated.congestion.ba.model == "ecn")
+      for (const LinkEnd* end : {&l.a, &l.b}) out.insert(p.topo.node(end->node)->region);
+  return out;
+}
+
+}  // namespace
+
+void set_ecn_congctl(const Plan& p, std::vector<Op>& ops) {
+  const auto regions = ecn_regions(p);
+  if (regions.empty()) return;
+  std::set<std::string> netns;
+  for (const auto& n : p.topo.nodes)
+    if ((n.kind == NodeKind::kGpu || n.kind == NodeKind::kServer) && regions.contains(n.region))
+      netns.insert(n.netns);
+  for (auto& op : ops)
+    if (auto* r = std::get_if<AddRoute>(&op); r && r->dst.len == 0 && netns.contains(r->netns))
+      r->congctl = kEcnCongctl;
+}
+
 std::vector<SetSysctl> congestion_sysctls(const Plan& p) {
   std::vector<SetSysctl> out;
   // ECN negotiated by every GPU and server of a region with a marking (ecn) tier.

@@ -61,4 +61,17 @@ std::vector<CongestionAgent> congestion_agents(Plan& p, const scenario::Scenario
 // (design section 4).
 std::vector<SetSysctl> congestion_sysctls(const Plan& p);
 
+// The congestion control the default routes of a region with an ecn tier get (AddRoute
+// congctl): one that halves its window on CE (RFC 3168). A lab namespace cannot pick its own
+// default (net.ipv4.tcp_congestion_control in a namespace may only name the host's allowed
+// list, "reno bbr" here) and a host's default may ignore CE (bbr does: design-congestion.md
+// "P7 built"), but a route's RTAX_CC_ALGO may name any algorithm the kernel has. cubic is built
+// into Debian's kernels; dctcp, DCQCN's TCP analogue, is not in this one (doctor's dctcp row).
+inline constexpr const char* kEcnCongctl = "cubic";
+
+// Sets `congctl` to kEcnCongctl on the default routes (0.0.0.0/0: a server's via fe, a GPU's
+// via nvl, both toward the VPC) of the GPU and server namespaces of every region with an ecn
+// switch port; the rails' routes keep the namespace's default.
+void set_ecn_congctl(const Plan& p, std::vector<Op>& ops);
+
 }  // namespace tb::plan

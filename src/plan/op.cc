@@ -64,6 +64,7 @@ std::string to_text(const Op& op) {
             }
             if (o.src) s += "  src " + o.src->to_string();
             if (o.metric) s += "  metric " + std::to_string(o.metric);
+            if (!o.congctl.empty()) s += "  congctl " + o.congctl;
             return s;
           },
           [](const SetSysctl& o) { return "sysctl " + o.netns + "  " + o.key + "=" + o.value; },
@@ -145,6 +146,7 @@ nlohmann::json to_json(const Op& op) {
                                 {"nexthops", nhs},
                                 {"metric", o.metric}};
             if (o.src) j["src"] = o.src->to_string();
+            if (!o.congctl.empty()) j["congctl"] = o.congctl;
             return j;
           },
           [](const SetSysctl& o) -> nlohmann::json {
@@ -214,7 +216,12 @@ Result<Op> op_from_json(const nlohmann::json& j) {
       return AddAddr{j.at("netns"), j.at("ifname"), *p};
     }
     if (kind == "route") {
-      AddRoute r{j.at("netns"), {}, {}, std::nullopt, j.value("metric", 0)};
+      AddRoute r{j.at("netns"),
+                 {},
+                 {},
+                 std::nullopt,
+                 j.value("metric", 0),
+                 j.value("congctl", std::string())};
       auto dst = parse_prefix(j.at("dst").get<std::string>());
       if (!dst) return std::unexpected(dst.error());
       r.dst = *dst;

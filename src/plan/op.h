@@ -65,6 +65,10 @@ struct AddRoute {
   std::vector<Nexthop> nexthops;  // more than one = multipath (ECMP)
   std::optional<Ipv4> src;        // preferred source
   int metric = 0;
+  // The TCP congestion control of connections on this route (RTA_METRICS RTAX_CC_ALGO, `ip route
+  // ... congctl`); "" = the namespace's default. A region with an ecn tier gives its servers'
+  // and GPUs' default routes one that reacts to CE (plan/congestion.h ecn_congctl).
+  std::string congctl;
 };
 
 // A per-namespace sysctl, e.g. key "net/ipv4/ip_forward" value "1".

@@ -224,6 +224,25 @@ TEST(NetlinkMsg, DeviceRouteHasLinkScopeAndNoGateway) {
   EXPECT_EQ(a.count(RTA_PREFSRC), 0u);
 }
 
+// congctl (an ecn region's default routes): RTA_METRICS holding RTAX_CC_ALGO, the name
+// NUL-terminated, as `ip route ... congctl cubic` sends it; none without.
+TEST(NetlinkMsg, ARoutesCongestionControlIsItsCcAlgoMetric) {
+  RouteSpec r{
+      pfx("0.0.0.0/0"), {{4, *parse_ipv4("198.18.0.33"), true, 1}}, std::nullopt, 0, "cubic"};
+  NlMsg m = new_route(r);
+  Attrs a = attrs_of(m.header(), sizeof(rtmsg));
+  ASSERT_EQ(a.count(RTA_METRICS), 1u);
+  // One attribute inside the nest: RTAX_CC_ALGO.
+  const auto* mx = a.at(RTA_METRICS);
+  const auto* cc = static_cast<const nlattr*>(mnl_attr_get_payload(mx));
+  ASSERT_EQ(mnl_attr_get_type(cc), RTAX_CC_ALGO);
+  EXPECT_STREQ(mnl_attr_get_str(cc), "cubic");
+  EXPECT_EQ(mnl_attr_get_payload_len(cc), 6u);
+  r.congctl.clear();
+  NlMsg plain = new_route(r);
+  EXPECT_EQ(attrs_of(plain.header(), sizeof(rtmsg)).count(RTA_METRICS), 0u);
+}
+
 TEST(NetlinkMsg, MultipathOnlinkRouteListsEachNexthop) {
   RouteSpec r{pfx("198.18.8.0/24"),
               {{2, *parse_ipv4("198.18.0.1"), true, 1}, {3, *parse_ipv4("198.18.0.2"), true, 3}},
