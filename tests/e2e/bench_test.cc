@@ -12,6 +12,7 @@
 
 #include "browser.h"
 #include "core/process.h"
+#include "plan/congestion.h"
 
 namespace tb::e2e {
 namespace {
@@ -35,6 +36,12 @@ class Bench : public SharedMiniLab<Bench> {
       if (name == "tb-rank") out.push_back(pid);
     }
     return out;
+  }
+  // A shared-memory segment of one of the lab's benches (/dev/shm/testbedctl.<lab>.<run id>.*),
+  // not the lab's own ECN mark table, which lives as long as the lab (plan/congestion.h).
+  static bool bench_segment(const std::filesystem::path& p) {
+    return p.filename().string().starts_with("testbedctl." + lab_ + ".") &&
+           p.string() != plan::mark_table_path(lab_);
   }
 };
 
@@ -224,7 +231,7 @@ TEST_F(Bench, SharedMemoryInsideServersChecksCleanSaysSoAndLeavesNoSegment) {
   auto shm_left = [] {
     int n = 0;
     for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
-      n += e.path().filename().string().starts_with("testbedctl." + lab_ + ".");
+      n += bench_segment(e.path());
     return n;
   };
   for (std::string args : {"allreduce", "allreduce --algo hier", "allreduce --algo tree",
@@ -291,7 +298,7 @@ TEST_F(Bench, KillingOneRankOverSharedMemoryFailsTheOthersFast) {
   EXPECT_EQ(failed_clearly, 3) << errors.dump(1);
   EXPECT_TRUE(rank_pids().empty()) << "ranks left running";
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
-    EXPECT_FALSE(e.path().filename().string().starts_with("testbedctl." + lab_ + ".")) << e.path();
+    EXPECT_FALSE(bench_segment(e.path())) << e.path();
 }
 
 TEST_F(Bench, DownKillsRunningRanks) {
