@@ -41,15 +41,7 @@ int child_main(void* arg) {
   };
   // Handlers are ours until the exec: a signal arriving before it must not run our code on our
   // memory. The mask (all blocked by the caller) is set last.
-  for (int sig = 1; sig < NSIG; ++sig) {
-    struct sigaction old {};
-    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN ||
-        old.sa_handler == SIG_DFL)
-      continue;
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    ::sigaction(sig, &dfl, nullptr);
-  }
+  reset_signal_handlers();
   if (s.new_session && ::setsid() < 0) return fail("setsid");
   if (s.new_group && !s.new_session && ::setpgid(0, 0) != 0) return fail("setpgid");
   if (s.netns_fd >= 0 && ::setns(s.netns_fd, CLONE_NEWNET) != 0) return fail("setns");
@@ -88,6 +80,18 @@ std::vector<std::string> environment_with(const std::vector<std::string>& add) {
   }
   env.insert(env.end(), add.begin(), add.end());
   return env;
+}
+
+void reset_signal_handlers() {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN ||
+        old.sa_handler == SIG_DFL)
+      continue;
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(sig, &dfl, nullptr);
+  }
 }
 
 Result<int> spawn_process(const SpawnSpec& spec) {

@@ -46,6 +46,11 @@ struct SpawnSpec {
 // step and the program, and the child is reaped.
 Result<int> spawn_process(const SpawnSpec& spec);
 
+// Every signal handler of this process back to SIG_DFL (ignored ones stay ignored, as across an
+// exec): a child about to run another program, or a fork running another main, must not run
+// its parent's handlers. System calls only: safe in spawn_process's child and after a fork.
+void reset_signal_handlers();
+
 // This process's environment with `add` ("NAME=value") set, replacing any earlier NAME.
 std::vector<std::string> environment_with(const std::vector<std::string>& add);
 

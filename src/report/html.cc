@@ -41,6 +41,17 @@ Result<json> read_json(const std::string& path) {
   return j;
 }
 
+// The lines of a JSON-lines file that parse (none when it cannot be read).
+std::vector<json> read_jsonl(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto j = json::parse(line, nullptr, false);
+    if (!j.is_discarded()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
 std::string esc(std::string_view s) {
   std::string out;
   for (char c : s) switch (c) {
@@ -360,17 +371,10 @@ Result<ReportInput> read_report_input(const std::string& path) {
       auto doc = read_json(path + "/summary.json");
       if (!doc) return std::unexpected(doc.error());
       in.doc = std::move(*doc);
-      std::ifstream ev(path + "/events.jsonl");
-      for (std::string line; std::getline(ev, line);) {
-        auto j = json::parse(line, nullptr, false);
-        if (!j.is_discarded()) in.events.push_back(std::move(j));
-      }
+      in.events = read_jsonl(path + "/events.jsonl");
       if (auto wj = read_json(path + "/workload/job.json"); wj) in.workload_job = std::move(*wj);
-      std::ifstream cg(path + "/congestion.jsonl");
-      for (std::string line; std::getline(cg, line);) {
-        auto j = json::parse(line, nullptr, false);
-        if (j.is_object()) in.congestion_episodes.push_back(std::move(j));
-      }
+      in.congestion_episodes = read_jsonl(path + "/congestion.jsonl");
+      std::erase_if(in.congestion_episodes, [](const json& j) { return !j.is_object(); });
     } else if (fs::exists(path + "/bench.json", ec)) {
       in.kind = ReportKind::kBench;
       auto doc = read_json(path + "/bench.json");

@@ -34,7 +34,7 @@ struct ReportInput {
   ReportKind kind = ReportKind::kRun;
   std::string source;  // the directory or file it was read from
   nlohmann::json doc;  // summary.json, bench.json, verify's JSON, or train's curves (an array)
-  std::vector<nlohmann::json> events;    // a run's events.jsonl
+  std::vector<nlohmann::json> events;  // a run's events.jsonl
   // A run's congestion.jsonl: the congestion agent's pause episodes in the run's window
   // (congestion/episodes.h; report/html_congestion.h draws them).
   std::vector<nlohmann::json> congestion_episodes;

@@ -195,15 +195,7 @@ Result<int> fork_in_netns(const std::string& netns, const std::vector<std::strin
     if (ready_w) ready_fd = ::dup2(ready_w.get(), STDERR_FILENO + 1);
     ::close_range(ready_fd >= 0 ? ready_fd + 1 : STDERR_FILENO + 1, ~0U, 0);
     // The supervisor's handlers are not the child's; the mask as an exec'd child's.
-    for (int sig = 1; sig < NSIG; ++sig) {
-      struct sigaction old {};
-      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN ||
-          old.sa_handler == SIG_DFL)
-        continue;
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      ::sigaction(sig, &dfl, nullptr);
-    }
+    reset_signal_handlers();
     sigset_t mask;
     sigemptyset(&mask);
     if (hup_blocked) sigaddset(&mask, SIGHUP);

@@ -23,9 +23,9 @@ inline bool have_chromium() {
 
 struct Page {
   int charts_drawn = -1, errors = -1;
-  std::vector<std::pair<int, long>> canvases;  // data-series, data-painted of each canvas
+  std::vector<std::pair<int, long>> canvases;       // data-series, data-painted of each canvas
   int svg_nodes = 0, svg_edges = 0, red_edges = 0;  // the topology's (div tb-topology)
-  int tree_nodes = 0, tree_edges = 0;                // the congestion tree's (tb-congestion-tree)
+  int tree_nodes = 0, tree_edges = 0;               // the congestion tree's (tb-congestion-tree)
   std::string dom;
 };
 

@@ -53,14 +53,22 @@ constexpr double kPortBps = 400e6;  // hpn's 400 Gbit/s at [scale] bandwidth = 1
 constexpr int kSeconds = 6;
 constexpr int kSenders = 4, kStreams = 2;
 
-std::string scenario_text(const std::string& model) {
-  std::string s =
-      "[lab]\nname = \"cg\"\n"
-      "[profiles.cgrail]\npreset = \"hpn\"\n";
+// 5 servers x 1 GPU behind one ToR; the tier `tier` ("rail" or "frontend") takes a profile of
+// `preset` with congestion `model` ("" = the preset's default), the other its usual preset.
+std::string lab_text(const std::string& lab, const std::string& tier, const std::string& preset,
+                     const std::string& model) {
+  std::string s = "[lab]\nname = \"" + lab + "\"\n[profiles.cgx]\npreset = \"" + preset + "\"\n";
   if (!model.empty()) s += "congestion = \"" + model + "\"\n";
   s += "[[region]]\nname = \"dc\"\nservers = 5\ngpus_per_server = 1\nrails = 1\n"
-       "scale_up = \"nvlink\"\nrail = \"cgrail\"\nfrontend = \"vpc\"\nspines = 0\n";
+       "scale_up = \"nvlink\"\nspines = 0\n";
+  s += tier == "rail" ? "rail = \"cgx\"\nfrontend = \"vpc\"\n"
+                      : "rail = \"hpn\"\nfrontend = \"cgx\"\n";
   return s;
+}
+
+// The rail incast's lab: `hpn` rails with `model`.
+std::string scenario_text(const std::string& model) {
+  return lab_text("cg", "rail", "hpn", model);
 }
 
 std::string probe_bin() {
@@ -150,13 +158,7 @@ struct Incast {
 
 // The frontend incast of P7: the `vpc` frontend with `model` ("" = its default, ecn).
 std::string fe_scenario(const std::string& model) {
-  std::string s =
-      "[lab]\nname = \"cf\"\n"
-      "[profiles.cgfe]\npreset = \"vpc\"\n";
-  if (!model.empty()) s += "congestion = \"" + model + "\"\n";
-  s += "[[region]]\nname = \"dc\"\nservers = 5\ngpus_per_server = 1\nrails = 1\n"
-       "scale_up = \"nvlink\"\nrail = \"hpn\"\nfrontend = \"cgfe\"\nspines = 0\n";
-  return s;
+  return lab_text("cf", "frontend", "vpc", model);
 }
 
 struct FeIncast {
@@ -170,7 +172,7 @@ struct FeIncast {
   double late_ms_max = 0;
   uint64_t late_polls = 0;
   std::string tcp_ecn;  // net.ipv4.tcp_ecn in s0's namespace
-  std::string cc;       // its default congestion control (bbr ignores ECN)
+  std::string cc;       // its congestion control toward s4: its route's congctl, else the default
   std::string text() const {
     return fmt::format(
         "VPC port drops {}, {} of {} segments retransmitted ({:.3f}%), receiver {:.3f} of the "

@@ -31,6 +31,15 @@ class Report : public SharedMiniLab<Report> {
   static CmdResult tb(const std::string& args) {
     return sh("TESTBEDCTL_RESULTS_DIR=" + results_ + " " + tbctl() + " " + args + " 2>&1");
   }
+  // `run --down` of mini with `extra` appended to its scenario (written to results_/FILE).
+  static CmdResult run_mini_with(const std::string& lab, const std::string& extra,
+                                 const std::string& file) {
+    std::ifstream in(scenario("mini.toml"));
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    const std::string path = results_ + "/" + file;
+    std::ofstream(path) << text + extra;
+    return tb("run " + path + " --name " + lab + " --down");
+  }
 };
 
 TEST_F(Report, ABenchsReportDrawsItsCurveAndTheTopology) {
@@ -98,19 +107,15 @@ TEST_F(Report, TrainsReportDrawsEfficiencySamplesAndTheStepBreakdown) {
 TEST_F(Report, ARunsReportShowsTheFaultAndIsMadeAgainFromACopyWithTheLabGone) {
   const std::string lab = unique_lab("rr");
   LabGuard guard(lab);
-  std::ifstream in(scenario("mini.toml"));
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  text += R"(
+  auto r = run_mini_with(lab, R"(
 [[fault]]
 at = "1s"
 kind = "link-down"
 a = "dc/s1/g1"
 b = "dc/tor0"
 for = "800ms"
-)";
-  const std::string path = results_ + "/run.toml";
-  std::ofstream(path) << text;
-  auto r = tb("run " + path + " --name " + lab + " --down");
+)",
+                         "run.toml");
   ASSERT_EQ(r.rc, 0) << r.out;
   const std::string html = find_file(results_ + "/" + lab, "report.html");
   ASSERT_FALSE(html.empty()) << r.out;
@@ -144,18 +149,14 @@ for = "800ms"
 TEST_F(Report, ARunsReportDrawsTheCongestionTreeAndTimelineOfAPfcStorm) {
   const std::string lab = unique_lab("rc");
   LabGuard guard(lab);
-  std::ifstream in(scenario("mini.toml"));
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  text += R"(
+  auto r = run_mini_with(lab, R"(
 [[fault]]
 at = "1s"
 kind = "pfc-storm"
 node = "dc/s1/g0"
 for = "1s"
-)";
-  const std::string path = results_ + "/storm.toml";
-  std::ofstream(path) << text;
-  auto r = tb("run " + path + " --name " + lab + " --down");
+)",
+                         "storm.toml");
   ASSERT_EQ(r.rc, 0) << r.out;
   const std::string html = find_file(results_ + "/" + lab, "report.html");
   ASSERT_FALSE(html.empty()) << r.out;

@@ -63,6 +63,14 @@ class SupervisorTest : public ::testing::Test {
     std::ifstream ev(dir_ / "events.jsonl");
     return {std::istreambuf_iterator<char>(ev), {}};
   }
+  // `pid` runs in the namespace the test asked for.
+  void expect_in_netns(int pid) {
+    struct stat want {
+    }, got{};
+    ASSERT_EQ(::stat(("/run/netns/" + netns_).c_str(), &want), 0);
+    ASSERT_EQ(::stat(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), &got), 0);
+    EXPECT_EQ(want.st_ino, got.st_ino);
+  }
 
   std::string netns_, owner_;
   fs::path dir_;
@@ -79,11 +87,7 @@ TEST_F(SupervisorTest, RunsInNamespaceRestartsAndStops) {
   }));
   const int pid = states()[0].pid;
   // In the namespace we asked for.
-  struct stat want {
-  }, got{};
-  ASSERT_EQ(::stat(("/run/netns/" + netns_).c_str(), &want), 0);
-  ASSERT_EQ(::stat(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), &got), 0);
-  EXPECT_EQ(want.st_ino, got.st_ino);
+  expect_in_netns(pid);
   // Found by its owner marker.
   EXPECT_EQ(owned_processes(owner_), std::vector<int>{pid});
 
@@ -201,11 +205,7 @@ TEST_F(SupervisorTest, AnInProcessChildIsAForkRunningItsMainInItsNamespace) {
     return s.size() == 2 && s[0].running && s[1].restarts >= 1;
   })) << events();
   const int pid = states()[0].pid;
-  struct stat want {
-  }, got{};
-  ASSERT_EQ(::stat(("/run/netns/" + netns_).c_str(), &want), 0);
-  ASSERT_EQ(::stat(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), &got), 0);
-  EXPECT_EQ(want.st_ino, got.st_ino);
+  expect_in_netns(pid);
   std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
   std::string name;
   comm >> name;

@@ -23,6 +23,19 @@ namespace {
 
 constexpr int64_t kMs = 1'000'000;
 
+// The attributes of the one NFQNL_MSG_CONFIG message in `b`, in order: (type, payload).
+std::vector<std::pair<uint16_t, std::vector<uint8_t>>> config_attrs(const NlBuffer& b) {
+  std::vector<std::pair<uint16_t, std::vector<uint8_t>>> attrs;
+  size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
+  while (off + sizeof(nlattr) <= b.size()) {
+    const auto* a = reinterpret_cast<const nlattr*>(b.data() + off);
+    const auto* p = reinterpret_cast<const uint8_t*>(a) + NLA_HDRLEN;
+    attrs.push_back({a->nla_type, std::vector<uint8_t>(p, p + a->nla_len - NLA_HDRLEN)});
+    off += NLA_ALIGN(a->nla_len);
+  }
+  return attrs;
+}
+
 TEST(DelayLine, HoldsForTheDelayAndReleasesInOrder) {
   DelayLine line({10, Duration{10 * kMs}, Duration{0}, 1024}, 1);
   EXPECT_FALSE(line.next_deadline());
@@ -114,14 +127,7 @@ TEST(NfqMessage, BindAsksForAckAndConfiguresEverything) {
   const auto* gen = reinterpret_cast<const nfgenmsg*>(NLMSG_DATA(h));
   EXPECT_EQ(ntohs(gen->res_id), 10);
   // Attributes: CMD(bind), PARAMS(copy packet, range 1), QUEUE_MAXLEN, FLAGS(GSO), MASK.
-  std::vector<std::pair<uint16_t, std::vector<uint8_t>>> attrs;
-  size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
-  while (off + sizeof(nlattr) <= b.size()) {
-    const auto* a = reinterpret_cast<const nlattr*>(b.data() + off);
-    const auto* p = reinterpret_cast<const uint8_t*>(a) + NLA_HDRLEN;
-    attrs.push_back({a->nla_type, std::vector<uint8_t>(p, p + a->nla_len - NLA_HDRLEN)});
-    off += NLA_ALIGN(a->nla_len);
-  }
+  const auto attrs = config_attrs(b);
   ASSERT_EQ(attrs.size(), 5u);
   EXPECT_EQ(attrs[0].first, 1);                                       // NFQA_CFG_CMD
   EXPECT_EQ(attrs[0].second[0], 1);                                   // NFQNL_CFG_CMD_BIND
@@ -348,14 +354,7 @@ TEST(EcnMark, TableIsSharedBetweenMappings) {
 TEST(NfqMessage, MarkingQueueCopiesWholePacketsWithoutGso) {
   NlBuffer b;
   append_bind(b, 10, 1024, false, 1, /*whole=*/true);
-  std::vector<std::pair<uint16_t, std::vector<uint8_t>>> attrs;
-  size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
-  while (off + sizeof(nlattr) <= b.size()) {
-    const auto* a = reinterpret_cast<const nlattr*>(b.data() + off);
-    const auto* p = reinterpret_cast<const uint8_t*>(a) + NLA_HDRLEN;
-    attrs.push_back({a->nla_type, std::vector<uint8_t>(p, p + a->nla_len - NLA_HDRLEN)});
-    off += NLA_ALIGN(a->nla_len);
-  }
+  const auto attrs = config_attrs(b);
   ASSERT_EQ(attrs.size(), 5u);
   EXPECT_EQ(attrs[1].second, (std::vector<uint8_t>{0, 0, 0xff, 0xff, 2}));  // whole, COPY_PACKET
   EXPECT_EQ(attrs[3].second, (std::vector<uint8_t>{0, 0, 0, 0}));           // no GSO
@@ -366,7 +365,7 @@ TEST(NfqMessage, MarkingQueueCopiesWholePacketsWithoutGso) {
   const nlmsghdr* h = header(v);
   EXPECT_EQ(h->nlmsg_len, v.size());
   EXPECT_EQ(h->nlmsg_type, (NFNL_SUBSYS_QUEUE << 8) | 1);  // NFQNL_MSG_VERDICT
-  off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
+  size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
   const auto* vh = reinterpret_cast<const nlattr*>(v.data() + off);
   EXPECT_EQ(vh->nla_type, 2);  // NFQA_VERDICT_HDR
   off += NLA_ALIGN(vh->nla_len);
