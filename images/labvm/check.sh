@@ -16,7 +16,17 @@
 # `link down` of the primary and a blackhole on it (which only BFD sees) move the route to the
 # backup while a ping across keeps its replies, the route comes back, and down leaves no FRR
 # process. Prints CHECK PASS / CHECK FAIL and exits 0 / 1.
+#
+# One argument picks a part (scripts/labvm check --part): `functional` (what holds however
+# little CPU the guest gets: doctor, RDMA on mini and dual-ToR, the netem backend's live changes)
+# runs beside the other test tiers in the idle cgroup, where plain TCG's guest clock (the host's)
+# runs on while the guest waits for CPU; `timed` (what a starved guest's clock would break:
+# netem's jitter order and medians, BFD's 300 ms x 3 failover, the QoS classes' RTTs) runs
+# alone after them; `all` (the default) both, in this order.
 set -uo pipefail
+part=${1:-all}
+case $part in all | functional | timed) ;; *) echo "check.sh: part '$part' is not all, functional or timed" >&2; exit 2 ;; esac
+want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 # Checks read captured output with here-strings, never `cmd | grep -q`: grep -q exits at its first
 # match, the writer can then die of SIGPIPE, and pipefail turns that into a failed check.
 cd /opt/testbedctl
@@ -28,7 +38,31 @@ bad() {
 }
 t0=$SECONDS
 step() { echo; echo "check: [$((SECONDS - t0)) s] $*"; }
+# Helpers both parts use (the netem lab's events and qdiscs; BFD's and the faults' events).
+ens=/run/testbedctl/vmnetem/events.jsonl
+# The delay (in ms) and the loss of the netem qdisc on the rail of dc/s0/g0 (NS IF for the
+# other end).
+netem_of() {
+  ip netns exec "${1:-tb-vmnetem-dc-s0-g0}" tc qdisc show dev "${2:-rail}" | awk '
+    /netem/ { d = "none"; l = "0%"
+      for (i = 1; i < NF; i++) {
+        if ($i == "delay") { v = $(i + 1); m = v + 0
+          if (v ~ /us$/) m /= 1000; else if (v ~ /[0-9]s$/) m *= 1000; d = sprintf("%gms", m) }
+        if ($i == "loss") l = $(i + 1) }
+      print d, l; exit }'
+}
+# Waits up to 60 s for the Nth EVENT in the events file FILE; 0 when it came.
+wait_event_in() { # FILE EVENT N
+  local i
+  for i in $(seq 1 120); do
+    [ "$(grep -c "\"event\":\"$2\"" "$1" 2>/dev/null)" -ge "$3" ] && return 0
+    sleep 0.5
+  done
+  return 1
+}
+wait_event() { wait_event_in "$ens" "$@"; }
 
+if want functional; then
 step "doctor"
 doc=$(testbedctl doctor 2>&1)
 echo "$doc" | grep -E '^(netem|rdma_netlink|rdma_rxe) '
@@ -181,6 +215,7 @@ testbedctl down mini
 left=$(ls /sys/class/infiniband 2>/dev/null | grep -c '^tb-mini-')
 [ "$left" = 0 ] && pass "down removed the rxe devices" || bad "$left rxe devices left after down"
 [ -z "$(ip netns list | grep tb-mini)" ] && pass "no namespaces left" || bad "namespaces left after down"
+fi # functional: doctor and mini
 
 # mini's scaled rates are beyond a TCG guest's CPU; images/labvm/netem.toml has figures it can
 # carry and delays verify checks.
@@ -203,6 +238,7 @@ grep -q netem <<<"$qd" && pass "the rail carries a netem qdisc" ||
 # a narrower spread than 100 pings 50 ms apart, which see the 40 ms RTT and its sigma of
 # 2 x sqrt(2) = 2.8 ms. The order and the higher median are judged; the spreads are shown (TCG
 # timing is noise, above, and a preempted ping spreads its own burst).
+if want timed; then
 step "jitter keeps packets in order on netem"
 tor=$(ip -n tb-vmnetem-dc-tor0 -4 -o addr show dev s0g0 | awk '{sub(/\/.*/, "", $4); print $4}')
 # "replies out_of_order median sigma" of a ping run's output (sigma from the interquartile range).
@@ -229,35 +265,15 @@ echo "check: all at once: $bn replies, median RTT $bmed ms, sigma $bsig ms, $bo 
 awk -v sm="$smed" -v bm="$bmed" 'BEGIN { exit !(bm > sm) }' &&
   pass "netem jitter: a burst waits for its slowest draws (median $bmed ms against $smed ms)" ||
   bad "netem jitter: a burst's median $bmed ms is not above $smed ms of pings 50 ms apart"
+fi # timed: jitter
 
 # Whole paths (`verify --paths`, idle and under load) are judged in the timing boot too.
 
 # The netem backend's live changes, judged by the qdisc the kernel reads back (TCG timing is noise,
 # above): `link set` and `link reset`, then `fault latency` and `fault loss` by hand, each run in
 # the background, seen in force through its fault_inject event and reverted by Ctrl-C.
+if want functional; then
 step "link set/reset and fault latency/loss on the netem backend"
-ens=/run/testbedctl/vmnetem/events.jsonl
-# The delay (in ms) and the loss of the netem qdisc on the rail of dc/s0/g0 (NS IF for the
-# other end).
-netem_of() {
-  ip netns exec "${1:-tb-vmnetem-dc-s0-g0}" tc qdisc show dev "${2:-rail}" | awk '
-    /netem/ { d = "none"; l = "0%"
-      for (i = 1; i < NF; i++) {
-        if ($i == "delay") { v = $(i + 1); m = v + 0
-          if (v ~ /us$/) m /= 1000; else if (v ~ /[0-9]s$/) m *= 1000; d = sprintf("%gms", m) }
-        if ($i == "loss") l = $(i + 1) }
-      print d, l; exit }'
-}
-# Waits up to 60 s for the Nth EVENT in the events file FILE; 0 when it came.
-wait_event_in() { # FILE EVENT N
-  local i
-  for i in $(seq 1 120); do
-    [ "$(grep -c "\"event\":\"$2\"" "$1" 2>/dev/null)" -ge "$3" ] && return 0
-    sleep 0.5
-  done
-  return 1
-}
-wait_event() { wait_event_in "$ens" "$@"; }
 q0=$(netem_of)
 echo "check: rail qdisc before: $q0 ($(ip netns exec tb-vmnetem-dc-s0-g0 tc qdisc show dev rail | grep netem))"
 [ "$q0" = "20ms 0%" ] && pass "the rail's netem qdisc has the scenario's 20ms" || bad "rail qdisc reads '$q0', not 20ms"
@@ -315,10 +331,12 @@ prc=$?
 [ $rc = 0 ] && [ "$(grep -c '"event":"fault_revert"' "$ens")" = 2 ] && [ "$q" = "20ms 0%" ] && [ $prc = 0 ] &&
   pass "fault loss interrupted: fault_revert event, qdisc back to no loss, the ping gets replies" ||
   { tail -2 /tmp/ping.txt; bad "fault loss interrupted: exit $rc, qdisc '$q', ping exit $prc"; }
+fi # functional: the netem backend's live changes
 testbedctl down vmnetem
 
 # RDMA on a dual-ToR rail (images/labvm/dualtor.toml): every GPU NIC port gets its own rxe device,
 # bench over rdma passes with the --ib-* flags, and again with one of a GPU's two ToR ports down.
+if want functional; then
 step "up dual-ToR with rdma (images/labvm/dualtor.toml)"
 out=$(testbedctl up images/labvm/dualtor.toml 2>&1)
 rc=$?
@@ -376,6 +394,9 @@ fi
 testbedctl down vmdual
 left=$(ls /sys/class/infiniband 2>/dev/null | grep -c '^tb-vmdual-')
 [ "$left" = 0 ] && pass "down removed every dual-ToR rxe device" || bad "$left rxe devices left after down vmdual"
+fi # functional: dual-ToR
+
+if want timed; then
 
 # BFD failover with FRR (images/labvm/bfd.toml): bgpd and bfdd in both transit routers; the
 # route from a/tr to b's frontend block is judged in the router's own table (ip route), a ping
@@ -592,10 +613,11 @@ testbedctl down vmqos
 [ -z "$(ip netns list | grep tb-vmqos)" ] && pass "down vmqos: no namespace left (the classes went with the routers' namespaces)" ||
   bad "down vmqos left namespaces: $(ip netns list | grep tb-vmqos | tr '\n' ' ')"
 # ==== END QoS classes under netem ==============================================================
+fi # timed: BFD and QoS
 
 echo
 if [ $fails = 0 ]; then
-  echo "CHECK PASS ($((SECONDS - t0)) s)"
+  echo "CHECK PASS ($((SECONDS - t0)) s, part $part)"
   exit 0
 fi
 echo "CHECK FAIL: $fails check(s) failed"
