@@ -104,9 +104,12 @@ void Watcher::fill_pauses(WatchFrame& f) {
       const uint64_t drops0 = first != cg_first_->ports.end() ? first->second.violations() : 0;
       const uint64_t drops = q->second.violations();
       p.drops = drops >= drops0 ? drops - drops0 : drops;
+      p.ecn = q->second.model == "ecn";
       if (const auto w = cg_window_.ports.find(end); window && w != cg_window_.ports.end()) {
         p.xoff = w->second.xoff_events;
         p.pauses_sent = w->second.pauses_sent;
+        p.ce_marks = w->second.ce_marks.value_or(0);
+        p.ect = w->second.ect;
       }
     }
   };

@@ -34,6 +34,10 @@ struct WatchPause {
   uint64_t xoff = 0;         // its queue's XOFF events over the window (polled)
   uint64_t pauses_sent = 0;  // pauses its queue's XOFF asked upstream over the window (polled)
   uint64_t drops = 0;        // its queue's drops since watch began but the PFC watchdog's (polled)
+  bool ecn = false;          // polled and ecn: the stage after its queue marks CE
+  uint64_t ce_marks = 0;     // ecn: CE marks over the window
+  uint64_t ect = 0;          // ecn: ECT packets its marking stage took over the window
+  // Anything for the PFC rows (an ecn port's marks are shown apart).
   bool any() const { return pauses || paused_now || xoff || pauses_sent || drops; }
 };
 

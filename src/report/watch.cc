@@ -68,23 +68,61 @@ json pause_json(const lab::WatchPause& p, double window_s) {
     j["pauses_sent_per_s"] = window_s > 0 ? static_cast<double>(p.pauses_sent) / window_s : 0.0;
     j["lossless_drops_since_watch_began"] = p.drops;  // the watchdog's are meant
   }
+  if (p.ecn) {
+    j["ecn"] = true;
+    j["ce_marks"] = p.ce_marks;
+    j["ect_packets"] = p.ect;
+    j["ce_marks_per_s"] = window_s > 0 ? static_cast<double>(p.ce_marks) / window_s : 0.0;
+  }
   return j;
 }
 
-}  // namespace
+// The ECN part: each ecn port's CE marks over the window ("" when the lab has none).
+std::string watch_ecn_text(const lab::WatchFrame& f, size_t max_rows) {
+  const double win = f.congestion_window_s;
+  std::vector<std::string> rows;
+  size_t ports = 0;
+  for (const auto& w : f.links)
+    for (int d = 0; d < 2; ++d) {
+      const lab::WatchPause& p = d == 0 ? w.pause_ab : w.pause_ba;
+      if (!p.ecn) continue;
+      ++ports;
+      if (p.ce_marks == 0 && p.ect == 0) continue;
+      const std::string dir = d == 0 ? w.a + " -> " + w.b : w.b + " -> " + w.a;
+      const double share = p.ect ? 100.0 * static_cast<double>(p.ce_marks) / p.ect : 0.0;
+      rows.push_back(cell(dir, 40) +
+                     (win > 0 ? fmt::format("{:.0f} CE/s of {:.0f} ECT/s ({:.0f}%)",
+                                            static_cast<double>(p.ce_marks) / win,
+                                            static_cast<double>(p.ect) / win, share)
+                              : std::string("?")) +
+                     "\n");
+    }
+  if (ports == 0) return "";
+  std::string s = "ECN (ecn links): CE marks by the stage after each ecn port, same window\n";
+  if (rows.empty() || win <= 0)
+    return s + fmt::format("  no ECT packet through its {} ecn port(s)\n", ports);
+  s += cell("PORT (sender -> receiver)", 40) + "MARKED\n";
+  for (size_t i = 0; i < rows.size() && (!max_rows || i < max_rows); ++i) s += rows[i];
+  if (max_rows && rows.size() > max_rows)
+    s += fmt::format("  ... {} more ecn port(s) with ECT packets\n", rows.size() - max_rows);
+  return s;
+}
 
-std::string watch_pfc_text(const lab::WatchFrame& f, size_t max_rows) {
-  if (f.congestion == congestion::Source::kNoAgent) return "";
+// The PFC part: the lossless links' pauses ("" when the lab has none).
+std::string watch_pause_text(const lab::WatchFrame& f, size_t max_rows) {
   std::string s;
-  if (f.congestion != congestion::Source::kCounted && f.congestion != congestion::Source::kStale)
-    return "PFC (lossless links): no counts: " + f.congestion_why + "\n";
   std::vector<const lab::WatchLink*> rows;
   size_t lossless = 0;
   for (const auto& w : f.links) {
     if (!w.congestion()) continue;
+    const bool ecn_only = (w.pause_ab.ecn || !w.pause_ab.polled) &&
+                          (w.pause_ba.ecn || !w.pause_ba.polled) && !w.pause_ab.pausable &&
+                          !w.pause_ba.pausable;
+    if (ecn_only) continue;
     ++lossless;
     if (w.pause_ab.any() || w.pause_ba.any()) rows.push_back(&w);
   }
+  if (lossless == 0) return "";
   std::stable_sort(rows.begin(), rows.end(), [](const lab::WatchLink* x, const lab::WatchLink* y) {
     const double px = std::max(x->pause_ab.paused_frac, x->pause_ba.paused_frac);
     const double py = std::max(y->pause_ab.paused_frac, y->pause_ba.paused_frac);
@@ -133,6 +171,15 @@ std::string watch_pfc_text(const lab::WatchFrame& f, size_t max_rows) {
   return s;
 }
 
+}  // namespace
+
+std::string watch_pfc_text(const lab::WatchFrame& f, size_t max_rows) {
+  if (f.congestion == congestion::Source::kNoAgent) return "";
+  if (f.congestion != congestion::Source::kCounted && f.congestion != congestion::Source::kStale)
+    return "PFC (lossless links): no counts: " + f.congestion_why + "\n";
+  return watch_pause_text(f, max_rows) + watch_ecn_text(f, max_rows);
+}
+
 std::string watch_text(const std::string& lab, const lab::WatchFrame& f, size_t max_links) {
   std::string s = fmt::format(
       "watch {}   t={:.1f} s, every {:.1f} s   delay stages {}/{} running, {} restarts   (q or "
@@ -178,7 +225,8 @@ std::string watch_text(const std::string& lab, const lab::WatchFrame& f, size_t 
          "interval); A->B PAUSED = the share of that window A's queue was "
          "paused and the pauses/s it received; SENT/s = pauses the link's switch port(s) sent "
          "upstream on XOFF; LOSSLESS DROPS since watch began at its lossless switch port(s), "
-         "each one a violation (marked ! in DROPS)\n";
+         "each one a violation (marked ! in DROPS); ECN: over the same window, the ECT packets "
+         "the delay stage after each ecn port took and the share it marked CE\n";
   return s;
 }
 

@@ -241,6 +241,43 @@ TEST(ReportWatch, PfcSectionShowsBothDirectionsPausesSentAndLosslessDropsIn80Col
   EXPECT_FALSE(j["links"][0]["pause"]["ba"].contains("paused_fraction"));  // not pausable
 }
 
+// An ecn port (the VPC's toward s4) apart from the PFC rows: its CE marks and ECT packets per
+// second over the window, in the text and the JSON; an ecn-only link is not counted lossless.
+TEST(ReportWatch, EcnPortsShowTheirCeMarksApartFromThePfcRows) {
+  auto f = pfc_frame();
+  lab::WatchLink fe;
+  fe.a = "dc/s4:fe";
+  fe.b = "dc/vpc:s4";
+  fe.tier = "frontend";
+  fe.seen = true;
+  fe.pause_ba = {false, true, false, 0, 0, false, 0, 0, 0, true, 400, 500};
+  lab::WatchLink quiet = fe;
+  quiet.a = "dc/s3:fe";
+  quiet.b = "dc/vpc:s3";
+  quiet.pause_ba = {false, true, false, 0, 0, false, 0, 0, 0, true, 0, 0};
+  f.links.push_back(fe);
+  f.links.push_back(quiet);
+  const std::string t = report::watch_pfc_text(f, 0);
+  EXPECT_NE(t.find("1 other lossless link(s): no pause"), std::string::npos) << t;
+  const auto at = t.find("ECN (ecn links)");
+  ASSERT_NE(at, std::string::npos) << t;
+  const std::string ecn = t.substr(at);
+  EXPECT_NE(ecn.find("dc/vpc:s4 -> dc/s4:fe"), std::string::npos) << ecn;
+  EXPECT_NE(ecn.find("500 CE/s of 625 ECT/s (80%)"), std::string::npos) << ecn;
+  EXPECT_EQ(ecn.find("dc/vpc:s3"), std::string::npos) << "no ECT packet: no row";
+  std::istringstream lines(t);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 80u) << line;
+  const auto j = report::watch_json("mini", f);
+  EXPECT_EQ(j["links"][3]["pause"]["ba"]["ce_marks"], 400);
+  EXPECT_EQ(j["links"][3]["pause"]["ba"]["ect_packets"], 500);
+  EXPECT_FALSE(j["links"][0]["pause"]["ab"].contains("ce_marks"));
+  // Only ecn ports: no PFC rows, one line for the ECN part.
+  f.links = {quiet};
+  EXPECT_EQ(report::watch_pfc_text(f, 0),
+            "ECN (ecn links): CE marks by the stage after each ecn port, same window\n"
+            "  no ECT packet through its 1 ecn port(s)\n");
+}
+
 TEST(ReportWatch, PfcSectionSaysWhyAndIsAbsentWithoutAnAgent) {
   auto f = pfc_frame();
   f.congestion = congestion::Source::kNotRunning;
