@@ -56,9 +56,13 @@ namespace {
 constexpr double kPortBps = 400e6;  // hpn's 400 Gbit/s at [scale] bandwidth = 1000
 constexpr int kSeconds = 6;
 constexpr int kSenders = 4, kStreams = 2;
-// The VPC incast: ecn retransmits at least this many times fewer segments than drop-tail
-// (issue 32's target: 5).
-constexpr uint64_t kEcnRetransmitCut = 5;
+// The VPC incast: ecn retransmits at least this many times fewer segments than drop-tail.
+// Issue 32's target is 5; measured (2026-12-05, quiet lock, docs/figures.md "Congestion: ECN on
+// the VPC"): this test 5 runs, ecn 0-21 vs drop-tail 2,879-4,119 (>= 164x); bench-congestion's
+// same 4 x 2 incast 8 runs, ecn 2-74 vs drop-tail 2,891-4,717: the worst pairing 39x. 20
+// leaves that a margin of 2 and still fails what senders on bbr gave before the VPC subnet's
+// route named cubic (ecn 3,362-4,090 vs drop-tail 2,967-4,024: about as many).
+constexpr uint64_t kEcnRetransmitCut = 20;
 
 // 5 servers x 1 GPU behind one ToR; the tier `tier` ("rail" or "frontend") takes a profile of
 // `preset` with congestion `model` ("" = the preset's default), the other its usual preset.
