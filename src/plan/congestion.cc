@@ -407,8 +407,8 @@ void set_ecn_congctl(const Plan& p, std::vector<Op>& addrs, std::vector<Op>& rou
     // The route the kernel would have made (net/ipv4/fib_frontend.c fib_add_ifaddr: the subnet
     // through the port, scope link, the address as source, metric 0), with the congctl; before
     // the namespace's first route, as the kernel's came with the address.
-    AddRoute subnet{a->netns, a->addr.network(), {{a->ifname, std::nullopt}}, a->addr.addr,
-                    0,        kEcnCongctl};
+    AddRoute subnet{a->netns, a->addr.network(), {{a->ifname, std::nullopt}}, a->addr.addr};
+    subnet.congctl = kEcnCongctl;
     auto first = std::ranges::find_if(routes, [&](const Op& o) {
       const auto* r = std::get_if<AddRoute>(&o);
       return r && r->netns == a->netns;
