@@ -254,7 +254,7 @@ Status NetlinkKernel::submit_op(const plan::AddAddr& op) {
   if (!h) return std::unexpected(with_context(h.error(), what));
   auto idx = ifindex_of(**h, op.ifname);
   if (!idx) return std::unexpected(with_context(idx.error(), what));
-  return (*h)->sock.send(nl::new_addr(*idx, op.addr), what);
+  return (*h)->sock.send(nl::new_addr(*idx, op.addr, op.noprefixroute), what);
 }
 
 Status NetlinkKernel::submit_op(const plan::AddRoute& op) {

@@ -83,7 +83,9 @@ NlMsg set_link(const LinkChange& change);
 NlMsg del_link(int ifindex, std::string_view ifname = {});
 
 // RTM_NEWADDR / RTM_DELADDR: an IPv4 address with its prefix length on an interface.
-NlMsg new_addr(int ifindex, Prefix addr);
+// `noprefixroute`: IFA_F_NOPREFIXROUTE, no kernel route for the address's subnet (the caller
+// adds its own).
+NlMsg new_addr(int ifindex, Prefix addr, bool noprefixroute = false);
 NlMsg del_addr(int ifindex, Prefix addr);
 
 struct RouteNexthop {

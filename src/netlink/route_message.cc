@@ -10,7 +10,7 @@
 namespace tb::netlink {
 namespace {
 
-NlMsg addr_msg(uint16_t type, uint16_t flags, int ifindex, Prefix addr) {
+NlMsg addr_msg(uint16_t type, uint16_t flags, int ifindex, Prefix addr, uint32_t ifa_flags = 0) {
   MessageBuilder m(type, flags);
   auto* ifa = m.put_extra<ifaddrmsg>();
   ifa->ifa_family = AF_INET;
@@ -22,6 +22,13 @@ NlMsg addr_msg(uint16_t type, uint16_t flags, int ifindex, Prefix addr) {
   uint32_t a = addr.addr.network_order();
   m.put_bytes(IFA_LOCAL, &a, sizeof(a));
   m.put_bytes(IFA_ADDRESS, &a, sizeof(a));
+  // Flags above the first eight (IFA_F_NOPREFIXROUTE is 0x200) go in IFA_FLAGS, which the
+  // kernel prefers to ifa_flags when present (net/ipv4/devinet.c rtm_to_ifaddr; iproute2
+  // ip/ipaddress.c ipaddr_modify sends it the same way).
+  if (ifa_flags != 0) {
+    ifa->ifa_flags = static_cast<uint8_t>(ifa_flags & 0xff);
+    m.put_u32(IFA_FLAGS, ifa_flags);
+  }
   return m.finish();
 }
 
@@ -37,8 +44,9 @@ rtmsg* put_rtmsg(MessageBuilder& m, Prefix dst) {
 
 }  // namespace
 
-NlMsg new_addr(int ifindex, Prefix addr) {
-  return addr_msg(RTM_NEWADDR, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL, ifindex, addr);
+NlMsg new_addr(int ifindex, Prefix addr, bool noprefixroute) {
+  return addr_msg(RTM_NEWADDR, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL, ifindex, addr,
+                  noprefixroute ? IFA_F_NOPREFIXROUTE : 0u);
 }
 
 NlMsg del_addr(int ifindex, Prefix addr) {

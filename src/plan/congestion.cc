@@ -382,28 +382,49 @@ std::set<std::string> ecn_regions(const Plan& p) {
 
 }  // namespace
 
-void set_ecn_congctl(const Plan& p, std::vector<Op>& ops) {
+void set_ecn_congctl(const Plan& p, std::vector<Op>& addrs, std::vector<Op>& routes) {
   const auto regions = ecn_regions(p);
   if (regions.empty()) return;
   std::set<std::string> netns;
   for (const auto& n : p.topo.nodes)
     if ((n.kind == NodeKind::kGpu || n.kind == NodeKind::kServer) && regions.contains(n.region))
       netns.insert(n.netns);
-  for (auto& op : ops)
+  for (auto& op : routes)
     if (auto* r = std::get_if<AddRoute>(&op); r && r->dst.len == 0 && netns.contains(r->netns))
       r->congctl = kEcnCongctl;
+  // Their VPC ports (the GPU and server ends of frontend links): the kernel's connected route
+  // for the subnet would carry no congctl, and server to server the VPC is that subnet.
+  std::set<std::pair<std::string, std::string>> vpc_ports;
+  for (const auto& l : p.topo.links)
+    if (l.tier == Tier::kFrontend)
+      for (const LinkEnd* end : {&l.a, &l.b})
+        if (const Node* n = p.topo.node(end->node); n && netns.contains(n->netns))
+          vpc_ports.insert({n->netns, end->ifname});
+  for (auto& op : addrs) {
+    auto* a = std::get_if<AddAddr>(&op);
+    if (!a || !vpc_ports.contains({a->netns, a->ifname})) continue;
+    a->noprefixroute = true;
+    // The route the kernel would have made (net/ipv4/fib_frontend.c fib_add_ifaddr: the subnet
+    // through the port, scope link, the address as source, metric 0), with the congctl; before
+    // the namespace's first route, as the kernel's came with the address.
+    AddRoute subnet{a->netns, a->addr.network(), {{a->ifname, std::nullopt}}, a->addr.addr};
+    subnet.congctl = kEcnCongctl;
+    auto first = std::ranges::find_if(routes, [&](const Op& o) {
+      const auto* r = std::get_if<AddRoute>(&o);
+      return r && r->netns == a->netns;
+    });
+    routes.insert(first, std::move(subnet));
+  }
 }
 
 std::vector<SetSysctl> congestion_sysctls(const Plan& p) {
   std::vector<SetSysctl> out;
   // ECN negotiated by every GPU and server of a region with a marking (ecn) tier.
-  std::set<std::string> ecn_regions, ecn_seen;
-  for (const auto& l : p.topo.links)
-    if (l.emulated.congestion.ab.model == "ecn" || l.emulated.congestion.ba.model == "ecn")
-      for (const LinkEnd* end : {&l.a, &l.b}) ecn_regions.insert(p.topo.node(end->node)->region);
+  const auto regions = ecn_regions(p);
+  std::set<std::string> ecn_seen;
   for (const auto& n : p.topo.nodes)
-    if ((n.kind == NodeKind::kGpu || n.kind == NodeKind::kServer) &&
-        ecn_regions.contains(n.region) && ecn_seen.insert(n.netns).second)
+    if ((n.kind == NodeKind::kGpu || n.kind == NodeKind::kServer) && regions.contains(n.region) &&
+        ecn_seen.insert(n.netns).second)
       out.push_back(SetSysctl{n.netns, "net/ipv4/tcp_ecn", "1"});
   std::set<std::string> seen;
   for (const auto& l : p.topo.links) {

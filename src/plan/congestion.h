@@ -69,9 +69,15 @@ std::vector<SetSysctl> congestion_sysctls(const Plan& p);
 // into Debian's kernels; dctcp, DCQCN's TCP analogue, is not in this one (doctor's dctcp row).
 inline constexpr const char* kEcnCongctl = "cubic";
 
-// Sets `congctl` to kEcnCongctl on the default routes (0.0.0.0/0: a server's via fe, a GPU's
-// via nvl, both toward the VPC) of the GPU and server namespaces of every region with an ecn
-// switch port; the rails' routes keep the namespace's default.
-void set_ecn_congctl(const Plan& p, std::vector<Op>& ops);
+// In the GPU and server namespaces of every region with an ecn switch port: sets `congctl` to
+// kEcnCongctl on the default routes (0.0.0.0/0: a server's via fe, a GPU's via nvl, both toward
+// the VPC), and gives each VPC port's address (a GPU or server end of a frontend link: the
+// servers' fe) IFA_F_NOPREFIXROUTE and the plan a route of its own for that subnet in its place
+// (through the port, scope link, the address as source, metric 0, congctl kEcnCongctl), put
+// before the namespace's first route in `routes`: server to server the VPC is one subnet, which
+// the kernel's connected route would serve with the namespace's default TCP. The rails' and
+// NVLink's routes keep the namespace's default; regions without an ecn port are left as they
+// are. `link up` puts the subnet route back with the plan's others (fault/link_ops.h).
+void set_ecn_congctl(const Plan& p, std::vector<Op>& addrs, std::vector<Op>& routes);
 
 }  // namespace tb::plan

@@ -52,7 +52,8 @@ std::string to_text(const Op& op) {
             return "bridge " + o.netns + ":" + o.ifname + "  mtu=" + std::to_string(o.mtu);
           },
           [](const AddAddr& o) {
-            return "addr   " + o.netns + ":" + o.ifname + "  " + o.addr.to_string();
+            return "addr   " + o.netns + ":" + o.ifname + "  " + o.addr.to_string() +
+                   (o.noprefixroute ? "  noprefixroute" : "");
           },
           [](const AddRoute& o) {
             std::string s = "route  " + o.netns + "  " + o.dst.to_string();
@@ -128,10 +129,12 @@ nlohmann::json to_json(const Op& op) {
                     {"mtu", o.mtu}};
           },
           [](const AddAddr& o) -> nlohmann::json {
-            return {{"op", "addr"},
-                    {"netns", o.netns},
-                    {"ifname", o.ifname},
-                    {"addr", o.addr.to_string()}};
+            nlohmann::json j = {{"op", "addr"},
+                                {"netns", o.netns},
+                                {"ifname", o.ifname},
+                                {"addr", o.addr.to_string()}};
+            if (o.noprefixroute) j["noprefixroute"] = true;
+            return j;
           },
           [](const AddRoute& o) -> nlohmann::json {
             nlohmann::json nhs = nlohmann::json::array();
@@ -213,7 +216,7 @@ Result<Op> op_from_json(const nlohmann::json& j) {
     if (kind == "addr") {
       auto p = parse_prefix(j.at("addr").get<std::string>());
       if (!p) return std::unexpected(p.error());
-      return AddAddr{j.at("netns"), j.at("ifname"), *p};
+      return AddAddr{j.at("netns"), j.at("ifname"), *p, j.value("noprefixroute", false)};
     }
     if (kind == "route") {
       AddRoute r{j.at("netns"),

@@ -51,6 +51,11 @@ struct AddAddr {
   std::string netns;
   std::string ifname;
   Prefix addr;  // address with its prefix length, e.g. 198.18.0.2/28
+  // IFA_F_NOPREFIXROUTE (`ip addr add ... noprefixroute`): the kernel makes no route for the
+  // address's subnet; the plan adds it as an AddRoute of its own. An ecn region's servers do
+  // so for their VPC address, whose subnet route then carries a congctl (plan/congestion.h
+  // set_ecn_congctl).
+  bool noprefixroute = false;
 };
 
 struct Nexthop {
@@ -67,7 +72,8 @@ struct AddRoute {
   int metric = 0;
   // The TCP congestion control of connections on this route (RTA_METRICS RTAX_CC_ALGO, `ip route
   // ... congctl`); "" = the namespace's default. A region with an ecn tier gives its servers'
-  // and GPUs' default routes one that reacts to CE (plan/congestion.h ecn_congctl).
+  // and GPUs' default routes, and its servers' VPC subnet route, one that reacts to CE
+  // (plan/congestion.h set_ecn_congctl).
   std::string congctl;
 };
 

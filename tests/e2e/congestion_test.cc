@@ -23,10 +23,13 @@
 // P7, ECN on the VPC (design §4): 5 servers behind the VPC (`vpc`: ecn by default, 25 Mbit/s
 // at scale 1000), 4 servers × 2 TCP streams into the fifth server's `fe` for 6 s. With ecn the
 // stage just after the VPC port dc/vpc:s4 marks CE (the agent's stats count ce_marks > 0, as
-// `status --json` shows them) and the senders retransmit at least 5 times fewer segments than
-// the same lab with `congestion = "droptail"` on the frontend, which drops at that port. A
-// miss is NOT JUDGED when the host explains it (CPUs >= verify::kHostBusyShare busy, or the
-// agent's polls late by more than 2 ms in the ecn run).
+// `status --json` shows them) and the senders, whose route to s4 (the plan's own route for the
+// VPC subnet) names a CE-aware TCP (plan::kEcnCongctl), retransmit at least kEcnRetransmitCut
+// times fewer segments than the same lab with `congestion = "droptail"` on the frontend, which
+// drops at that port. A miss is NOT JUDGED when the host explains it (CPUs >=
+// verify::kHostBusyShare busy, or the agent's polls late by more than 2 ms in the ecn run).
+// That subnet route is the plan's (the address has IFA_F_NOPREFIXROUTE), so a server's fe link
+// down drops it and `link up` must put it back, congctl and all: checked on its own lab.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -44,6 +47,7 @@
 #include "congestion/stats.h"
 #include "e2e_util.h"
 #include "lab/state.h"
+#include "plan/congestion.h"
 #include "verify/host.h"
 
 namespace tb::e2e::congestion_e2e {
@@ -52,6 +56,13 @@ namespace {
 constexpr double kPortBps = 400e6;  // hpn's 400 Gbit/s at [scale] bandwidth = 1000
 constexpr int kSeconds = 6;
 constexpr int kSenders = 4, kStreams = 2;
+// The VPC incast: ecn retransmits at least this many times fewer segments than drop-tail.
+// Issue 32's target is 5; measured (2026-12-05, quiet lock, docs/figures.md "Congestion: ECN on
+// the VPC"): this test 5 runs, ecn 0-21 vs drop-tail 2,879-4,119 (>= 164x); bench-congestion's
+// same 4 x 2 incast 8 runs, ecn 2-74 vs drop-tail 2,891-4,717: the worst pairing 39x. 20
+// leaves that a margin of 2 and still fails what senders on bbr gave before the VPC subnet's
+// route named cubic (ecn 3,362-4,090 vs drop-tail 2,967-4,024: about as many).
+constexpr uint64_t kEcnRetransmitCut = 20;
 
 // 5 servers x 1 GPU behind one ToR; the tier `tier` ("rail" or "frontend") takes a profile of
 // `preset` with congestion `model` ("" = the preset's default), the other its usual preset.
@@ -171,8 +182,9 @@ struct FeIncast {
   uint64_t status_ce = 0;          // status --json's ce_marks for that end
   double late_ms_max = 0;
   uint64_t late_polls = 0;
-  std::string tcp_ecn;  // net.ipv4.tcp_ecn in s0's namespace
-  std::string cc;       // its congestion control toward s4: its route's congctl, else the default
+  std::string tcp_ecn;   // net.ipv4.tcp_ecn in s0's namespace
+  std::string route_cc;  // the congctl of s0's route toward s4 ("" when it names none)
+  std::string cc;        // its congestion control toward s4: route_cc, else the default
   std::string text() const {
     return fmt::format(
         "VPC port drops {}, {} of {} segments retransmitted ({:.3f}%), receiver {:.3f} of the "
@@ -297,16 +309,18 @@ class Congestion : public testing::Test {
     out.tcp_ecn = sh("ip netns exec " + ns(lab, "dc/s0") + " sysctl -n net.ipv4.tcp_ecn").out;
     while (!out.tcp_ecn.empty() && (out.tcp_ecn.back() == '\n' || out.tcp_ecn.back() == ' '))
       out.tcp_ecn.pop_back();
-    // The senders' congestion control: the route's congctl toward the receiver (the plan gives
-    // an ecn region's default routes one: plan/congestion.h kEcnCongctl), else the namespace's
-    // default. Server to server the VPC is one subnet, so its connected route, which has none.
+    // The senders' congestion control: the route's congctl toward the receiver, else the
+    // namespace's default. Server to server the VPC is one subnet: with ecn the plan's own
+    // route for it, which names kEcnCongctl (plan/congestion.h set_ecn_congctl); with droptail
+    // the kernel's connected route, which names none.
     const auto route = sh("ip -n " + ns(lab, "dc/s0") + " route get " + to).out;
     if (const auto at = route.find("congctl "); at != std::string::npos)
-      out.cc = route.substr(at + 8, route.find_first_of(" \n", at + 8) - at - 8);
-    else
-      out.cc =
-          sh("ip netns exec " + ns(lab, "dc/s0") + " sysctl -n net.ipv4.tcp_congestion_control")
-              .out;
+      out.route_cc = route.substr(at + 8, route.find_first_of(" \n", at + 8) - at - 8);
+    out.cc =
+        out.route_cc.empty()
+            ? sh("ip netns exec " + ns(lab, "dc/s0") + " sysctl -n net.ipv4.tcp_congestion_control")
+                  .out
+            : out.route_cc;
     while (!out.cc.empty() && (out.cc.back() == '\n' || out.cc.back() == ' ')) out.cc.pop_back();
     const std::string probe = probe_bin();
     auto server = sh("ip netns exec " + rx + " " + probe + " serve --port 7603 --seconds " +
@@ -368,10 +382,10 @@ class Congestion : public testing::Test {
 };
 
 // ECN on the VPC: the stage marks the incast's ECT packets CE at the receiver's VPC port, the
-// servers negotiate ECN, status counts the marks. Whether the marks cut retransmits depends on
-// the senders' TCP: judged (>= 5x fewer than drop-tail) when it reacts to CE; on bbr (this
-// host's default, which a lab namespace may not change, and the VPC subnet's connected route
-// carries no congctl) it is printed, not judged — design-congestion.md "P7 built" says so.
+// servers negotiate ECN, status counts the marks, and the senders' TCP reacts to CE: their route
+// to s4 (the plan's own route for the VPC subnet) names kEcnCongctl, where the host's default
+// (bbr here) ignores CE; the drop-tail lab keeps the kernel's connected route, without one. The
+// marks cut retransmits at least kEcnRetransmitCut times against drop-tail.
 TEST_F(Congestion, EcnOnTheVpcMarksCeNegotiatesAndCountsAndCutsRetransmitsWithACeAwareTcp) {
   const FeIncast e = run_fe("", "cfe");
   ASSERT_TRUE(e.up);
@@ -384,15 +398,15 @@ TEST_F(Congestion, EcnOnTheVpcMarksCeNegotiatesAndCountsAndCutsRetransmitsWithAC
   EXPECT_GT(e.status_ce, 0u) << "status --json shows no ce_marks for dc/vpc:s4: " << e.text();
   EXPECT_EQ(d.ce_marks, 0u) << d.text();
   EXPECT_GT(d.segments, 0u);
-  if (e.cc == "bbr") {
-    std::printf(
-        "[congestion] retransmits not compared: the senders' TCP is bbr, which ignores "
-        "CE (ecn %llu, droptail %llu retransmitted)\n",
-        static_cast<unsigned long long>(e.retransmits),
-        static_cast<unsigned long long>(d.retransmits));
-    return;
-  }
-  const bool missed = d.retransmits == 0 || 5 * e.retransmits > d.retransmits;
+  EXPECT_EQ(e.route_cc, plan::kEcnCongctl)
+      << "s0's route to s4 over the VPC subnet names no CE-aware congctl: " << e.text();
+  EXPECT_EQ(d.route_cc, "") << "a droptail VPC's routes name no congctl: " << d.text();
+  std::printf("[congestion] retransmits ecn %llu (%s), droptail %llu (%s): %.1fx fewer\n",
+              static_cast<unsigned long long>(e.retransmits), e.cc.c_str(),
+              static_cast<unsigned long long>(d.retransmits), d.cc.c_str(),
+              static_cast<double>(d.retransmits) /
+                  static_cast<double>(std::max<uint64_t>(1, e.retransmits)));
+  const bool missed = d.retransmits == 0 || kEcnRetransmitCut * e.retransmits > d.retransmits;
   const bool late = e.late_polls > 0 && e.late_ms_max > 2.0;
   if (missed &&
       (e.cpu_busy >= verify::kHostBusyShare || d.cpu_busy >= verify::kHostBusyShare || late))
@@ -400,7 +414,60 @@ TEST_F(Congestion, EcnOnTheVpcMarksCeNegotiatesAndCountsAndCutsRetransmitsWithAC
                  << 100 * d.cpu_busy << "% busy, agent " << e.late_polls << " polls late, max "
                  << e.late_ms_max << " ms): ecn " << e.text() << "; droptail " << d.text();
   EXPECT_GT(d.retransmits, 0u) << "droptail did not retransmit: no incast? " << d.text();
-  EXPECT_LE(5 * e.retransmits, d.retransmits) << "ecn " << e.text() << "\ndroptail " << d.text();
+  EXPECT_LE(kEcnRetransmitCut * e.retransmits, d.retransmits)
+      << "ecn " << e.text() << "\ndroptail " << d.text();
+}
+
+// An ecn region's VPC subnet route is the plan's, not the kernel's connected route: taking s0's fe
+// link down drops it (as the kernel drops every route through a down port) and `link up` puts it
+// back from the journal with its congctl, scope and source; s0 then reaches s1 over it. No
+// kernel-made route for the subnet at any point.
+TEST_F(Congestion, EcnVpcSubnetRouteComesBackWithItsCongctlAfterTheServersFeLinkFlaps) {
+  const std::string file = (dir_ / "cff.toml").string();
+  std::ofstream(file) << fe_scenario("");
+  const std::string lab = unique_lab("cff");
+  guard_ = std::make_unique<LabGuard>(lab);
+  auto up = testbedctl("up " + file + " --name " + lab);
+  ASSERT_EQ(up.rc, 0) << up.out;
+  const std::string s0 = ns(lab, "dc/s0");
+  const std::string to = addr_of(ns(lab, "dc/s1"), "fe");
+  ASSERT_FALSE(to.empty());
+  const std::string own = sh("ip -n " + s0 + " -4 -o addr show dev fe").out;
+  EXPECT_NE(own.find("noprefixroute"), std::string::npos) << own;
+  const std::string src = addr_of(s0, "fe");
+  // The routes through fe, one line each: the subnet's and the default.
+  auto fe_routes = [&] { return sh("ip -n " + s0 + " route show dev fe").out; };
+  auto subnet_line = [&](const std::string& routes) {
+    std::istringstream in(routes);
+    for (std::string line; std::getline(in, line);)
+      if (line.find("scope link") != std::string::npos) return line;
+    return std::string();
+  };
+  const std::string before = fe_routes();
+  const std::string line = subnet_line(before);
+  ASSERT_FALSE(line.empty()) << "no subnet route through fe in dc/s0:\n" << before;
+  EXPECT_NE(line.find("proto static"), std::string::npos) << line;
+  EXPECT_NE(line.find("src " + src), std::string::npos) << line;
+  EXPECT_NE(line.find(std::string("congctl ") + plan::kEcnCongctl), std::string::npos) << line;
+  EXPECT_EQ(before.find("proto kernel"), std::string::npos) << before;
+
+  auto down = testbedctl("link " + lab + " down dc/s0:fe dc/vpc:s0");
+  ASSERT_EQ(down.rc, 0) << down.out;
+  EXPECT_EQ(subnet_line(fe_routes()), "") << "the kernel kept the subnet route of a down port";
+  auto again = testbedctl("link " + lab + " up dc/s0:fe dc/vpc:s0");
+  ASSERT_EQ(again.rc, 0) << again.out;
+  const std::string after = fe_routes();
+  EXPECT_EQ(subnet_line(after), line) << "before:\n" << before << "after:\n" << after;
+  EXPECT_NE(after.find("default via"), std::string::npos) << after;
+  EXPECT_EQ(after.find("proto kernel"), std::string::npos) << after;
+  const std::string get = sh("ip -n " + s0 + " route get " + to).out;
+  EXPECT_NE(get.find(std::string("congctl ") + plan::kEcnCongctl), std::string::npos) << get;
+  // Reachable over it (ARP after the flap may take a first probe: 3 tries, 1 s each at most).
+  EXPECT_EQ(sh("ip netns exec " + s0 + " ping -c 3 -W 1 -i 0.2 " + to +
+               " >/dev/null 2>&1 && "
+               "echo ok || echo lost")
+                .out,
+            "ok\n");
 }
 
 // Sender 0's rail is `link set` to 300 Mbit/s first: every resume restores what the pause found

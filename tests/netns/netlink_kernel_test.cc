@@ -151,6 +151,39 @@ TEST_F(NetlinkKernelTest, UnnumberedOnlinkMultipathRoutes) {
   EXPECT_TRUE(ping(d, "198.18.2.1"));
 }
 
+// An ecn region's VPC address (plan/congestion.h set_ecn_congctl): with noprefixroute the
+// kernel makes no route for its subnet, so a cannot reach b until the plan's own route for it
+// is in, which names the congestion control (`congctl cubic`), has scope link and the address
+// as source.
+TEST_F(NetlinkKernelTest, AddressWithoutPrefixRouteLeavesTheSubnetToThePlansRoute) {
+  const auto a = ns("na"), b = ns("nb");
+  const std::string mk = marker("npr");
+  ASSERT_EQ(apply({
+                CreateNetns{a, "a", mk + "node=a"},
+                CreateNetns{b, "b", mk + "node=b"},
+                CreateVeth{{a, "fe", mk + "a-to-b", ""}, {b, "fe", mk + "b-to-a", ""}, 1500},
+                AddAddr{a, "fe", pfx("198.18.6.2/29"), true},
+                AddAddr{b, "fe", pfx("198.18.6.3/29")},
+            }),
+            "");
+  EXPECT_NE(capture("ip -n " + a + " -4 addr show dev fe").find("noprefixroute"),
+            std::string::npos);
+  EXPECT_EQ(capture("ip -n " + a + " route show 198.18.6.0/29"), "");
+  EXPECT_NE(capture("ip -n " + b + " route show 198.18.6.0/29").find("proto kernel"),
+            std::string::npos);
+  EXPECT_FALSE(ping(a, "198.18.6.3"));
+  ASSERT_EQ(apply({AddRoute{
+                a, pfx("198.18.6.0/29"), {{"fe", std::nullopt, 1}}, ip("198.18.6.2"), 0, "cubic"}}),
+            "");
+  const std::string route = capture("ip -n " + a + " route show 198.18.6.0/29");
+  EXPECT_NE(route.find("dev fe proto static scope link src 198.18.6.2 congctl cubic"),
+            std::string::npos)
+      << route;
+  EXPECT_TRUE(ping(a, "198.18.6.3"));
+  EXPECT_NE(capture("ip -n " + a + " route get 198.18.6.3").find("congctl cubic"),
+            std::string::npos);
+}
+
 TEST_F(NetlinkKernelTest, DuplicateVethFailsWithKernelTextNamingTheOp) {
   const auto a = ns("da");
   const std::string mk = marker("dup");

@@ -187,6 +187,20 @@ TEST(NetlinkMsg, AddressCarriesLocalAndPrefixLength) {
   EXPECT_EQ(mnl_attr_get_u32(a.at(IFA_LOCAL)), ip("198.18.0.5"));
   EXPECT_EQ(mnl_attr_get_u32(a.at(IFA_ADDRESS)), ip("198.18.0.5"));
   expect_request(del_addr(3, pfx("198.18.0.5/31")), RTM_DELADDR, NLM_F_REQUEST);
+  EXPECT_EQ(a.count(IFA_FLAGS), 0u);  // no flags: the kernel makes the subnet's route
+}
+
+// An ecn region's VPC address: IFA_F_NOPREFIXROUTE (0x200, above ifa_flags' eight bits) in
+// IFA_FLAGS, so the kernel makes no route for the subnet (the plan adds its own with a congctl).
+TEST(NetlinkMsg, AddressWithoutPrefixRouteCarriesTheFlagInIfaFlags) {
+  NlMsg m = new_addr(3, pfx("198.18.0.34/27"), true);
+  expect_request(m, RTM_NEWADDR, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL);
+  const auto* ifa = static_cast<const ifaddrmsg*>(mnl_nlmsg_get_payload(m.header()));
+  EXPECT_EQ(ifa->ifa_prefixlen, 27);
+  Attrs a = attrs_of(m.header(), sizeof(ifaddrmsg));
+  ASSERT_EQ(a.count(IFA_FLAGS), 1u);
+  EXPECT_EQ(mnl_attr_get_u32(a.at(IFA_FLAGS)), uint32_t{IFA_F_NOPREFIXROUTE});
+  EXPECT_EQ(mnl_attr_get_u32(a.at(IFA_LOCAL)), ip("198.18.0.34"));
 }
 
 TEST(NetlinkMsg, SingleOnlinkRouteWithSourceAndMetric) {

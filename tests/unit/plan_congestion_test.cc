@@ -235,6 +235,76 @@ TEST(CongestionPlan, EcnOnTheVpc) {
   for (const auto& sc : ops_of<SetSysctl>(d)) EXPECT_NE(sc.key, "net/ipv4/tcp_ecn");
 }
 
+// The TCP an ecn region's servers and GPUs use toward the VPC reacts to CE: their default
+// routes carry congctl kEcnCongctl, and each server's VPC address comes without the kernel's
+// subnet route (IFA_F_NOPREFIXROUTE), the plan adding that route itself with the congctl
+// (server to server the VPC is that subnet), before the server's default route. The rails keep
+// the namespace's default; a droptail VPC leaves addresses and routes as the kernel makes them.
+TEST(CongestionPlan, EcnRegionsVpcRoutesNameACeAwareCongctl) {
+  Plan p = cong_plan(cong_load(kHead));
+  std::set<std::string> no_prefix_route;
+  Prefix fe0{};
+  for (const auto& a : ops_of<AddAddr>(p))
+    if (a.noprefixroute) {
+      EXPECT_EQ(a.ifname, "fe") << a.netns;
+      no_prefix_route.insert(a.netns);
+      if (a.netns == "tb-t-hz-s0") fe0 = a.addr;
+    }
+  EXPECT_EQ(no_prefix_route, (std::set<std::string>{"tb-t-hz-s0", "tb-t-hz-s1"}));
+  ASSERT_GT(fe0.len, 0);
+  int subnet_at = -1, default_at = -1;
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const auto* r = std::get_if<AddRoute>(&p.ops[i]);
+    if (!r) continue;
+    if (r->netns == "tb-t-hz-s0" && r->dst == fe0.network()) {
+      EXPECT_EQ(subnet_at, -1) << "two routes for the VPC subnet";
+      subnet_at = static_cast<int>(i);
+      ASSERT_EQ(r->nexthops.size(), 1u);
+      EXPECT_EQ(r->nexthops[0].ifname, "fe");
+      EXPECT_FALSE(r->nexthops[0].via.has_value());  // a device route: scope link
+      ASSERT_TRUE(r->src.has_value());
+      EXPECT_EQ(*r->src, fe0.addr);
+      EXPECT_EQ(r->metric, 0);
+      EXPECT_EQ(r->congctl, kEcnCongctl);
+      EXPECT_EQ(to_text(p.ops[i]),
+                fmt::format("route  tb-t-hz-s0  {} dev fe  src {}  congctl {}",
+                            fe0.network().to_string(), fe0.addr.to_string(), kEcnCongctl));
+      auto back = op_from_json(to_json(p.ops[i]));
+      ASSERT_TRUE(back);
+      EXPECT_EQ(std::get<AddRoute>(*back).congctl, kEcnCongctl);
+    }
+    if (r->dst.len == 0 && r->netns == "tb-t-hz-s0") default_at = static_cast<int>(i);
+    // Toward the VPC: cubic; the rails (GPUs' rail block routes): the namespace's default.
+    if (r->dst.len == 0 && r->netns.starts_with("tb-t-hz-s")) {
+      EXPECT_EQ(r->congctl, kEcnCongctl) << to_text(p.ops[i]);
+    }
+    if (r->nexthops.front().ifname.starts_with("rail")) {
+      EXPECT_EQ(r->congctl, "") << r->netns;
+    }
+  }
+  ASSERT_GE(subnet_at, 0) << "no route for the VPC subnet in hz/s0";
+  EXPECT_LT(subnet_at, default_at);
+  // The address's plan line and journal form say so.
+  for (const auto& op : p.ops)
+    if (const auto* a = std::get_if<AddAddr>(&op);
+        a && a->netns == "tb-t-hz-s0" && a->ifname == "fe") {
+      EXPECT_EQ(to_text(op), "addr   tb-t-hz-s0:fe  " + fe0.to_string() + "  noprefixroute");
+      auto back = op_from_json(to_json(op));
+      ASSERT_TRUE(back);
+      EXPECT_TRUE(std::get<AddAddr>(*back).noprefixroute);
+      EXPECT_FALSE(
+          std::get<AddAddr>(*op_from_json(to_json(Op{AddAddr{"n", "fe", fe0}}))).noprefixroute);
+    }
+  // droptail on the VPC: no flag, no congctl, no route of the plan's own for the subnet.
+  Plan d = cong_plan(cong_load(std::string(kHead) + kVpcDroptail));
+  for (const auto& a : ops_of<AddAddr>(d)) EXPECT_FALSE(a.noprefixroute) << a.netns;
+  for (const auto& r : ops_of<AddRoute>(d)) {
+    EXPECT_EQ(r.congctl, "") << r.netns;
+    EXPECT_FALSE(r.netns == "tb-t-hz-s0" && r.dst == fe0.network());
+  }
+  EXPECT_EQ(ops_of<AddRoute>(d).size() + 2, ops_of<AddRoute>(p).size());
+}
+
 // ecn where no marking can work: an error where the profile writes it, droptail with a note
 // where it is the preset's default (vpc at scale 1 runs at host speed).
 TEST(CongestionPlan, EcnWhereMarkingCannotWork) {
