@@ -7,6 +7,7 @@
 #include "apply/netlink_kernel.h"
 #include "capability/capabilities.h"
 #include "capability/underlay.h"
+#include "core/paths.h"
 #include "lab/lab.h"
 #include "scenario/loader.h"
 
@@ -37,6 +38,18 @@ Result<UpReport> bring_up(const UpOptions& o) {
                      "; say which one this is: up " + o.scenario_path + " --host NAME");
   }
   TB_TRY(require_root("up"));
+  if (paths::rootless()) {
+    // What a user namespace cannot have (docs/design-rootless.md §0): the host's own underlay,
+    // and rxe devices (the rdma_rxe module's netlink wants CAP_NET_ADMIN in the initial one).
+    if (!s->hosts.empty())
+      return bad_input(o.scenario_path + " spreads the lab over hosts (" + s->hosts.front().name +
+                       ", ...): a lab over several hosts uses the host's own network (VXLAN on "
+                       "its underlay) and needs root; run it with sudo");
+    if (o.plan.rdma == "rxe")
+      return bad_input(
+          "up --rdma rxe: Soft-RoCE devices need root (a user namespace may not "
+          "make them); run it with sudo, or use --rdma auto or none");
+  }
   if (auto overlap = overlapping_host_routes(s->address_space); !overlap.empty())
     return bad_input("address_space " + s->address_space.to_string() +
                      " overlaps this host's route " + overlap.front() +
