@@ -170,8 +170,11 @@ TEST(Rootless, AnOrdinaryAccountBringsMiniUpPingsAndTakesItDown) {
 
   // The host as it was: the same root-namespace links; no named namespace of the lab's.
   EXPECT_EQ(host_links(), links_before);
-  for (const auto& n : host_netns())
-    if (!netns_before.contains(n)) EXPECT_FALSE(n.starts_with(lab_prefix)) << n;
+  for (const auto& n : host_netns()) {
+    if (!netns_before.contains(n)) {
+      EXPECT_FALSE(n.starts_with(lab_prefix)) << n;
+    }
+  }
 }
 
 }  // namespace
