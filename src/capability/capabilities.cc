@@ -24,7 +24,8 @@ constexpr auto kRegistry = std::to_array<CheckSpec>({
     {"root", check_root, "creating namespaces, links, qdiscs and routes (up, down, clean, exec)",
      "none: only validate, plan and graph run without root", "geteuid() == 0", true},
     {"userns", check_userns,
-     "labs without root: this user's keeper holds a user, mount and home network namespace every verb joins",
+     "labs without root: this user's keeper holds a user, mount and home network namespace every "
+     "verb joins",
      "none: without root and without a user namespace only validate, plan and graph run",
      "unshare(CLONE_NEWUSER) in a forked child; kernel.unprivileged_userns_clone, "
      "user.max_user_namespaces, kernel.apparmor_restrict_unprivileged_userns"},

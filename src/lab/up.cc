@@ -39,16 +39,12 @@ Result<UpReport> bring_up(const UpOptions& o) {
   }
   TB_TRY(require_root("up"));
   if (paths::rootless()) {
-    // What a user namespace cannot have (docs/design-rootless.md §0): the host's own underlay,
-    // and rxe devices (the rdma_rxe module's netlink wants CAP_NET_ADMIN in the initial one).
+    // What a user namespace cannot have (docs/design-rootless.md §0): the host's own underlay.
+    // (rxe: --rdma is auto or none, and auto falls back to TCP with doctor's reason.)
     if (!s->hosts.empty())
       return bad_input(o.scenario_path + " spreads the lab over hosts (" + s->hosts.front().name +
                        ", ...): a lab over several hosts uses the host's own network (VXLAN on "
                        "its underlay) and needs root; run it with sudo");
-    if (o.plan.rdma == "rxe")
-      return bad_input(
-          "up --rdma rxe: Soft-RoCE devices need root (a user namespace may not "
-          "make them); run it with sudo, or use --rdma auto or none");
   }
   if (auto overlap = overlapping_host_routes(s->address_space); !overlap.empty())
     return bad_input("address_space " + s->address_space.to_string() +
@@ -57,6 +53,14 @@ Result<UpReport> bring_up(const UpOptions& o) {
   const plan::HostCaps host = capability::host_for_plan(o.plan.rdma != "none", run_root());
   auto p = plan::compile(*s, host, o.plan);
   if (!p) return std::unexpected(p.error());
+  if (paths::rootless())
+    for (const auto& d : p->all_daemons())
+      if (std::holds_alternative<plan::Router>(d))
+        return bad_input(o.scenario_path +
+                         ": [failover] mode = \"bfd\" runs FRR, whose daemons switch to user "
+                         "frr, which a user namespace does not map (zebra: \"could not "
+                         "setgroups\"); run it with sudo, or use mode \"agent\" or "
+                         "\"link-state\"");
   if (const scenario::Host* me = s->host(o.plan.host)) {
     std::vector<capability::UnderlayPeer> peers;
     for (const auto& h : s->hosts)
