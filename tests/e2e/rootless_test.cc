@@ -152,6 +152,15 @@ TEST(Rootless, AnOrdinaryAccountBringsMiniUpPingsAndTakesItDown) {
   // Root's own view: the lab does not exist for it (it lives in the account's namespaces).
   EXPECT_EQ(testbedctl("status " + lab).rc, 2);
 
+  // What a user namespace cannot have is refused, naming why: FRR's daemons switch to user frr.
+  const std::string bfd = user.runtime() + "/bfd.toml";
+  std::filesystem::copy_file(scenario("hz-bj.toml"), bfd);
+  std::ofstream(bfd, std::ios::app) << "\n[failover]\nmode = \"bfd\"\n";
+  ASSERT_EQ(::chown(bfd.c_str(), user.uid(), static_cast<gid_t>(-1)), 0);
+  r = user.testbedctl("up " + bfd + " --name " + lab + "f");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "user frr")) << r.out;
+
   r = user.testbedctl("down " + lab);
   EXPECT_EQ(r.rc, 0) << r.out;
   r = user.testbedctl("status " + lab);
