@@ -7,10 +7,15 @@
 #include <cerrno>
 #include <string>
 
+#include "core/paths.h"
 #include "core/safe_file.h"
 #include "core/unique_fd.h"
 
 namespace tb::apply {
+
+std::string etc_netns_dir() {
+  return paths::roots().etc_netns;
+}
 
 namespace {
 

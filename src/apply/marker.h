@@ -12,8 +12,9 @@
 
 namespace tb::apply {
 
-// Per-namespace files live here, as iproute2 defines it (NETNS_ETC_DIR in ip/ipnetns.c).
-inline constexpr const char* kEtcNetns = "/etc/netns";
+// Per-namespace files live here: for root /etc/netns, as iproute2 defines it (NETNS_ETC_DIR in
+// ip/ipnetns.c); rootless <runtime root>/.etc-netns (core/paths.h etc_netns).
+std::string etc_netns_dir();
 
 // True when `alias` carries `marker`. An empty marker matches nothing: it must never select
 // every namespace on the machine.

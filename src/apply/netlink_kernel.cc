@@ -284,7 +284,7 @@ Status NetlinkKernel::submit_op(const plan::SetSysctl& op) {
 Status NetlinkKernel::submit_op(const plan::WriteHosts& op) {
   if (!nl::valid_netns_name(op.netns))
     return bad_input("write hosts file for netns " + op.netns + ": not a valid namespace name");
-  return write_hosts_file(kEtcNetns, op.netns, op.content);
+  return write_hosts_file(etc_netns_dir(), op.netns, op.content);
 }
 
 // ---- undo ---------------------------------------------------------------------------------
@@ -390,7 +390,7 @@ Status NetlinkKernel::undo_op(const plan::SetSysctl&) {
 
 Status NetlinkKernel::undo_op(const plan::WriteHosts& op) {
   if (!nl::valid_netns_name(op.netns)) return {};
-  return remove_hosts_file_if_ours(kEtcNetns, op.netns, first_line(op.content));
+  return remove_hosts_file_if_ours(etc_netns_dir(), op.netns, first_line(op.content));
 }
 
 // ---- queries ------------------------------------------------------------------------------

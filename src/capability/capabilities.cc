@@ -23,6 +23,16 @@ constexpr const char* kInNetns = " in an anonymous netns (forked child, bounded 
 constexpr auto kRegistry = std::to_array<CheckSpec>({
     {"root", check_root, "creating namespaces, links, qdiscs and routes (up, down, clean, exec)",
      "none: only validate, plan and graph run without root", "geteuid() == 0", true},
+    {"userns", check_userns,
+     "labs without root: this user's keeper holds a user, mount and home network namespace every "
+     "verb joins",
+     "none: without root and without a user namespace only validate, plan and graph run",
+     "unshare(CLONE_NEWUSER) in a forked child; kernel.unprivileged_userns_clone, "
+     "user.max_user_namespaces, kernel.apparmor_restrict_unprivileged_userns"},
+    {"rtprio", check_rtprio,
+     "SCHED_FIFO for delay stages, the supervisor, the congestion agent and verify's probes",
+     "SCHED_OTHER: delays and probes late by what the host's load adds; reports say so",
+     "sched_setscheduler SCHED_FIFO 11 in a forked child; getrlimit(RLIMIT_RTPRIO)"},
     {"netns", check_netns, "one network namespace per emulated GPU, switch and router",
      "none: a lab cannot be built", "unshare(CLONE_NEWNET) in a forked child", true},
     {"netns_dir", check_netns_dir,

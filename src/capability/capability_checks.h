@@ -56,6 +56,8 @@ inline constexpr const char* kProbeVethPeer = "tbp1";
 
 // The probes (capability_links.cc, capability_qdiscs.cc, capability_tools.cc).
 Outcome check_root();
+Outcome check_userns();  // capability_userns.cc
+Outcome check_rtprio();  // capability_userns.cc
 Outcome check_netns();
 Outcome check_netns_dir();
 Outcome check_veth();

@@ -12,6 +12,7 @@
 
 #include "capability/capability_checks.h"
 #include "capability/capability_netlink.h"
+#include "core/paths.h"
 
 namespace tb::capability::probe {
 namespace {
@@ -56,6 +57,10 @@ Outcome link_probe(const char* kind, FillFn data, bool on_veth = false) {
 
 Outcome check_root() {
   uid_t euid = ::geteuid();
+  if (euid == 0 && paths::rootless())
+    return yes(
+        "rootless: euid 0 in this user's keeper's user namespace (core/userns.h); "
+        "Soft-RoCE devices and a lab over several hosts need real root");
   if (euid == 0) return yes("euid 0");
   return no("euid " + std::to_string(euid) + ": namespaces and links need root");
 }
@@ -67,29 +72,33 @@ Outcome check_netns() {
 Outcome check_netns_dir() {
   // A named netns is an nsfs bind mount under /run/netns (iproute2 ip/ipnetns.c netns_add). The
   // probe checks the directory can hold one, then bind-mounts a namespace onto a scratch file in
-  // /run inside a private mount namespace, so `ip netns list` never sees it and the mount dies
-  // with the child. The parent removes the scratch file whatever happens to the child.
+  // /run (rootless: the runtime root) inside a private mount namespace, so `ip netns list` never
+  // sees it and the mount dies with the child. The parent removes the scratch file whatever happens
+  // to the child.
   static std::atomic<int> counter{0};
-  std::string scratch = "/run/.tbprobe-netns-" + std::to_string(::getpid()) + "-" +
+  // /run/netns and /run for root; <runtime root>/.netns and the runtime root rootless.
+  const std::string dir = paths::roots().netns;
+  const std::string parent = dir.substr(0, dir.rfind('/'));
+  std::string scratch = parent + "/.tbprobe-netns-" + std::to_string(::getpid()) + "-" +
                         std::to_string(counter.fetch_add(1));
   Outcome o = in_child(
-      [&scratch]() -> Outcome {
+      [&scratch, &dir, &parent]() -> Outcome {
         if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
           return no(std::string("make mounts private: ") + std::strerror(errno));
         std::string state;
         struct stat st {};
-        if (::stat("/run/netns", &st) == 0) {
-          if (!S_ISDIR(st.st_mode)) return no("/run/netns exists but is not a directory");
-          if (::access("/run/netns", W_OK) != 0)
-            return no(std::string("/run/netns is not writable: ") + std::strerror(errno));
-          state = "/run/netns is a writable directory";
+        if (::stat(dir.c_str(), &st) == 0) {
+          if (!S_ISDIR(st.st_mode)) return no(dir + " exists but is not a directory");
+          if (::access(dir.c_str(), W_OK) != 0)
+            return no(dir + " is not writable: " + std::strerror(errno));
+          state = dir + " is a writable directory";
         } else if (errno == ENOENT) {
-          if (::access("/run", W_OK) != 0)
-            return no(std::string("/run/netns is absent and /run is not writable: ") +
-                      std::strerror(errno));
-          state = "/run/netns is absent; /run is writable, so it can be made";
+          if (::access(parent.c_str(), W_OK) != 0)
+            return no(dir + " is absent and " + parent +
+                      " is not writable: " + std::strerror(errno));
+          state = dir + " is absent; " + parent + " is writable, so it can be made";
         } else {
-          return no(std::string("stat /run/netns: ") + std::strerror(errno));
+          return no("stat " + dir + ": " + std::strerror(errno));
         }
         int fd = ::open(scratch.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
         if (fd < 0) return no("create " + scratch + ": " + std::strerror(errno));

@@ -12,6 +12,7 @@
 #include "capability/capability_checks.h"
 #include "capability/capability_netlink.h"
 #include "core/extras.h"
+#include "core/paths.h"
 #include "core/unique_fd.h"
 
 namespace tb::capability::probe {
@@ -80,6 +81,11 @@ Outcome check_nft_numgen() {
 Outcome check_frr() {
   // Debian's frr package installs its daemons in /usr/lib/frr (core/extras.h); zebra installs
   // the routes bgpd learns.
+  if (paths::rootless())
+    return no(
+        "FRR's daemons switch to user and group frr, which this user's namespace does not "
+        "map (one uid, setgroups denied): zebra exits \"privs_init: could not setgroups\"; "
+        "run with sudo for [failover] mode = \"bfd\"");
   std::string present, missing;
   for (const char* d : {"zebra", "bgpd", "bfdd"}) {
     std::string& list = locate(*find_extra(d)) ? present : missing;

@@ -6,6 +6,8 @@
 // Not thread-safe (one app per process).
 #pragma once
 
+#include <optional>
+
 namespace CLI {
 class App;
 }
@@ -32,5 +34,10 @@ void add_report(CLI::App& app, int& rc);     // cmd_report.cc
 void add_watch(CLI::App& app, int& rc);      // cmd_watch.cc
 void add_train(CLI::App& app, int& rc);      // cmd_train.cc
 void add_exercise(CLI::App& app, int& rc);   // cmd_exercise.cc
+void add_keeper(CLI::App& app, int& rc);     // cmd_keeper.cc (internal: a user's keeper)
+
+// A user who is not root joins (or starts) that user's keeper: call first thing in main, while
+// the process has one thread. An exit code when the verb cannot go on.
+std::optional<int> join_keeper_first(int argc, char** argv);
 
 }  // namespace tb::cli

@@ -10,6 +10,8 @@
 #include "version.h"  // generated at build time (cmake/version.cmake)
 
 int main(int argc, char** argv) {
+  // Before anything can start a thread: setns into a user namespace needs one (core/userns.h).
+  if (auto rc = tb::cli::join_keeper_first(argc, argv)) return *rc;
   CLI::App app{"testbedctl — emulated AI-training clusters from network namespaces"};
   app.require_subcommand(1);
   // "testbedctl 0.1.0 (commit 1a2b3c4d5e6f)"; "-dirty" when built with uncommitted changes.
@@ -28,9 +30,9 @@ int main(int argc, char** argv) {
   using namespace tb::cli;
   // In the order `testbedctl --help` lists them.
   for (auto add :
-       {add_validate, add_plan, add_graph,     add_up,     add_down,   add_clean,   add_status,
-        add_exec,     add_link, add_supervise, add_doctor, add_verify, add_bench,   add_launch,
-        add_fault,    add_run,  add_report,    add_watch,  add_train,  add_exercise})
+       {add_validate, add_plan, add_graph,     add_up,     add_down,   add_clean,    add_status,
+        add_exec,     add_link, add_supervise, add_doctor, add_verify, add_bench,    add_launch,
+        add_fault,    add_run,  add_report,    add_watch,  add_train,  add_exercise, add_keeper})
     add(app, rc);
 
   // Parse errors (unknown flags, bad values, missing arguments): "testbedctl: <what>", for an

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/paths.h"
 #include "core/safe_file.h"
 #include "lab/down.h"
 #include "lab/state.h"
@@ -46,8 +47,7 @@ Result<Session> session_for(const Exercise& ex, const std::string& lab) {
 }  // namespace
 
 std::string state_root() {
-  if (const char* e = std::getenv("TESTBEDCTL_EXERCISE_STATE"); e && *e) return e;
-  return "/var/lib/testbedctl/exercises";
+  return paths::roots().exercises;
 }
 
 std::string student_scenario(const std::string& lab) {

@@ -8,10 +8,10 @@
 //   hint   reveals the next hint (how many were shown is kept per lab)
 //   reset  the copy back to the exercise's scenario, hints back to none, the lab rebuilt
 //   stop   the lab down (lab/down.h) and the session's directory removed
-// The state root is $TESTBEDCTL_EXERCISE_STATE, else /var/lib/testbedctl/exercises. The lab is
-// the student's --name, else "ex<NN>". Labs live in their own namespaces, so two students'
-// labs may use the same addresses (the scenario's address_space) without meeting.
-// Every refusal is exit 2 naming what to do. Not thread-safe.
+// The state root is core/paths.h exercises (/var/lib/testbedctl/exercises for root;
+// TESTBEDCTL_EXERCISE_STATE overrides it). The lab is the student's --name, else "ex<NN>". Labs
+// live in their own namespaces, so two students' labs may use the same addresses (the scenario's
+// address_space) without meeting. Every refusal is exit 2 naming what to do. Not thread-safe.
 #pragma once
 
 #include <functional>

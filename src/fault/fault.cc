@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/events.h"
+#include "core/paths.h"
 #include "core/process.h"
 #include "fault/link_ops.h"
 #include "lab/link_change.h"
@@ -23,7 +24,7 @@ using scenario::FaultKind;
 // Pids of this lab's tb-rank processes whose network namespace is `netns`.
 std::vector<int> ranks_in(const std::string& lab, const std::string& netns) {
   struct stat want {};
-  if (::stat(("/run/netns/" + netns).c_str(), &want) != 0) return {};
+  if (::stat((paths::roots().netns + "/" + netns).c_str(), &want) != 0) return {};
   std::vector<int> out;
   for (int pid : owned_processes(plan::owner_marker(lab))) {
     std::error_code ec;

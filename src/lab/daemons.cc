@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "congestion/episodes.h"
+#include "core/paths.h"
 #include "core/process.h"
 #include "core/realtime.h"
 #include "failover/agent.h"
@@ -120,6 +121,15 @@ Status write_stage_config(const std::string& lab, const plan::Stage& st, uint64_
   auto stages = dir->sub("stages");
   if (!stages) return std::unexpected(stages.error());
   return stages->write(st.netns + ".conf", stage::to_config(queues, generation));
+}
+
+Status check_socket_paths(const std::string& lab, const std::vector<plan::Daemon>& daemons) {
+  for (const auto& d : daemons)
+    if (const auto* r = std::get_if<plan::Router>(&d))
+      for (const char* name : {"zserv.api", "zebra.vty", "bfdd.vty", "bgpd.vty"})
+        TB_TRY(paths::check_socket_path(lab_dir(lab) + "/frr/" + r->netns + "/" + name,
+                                        "lab \"" + lab + "\"'s router " + r->node));
+  return {};
 }
 
 Status check_daemon_programs(const std::vector<plan::Daemon>& daemons) {

@@ -33,6 +33,9 @@ Result<std::string> delayd_path();
 // `up` can refuse before it builds anything: exit 2 naming the first one missing and where it
 // was looked for. No daemons: nothing to check.
 Status check_daemon_programs(const std::vector<plan::Daemon>& daemons);
+// Every Unix socket the lab's daemons will bind (FRR's zserv.api and vty sockets under
+// <lab dir>/frr/<netns>/) fits sun_path: exit 2 naming the path (core/paths.h).
+Status check_socket_paths(const std::string& lab, const std::vector<plan::Daemon>& daemons);
 
 // Writes every daemon's config and starts the supervisor; succeeds once all of them run (with
 // routers, once BGP has every route). None: nothing to do. `early_supervisor` (a pid from

@@ -21,8 +21,8 @@
 namespace tb::lab {
 using apply::apply_plan;
 using apply::ApplyOptions;
+using apply::etc_netns_dir;
 using apply::Journal;
-using apply::kEtcNetns;
 using apply::remove_hosts_file_if_ours;
 using apply::remove_lab_rxe;
 using apply::teardown;
@@ -70,14 +70,14 @@ int remove_marked_hosts(const std::string& lab) {
   int removed = 0;
   std::error_code ec;
   std::vector<std::pair<std::string, std::string>> ours;  // (netns, marker line)
-  for (const auto& e : fs::directory_iterator(kEtcNetns, ec)) {
+  for (const auto& e : fs::directory_iterator(etc_netns_dir(), ec)) {
     std::ifstream in(e.path() / "hosts");
     std::string first;
     if (in && std::getline(in, first) && first.starts_with(want))
       ours.emplace_back(e.path().filename(), first);
   }
   for (const auto& [netns, marker] : ours)
-    if (remove_hosts_file_if_ours(kEtcNetns, netns, marker)) ++removed;
+    if (remove_hosts_file_if_ours(etc_netns_dir(), netns, marker)) ++removed;
   return removed;
 }
 
@@ -136,6 +136,7 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, ap
                      "); run `testbedctl clean " + lab + "` first");
   // A missing program is found before anything is built, not at the end of the build.
   TB_TRY(check_daemon_programs(plan.all_daemons()));
+  TB_TRY(check_socket_paths(lab, plan.all_daemons()));
   auto lock = LabLock::acquire(lab);
   if (!lock) return std::unexpected(lock.error());
 

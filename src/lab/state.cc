@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/paths.h"
 #include "core/safe_file.h"
 
 namespace tb::lab {
@@ -15,8 +16,7 @@ using apply::RxeDevice;
 namespace fs = std::filesystem;
 
 std::string run_root() {
-  const char* env = std::getenv("TESTBEDCTL_RUN_DIR");
-  return env && *env ? env : "/run/testbedctl";
+  return paths::roots().runtime;
 }
 std::string lab_dir(const std::string& lab) {
   return run_root() + "/" + lab;
@@ -37,7 +37,10 @@ std::vector<std::string> list_labs() {
   std::vector<std::string> labs;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(run_root(), ec))
-    if (e.is_directory()) labs.push_back(e.path().filename());
+    // Dot names are the rootless runtime root's namespaces (.netns, .etc-netns: core/paths.h);
+    // a lab's name starts with a letter.
+    if (e.is_directory() && !e.path().filename().string().starts_with("."))
+      labs.push_back(e.path().filename());
   std::ranges::sort(labs);
   return labs;
 }

@@ -7,6 +7,7 @@
 #include "apply/netlink_kernel.h"
 #include "capability/capabilities.h"
 #include "capability/underlay.h"
+#include "core/paths.h"
 #include "lab/lab.h"
 #include "scenario/loader.h"
 
@@ -37,6 +38,14 @@ Result<UpReport> bring_up(const UpOptions& o) {
                      "; say which one this is: up " + o.scenario_path + " --host NAME");
   }
   TB_TRY(require_root("up"));
+  if (paths::rootless()) {
+    // What a user namespace cannot have (docs/design-rootless.md §0): the host's own underlay.
+    // (rxe: --rdma is auto or none, and auto falls back to TCP with doctor's reason.)
+    if (!s->hosts.empty())
+      return bad_input(o.scenario_path + " spreads the lab over hosts (" + s->hosts.front().name +
+                       ", ...): a lab over several hosts uses the host's own network (VXLAN on "
+                       "its underlay) and needs root; run it with sudo");
+  }
   if (auto overlap = overlapping_host_routes(s->address_space); !overlap.empty())
     return bad_input("address_space " + s->address_space.to_string() +
                      " overlaps this host's route " + overlap.front() +
@@ -44,6 +53,14 @@ Result<UpReport> bring_up(const UpOptions& o) {
   const plan::HostCaps host = capability::host_for_plan(o.plan.rdma != "none", run_root());
   auto p = plan::compile(*s, host, o.plan);
   if (!p) return std::unexpected(p.error());
+  if (paths::rootless())
+    for (const auto& d : p->all_daemons())
+      if (std::holds_alternative<plan::Router>(d))
+        return bad_input(o.scenario_path +
+                         ": [failover] mode = \"bfd\" runs FRR, whose daemons switch to user "
+                         "frr, which a user namespace does not map (zebra: \"could not "
+                         "setgroups\"); run it with sudo, or use mode \"agent\" or "
+                         "\"link-state\"");
   if (const scenario::Host* me = s->host(o.plan.host)) {
     std::vector<capability::UnderlayPeer> peers;
     for (const auto& h : s->hosts)

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/paths.h"
 #include "core/shm_names.h"
 #include "launch/across_hosts.h"
 #include "launch/place.h"
@@ -121,8 +122,7 @@ std::string progress_board_path(const Job& job) {
 }
 
 std::string results_root() {
-  const char* env = std::getenv("TESTBEDCTL_RESULTS_DIR");
-  return env && *env ? env : "/var/lib/testbedctl/results";
+  return paths::roots().results;
 }
 
 Result<SafeDir> open_results_dir(const std::string& dir) {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "core/paths.h"
 #include "core/safe_file.h"
 
 namespace tb::netlink {
@@ -23,7 +24,7 @@ namespace {
 // if it is not a mount point yet (EINVAL). The directory is made, or checked, as a root of
 // core/safe_file.h: not a symlink another user planted, writable by root only.
 Status prepare_run_dir_once() {
-  std::string dir(kNetnsRunDir);
+  std::string dir = netns_run_dir();
   if (auto d = SafeDir::open_root(dir); !d) return std::unexpected(d.error());
   UniqueFd lock(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!lock) return sys_fail("open " + dir);
@@ -80,8 +81,12 @@ bool valid_netns_name(std::string_view name) {
          name != "." && name != "..";
 }
 
+std::string netns_run_dir() {
+  return paths::roots().netns;
+}
+
 std::string netns_path(std::string_view name) {
-  return std::string(kNetnsRunDir) + "/" + std::string(name);
+  return netns_run_dir() + "/" + std::string(name);
 }
 
 Result<UniqueFd> create_named_netns(const std::string& name,
@@ -145,8 +150,7 @@ bool is_half_made_netns(const std::string& name) {
   if (!valid_netns_name(name)) return false;
   struct stat file {
   }, dir{};
-  if (::stat(netns_path(name).c_str(), &file) != 0 ||
-      ::stat(std::string(kNetnsRunDir).c_str(), &dir) != 0)
+  if (::stat(netns_path(name).c_str(), &file) != 0 || ::stat(netns_run_dir().c_str(), &dir) != 0)
     return false;
   // A mounted namespace lives on nsfs, another device than the directory's.
   return S_ISREG(file.st_mode) && file.st_size == 0 && file.st_dev == dir.st_dev;
@@ -160,7 +164,7 @@ Result<UniqueFd> open_named_netns(const std::string& name) {
 }
 
 Result<std::vector<std::string>> list_named_netns() {
-  std::string dir(kNetnsRunDir);
+  std::string dir = netns_run_dir();
   std::vector<std::string> names;
   DIR* d = opendir(dir.c_str());
   if (!d) {

@@ -18,8 +18,9 @@
 
 namespace tb::netlink {
 
-// iproute2 include/namespace.h NETNS_RUN_DIR.
-inline constexpr std::string_view kNetnsRunDir = "/run/netns";
+// Where named namespaces are kept (core/paths.h): iproute2's /run/netns (include/namespace.h
+// NETNS_RUN_DIR) for root, <runtime root>/.netns inside a rootless user's keeper.
+std::string netns_run_dir();
 
 // ScopedNetns: the calling thread is inside another network namespace while this lives.
 // Owns a descriptor of the namespace to return to. Move-only.
@@ -43,7 +44,7 @@ class ScopedNetns {
 // A descriptor of the calling thread's current network namespace.
 Result<UniqueFd> current_netns();
 
-// "/run/netns/<name>". `name` must be a valid namespace name (see valid_netns_name).
+// "<netns_run_dir()>/<name>". `name` must be a valid namespace name (see valid_netns_name).
 std::string netns_path(std::string_view name);
 // iproute2's rule (ip/ipnetns.c is_valid_netns_name): non-empty, < NAME_MAX, no '/', not . or ..
 bool valid_netns_name(std::string_view name);

@@ -10,12 +10,14 @@
 
 #include <cstring>
 
+#include "core/paths.h"
 #include "core/unique_fd.h"
 
 namespace tb::runner {
 
 Status enter_node(const std::string& netns) {
-  const std::string path = "/run/netns/" + netns;
+  const paths::Roots where = paths::roots();
+  const std::string path = where.netns + "/" + netns;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return sys_fail("open namespace " + path);
   if (::setns(fd.get(), CLONE_NEWNET) != 0) return sys_fail("enter namespace " + netns);
@@ -23,9 +25,9 @@ Status enter_node(const std::string& netns) {
   if (::unshare(CLONE_NEWNS) != 0) return sys_fail("unshare mount namespace");
   if (::mount("", "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0)
     return sys_fail("make / a slave mount");
-  // Every file in /etc/netns/<netns>/ replaces its namesake in /etc (iproute2's
-  // bind_etc()): the lab's hosts and resolv.conf.
-  const std::string dir = "/etc/netns/" + netns;
+  // Every file in /etc/netns/<netns>/ (core/paths.h etc_netns) replaces its namesake in /etc
+  // (iproute2's bind_etc()): the lab's hosts and resolv.conf.
+  const std::string dir = where.etc_netns + "/" + netns;
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* e = ::readdir(d)) {
       const std::string name = e->d_name;

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/events.h"
+#include "core/paths.h"
 #include "core/safe_file.h"
 #include "core/spawn.h"
 #include "core/unique_fd.h"
@@ -121,7 +122,7 @@ Result<int> spawn_child(const std::string& netns, const std::vector<std::string>
                         const std::string& owner, const std::string& log_path, bool hup_blocked,
                         UniqueFd* ready, bool close_fds) {
   if (argv.empty()) return fail("spawn in " + netns + ": empty command");
-  UniqueFd ns(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd ns(::open((paths::roots().netns + "/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns) return sys_fail("spawn in " + netns + ": open namespace");
   auto log = open_file(log_path, O_WRONLY | O_CREAT | O_APPEND);
   if (!log) return std::unexpected(with_context(log.error(), "spawn in " + netns));
@@ -165,7 +166,7 @@ Result<int> fork_in_netns(const std::string& netns, const std::vector<std::strin
                           const std::string& log_path, bool hup_blocked, UniqueFd* ready,
                           const InProcessMain& main) {
   if (argv.empty()) return fail("start in " + netns + ": empty command");
-  UniqueFd ns(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd ns(::open((paths::roots().netns + "/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns) return sys_fail("start in " + netns + ": open namespace");
   auto log = open_file(log_path, O_WRONLY | O_CREAT | O_APPEND);
   if (!log) return std::unexpected(with_context(log.error(), "start in " + netns));

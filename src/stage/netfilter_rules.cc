@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "core/extras.h"
+#include "core/paths.h"
 #include "core/spawn.h"
 #include "core/unique_fd.h"
 #include "stage/calibration.h"
@@ -63,7 +64,7 @@ Result<ToolRun> run_tool(const std::string& netns, const std::string& tool,
   UniqueFd ns_fd;
   if (!netns.empty()) {
     if (netns.find('/') != std::string::npos) return bad_input("bad netns name \"" + netns + "\"");
-    ns_fd.reset(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
+    ns_fd.reset(::open((paths::roots().netns + "/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
     if (!ns_fd) return sys_fail("open netns " + netns);
   }
   UniqueFd in_fd;  // the input, in a memory file read from its start

@@ -26,6 +26,7 @@ set(TB_E2E_SERIAL_TESTS
   Lab.CleanAllTakesEachLabsLockAndLeavesABusyLabAlone  # b: clean --all
   Lab.UpRacingCleanAllEndsWholeOrGoneNeverHalfBuilt  # b: clean --all
   LaunchHz.*  # c: 16 torch ranks
+  Rootless.*  # b: makes a system account; compares the root namespace's links before and after
   MultihostBench.VerifyOnBothHostsMeasuresEveryClassTheWanAcrossTheTunnel  # a: verify
   MultihostFault.*  # a: RTT medians, loss counts
   MultihostHzBj.HzServersSplitOverAThirdHostReachEveryGpu  # a: verify --quick

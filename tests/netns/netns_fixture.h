@@ -75,7 +75,7 @@ class NetnsTest : public ::testing::Test {
     for (const auto& n : names_) {
       EXPECT_TRUE(netlink::delete_named_netns(n).has_value()) << n;
       std::error_code ec;
-      std::filesystem::remove_all(std::filesystem::path(apply::kEtcNetns) / n, ec);
+      std::filesystem::remove_all(std::filesystem::path(apply::etc_netns_dir()) / n, ec);
     }
   }
 

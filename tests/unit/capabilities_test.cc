@@ -58,7 +58,8 @@ TEST(CapabilityRegistry, NamesAreUniqueAndEveryRowIsComplete) {
        {"root",     "netns",   "netns_dir", "veth",      "bridge",  "vxlan",      "macvlan",
         "dummy",    "bonding", "vrf",       "multipath", "htb",     "tbf",        "netem",
         "fq_codel", "prio",    "ingress",   "clsact",    "nfqueue", "nft_numgen", "rdma_netlink",
-        "rdma_rxe", "frr",     "kvm",       "qemu",      "red",     "dctcp"})
+        "rdma_rxe", "frr",     "kvm",       "qemu",      "red",     "dctcp",      "userns",
+        "rtprio"})
     EXPECT_TRUE(names.contains(n)) << n;
 }
 

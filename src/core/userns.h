@@ -1,0 +1,70 @@
+// Rootless labs' user namespace (docs/design-rootless.md §0, issue 33): a keeper per user holds a
+// user namespace in which the user is uid 0, and a private mount namespace, and every verb of a
+// user who is not root joins both first thing in main.
+//
+// The keeper (`testbedctl keeper`, started by the first verb that needs it, never typed):
+// unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET); one line each in /proc/self/setgroups
+// ("deny"), uid_map and gid_map ("0 <uid> 1": no newuidmap, no subordinate ids); every mount made
+// private; a tmpfs (0700) on the runtime root $XDG_RUNTIME_DIR/testbedctl, which holds the labs'
+// state and their named namespaces (core/paths.h), so both die with the keeper; a tmpfs on
+// /dev/shm, so a lab's shared-memory segments are this user's alone. Its pid and start time (from
+// /proc/PID/stat, so a reused pid is never joined) go to keeper.pid (0600) in the host's view of
+// the runtime root, beside keeper.lock; then it waits on a signalfd (SIGTERM or SIGINT: it
+// leaves, and with it the mount namespace and every netns bind mount in it).
+//
+// The network namespace is the user's "home": empty but for lo (up). A thread that entered a
+// lab's namespace must be able to return (netlink/netns.h ScopedNetns), and setns into the
+// host's own network namespace needs CAP_SYS_ADMIN over it, which a user namespace never gives:
+// so a joined process starts, and returns, in a namespace its user namespace owns.
+//
+// Joining: setns into the keeper's user namespace, then its mount and network namespaces. The
+// kernel allows that to a process whose euid owns the namespace and to no one else (another user
+// gets EPERM: that refusal is the isolation). setns(CLONE_NEWUSER) refuses a threaded process, so
+// the join checks /proc/self/status first and fails loudly when a thread exists. Joining resets the
+// working directory to the namespace's root; the join restores it.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+
+namespace tb::userns {
+
+struct KeeperId {
+  int pid = 0;
+  unsigned long long start_time = 0;  // field 22 of /proc/PID/stat, clock ticks since boot
+};
+
+// "Threads:" of /proc/self/status.
+Result<int> thread_count();
+// Field 22 of /proc/PID/stat; nullopt when the process is gone.
+std::optional<unsigned long long> start_time(int pid);
+// keeper.pid's "PID START_TIME\n"; nullopt when absent or unreadable.
+std::optional<KeeperId> read_pid_file(const std::string& path);
+// The running keeper the pid file names: the process exists with that start time and belongs to
+// this user (its /proc directory's owner is `euid`).
+std::optional<KeeperId> live_keeper(const std::string& pid_file, unsigned euid);
+
+// The keeper's main: returns only on failure (before it is ready) or once told to leave. It
+// reports "ok" or the reason it failed on `ready_fd` (then closes it).
+int run_keeper(int ready_fd);
+
+// Joins this user's keeper, starting it (`self_exe keeper`) if none runs, under keeper.lock so
+// two verbs never start two. Must be called while the process has one thread. Sets
+// paths::kKeeperEnv to the keeper's pid for this process and its children.
+Result<KeeperId> join_keeper(const std::string& self_exe);
+
+// Can this user make a user namespace? Tried in a forked child (unshare(CLONE_NEWUSER)); the
+// text names the sysctls that decide it where it cannot.
+struct UsernsCheck {
+  bool ok = false;
+  std::string detail;
+};
+UsernsCheck check_unprivileged_userns();
+// The sysctls and limits that decide it, for doctor and errors: "kernel.unprivileged_userns_clone
+// = 1, user.max_user_namespaces = 63457, kernel.apparmor_restrict_unprivileged_userns = 0" (the
+// ones this kernel has).
+std::string userns_sysctls();
+
+}  // namespace tb::userns
