@@ -54,12 +54,11 @@ TEST(CapabilityRegistry, NamesAreUniqueAndEveryRowIsComplete) {
     EXPECT_FALSE(s.fallback.empty());
     EXPECT_FALSE(s.method.empty());
   }
-  for (const char* n :
-       {"root",     "netns",   "netns_dir", "veth",      "bridge",  "vxlan",      "macvlan",
-        "dummy",    "bonding", "vrf",       "multipath", "htb",     "tbf",        "netem",
-        "fq_codel", "prio",    "ingress",   "clsact",    "nfqueue", "nft_numgen", "rdma_netlink",
-        "rdma_rxe", "frr",     "kvm",       "qemu",      "red",     "dctcp",      "userns",
-        "rtprio"})
+  for (const char* n : {"root",    "netns",      "netns_dir",    "veth",     "bridge",    "vxlan",
+                        "macvlan", "dummy",      "bonding",      "vrf",      "multipath", "htb",
+                        "tbf",     "netem",      "fq_codel",     "prio",     "ingress",   "clsact",
+                        "nfqueue", "nft_numgen", "rdma_netlink", "rdma_rxe", "frr",       "kvm",
+                        "qemu",    "red",        "dctcp",        "userns",   "rtprio"})
     EXPECT_TRUE(names.contains(n)) << n;
 }
 
