@@ -348,6 +348,8 @@ if want beside; then
 # at the ToR while the agent pauses the feeders; the same lab with `congestion = "droptail"`
 # drops there. Drops: the ToR namespace's qdiscs (tc -s), after - before; pauses: the agent's
 # stats file.
+# Drops of every qdisc in LAB's ToR namespace (tc -s), summed.
+tor_drops() { ip netns exec "tb-$1-dc-tor0" tc -s qdisc show | awk '/dropped/ {gsub(",", "", $7); s += $7} END {print s + 0}'; }
 incast() { # SCENARIO LAB -> "drops pauses goodput_bps"
   local lab=$2 dst sp pids=() d0 d1 p s k
   testbedctl up "$1" --name "$lab" --rdma none >/tmp/incast-up.txt 2>&1 || { echo "up-failed"; return; }
@@ -355,7 +357,7 @@ incast() { # SCENARIO LAB -> "drops pauses goodput_bps"
   ip netns exec "tb-$lab-dc-s2-g0" tb-probe serve --port 7700 --seconds 90 >/dev/null 2>&1 &
   sp=$!
   sleep 1
-  d0=$(ip netns exec "tb-$lab-dc-tor0" tc -s qdisc show | awk '/dropped/ {gsub(",", "", $7); s += $7} END {print s + 0}')
+  d0=$(tor_drops "$lab")
   for s in 0 1; do
     for k in 1 2; do
       ip netns exec "tb-$lab-dc-s$s-g0" tb-probe goodput --to "$dst" --port 7700 --seconds 8 \
@@ -364,7 +366,7 @@ incast() { # SCENARIO LAB -> "drops pauses goodput_bps"
     done
   done
   wait "${pids[@]}"
-  d1=$(ip netns exec "tb-$lab-dc-tor0" tc -s qdisc show | awk '/dropped/ {gsub(",", "", $7); s += $7} END {print s + 0}')
+  d1=$(tor_drops "$lab")
   p=$(grep -o '"pauses": *[0-9]*' "/run/testbedctl/$lab/stages/congestion.stats.json" 2>/dev/null |
     awk -F: '{s += $2} END {print s + 0}')
   kill "$sp" 2>/dev/null

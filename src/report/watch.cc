@@ -87,20 +87,17 @@ std::string watch_ecn_text(const lab::WatchFrame& f, size_t max_rows) {
       const lab::WatchPause& p = d == 0 ? w.pause_ab : w.pause_ba;
       if (!p.ecn) continue;
       ++ports;
-      if (p.ce_marks == 0 && p.ect == 0) continue;
+      // The counts are the window's (lab/watch.cc): none before the agent's second file.
+      if (win <= 0 || (p.ce_marks == 0 && p.ect == 0)) continue;
       const std::string dir = d == 0 ? w.a + " -> " + w.b : w.b + " -> " + w.a;
       const double share = p.ect ? 100.0 * static_cast<double>(p.ce_marks) / p.ect : 0.0;
-      rows.push_back(cell(dir, 40) +
-                     (win > 0 ? fmt::format("{:.0f} CE/s of {:.0f} ECT/s ({:.0f}%)",
-                                            static_cast<double>(p.ce_marks) / win,
-                                            static_cast<double>(p.ect) / win, share)
-                              : std::string("?")) +
-                     "\n");
+      rows.push_back(cell(dir, 40) + fmt::format("{:.0f} CE/s of {:.0f} ECT/s ({:.0f}%)\n",
+                                                 static_cast<double>(p.ce_marks) / win,
+                                                 static_cast<double>(p.ect) / win, share));
     }
   if (ports == 0) return "";
   std::string s = "ECN (ecn links): CE marks by the stage after each ecn port, same window\n";
-  if (rows.empty() || win <= 0)
-    return s + fmt::format("  no ECT packet through its {} ecn port(s)\n", ports);
+  if (rows.empty()) return s + fmt::format("  no ECT packet through its {} ecn port(s)\n", ports);
   s += cell("PORT (sender -> receiver)", 40) + "MARKED\n";
   for (size_t i = 0; i < rows.size() && (!max_rows || i < max_rows); ++i) s += rows[i];
   if (max_rows && rows.size() > max_rows)

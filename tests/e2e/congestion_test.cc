@@ -86,6 +86,12 @@ std::string probe_bin() {
   return std::filesystem::path(TB_TESTBEDCTL).parent_path() / "tb-probe";
 }
 
+// `s` without its trailing newlines and spaces (a sysctl's value as sysctl -n prints it).
+std::string chomp(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), {});
@@ -306,9 +312,8 @@ class Congestion : public testing::Test {
     const std::string to = addr_of(rx, "fe");
     EXPECT_FALSE(to.empty());
     if (to.empty()) return out;
-    out.tcp_ecn = sh("ip netns exec " + ns(lab, "dc/s0") + " sysctl -n net.ipv4.tcp_ecn").out;
-    while (!out.tcp_ecn.empty() && (out.tcp_ecn.back() == '\n' || out.tcp_ecn.back() == ' '))
-      out.tcp_ecn.pop_back();
+    out.tcp_ecn =
+        chomp(sh("ip netns exec " + ns(lab, "dc/s0") + " sysctl -n net.ipv4.tcp_ecn").out);
     // The senders' congestion control: the route's congctl toward the receiver, else the
     // namespace's default. Server to server the VPC is one subnet: with ecn the plan's own
     // route for it, which names kEcnCongctl (plan/congestion.h set_ecn_congctl); with droptail
@@ -316,12 +321,10 @@ class Congestion : public testing::Test {
     const auto route = sh("ip -n " + ns(lab, "dc/s0") + " route get " + to).out;
     if (const auto at = route.find("congctl "); at != std::string::npos)
       out.route_cc = route.substr(at + 8, route.find_first_of(" \n", at + 8) - at - 8);
-    out.cc =
-        out.route_cc.empty()
-            ? sh("ip netns exec " + ns(lab, "dc/s0") + " sysctl -n net.ipv4.tcp_congestion_control")
-                  .out
-            : out.route_cc;
-    while (!out.cc.empty() && (out.cc.back() == '\n' || out.cc.back() == ' ')) out.cc.pop_back();
+    out.cc = out.route_cc.empty() ? chomp(sh("ip netns exec " + ns(lab, "dc/s0") +
+                                             " sysctl -n net.ipv4.tcp_congestion_control")
+                                              .out)
+                                  : out.route_cc;
     const std::string probe = probe_bin();
     auto server = sh("ip netns exec " + rx + " " + probe + " serve --port 7603 --seconds " +
                      std::to_string(kSeconds + 20) + " >/dev/null 2>&1 & echo $!");

@@ -162,29 +162,40 @@ TEST(NfqMessage, VerdictsChainInOneBuffer) {
   EXPECT_EQ(ntohl(v[1]), 0xfffffffeu);
 }
 
-TEST(NfqMessage, ParsesPacketsAndAcks) {
-  // A packet notice as the kernel writes it: PACKET_HDR {id 9, proto, hook}, CAP_LEN 65226 and
-  // TIMESTAMP {sec, usec} (both big-endian 64-bit).
-  alignas(8) unsigned char buf[192] = {};
-  auto* h = reinterpret_cast<nlmsghdr*>(buf);
-  h->nlmsg_type = (NFNL_SUBSYS_QUEUE << 8) | 0;
-  auto* gen = reinterpret_cast<nfgenmsg*>(NLMSG_DATA(h));
-  gen->res_id = htons(12);
+// A packet notice as the kernel writes it, for queue `queue`: the netlink header, nfgenmsg,
+// then the NFQA_* attributes put() appends; end() sets the message's length. `off` is the end of
+// what was written (more messages may follow there).
+struct NfqNotice {
+  alignas(8) unsigned char buf[256] = {};
   size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
-  auto put = [&](uint16_t type, const void* data, uint16_t len) {
+  explicit NfqNotice(uint16_t queue) {
+    hdr()->nlmsg_type = (NFNL_SUBSYS_QUEUE << 8) | 0;
+    reinterpret_cast<nfgenmsg*>(NLMSG_DATA(hdr()))->res_id = htons(queue);
+  }
+  nlmsghdr* hdr() { return reinterpret_cast<nlmsghdr*>(buf); }
+  void put(uint16_t type, const void* data, uint16_t len) {
     auto* a = reinterpret_cast<nlattr*>(buf + off);
     a->nla_type = type;
     a->nla_len = NLA_HDRLEN + len;
     std::memcpy(buf + off + NLA_HDRLEN, data, len);
     off += NLA_ALIGN(a->nla_len);
-  };
+  }
+  void end() { hdr()->nlmsg_len = static_cast<uint32_t>(off); }
+};
+
+TEST(NfqMessage, ParsesPacketsAndAcks) {
+  // PACKET_HDR {id 9, proto, hook}, CAP_LEN 65226 and TIMESTAMP {sec, usec} (both big-endian
+  // 64-bit), on queue 12.
+  NfqNotice n(12);
   unsigned char ph[7] = {0, 0, 0, 9, 0x08, 0x00, 0};
-  put(1, ph, 7);  // NFQA_PACKET_HDR
+  n.put(1, ph, 7);  // NFQA_PACKET_HDR
   uint32_t cap = htonl(65226);
-  put(13, &cap, 4);  // NFQA_CAP_LEN
+  n.put(13, &cap, 4);  // NFQA_CAP_LEN
   uint64_t ts[2] = {htobe64(1'796'000'000), htobe64(123'456)};
-  put(4, ts, 16);  // NFQA_TIMESTAMP
-  h->nlmsg_len = static_cast<uint32_t>(off);
+  n.put(4, ts, 16);  // NFQA_TIMESTAMP
+  n.end();
+  auto& buf = n.buf;
+  auto& off = n.off;
   // Followed by an ACK (NLMSG_ERROR, error 0) and an EBUSY refusal.
   auto ack = [&](uint32_t seq, int err) {
     auto* e = reinterpret_cast<nlmsghdr*>(buf + off);
@@ -381,24 +392,14 @@ TEST(NfqMessage, MarkingQueueCopiesWholePacketsWithoutGso) {
 }
 
 TEST(NfqMessage, ParsesAWholePacketsPayload) {
-  alignas(8) unsigned char buf[256] = {};
-  auto* h = reinterpret_cast<nlmsghdr*>(buf);
-  h->nlmsg_type = (NFNL_SUBSYS_QUEUE << 8) | 0;
-  size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
-  auto put = [&](uint16_t type, const void* data, uint16_t len) {
-    auto* a = reinterpret_cast<nlattr*>(buf + off);
-    a->nla_type = type;
-    a->nla_len = NLA_HDRLEN + len;
-    std::memcpy(buf + off + NLA_HDRLEN, data, len);
-    off += NLA_ALIGN(a->nla_len);
-  };
+  NfqNotice n(0);
   unsigned char ph[7] = {0, 0, 0, 4, 0x08, 0x00, 0};
-  put(1, ph, 7);
+  n.put(1, ph, 7);
   auto pkt = ipv4_packet(0x01, 5, 60);
-  put(10, pkt.data(), static_cast<uint16_t>(pkt.size()));  // NFQA_PAYLOAD, no CAP_LEN
-  h->nlmsg_len = static_cast<uint32_t>(off);
+  n.put(10, pkt.data(), static_cast<uint16_t>(pkt.size()));  // NFQA_PAYLOAD, no CAP_LEN
+  n.end();
   std::vector<NlEvent> ev;
-  ASSERT_TRUE(parse_events({reinterpret_cast<char*>(buf), off}, ev));
+  ASSERT_TRUE(parse_events({reinterpret_cast<char*>(n.buf), n.off}, ev));
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].packet.len, pkt.size());  // the whole packet came: its length is the copy's
   ASSERT_EQ(ev[0].packet.payload.size(), pkt.size());
