@@ -46,6 +46,7 @@ Counters counters_from_stats(const AgentStats& s) {
   c.stopped = s.stopped;
   c.late_polls = s.late_polls;
   c.late_ms_max = s.late_ms_max;
+  c.wake = s.wake;
   for (const auto& [name, p] : s.ports) {
     PortCounters& pc = c.ports[name];
     pc.model = p.model;
@@ -205,6 +206,7 @@ json to_json(const Counters& c, bool window) {
   j["pid"] = c.pid;
   j["stopped"] = c.stopped;
   j["late_polls"] = c.late_polls;
+  if (!c.wake.empty()) j["wake"] = c.wake;
   j[window ? "late_ms_max_since_agent_start" : "late_ms_max"] = c.late_ms_max;
   json ports = json::object(), ups = json::object();
   for (const auto& [name, p] : c.ports) {

@@ -88,6 +88,7 @@ struct Counters {
   bool stopped = false;
   uint64_t late_polls = 0;
   double late_ms_max = 0;
+  std::string wake;  // the agent's idle wake (congestion/wake.h), or why it has none
   std::map<std::string, PortCounters> ports;          // by link end, "dc/tor0:s4g0"
   std::map<std::string, UpstreamCounters> upstreams;  // by link end, "dc/s0/g0:rail"
   bool has_counts() const { return source == Source::kCounted || source == Source::kStale; }

@@ -285,6 +285,16 @@ const std::vector<Command>& PauseMachine::resume_all(int64_t now) {
   return out_;
 }
 
+uint64_t PauseMachine::wake_headroom(int port) const {
+  const PortState& st = ports_[static_cast<size_t>(port)];
+  const PauseConfig::Port& c = config_.ports[static_cast<size_t>(port)];
+  uint64_t threshold = UINT64_MAX;
+  if (c.lossless) threshold = c.xoff / 4;
+  if (c.ecn) threshold = std::min(threshold, c.kmin / 4);
+  if (threshold == UINT64_MAX) return UINT64_MAX;  // neither: nothing it does depends on it
+  return st.backlog >= threshold ? 0 : threshold - st.backlog;
+}
+
 int64_t PauseMachine::interval_ns(int64_t now) const {
   return fast(now) ? config_.poll_ns : config_.idle_poll_ns;
 }

@@ -173,6 +173,11 @@ class PauseMachine {
   // When to poll next after a poll at `now_ns`: fast or idle.
   int64_t interval_ns(int64_t now_ns) const;
   bool fast(int64_t now_ns) const { return now_ns < fast_until_; }
+  // Bytes that may still be offered to `port` (on top of its backlog at the last step) before
+  // a step could see it past its fast threshold (a quarter of xoff, or of kmin for an ecn port):
+  // while no port's offered bytes since its last sample reach this, a step would decide
+  // nothing new (congestion/wake.h). 0 when it is there already.
+  uint64_t wake_headroom(int port) const;
 
   const PauseConfig& config() const { return config_; }
   const std::vector<PortState>& ports() const { return ports_; }

@@ -42,6 +42,9 @@ json to_json(const AgentStats& s) {
           {"late_polls", s.late_polls},
           {"late_ms_max", s.late_ms_max},
           {"poll_ms_p99", s.poll_ms_p99},
+          {"wake", s.wake},
+          {"wake_checks", s.wake_checks},
+          {"wakes", s.wakes},
           {"errors", s.errors},
           {"last_error", s.last_error},
           {"stopped", s.stopped},
@@ -63,6 +66,9 @@ AgentStats stats_from_json(const json& j) {
   s.late_polls = j.value("late_polls", uint64_t{0});
   s.late_ms_max = j.value("late_ms_max", 0.0);
   s.poll_ms_p99 = j.value("poll_ms_p99", 0.0);
+  s.wake = j.value("wake", "");
+  s.wake_checks = j.value("wake_checks", uint64_t{0});
+  s.wakes = j.value("wakes", uint64_t{0});
   s.errors = j.value("errors", uint64_t{0});
   s.last_error = j.value("last_error", "");
   s.stopped = j.value("stopped", false);

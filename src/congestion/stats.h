@@ -3,7 +3,7 @@
 // (docs/design-congestion.md §5). Its format, the writer's document and the reader's.
 //
 //   {"pid", "uptime_s", "cpu_s", "sched", "polls", "late_polls", "late_ms_max", "poll_ms_p99",
-//    "errors", "last_error", "stopped",
+//    "wake", "wake_checks", "wakes", "errors", "last_error", "stopped",
 //    "generation", "control_error", "control_applied_ns",   (congestion/control.h's answer)
 //    "ports": {"dc/tor0:s4g0": {"model", "backlog", "backlog_max", "drops", "xoff_events",
 //                               "storm", "watchdog": {"trips", "mitigating", "dropped"},
@@ -58,6 +58,11 @@ struct AgentStats {
   std::string sched;  // "SCHED_FIFO 11" or why not
   uint64_t polls = 0, late_polls = 0;
   double late_ms_max = 0, poll_ms_p99 = 0;
+  // The idle wake (congestion/wake.h): what it is ("cls_bpf byte counters on N ports") or why
+  // there is none ("none: ..."), how often the agent read the counters between polls, and how
+  // many polls the counters asked for.
+  std::string wake;
+  uint64_t wake_checks = 0, wakes = 0;
   uint64_t errors = 0;
   std::string last_error;
   bool stopped = false;  // written by an agent that resumed everything and exited

@@ -212,6 +212,35 @@ NlMsg new_u32_dscp_filter(int ifindex, const U32DscpFilter& f, TcWrite write) {
   return m.finish();
 }
 
+NlMsg new_clsact(int ifindex) {
+  MessageBuilder m(RTM_NEWQDISC, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL);
+  put_tcmsg(m, {ifindex, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0)});
+  m.put_str(TCA_KIND, "clsact");
+  return m.finish();
+}
+
+NlMsg del_clsact(int ifindex) {
+  MessageBuilder m(RTM_DELQDISC, NLM_F_REQUEST);
+  put_tcmsg(m, {ifindex, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0)});
+  return m.finish();
+}
+
+NlMsg new_bpf_filter(int ifindex, const BpfFilter& f) {
+  TB_CHECK(f.prio > 0 && f.fd >= 0);
+  MessageBuilder m(RTM_NEWTFILTER, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL);
+  tcmsg* t = put_tcmsg(
+      m,
+      {ifindex, TC_H_MAKE(TC_H_CLSACT, f.egress ? TC_H_MIN_EGRESS : TC_H_MIN_INGRESS), f.handle});
+  t->tcm_info = TC_H_MAKE(static_cast<uint32_t>(f.prio) << 16, htons(ETH_P_ALL));
+  m.put_str(TCA_KIND, "bpf");
+  nlattr* opts = m.nest_start(TCA_OPTIONS);
+  m.put_u32(TCA_BPF_FD, static_cast<uint32_t>(f.fd));
+  m.put_str(TCA_BPF_NAME, f.name);
+  m.put_u32(TCA_BPF_FLAGS, TCA_BPF_FLAG_ACT_DIRECT);
+  m.nest_end(opts);
+  return m.finish();
+}
+
 std::string format_u32_handle(uint32_t handle) {
   char buf[32];
   const uint32_t hash = (handle >> 12) & 0xFF;

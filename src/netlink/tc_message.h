@@ -122,6 +122,25 @@ inline constexpr uint32_t u32_handle(uint32_t node) {
 NlMsg new_u32_dscp_filter(int ifindex, const U32DscpFilter& f,
                           TcWrite write = TcWrite::kCreateOnly);
 
+// RTM_NEWQDISC clsact (net/sched/sch_ingress.c): the ingress and egress filter hooks of
+// `ifindex`, beside whatever root qdisc shapes it (parent ffff:fff1, handle ffff:0, as
+// `tc qdisc add dev D clsact` sends). NLM_F_EXCL: EEXIST when one is there.
+NlMsg new_clsact(int ifindex);
+// RTM_DELQDISC of `ifindex`'s clsact (and every filter on it); ENOENT/EINVAL when there is none.
+NlMsg del_clsact(int ifindex);
+
+// A BPF classifier (net/sched/cls_bpf.c) on a clsact hook, in direct-action mode (the program's
+// return value is the verdict: TC_ACT_UNSPEC -1 lets the packet go on): `tc filter add dev D
+// egress prio N handle H bpf da fd FD name NAME`, protocol all.
+struct BpfFilter {
+  bool egress = true;   // parent ffff:fff3 (TC_H_MIN_EGRESS), else ffff:fff2 (ingress)
+  uint16_t prio = 1;    // filter priority (tcm_info's upper 16 bits)
+  uint32_t handle = 1;  // cls_bpf handle
+  int fd = -1;          // the loaded BPF_PROG_TYPE_SCHED_CLS program
+  std::string name;     // TCA_BPF_NAME, as `tc filter show` prints it
+};
+NlMsg new_bpf_filter(int ifindex, const BpfFilter& f);
+
 // "800::1", as tc prints u32 handles.
 std::string format_u32_handle(uint32_t handle);
 

@@ -126,6 +126,11 @@ std::string congestion_status_text(const congestion::Counters& c, const plan::To
          "packets it took, with the probability the agent published from that port's backlog\n";
   if (idle > 0)
     s += fmt::format("  {} other link end(s) the agent counts: no pause, XOFF or drop\n", idle);
+  if (!c.wake.empty())
+    s += "  the agent's idle wake: " + c.wake +
+         (c.wake.starts_with("none") ? " (it polls every idle period instead)\n"
+                                     : " (it dumps the queues only when a port was offered "
+                                       "enough to matter)\n");
   if (c.late_polls > 0)
     s += fmt::format(
         "  the agent polled late {} time(s) (max {:.2f} ms): a lossless drop then is "

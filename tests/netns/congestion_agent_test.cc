@@ -48,6 +48,7 @@
 #include "congestion/control.h"
 #include "congestion/pause.h"
 #include "congestion/stats.h"
+#include "congestion/wake.h"
 #include "congestion_traffic.h"
 #include "core/safe_file.h"
 #include "netlink/netns.h"
@@ -206,6 +207,16 @@ class CongestionAgentTest : public NetnsTest {
     return {};
   }
 
+  // Whether `n`'s interface carries a clsact (the wake's byte counter hangs on it).
+  bool has_clsact(Node& n) {
+    std::vector<netlink::QdiscStats> all;
+    auto r = netlink::dump_qdisc_stats(n.nl, all);
+    EXPECT_TRUE(r) << r.error().message;
+    for (const auto& q : all)
+      if (q.ifindex == n.ifindex && q.handle == TC_H_MAKE(TC_H_CLSACT, 0)) return true;
+    return false;
+  }
+
   // The agent as this test's child (tb-probe next to the tests: TB_PROBE).
   void start_agent() {
     ASSERT_EQ(agent_, -1);
@@ -305,6 +316,21 @@ TEST_F(CongestionAgentTest, IncastThroughTheAgentHasNoSwitchDrops) {
               idle.cpu_s, idle.uptime_s, idle.uptime_s > 0 ? 100.0 * idle.cpu_s / idle.uptime_s : 0,
               static_cast<unsigned long long>(idle.polls),
               static_cast<unsigned long long>(idle.late_polls));
+  // The idle wake (congestion/wake.h): where this process can make the byte counters, so can
+  // the agent, and then it dumps only every kStatsEveryNs while idle (about 8 in 1.5 s; its idle
+  // period, 10 ms, would make 150); where it cannot, it says why and polls.
+  std::printf("[agent] wake: %s, %llu checks, %llu polls\n", idle.wake.c_str(),
+              static_cast<unsigned long long>(idle.wake_checks),
+              static_cast<unsigned long long>(idle.polls));
+  const bool bpf_here = congestion::ByteCounters::create(1).has_value();
+  if (bpf_here) {
+    EXPECT_EQ(idle.wake.rfind("cls_bpf byte counters on ", 0), 0u) << idle.wake;
+    EXPECT_TRUE(has_clsact(sw_)) << "no clsact on the switch port under the wake";
+    EXPECT_GT(idle.wake_checks, 100u);
+    EXPECT_LE(static_cast<double>(idle.polls), idle.uptime_s / 0.2 * 2 + 5);
+  } else {
+    EXPECT_EQ(idle.wake.rfind("none: ", 0), 0u) << idle.wake;
+  }
   Traffic t;
   auto c = t.connect({s1_.fd.get(), s2_.fd.get()}, 3, r_.fd.get(), 5301);
   ASSERT_TRUE(c) << c.error().message;
@@ -343,6 +369,10 @@ TEST_F(CongestionAgentTest, IncastThroughTheAgentHasNoSwitchDrops) {
                                                               : 0));
   EXPECT_LE(drops, late_allowance(s)) << "switch egress drops under the agent";
   EXPECT_GT(pauses, 0u) << "the incast never paused a sender";
+  if (bpf_here) {
+    EXPECT_GT(s.wakes, 0u) << "the incast never woke the idle agent through its counters";
+    EXPECT_FALSE(has_clsact(sw_)) << "the agent left its wake's clsact behind";
+  }
   EXPECT_GT(static_cast<double>(rx) / secs, 0.8 * static_cast<double>(kRate));
   EXPECT_EQ(s.errors, 0u) << s.last_error;
   for (Node* n : {&s1_, &s2_}) EXPECT_EQ(read(*n).rate, kRate) << n->name << " left paused";

@@ -257,6 +257,38 @@ TEST(CongestionPauseTest, ThePollIsFastWhileAQueueBuildsOrAPauseStandsAndFor50Ms
   EXPECT_EQ(d.m.interval_ns(d.now + 60 * kMs), 10 * kMs);
 }
 
+// The idle wake's budget (congestion/wake.h): what may still be offered to a port before a poll
+// could see it past a quarter of its xoff (kmin for an ecn port; the lower where both), counted
+// from the backlog the last step saw.
+TEST(CongestionPauseTest, WakeHeadroomIsWhatMayArriveBeforeTheFastThreshold) {
+  PauseConfig c = two_ports();  // xoff 40'000: fast past 10'000
+  PauseConfig::Port e;
+  e.lossless = false;
+  e.ecn = true;
+  e.kmin = 3'000;  // fast past 750
+  e.kmax = 6'000;
+  e.pmax = 0.01;
+  c.ports.push_back(e);
+  PauseConfig::Port both = c.ports[0];
+  both.ecn = true;
+  both.kmin = 8'000;  // fast past 2'000, below xoff / 4's 10'000
+  c.ports.push_back(both);
+  PauseConfig::Port neither;
+  neither.lossless = false;
+  c.ports.push_back(neither);
+  Driver d(c);
+  d.poll(10, {});
+  EXPECT_EQ(d.m.wake_headroom(0), 10'000u);
+  EXPECT_EQ(d.m.wake_headroom(2), 750u);
+  EXPECT_EQ(d.m.wake_headroom(3), 2'000u);
+  EXPECT_EQ(d.m.wake_headroom(4), UINT64_MAX);  // nothing it does depends on its queue
+  d.backlog(0, 6'000);
+  d.backlog(2, 900);
+  d.poll(10, {});
+  EXPECT_EQ(d.m.wake_headroom(0), 4'000u);
+  EXPECT_EQ(d.m.wake_headroom(2), 0u);  // past it already (and fast)
+}
+
 TEST(CongestionPauseTest, ResumeAllResumesEveryPausedUpstreamOnce) {
   Driver d(two_ports());
   d.poll(1, {0, 1, 2});
@@ -467,6 +499,9 @@ TEST(CongestionStatsTest, TheStatsDocumentRoundTrips) {
   s.late_polls = 3;
   s.late_ms_max = 2.5;
   s.poll_ms_p99 = 0.7;
+  s.wake = "cls_bpf byte counters on 4 port(s)";
+  s.wake_checks = 900;
+  s.wakes = 2;
   s.stopped = true;
   s.ports["dc/tor0:s4g0"] = {"lossless", 1000, 250'000, 0, 12};
   s.ports["dc/tor0:s4g0"].storm = true;
@@ -486,6 +521,9 @@ TEST(CongestionStatsTest, TheStatsDocumentRoundTrips) {
   EXPECT_EQ(r.sched, "SCHED_FIFO 11");
   EXPECT_EQ(r.late_polls, 3u);
   EXPECT_DOUBLE_EQ(r.late_ms_max, 2.5);
+  EXPECT_EQ(r.wake, "cls_bpf byte counters on 4 port(s)");
+  EXPECT_EQ(r.wake_checks, 900u);
+  EXPECT_EQ(r.wakes, 2u);
   EXPECT_TRUE(r.stopped);
   ASSERT_EQ(r.ports.count("dc/tor0:s4g0"), 1u);
   EXPECT_EQ(r.ports.at("dc/tor0:s4g0").backlog_max, 250'000u);

@@ -306,5 +306,37 @@ TEST(TcMessageQos, U32DscpFilterMatchesTheTosByteAndNamesItsClass) {
   EXPECT_EQ(format_u32_handle(0x80001005u), "800:1:5");
 }
 
+// `tc qdisc add dev D clsact` and `tc filter add dev D egress prio 1 handle 1 bpf da fd F name
+// N` (the congestion agent's idle wake, congestion/wake.h), as iproute2 tc/q_clsact.c and
+// tc/f_bpf.c pack them.
+TEST(TcMessageBpf, ClsactAndADirectActionBpfFilterOnItsEgressHook) {
+  NlMsg q = new_clsact(9);
+  EXPECT_EQ(q.header()->nlmsg_type, RTM_NEWQDISC);
+  EXPECT_EQ(q.header()->nlmsg_flags, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL);
+  EXPECT_EQ(tcm_of(q)->tcm_parent, TC_H_CLSACT);
+  EXPECT_EQ(tcm_of(q)->tcm_handle, 0xffff0000u);
+  EXPECT_EQ(kind_of(attrs_of(q.header())), "clsact");
+  NlMsg d = del_clsact(9);
+  EXPECT_EQ(d.header()->nlmsg_type, RTM_DELQDISC);
+  EXPECT_EQ(tcm_of(d)->tcm_parent, TC_H_CLSACT);
+  NlMsg f = new_bpf_filter(9, BpfFilter{true, 1, 1, 17, "tb-congestion-wake"});
+  const nlmsghdr* h = f.header();
+  EXPECT_EQ(h->nlmsg_type, RTM_NEWTFILTER);
+  const tcmsg* t = tcm_of(f);
+  EXPECT_EQ(t->tcm_ifindex, 9);
+  EXPECT_EQ(t->tcm_parent, 0xfffffff3u);  // clsact egress
+  EXPECT_EQ(t->tcm_handle, 1u);
+  EXPECT_EQ(TC_H_MAJ(t->tcm_info) >> 16, 1u);          // prio 1
+  EXPECT_EQ(TC_H_MIN(t->tcm_info), htons(ETH_P_ALL));  // protocol all
+  Attrs a = attrs_of(h);
+  EXPECT_EQ(kind_of(a), "bpf");
+  Attrs o = nested(a.at(TCA_OPTIONS));
+  EXPECT_EQ(mnl_attr_get_u32(o.at(TCA_BPF_FD)), 17u);
+  EXPECT_STREQ(mnl_attr_get_str(o.at(TCA_BPF_NAME)), "tb-congestion-wake");
+  EXPECT_EQ(mnl_attr_get_u32(o.at(TCA_BPF_FLAGS)), static_cast<uint32_t>(TCA_BPF_FLAG_ACT_DIRECT));
+  NlMsg in = new_bpf_filter(9, BpfFilter{false, 1, 1, 17, "x"});
+  EXPECT_EQ(tcm_of(in)->tcm_parent, 0xfffffff2u);  // clsact ingress
+}
+
 }  // namespace
 }  // namespace tb::netlink
