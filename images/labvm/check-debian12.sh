@@ -2,7 +2,8 @@
 # The lab VM check on Debian 12's own 6.1 kernel (scripts/labvm check --kernel debian12): rxe
 # makes devices there but RoCE between namespaces does not work, so the doctor must say so, `up`
 # must make no devices and say why, bench --transport rdma must be refused with that reason
-# (exit 2), and TCP must still pass. Prints CHECK PASS / CHECK FAIL and exits 0 / 1.
+# (exit 2), and TCP must still pass; a lossless rail's incast drops nothing at the ToR
+# (images/labvm/incast.sh, as in the backports guest). Prints CHECK PASS / CHECK FAIL and exits 0 / 1.
 set -uo pipefail
 cd /opt/testbedctl
 fails=0
@@ -34,6 +35,11 @@ tail -3 /tmp/t.txt
 [ $rc = 0 ] && grep -q 'lab rdma: none' /tmp/t.txt && pass "bench over tcp passes and names the lab's rdma verdict" ||
   bad "bench over tcp: exit $rc"
 testbedctl down mini
+# The lossless rail on this kernel too (images/labvm/incast.sh): 0 drops at the ToR with pauses,
+# drops with the same lab drop-tail.
+echo "check: a lossless rail on the 6.1 kernel: an incast drops nothing at the ToR"
+source images/labvm/incast.sh
+incast_check d12i
 if [ $fails = 0 ]; then
   echo "CHECK PASS"
   exit 0

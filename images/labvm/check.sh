@@ -339,55 +339,15 @@ prc=$?
 fi # beside: the netem backend's live changes
 testbedctl down vmnetem
 
-# RDMA on a dual-ToR rail (images/labvm/dualtor.toml): every GPU NIC port gets its own rxe device,
-# bench over rdma passes with the --ib-* flags, and again with one of a GPU's two ToR ports down.
 if want beside; then
-# A lossless rail on this kernel (issue 32; images/labvm/incast.toml: HPN's rail at 20 Gbit/s,
-# 20 Mbit/s in the lab, within a TCG guest's reach, on the netem backend, where the congestion
-# agent pauses the TBF under netem): 2 GPUs x 2 TCP streams into a third GPU's port drop nothing
-# at the ToR while the agent pauses the feeders; the same lab with `congestion = "droptail"`
-# drops there. Drops: the ToR namespace's qdiscs (tc -s), after - before; pauses: the agent's
-# stats file.
-# Drops of every qdisc in LAB's ToR namespace (tc -s), summed.
-tor_drops() { ip netns exec "tb-$1-dc-tor0" tc -s qdisc show | awk '/dropped/ {gsub(",", "", $7); s += $7} END {print s + 0}'; }
-incast() { # SCENARIO LAB -> "drops pauses goodput_bps"
-  local lab=$2 dst sp pids=() d0 d1 p s k
-  testbedctl up "$1" --name "$lab" --rdma none >/tmp/incast-up.txt 2>&1 || { echo "up-failed"; return; }
-  dst=$(ip -n "tb-$lab-dc-s2-g0" -4 -o addr show dev rail | awk '{sub(/\/.*/, "", $4); print $4}')
-  ip netns exec "tb-$lab-dc-s2-g0" tb-probe serve --port 7700 --seconds 90 >/dev/null 2>&1 &
-  sp=$!
-  sleep 1
-  d0=$(tor_drops "$lab")
-  for s in 0 1; do
-    for k in 1 2; do
-      ip netns exec "tb-$lab-dc-s$s-g0" tb-probe goodput --to "$dst" --port 7700 --seconds 8 \
-        --warmup-ms 1000 >"/tmp/incast-$lab-$s$k.json" 2>&1 &
-      pids+=($!)
-    done
-  done
-  wait "${pids[@]}"
-  d1=$(tor_drops "$lab")
-  p=$(grep -o '"pauses": *[0-9]*' "/run/testbedctl/$lab/stages/congestion.stats.json" 2>/dev/null |
-    awk -F: '{s += $2} END {print s + 0}')
-  kill "$sp" 2>/dev/null
-  wait "$sp" 2>/dev/null
-  echo "$((d1 - d0)) $p $(cat /tmp/incast-"$lab"-*.json | sed -n 's/.*"goodput_bps":\([0-9.e+]*\).*/\1/p' | awk '{s += $1} END {printf "%.0f", s}')"
-  testbedctl down "$lab" >/dev/null 2>&1
-}
 step "a lossless rail on the netem backend: an incast drops nothing at the ToR (images/labvm/incast.toml)"
-read -r ld lp lg <<<"$(incast images/labvm/incast.toml vmil)"
-sed 's/^preset = "hpn"$/preset = "hpn"\ncongestion = "droptail"/' images/labvm/incast.toml >/tmp/incast-droptail.toml
-read -r dd dp dg <<<"$(incast /tmp/incast-droptail.toml vmid)"
-echo "check: lossless: ToR drops $ld, pauses sent $lp, receiver goodput $lg bit/s; drop-tail: ToR drops $dd, goodput $dg bit/s"
-[ "$ld" = 0 ] && [ "${lp:-0}" -gt 0 ] 2>/dev/null &&
-  pass "lossless rail: 2 x 2 streams into one port, 0 drops at the ToR, $lp pauses" ||
-  { cat /tmp/incast-up.txt; bad "lossless rail: ToR drops '$ld', pauses '$lp' (want 0 and some)"; }
-[ "${dd:-0}" -gt 0 ] 2>/dev/null && pass "drop-tail rail: the same incast drops $dd at the ToR" ||
-  bad "drop-tail rail: ToR drops '$dd' (want some: else the incast did not congest the port)"
-[ -z "$(ip netns list | grep -E 'tb-vmi[ld]-')" ] || bad "incast labs left namespaces"
+source images/labvm/incast.sh
+incast_check vmi
 
 fi # beside: the lossless incast
 
+# RDMA on a dual-ToR rail (images/labvm/dualtor.toml): every GPU NIC port gets its own rxe device,
+# bench over rdma passes with the --ib-* flags, and again with one of a GPU's two ToR ports down.
 if want alone; then
 step "up dual-ToR with rdma (images/labvm/dualtor.toml)"
 out=$(testbedctl up images/labvm/dualtor.toml 2>&1)
