@@ -40,6 +40,8 @@ testbedctl down mini
 echo "check: a lossless rail on the 6.1 kernel: an incast drops nothing at the ToR"
 source images/labvm/incast.sh
 incast_check d12i
+echo "check: ECN on the VPC in the 6.1 kernel: RED marks CE"
+ecn_check d12i
 if [ $fails = 0 ]; then
   echo "CHECK PASS"
   exit 0

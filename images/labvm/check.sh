@@ -343,6 +343,8 @@ if want beside; then
 step "a lossless rail on the netem backend: an incast drops nothing at the ToR (images/labvm/incast.toml)"
 source images/labvm/incast.sh
 incast_check vmi
+step "ECN on the VPC in the kernel: RED marks CE (images/labvm/incast.sh)"
+ecn_check vmi
 
 fi # beside: the lossless incast
 

@@ -13,7 +13,7 @@
 namespace tb::capability {
 namespace {
 
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: red
 
 std::string first_line(const char* path) {
   std::ifstream in(path);
@@ -66,6 +66,7 @@ std::optional<plan::HostCaps> read_host_cache(const std::string& dir, const std:
     h.netem = j.at("netem").get<bool>();
     h.tbf = j.at("tbf").get<bool>();
     h.htb = j.at("htb").get<bool>();
+    h.red = j.at("red").get<bool>();
     h.nfqueue = j.at("nfqueue").get<bool>();
     h.rxe_checked = j.at("rxe_checked").get<bool>();
     h.rxe = j.at("rxe").get<bool>();
@@ -80,15 +81,11 @@ std::optional<plan::HostCaps> read_host_cache(const std::string& dir, const std:
 
 void write_host_cache(const std::string& dir, const std::string& key, const plan::HostCaps& h) {
   if (dir.empty() || !h.probed) return;
-  const nlohmann::json j = {{"version", kVersion},
-                            {"key", key},
-                            {"netem", h.netem},
-                            {"tbf", h.tbf},
-                            {"htb", h.htb},
-                            {"nfqueue", h.nfqueue},
-                            {"rxe_checked", h.rxe_checked},
-                            {"rxe", h.rxe},
-                            {"rxe_detail", h.rxe_detail}};
+  const nlohmann::json j = {{"version", kVersion},  {"key", key},
+                            {"netem", h.netem},     {"tbf", h.tbf},
+                            {"htb", h.htb},         {"red", h.red},
+                            {"nfqueue", h.nfqueue}, {"rxe_checked", h.rxe_checked},
+                            {"rxe", h.rxe},         {"rxe_detail", h.rxe_detail}};
   auto root = SafeDir::open_root(dir);
   if (root) (void)root->write(kHostCacheFile, j.dump() + "\n");
 }
@@ -108,6 +105,7 @@ bool* shaping_field(plan::HostCaps& h, std::string_view name) {
   return name == "netem"     ? &h.netem
          : name == "tbf"     ? &h.tbf
          : name == "htb"     ? &h.htb
+         : name == "red"     ? &h.red
          : name == "nfqueue" ? &h.nfqueue
                              : nullptr;
 }

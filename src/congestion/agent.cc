@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <vector>
@@ -73,6 +74,9 @@ struct Port {
   uint64_t drops0 = 0;
   bool drops_known = false;
   uint64_t drops = 0;
+  // An ecn port marked by a RED child of its TBF: RED's marked count since the agent started.
+  uint64_t red0 = 0, red_marked = 0;
+  bool red_known = false;
   // Its own TBF, for storms: the figures a release restores (the plan's, then what its dump
   // showed when a hold began), and its kicker.
   netlink::TbfOptions restore;
@@ -98,6 +102,14 @@ Result<int> ifindex_in(const Ns& ns, const std::string& ifname) {
 const netlink::QdiscStats* find_qdisc(const Ns& ns, int ifindex, uint32_t handle) {
   for (const auto& q : ns.qdiscs)
     if (q.ifindex == ifindex && q.handle == handle) return &q;
+  return nullptr;
+}
+// The qdisc of `kind` at the first class (handle major:1) of qdisc `handle` on `ifindex`.
+const netlink::QdiscStats* find_child(const Ns& ns, int ifindex, uint32_t handle,
+                                      const char* kind) {
+  for (const auto& q : ns.qdiscs)
+    if (q.ifindex == ifindex && q.parent == (handle | 1u) && std::strcmp(q.kind, kind) == 0)
+      return &q;
   return nullptr;
 }
 
@@ -398,6 +410,13 @@ class Agent {
         x.drops_known = true;
         x.drops = q->drops >= x.drops0 ? q->drops - x.drops0 : q->drops;
       }
+      if (c_.ports[p].red)
+        if (const auto* r = find_child(ns, ports_[p].ifindex, c_.ports[p].handle, "red")) {
+          Port& x = ports_[p];
+          if (!x.red_known) x.red0 = r->red_marked;
+          x.red_known = true;
+          x.red_marked = r->red_marked >= x.red0 ? r->red_marked - x.red0 : r->red_marked;
+        }
     }
     for (size_t i = 0; i < ups_.size(); ++i) {
       const Upstream& u = ups_[i];
@@ -644,7 +663,11 @@ class Agent {
       PortStats x{c_.ports[p].model, st.backlog, st.backlog_max, ports_[p].drops, st.xoff_events};
       x.storm = st.storm;
       x.watchdog = {st.trips, st.mitigating, machine_->dropped(static_cast<int>(p))};
-      if (marks_ && c_.ports[p].mark_slot >= 0) {
+      if (c_.ports[p].red) {
+        x.ecn.marking_p = 0;  // RED's own curve decides; the agent publishes nothing
+        x.ecn.ce_marks = ports_[p].red_marked;
+        x.ecn.marked_by = "red";
+      } else if (marks_ && c_.ports[p].mark_slot >= 0) {
         const stage::MarkCounts now_c = marks_->counts(c_.ports[p].mark_slot), &was = marks0_[p];
         auto since = [](uint64_t a, uint64_t b) { return a >= b ? a - b : a; };
         x.ecn = {static_cast<double>(st.marking_p) / 4294967296.0, since(now_c.ect, was.ect),

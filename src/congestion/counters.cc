@@ -63,6 +63,7 @@ Counters counters_from_stats(const AgentStats& s) {
       pc.ect = p.ecn.ect;
       pc.not_ect = p.ecn.not_ect;
       pc.marking_p = p.ecn.marking_p;
+      pc.marked_by = p.ecn.marked_by;
     }
   }
   for (const auto& [name, u] : s.upstreams) {
@@ -178,6 +179,7 @@ Totals totals(const Counters& c) {
     t.storms += p.storm;
     if (p.ce_marks) {
       ++t.ecn_ports;
+      if (p.marked_by == "red") ++t.red_ports;
       t.ce_marks += *p.ce_marks;
       t.ect += p.ect;
     }
@@ -222,6 +224,7 @@ json to_json(const Counters& c, bool window) {
       ports[name]["ect_packets"] = p.ect;
       ports[name]["not_ect_packets"] = p.not_ect;
       ports[name]["marking_p_now"] = p.marking_p;
+      if (!p.marked_by.empty()) ports[name]["marked_by"] = p.marked_by;
     }
     ports[name]["storm"] = p.storm;
     ports[name]["watchdog"] = {
@@ -272,7 +275,9 @@ std::string summary_line(const Counters& c) {
     s += fmt::format(", {} PFC watchdog trip(s) ({} packet(s) dropped by its mitigation)",
                      t.watchdog_trips, t.watchdog_dropped);
   if (t.storms > 0) s += fmt::format(", a pfc-storm holds {} port(s) now", t.storms);
-  if (t.ecn_ports > 0)
+  if (t.ecn_ports > 0 && t.red_ports == t.ecn_ports)
+    s += fmt::format(", {} CE marks at {} ecn port(s) (the kernel's RED)", t.ce_marks, t.ecn_ports);
+  else if (t.ecn_ports > 0)
     s += fmt::format(", {} CE marks of {} ECT packets at {} ecn port(s)", t.ce_marks, t.ect,
                      t.ecn_ports);
   s += fmt::format(" over {} ({}; {} polled ports)", seconds_text(c.uptime_s), kCountersSource,

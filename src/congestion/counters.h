@@ -59,6 +59,7 @@ struct PortCounters {
   std::optional<uint64_t> ce_marks;       // ECN marks: an ecn port's only
   uint64_t ect = 0, not_ect = 0;          // ecn: the packets its marking stage took
   double marking_p = 0;                   // ecn: the probability it publishes now, 0..1
+  std::string marked_by;                  // ecn: "stage" or "red" (the kernel's RED child)
   // A `pfc-storm` fault holds it paused (congestion/control.h), and the PFC watchdog's record:
   // storms it detected, whether it ignores the pause now, and the packets its drop action
   // dropped (part of `drops`, on purpose: not lossless violations).
@@ -122,6 +123,7 @@ struct Totals {
   int ports = 0, upstreams = 0;
   int paused_upstreams = 0;  // with at least one pause
   int ecn_ports = 0;
+  int red_ports = 0;               // of them, marked by the kernel's RED (no ECT count)
   uint64_t ce_marks = 0, ect = 0;  // over the ecn ports
 };
 Totals totals(const Counters& c);

@@ -25,7 +25,8 @@ json to_json(const AgentStats& s) {
       ports[name]["ecn"] = {{"marking_p", p.ecn.marking_p},
                             {"ect", p.ecn.ect},
                             {"ce_marks", p.ecn.ce_marks},
-                            {"not_ect", p.ecn.not_ect}};
+                            {"not_ect", p.ecn.not_ect},
+                            {"marked_by", p.ecn.marked_by}};
   for (const auto& [name, u] : s.upstreams)
     ups[name] = {{"pauses", u.pauses},
                  {"paused_ns", u.paused_ns},
@@ -86,7 +87,8 @@ AgentStats stats_from_json(const json& j) {
                       w->value("dropped", uint64_t{0})};
       if (auto e = p.find("ecn"); e != p.end() && e->is_object())
         x.ecn = {e->value("marking_p", 0.0), e->value("ect", uint64_t{0}),
-                 e->value("ce_marks", uint64_t{0}), e->value("not_ect", uint64_t{0})};
+                 e->value("ce_marks", uint64_t{0}), e->value("not_ect", uint64_t{0}),
+                 e->value("marked_by", "stage")};
       s.ports[name] = std::move(x);
     }
   if (auto it = j.find("upstreams"); it != j.end() && it->is_object())

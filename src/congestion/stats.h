@@ -40,9 +40,12 @@ struct PortStats {
   // An ecn port (stage/mark_table.h): the probability it publishes now (0..1), and what the
   // stage just downstream counted in its slot since the agent started: ECT packets, those marked
   // CE, Not-ECT ones passed unmarked.
+  // Where the kernel has RED (`marked_by` "red"), its child of the port's TBF marks: ce_marks is
+  // RED's own count (tc_red_xstats.marked) and the stage's figures stay 0.
   struct Ecn {
     double marking_p = 0;
     uint64_t ect = 0, ce_marks = 0, not_ect = 0;
+    std::string marked_by = "stage";  // "stage" or "red"
   } ecn;
 };
 struct UpstreamStats {

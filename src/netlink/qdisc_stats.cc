@@ -39,6 +39,10 @@ void read_stats2(const nlattr* a, QdiscStats& q) {
         q.overlimits = g.overlimits;
         break;
       }
+      case TCA_STATS_APP:  // TCA_KIND came first (net/sched/sch_api.c tc_fill_qdisc)
+        if (std::strcmp(q.kind, "red") == 0 && mnl_attr_get_payload_len(n) >= sizeof(tc_red_xstats))
+          q.red_marked = payload_as<tc_red_xstats>(n).marked;
+        break;
       default:
         break;
     }

@@ -32,6 +32,8 @@ struct QdiscStats {
   // Its bucket in bytes, from the time to send it at the rate that the kernel keeps in 64 ns
   // ticks: up to one tick's worth (rate x 64 ns) below the bytes it was given.
   uint32_t tbf_burst = 0;
+  // A RED qdisc's packets marked CE (TCA_STATS_APP's tc_red_xstats.marked); 0 for other kinds.
+  uint32_t red_marked = 0;
 };
 
 // RTM_GETQDISC with NLM_F_DUMP: every qdisc of the socket's namespace.

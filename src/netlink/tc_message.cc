@@ -130,6 +130,30 @@ void put_htb_class(MessageBuilder& m, const HtbClassOptions& o) {
   m.nest_end(opts);
 }
 
+void put_red(MessageBuilder& m, const RedOptions& o) {
+  TB_CHECK(o.limit > 0 && o.qth_min <= o.qth_max && o.stab.size() == 256);
+  tc_red_qopt q{};
+  q.limit = o.limit;
+  q.qth_min = o.qth_min;
+  q.qth_max = o.qth_max;
+  q.Wlog = o.wlog;
+  q.Plog = o.plog;
+  q.Scell_log = o.scell_log;
+  // The flags go in the parms' historic field or, with nodrop, all of them in TCA_RED_FLAGS (a
+  // bitfield32: value, selector) and none in the parms: the kernel refuses both at once
+  // (sch_red.c red_get_flags), and iproute2 sends them so.
+  q.flags = o.nodrop ? 0 : TC_RED_ECN;
+  nlattr* opts = m.nest_start(TCA_OPTIONS);
+  m.put_bytes(TCA_RED_PARMS, &q, sizeof(q));
+  m.put_bytes(TCA_RED_STAB, o.stab.data(), o.stab.size());
+  m.put_u32(TCA_RED_MAX_P, o.max_p);
+  if (o.nodrop) {
+    nla_bitfield32 f{TC_RED_ECN | TC_RED_NODROP, TC_RED_ECN | TC_RED_NODROP};
+    m.put_bytes(TCA_RED_FLAGS, &f, sizeof(f));
+  }
+  m.nest_end(opts);
+}
+
 void put_bfifo(MessageBuilder& m, const BfifoOptions& o) {
   TB_CHECK(o.limit > 0);
   tc_fifo_qopt f{o.limit};
@@ -154,6 +178,7 @@ std::string_view tc_kind(const TcOptions& o) {
                         [](const HtbOptions&) { return std::string_view("htb"); },
                         [](const HtbClassOptions&) { return std::string_view("htb"); },
                         [](const BfifoOptions&) { return std::string_view("bfifo"); },
+                        [](const RedOptions&) { return std::string_view("red"); },
                     },
                     o);
 }
@@ -174,6 +199,7 @@ NlMsg new_tc(const TcPlace& at, const TcOptions& options, TcWrite write) {
                  [&](const HtbOptions& o) { put_htb(m, o); },
                  [&](const HtbClassOptions& o) { put_htb_class(m, o); },
                  [&](const BfifoOptions& o) { put_bfifo(m, o); },
+                 [&](const RedOptions& o) { put_red(m, o); },
              },
              options);
   return m.finish();
@@ -210,6 +236,48 @@ NlMsg new_u32_dscp_filter(int ifindex, const U32DscpFilter& f, TcWrite write) {
   m.put_bytes(TCA_U32_SEL, s, sizeof(s));
   m.nest_end(opts);
   return m.finish();
+}
+
+RedOptions red_options(uint32_t kmin, uint32_t kmax, double pmax, uint32_t limit, uint32_t avpkt,
+                       uint64_t rate) {
+  TB_CHECK(avpkt > 0 && rate > 0 && kmin <= kmax && limit > 0);
+  RedOptions r;
+  r.limit = limit;
+  r.qth_min = kmin;
+  r.qth_max = kmax;
+  // Wlog from the burst q_red.c defaults to, (2 min + max) / (3 avpkt) packets
+  // (tc_red.c tc_red_eval_ewma: the smallest weight whose average reaches min within a burst).
+  const uint32_t burst =
+      std::max<uint32_t>((2 * kmin + kmax + 3 * avpkt - 1) / (3 * avpkt), 1 + kmin / avpkt);
+  const double a = static_cast<double>(burst) + 1 - static_cast<double>(kmin) / avpkt;
+  double w = 0.5;
+  r.wlog = 1;
+  for (; r.wlog < 31; ++r.wlog, w /= 2)
+    if (a <= (1 - std::pow(1 - w, burst)) / w) break;
+  // Plog (tc_red_eval_P): max_p / (max - min) as a power of two, for kernels that ignore max_p.
+  const double p = std::clamp(pmax, 0.0, 1.0);
+  if (kmax > kmin) {
+    double prob = p / (kmax - kmin);
+    uint8_t i = 0;
+    for (; i < 32 && prob <= 1.0; ++i) prob *= 2;
+    r.plog = i < 32 ? i : 31;
+  }
+  r.max_p = p >= 1.0 ? 0xffffffffu : static_cast<uint32_t>(p * 4294967296.0);
+  // Idle damping (tc_red_eval_idle_damping), in microseconds as the kernel indexes the table
+  // (red_calc_qavg_from_idle_time: us_idle >> Scell_log): each entry is how many halvings of
+  // the average an idle time of (i << Scell_log) us is worth.
+  const double xmit_us = 1e6 * avpkt / static_cast<double>(rate);
+  const double lw = -std::log(1.0 - 1.0 / static_cast<double>(1u << r.wlog)) / xmit_us;
+  const double maxtime = 31 / lw;
+  uint8_t clog = 0;
+  while (clog < 31 && maxtime / static_cast<double>(1ull << clog) >= 512) ++clog;
+  r.scell_log = clog;
+  r.stab.assign(256, 0);
+  for (int i = 1; i < 255; ++i)
+    r.stab[static_cast<size_t>(i)] = static_cast<uint8_t>(
+        std::min(31.0, static_cast<double>(static_cast<uint64_t>(i) << clog) * lw));
+  r.stab[255] = 31;
+  return r;
 }
 
 NlMsg new_clsact(int ifindex) {

@@ -64,9 +64,29 @@ struct BfifoOptions {
   uint32_t limit = 0;  // bytes
 };
 
-using TcOptions = std::variant<TbfOptions, NetemOptions, HtbOptions, HtbClassOptions, BfifoOptions>;
+// Random early detection with ECN marking (net/sched/sch_red.c), the child of an ecn port's TBF
+// on kernels that have it (issue 32: the VPC marks CE in the kernel there, the delay stage
+// elsewhere). red_options() fills the derived fields as iproute2 tc/q_red.c and tc/tc_red.c do.
+struct RedOptions {
+  uint32_t limit = 0;         // bytes it may hold (its own bfifo child)
+  uint32_t qth_min = 0;       // bytes of average queue where marking starts
+  uint32_t qth_max = 0;       // ... where the probability reaches max_p
+  uint8_t wlog = 0;           // the average's weight, 2^-wlog per packet
+  uint8_t plog = 0;           // log2(max_p / (qth_max - qth_min)), for kernels without max_p
+  uint8_t scell_log = 0;      // idle damping: stab cells of 2^scell_log microseconds
+  uint32_t max_p = 0;         // the probability at qth_max, scaled so 2^32 is 1
+  bool nodrop = true;         // TC_RED_NODROP: Not-ECT packets pass (are not dropped early)
+  std::vector<uint8_t> stab;  // 256 entries: how far an idle period decays the average
+};
+// RED for an ecn port: marks from `kmin` to `kmax` bytes of average queue up to `pmax` (0..1),
+// holds `limit` bytes; `avpkt` a typical packet's bytes, `rate` the port's bytes per second.
+RedOptions red_options(uint32_t kmin, uint32_t kmax, double pmax, uint32_t limit, uint32_t avpkt,
+                       uint64_t rate);
 
-// TCA_KIND for the options: "tbf", "netem", "htb" (qdisc and class), "bfifo".
+using TcOptions =
+    std::variant<TbfOptions, NetemOptions, HtbOptions, HtbClassOptions, BfifoOptions, RedOptions>;
+
+// TCA_KIND for the options: "tbf", "netem", "htb" (qdisc and class), "bfifo", "red".
 std::string_view tc_kind(const TcOptions& o);
 // True for options that describe a class (RTM_NEWTCLASS) rather than a qdisc.
 bool is_class(const TcOptions& o);

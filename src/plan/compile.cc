@@ -46,8 +46,8 @@ class Compiler {
     TB_TRY(build_wan());
     TB_TRY(place_on_hosts(o.host));
     // ECN marking without RED is the delay stage's (design-congestion.md section 4): a kernel
-    // without NFQUEUE keeps ecn links drop-tail, and says so.
-    if (!host.nfqueue)
+    // with neither RED nor NFQUEUE keeps ecn links drop-tail, and says so.
+    if (!host.nfqueue && !host.red)
       for (auto& l : plan_.topo.links)
         if (l.emulated.congestion.model == "ecn") {
           l.emulated.congestion.model = "droptail";
@@ -62,6 +62,10 @@ class Compiler {
     // Of the topology every host plans alike (the congestion figures too; not what depends on
     // this host's kernel, which comes below).
     plan_.digest = digest(plan_.lab, plan_.hosts, plan_.vxlan_port, plan_.topo);
+    // Where this kernel has RED, an ecn port marks there (a RED child of its TBF) rather than in
+    // a delay stage: the kernel's own ECN, and no NFQUEUE copy of every VPC packet. After the
+    // digest: it is this host's kernel, not the topology.
+    if (host.red) use_red();
     std::vector<Op> ops;
     std::ranges::move(netns_, std::back_inserter(ops));
     std::ranges::move(bridges_, std::back_inserter(ops));
@@ -113,6 +117,19 @@ class Compiler {
   }
 
  private:
+  // Every marking ecn egress (congestion_plan's: bridge ports are left unmarked either way)
+  // marks by RED, with no mark slot.
+  void use_red() {
+    for (auto& l : plan_.topo.links) {
+      auto& ec = l.emulated.congestion;
+      for (auto* f : {&ec.ab, &ec.ba})
+        if (f->model == "ecn") {
+          f->red = true;
+          f->mark_slot = -1;
+        }
+    }
+  }
+
   // [[host]]: every node's host, every link between hosts a VXLAN tunnel (VNI vni_base + its
   // index among the cross-host links, in link order; MTU less the encapsulation), each host's
   // part. Before the ops are gathered: a tunnel's two CreateVxlan ops take the

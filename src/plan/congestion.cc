@@ -324,6 +324,7 @@ std::vector<CongestionAgent> congestion_agents(Plan& p, const scenario::Scenario
                            f.pmax,
                            {}});
         a.ports.back().mark_slot = f.mark_slot;
+        a.ports.back().red = f.red;
         if (const auto* o = std::get_if<netlink::TbfOptions>(&t->second.options)) {
           a.ports.back().rate = o->rate;
           a.ports.back().burst = o->burst;

@@ -126,8 +126,10 @@ json to_json(const CongestionAgent& c) {
                      {"burst", p.burst},
                      {"limit", p.limit},
                      {"mtu", p.mtu}});
-  for (size_t i = 0; i < c.ports.size(); ++i)
+  for (size_t i = 0; i < c.ports.size(); ++i) {
     if (c.ports[i].mark_slot >= 0) ports[i]["mark_slot"] = c.ports[i].mark_slot;
+    if (c.ports[i].red) ports[i]["red"] = true;
+  }
   for (const auto& u : c.upstreams)
     ups.push_back({{"name", u.name},
                    {"netns", u.netns},
@@ -173,6 +175,7 @@ CongestionAgent congestion_from_json(const json& j) {
     c.ports.back().limit = p.value("limit", uint32_t{0});
     c.ports.back().mtu = p.value("mtu", uint32_t{1500});
     c.ports.back().mark_slot = p.value("mark_slot", -1);
+    c.ports.back().red = p.value("red", false);
   }
   c.mark_table = j.value("mark_table", "");
   for (const auto& u : j.at("upstreams"))

@@ -118,6 +118,7 @@ struct CongestionPort {
   double pmax = 0;                  // ecn: marking probability at kmax, 0..1
   std::vector<int> feeders;         // indices into CongestionAgent::upstreams
   int mark_slot = -1;               // ecn: where it publishes its marking probability
+  bool red = false;                 // ecn: a RED child of its TBF marks; the agent reads its count
   // Its own TBF as planned (a pfc-storm holds it paused; the figures a killed agent's hold is
   // restored to; 0: not known, e.g. a config written before P8); the pause's burst is one frame.
   uint64_t rate = 0;

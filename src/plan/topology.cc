@@ -160,6 +160,7 @@ nlohmann::json to_json(const shaping::Congestion& c) {
     j["kmax"] = c.kmax;
     j["pmax"] = c.pmax;
     j["mark_slot"] = c.mark_slot;
+    if (c.red) j["red"] = true;
   }
   return j;
 }
@@ -171,6 +172,7 @@ shaping::Congestion shape_congestion_from_json(const nlohmann::json& j) {
   c.kmax = j.value("kmax", uint64_t{0});
   c.pmax = j.value("pmax", 0.0);
   c.mark_slot = j.value("mark_slot", -1);
+  c.red = j.value("red", false);
   return c;
 }
 
@@ -185,6 +187,10 @@ std::string short_bytes(uint64_t b) {
 
 std::string congestion_text(const shaping::Congestion& c) {
   if (c.empty()) return "";
+  if (c.model == "ecn" && c.red)
+    return fmt::format("congestion ecn kmin {} kmax {} pmax {:g}% limit {} (RED marks)",
+                       short_bytes(c.kmin), short_bytes(c.kmax), c.pmax * 100,
+                       short_bytes(c.limit));
   if (c.model == "ecn")
     return fmt::format("congestion ecn kmin {} kmax {} pmax {:g}% limit {} (mark slot {})",
                        short_bytes(c.kmin), short_bytes(c.kmax), c.pmax * 100, short_bytes(c.limit),

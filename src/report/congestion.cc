@@ -41,6 +41,7 @@ json end_json(const congestion::Counters& c, const std::string& end) {
     if (p->second.lossless()) j["lossless_violations"] = p->second.violations();
     if (p->second.ce_marks) {
       j["ce_marks"] = *p->second.ce_marks;
+      if (!p->second.marked_by.empty()) j["marked_by"] = p->second.marked_by;
       j["ect_packets"] = p->second.ect;
       j["not_ect_packets"] = p->second.not_ect;
       j["marking_p_now"] = p->second.marking_p;
@@ -110,7 +111,9 @@ std::string congestion_status_text(const congestion::Counters& c, const plan::To
            cell(p != c.ports.end() ? queue_bytes_text(p->second.backlog_max) : "-", 10) +
            cell(drops, 12) +
            (ecn ? cell(p != c.ports.end() && p->second.ce_marks
-                           ? fmt::format("{} of {}", *p->second.ce_marks, p->second.ect)
+                           ? (p->second.marked_by == "red"
+                                  ? fmt::format("{} (RED)", *p->second.ce_marks)
+                                  : fmt::format("{} of {}", *p->second.ce_marks, p->second.ect))
                            : "-",
                        18)
                 : "") +

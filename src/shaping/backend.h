@@ -57,6 +57,10 @@ Result<QdiscPlan> plan_qdiscs(const LinkShape& s, std::string_view backend);
 // The QoS class tree (backend_qos.cc): htb `htb` at `parent` with s.qos's classes under the
 // link's rate, leaves and DSCP filters. Needs s.qos non-empty and a rate.
 void add_qos_tree(QdiscPlan& p, const LinkShape& s, uint32_t parent, uint32_t htb);
+// An ecn port whose Congestion::red is set: a RED child `handle` at the TBF's class `parent`
+// marking CE from kmin to kmax (netlink::red_options; the queue stays limit_bytes). Nothing
+// otherwise.
+void add_red_child(QdiscPlan& p, const LinkShape& s, uint32_t parent, uint32_t handle);
 // Class i's handle under htb `htb` ("7:10" for i = 0), and its leaf qdisc's ("71:").
 uint32_t qos_class_handle(uint32_t htb, size_t index);
 uint32_t qos_leaf_handle(uint32_t htb, size_t index);

@@ -25,7 +25,10 @@ QdiscPlan build_htb(const LinkShape& s) {
     p.nodes.push_back(
         TcNode{kHtbRoot, kHtbClass,
                netlink::HtbClassOptions{rate, rate, burst, burst, static_cast<uint32_t>(quantum)}});
-    p.nodes.push_back(TcNode{kHtbClass, kHtbLeaf, netlink::BfifoOptions{limit_bytes(s)}});
+    if (s.congestion.model == "ecn" && s.congestion.red)
+      add_red_child(p, s, kHtbClass, kHtbRed);  // RED holds the class's queue
+    else
+      p.nodes.push_back(TcNode{kHtbClass, kHtbLeaf, netlink::BfifoOptions{limit_bytes(s)}});
     p.notes.push_back("buffer " + std::to_string(queue_bytes(s)) + " bytes (" +
                       format_duration(queue_latency(s)) + " at the rate)");
   }

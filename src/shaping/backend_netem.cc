@@ -44,6 +44,8 @@ QdiscPlan build_netem(const LinkShape& s) {
     p.nodes.push_back(TcNode{s.reorder ? kNetemReorderTbfClass : kNetemTbfClass,
                              s.reorder ? kNetemReorderTbfChild : kNetemTbfChild,
                              netlink::TbfOptions{rate, burst_bytes(s), limit}});
+    const uint32_t child = s.reorder ? kNetemReorderTbfChild : kNetemTbfChild;
+    add_red_child(p, s, child | 1, s.reorder ? kNetemReorderTbfRed : kNetemTbfRed);
     p.notes.push_back("buffer " + std::to_string(queue_bytes(s)) + " bytes (" +
                       format_duration(queue_latency(s)) +
                       " at the rate) in tbf; netem holds up to " + std::to_string(netem.limit) +

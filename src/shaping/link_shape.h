@@ -48,10 +48,13 @@ struct Congestion {
   uint64_t limit = 0;  // the queue's drop point (the TBF's limit); 0 = sizing.h limit_bytes
   int feeders = 0;     // a polled egress: the upstream queues it pauses; 0 = a host queue
   // ecn (a polled switch egress): marking from kmin to kmax of its backlog, pmax (0..1) at kmax;
-  // mark_slot: its slot in the host's mark table (stage/mark_table.h), -1 = none.
+  // mark_slot: its slot in the host's mark table (stage/mark_table.h), -1 = none; red: the
+  // kernel marks instead (a RED child of the port's TBF, where the host has sch_red), with no
+  // mark slot.
   uint64_t kmin = 0, kmax = 0;
   double pmax = 0;
   int mark_slot = -1;
+  bool red = false;
 
   bool empty() const { return model.empty(); }
   friend bool operator==(const Congestion&, const Congestion&) = default;

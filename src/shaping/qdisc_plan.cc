@@ -36,6 +36,12 @@ std::string options_text(const netlink::TcOptions& o) {
                    std::to_string(c.quantum) + (c.prio ? " prio " + std::to_string(c.prio) : "");
           },
           [](const netlink::BfifoOptions& b) { return "limit " + std::to_string(b.limit) + "b"; },
+          [](const netlink::RedOptions& r) {
+            return "limit " + std::to_string(r.limit) + "b min " + std::to_string(r.qth_min) +
+                   "b max " + std::to_string(r.qth_max) + "b probability " +
+                   fmt::format("{:g}", static_cast<double>(r.max_p) / 4294967296.0) + " ecn" +
+                   (r.nodrop ? " nodrop" : "");
+          },
       },
       o);
 }

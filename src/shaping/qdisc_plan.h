@@ -60,6 +60,15 @@ inline constexpr uint32_t kNetemQosHtb = tc_handle(0x80);
 inline constexpr uint32_t kNetemReorderQosRoot = tc_handle(9);
 inline constexpr uint32_t kNetemReorderQosClass = tc_handle(9, 1);
 inline constexpr uint32_t kNetemReorderQosHtb = tc_handle(0x90);
+// An ecn port's RED child (Congestion::red, kernels with sch_red) in place of its TBF's bfifo:
+// 11: at 1:1 under layout "tbf", 21: at 20:1 under "netem+tbf", 51: at 50:1 under its reorder
+// twin (backend.h add_red_child).
+inline constexpr uint32_t kTbfClass = tc_handle(1, 1);
+inline constexpr uint32_t kTbfRed = tc_handle(0x11);
+inline constexpr uint32_t kNetemTbfRed = tc_handle(0x21);
+inline constexpr uint32_t kNetemReorderTbfRed = tc_handle(0x51);
+// Under layout "htb" the RED takes the bfifo leaf's place: 41: at 4:1.
+inline constexpr uint32_t kHtbRed = tc_handle(0x41);
 // At most this many classes fit the leaf handle scheme (7(i+1):, 8(i+1):).
 inline constexpr size_t kMaxQosClasses = 8;
 

@@ -496,6 +496,55 @@ TEST(CongestionPlan, NetemBackendPointsAtItsTbfChild) {
   }
 }
 
+// Where the host has sch_red, the VPC's ecn ports mark in the kernel: each carries a RED child of
+// its TBF from kmin to kmax (shaping/backend.h add_red_child), no mark slot, no marking stage
+// queue downstream, no mark table for the agent, which reads RED's own count; the topology's
+// figures (and so the digest other hosts compare) are the same as without RED.
+TEST(CongestionPlan, WithRedTheKernelMarksAndNoStageDoes) {
+  HostCaps caps = assumed_host("test host");
+  caps.red = true;
+  for (const char* backend : {"tbf", "netem"}) {
+    if (std::string(backend) == "netem") caps.netem = true;
+    auto p = compile(cong_load(kHead), caps, PlanOptions{"", backend, "none", ""});
+    ASSERT_TRUE(p) << p.error().message;
+    const Plan without = cong_plan(cong_load(kHead));
+    EXPECT_EQ(p->digest, without.digest) << backend;
+    const auto& port = egress(*p, "hz/vpc", "s0");
+    EXPECT_EQ(port.model, "ecn");
+    EXPECT_TRUE(port.red);
+    EXPECT_EQ(port.mark_slot, -1);
+    bool shaped = false;
+    for (const auto& sh : ops_of<SetShape>(*p))
+      if (sh.netns == "tb-t-hz-vpc" && sh.ifname == "s0") {
+        shaped = true;
+        EXPECT_HAS(to_text(Op{sh}), "(RED marks)");
+        auto qp = shaping::plan_qdiscs(sh.shape, backend);
+        ASSERT_TRUE(qp) << qp.error().message;
+        ASSERT_EQ(qp->nodes.back().kind(), "red") << backend;
+        const auto& red = std::get<netlink::RedOptions>(qp->nodes.back().options);
+        EXPECT_EQ(red.qth_min, port.kmin);
+        EXPECT_EQ(red.qth_max, port.kmax);
+        EXPECT_EQ(qp->nodes.back().parent, std::string(backend) == "tbf"
+                                               ? shaping::kTbfClass
+                                               : (shaping::kNetemTbfChild | 1));
+      }
+    EXPECT_TRUE(shaped) << backend;
+    for (const auto& d : p->all_daemons())
+      if (const auto* st = std::get_if<Stage>(&d)) {
+        EXPECT_TRUE(st->mark_table.empty()) << st->node;
+        for (const auto& q : st->queues) EXPECT_LT(q.mark, 0) << q.link;
+      }
+    const auto agents = agents_of(*p);
+    ASSERT_EQ(agents.size(), 1u);
+    EXPECT_TRUE(agents[0].mark_table.empty());
+    const auto* cp = port_named(agents[0], "hz/vpc:s0");
+    ASSERT_NE(cp, nullptr);
+    EXPECT_TRUE(cp->red);
+    EXPECT_TRUE(port_named(congestion_from_json(to_json(agents[0])), "hz/vpc:s0")->red);
+    EXPECT_TRUE(egress(topology_from_json(to_json(p->topo)), "hz/vpc", "s0").red);
+  }
+}
+
 // The figures survive the lab's state (topology JSON) and the journal (SetShape JSON).
 TEST(CongestionPlan, FiguresRoundTripThroughJson) {
   Plan p = cong_plan(cong_load(kHead));

@@ -153,6 +153,41 @@ TEST(ReportCongestion, StatusShowsCeMarksOfAnEcnPort) {
   EXPECT_EQ(report::congestion_window_line(c).rfind("PFC/ECN (lossless and ecn links): ", 0), 0u);
 }
 
+// Where the kernel's RED marks (no ECT count: the stage does not see those packets), the cell is
+// RED's count, the JSON says who marked, and the window line says RED.
+TEST(ReportCongestion, RedMarksShowAsTheKernelsCount) {
+  const Mini m = mini();
+  auto s = congestion::AgentStats{};
+  s.pid = 77;
+  s.uptime_s = 2;
+  congestion::PortStats vpc{"ecn", 0, 9'000, 0, 0};
+  vpc.ecn = {0.0, 0, 2903, 0, "red"};
+  s.ports["dc/vpc:s1"] = vpc;
+  const auto back = congestion::stats_from_json(congestion::to_json(s));
+  EXPECT_EQ(back.ports.at("dc/vpc:s1").ecn.marked_by, "red");
+  auto c = congestion::counters_from_stats(back);
+  c.path = "/run/testbedctl/mini/stages/congestion.stats.json";
+  const std::string t = report::status_text(m.st, nullptr, {}, &c);
+  const auto p = t.find("\ndc/vpc:s1 ");
+  ASSERT_NE(p, std::string::npos) << t;
+  const std::string row = t.substr(p + 1, t.find('\n', p + 1) - p - 1);
+  EXPECT_NE(row.find("2903 (RED)"), std::string::npos) << row;
+  const auto j = report::status_json(m.st, nullptr, {}, &c);
+  bool found = false;
+  for (const auto& l : j["links"])
+    for (const char* side : {"a", "b"})
+      if (l["congestion"].contains(side) && l["congestion"][side].is_object() &&
+          l["congestion"][side]["end"] == "dc/vpc:s1") {
+        found = true;
+        EXPECT_EQ(l["congestion"][side]["marked_by"], "red");
+      }
+  EXPECT_TRUE(found) << j.dump();
+  EXPECT_NE(
+      report::congestion_window_line(c).find("2903 CE marks at 1 ecn port(s) (the kernel's RED)"),
+      std::string::npos)
+      << report::congestion_window_line(c);
+}
+
 TEST(ReportCongestion, StatusSaysWhyThereAreNoCountsAndNothingWithoutAnAgent) {
   const Mini m = mini();
   congestion::Counters off;

@@ -9,6 +9,7 @@
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -304,6 +305,41 @@ TEST(TcMessageQos, U32DscpFilterMatchesTheTosByteAndNamesItsClass) {
             NLM_F_REQUEST | NLM_F_CREATE);
   EXPECT_EQ(format_u32_handle(u32_handle(3)), "800::3");
   EXPECT_EQ(format_u32_handle(0x80001005u), "800:1:5");
+}
+
+// RED's derived fields as iproute2 tc/tc_red.c computes them for `red limit 100000 min 3000
+// max 9000 avpkt 1000 probability 0.01 ecn` (burst (2 min + max) / (3 avpkt) = 5 packets: Wlog
+// 2; 0.01 / 6000 doubled 20 times passes 1: Plog 20), and the request: its parms with the ECN
+// flag, the 256-byte idle table, max_p and the nodrop bitfield.
+TEST(TcMessageRed, RedOptionsAsIproute2DerivesThemAndItsRequest) {
+  const RedOptions r = red_options(3000, 9000, 0.01, 100000, 1000, 12'500'000);
+  EXPECT_EQ(r.wlog, 2);
+  EXPECT_EQ(r.plog, 20);
+  EXPECT_EQ(r.max_p, 42949672u);
+  ASSERT_EQ(r.stab.size(), 256u);
+  EXPECT_EQ(r.stab[0], 0);
+  EXPECT_EQ(r.stab[255], 31);
+  EXPECT_TRUE(std::is_sorted(r.stab.begin(), r.stab.end()));
+  EXPECT_LT(r.scell_log, 32);
+  NlMsg m = new_tc({9, 0x10001, 0x110000}, r, TcWrite::kReplace);
+  EXPECT_EQ(m.header()->nlmsg_type, RTM_NEWQDISC);
+  Attrs a = attrs_of(m.header());
+  EXPECT_EQ(kind_of(a), "red");
+  Attrs o = nested(a.at(TCA_OPTIONS));
+  ASSERT_EQ(mnl_attr_get_payload_len(o.at(TCA_RED_PARMS)), sizeof(tc_red_qopt));
+  tc_red_qopt q;
+  std::memcpy(&q, mnl_attr_get_payload(o.at(TCA_RED_PARMS)), sizeof q);
+  EXPECT_EQ(q.limit, 100000u);
+  EXPECT_EQ(q.qth_min, 3000u);
+  EXPECT_EQ(q.qth_max, 9000u);
+  EXPECT_EQ(q.Wlog, 2);
+  EXPECT_EQ(q.flags, 0);  // with nodrop every flag is in TCA_RED_FLAGS (red_get_flags)
+  EXPECT_EQ(mnl_attr_get_payload_len(o.at(TCA_RED_STAB)), 256u);
+  EXPECT_EQ(mnl_attr_get_u32(o.at(TCA_RED_MAX_P)), 42949672u);
+  nla_bitfield32 f;
+  std::memcpy(&f, mnl_attr_get_payload(o.at(TCA_RED_FLAGS)), sizeof f);
+  EXPECT_EQ(f.value, static_cast<uint32_t>(TC_RED_ECN | TC_RED_NODROP));
+  EXPECT_EQ(f.selector, static_cast<uint32_t>(TC_RED_ECN | TC_RED_NODROP));
 }
 
 // `tc qdisc add dev D clsact` and `tc filter add dev D egress prio 1 handle 1 bpf da fd F name
