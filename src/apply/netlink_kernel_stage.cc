@@ -1,9 +1,9 @@
 // NetlinkKernel's AddStageRule: the netfilter rules that steer a link direction into its delay
 // stage queue and drop its loss share (in the bridge family when the op's interface is a bridge
-// port, which the kernel is asked here). They are made by iptables-restore and nft inside the
-// namespace (stage/netfilter_rules.h says why no library interface exists), all of a
-// namespace's at once when the applier syncs, namespaces in parallel; they carry the op's marker
-// and go with it on undo (and with their namespace on down).
+// port, which the kernel is asked here). All of a namespace's are made at once when the applier
+// syncs, namespaces in parallel: the NFQUEUE rules as one nf_tables netlink transaction, the
+// loss rules by one nft inside the namespace (stage/netfilter_rules.h); they carry the op's
+// marker and go with it on undo (and with their namespace on down).
 #include <algorithm>
 #include <thread>
 #include <unordered_map>
@@ -29,8 +29,8 @@ Result<bool> bridge_port(netlink::NlSocket& sock, int ifindex, const std::string
 }  // namespace
 
 Status NetlinkKernel::submit_op(const plan::AddStageRule& op) {
-  // Installed at sync(), with the rest of its namespace's rules: one process per tool and
-  // namespace instead of one per rule (a lab has hundreds).
+  // Installed at sync(), with the rest of its namespace's rules: one transaction per namespace
+  // instead of one per rule (a lab has hundreds).
   pending_rules_.push_back(op);
   return {};
 }
@@ -64,7 +64,7 @@ Status NetlinkKernel::install_stage_rules() {
     }
     g.loss.push_back({{op.ifname, op.loss_ppm, op.egress, bridge}, op.marker + " loss"});
   }
-  // The tools are processes of their own, mostly waiting on the kernel's commit: a few at once.
+  // Each namespace's transaction (and nft, for loss) waits on its commit: a few at once.
   const int parallel = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
   if (auto r = stage::add_rules(groups, parallel); !r)
     return std::unexpected(with_context(r.error(), "steer links into their delay stages"));

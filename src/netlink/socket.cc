@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -191,6 +192,65 @@ Status NlSocket::dump(NlMsg msg, const std::string& what, const ReplyFn& on_repl
   }
   if (failed) return std::unexpected(ack_error(what, *failed));
   if (interrupted) return fail(what + ": dump interrupted by a concurrent change", EAGAIN);
+  return {};
+}
+
+Status NlSocket::transact(std::vector<uint8_t> batch, const std::vector<std::string>& what) {
+  TB_CHECK(fd_.valid() && pending_.empty() && !first_error_);
+  // Number the messages and ask for an ack of each one between begin and end. Not of begin and
+  // end themselves: kernels before 6.10 never ack those (nfnetlink_rcv_batch; "netfilter:
+  // nfnetlink: Handle ACK flags for batch messages"), later ones only when asked.
+  std::vector<uint32_t> seqs;
+  int len = static_cast<int>(batch.size());
+  for (auto* nlh = reinterpret_cast<nlmsghdr*>(batch.data()); mnl_nlmsg_ok(nlh, len);
+       nlh = mnl_nlmsg_next(nlh, &len)) {
+    nlh->nlmsg_seq = next_seq();
+    if (!seqs.empty() && seqs.size() + 1 < what.size()) nlh->nlmsg_flags |= NLM_F_ACK;
+    seqs.push_back(nlh->nlmsg_seq);
+  }
+  TB_CHECK(len == 0 && seqs.size() >= 2 && seqs.size() == what.size());
+  // netlink_sendmsg refuses a message longer than the send buffer (EMSGSIZE); a batch is one.
+  if (batch.size() > 128 * 1024) {
+    int snd = static_cast<int>(batch.size()) + 4096;
+    if (setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUFFORCE, &snd, sizeof(snd)) < 0 &&
+        setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd)) < 0)
+      return sys_fail("set netlink SO_SNDBUF for a " + std::to_string(batch.size()) +
+                      "-byte batch");
+  }
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  ssize_t n;
+  do {
+    n = ::sendto(fd_.get(), batch.data(), batch.size(), 0, reinterpret_cast<sockaddr*>(&kernel),
+                 sizeof(kernel));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0)
+    return sys_fail(what.front() + " (" + std::to_string(batch.size()) +
+                    " bytes): send netlink batch");
+  // The kernel has run the whole batch inside sendmsg; its acks are queued in order.
+  size_t acked = 0;
+  std::optional<std::pair<size_t, Ack>> failed;  // the earliest failing message
+  bool commit_failed = false;
+  while (acked + 2 < seqs.size() && !commit_failed) {
+    auto r = receive([&](const nlmsghdr* nlh) {
+      if (nlh->nlmsg_type != NLMSG_ERROR) return;
+      Ack ack = parse_ack(nlh);
+      auto it = std::find(seqs.begin(), seqs.end(), ack.seq);
+      if (it == seqs.end()) return;
+      const auto i = static_cast<size_t>(it - seqs.begin());
+      if (i == 0 || i + 1 == seqs.size()) {
+        if (ack.error != 0) commit_failed = true;  // the batch as a whole, inner acks or not
+      } else {
+        ++acked;
+      }
+      if (ack.error != 0 && (!failed || i < failed->first)) failed.emplace(i, std::move(ack));
+    });
+    if (!r)
+      return std::unexpected(
+          with_context(r.error(), "wait for the acks of " + std::to_string(seqs.size() - 2) +
+                                      " nf_tables messages (" + std::to_string(acked) + " came)"));
+  }
+  if (failed) return std::unexpected(ack_error(what[failed->first], failed->second));
   return {};
 }
 

@@ -1,5 +1,6 @@
 // NlSocket: one owning netlink socket (NETLINK_ROUTE; NETLINK_RDMA for Soft-RoCE links, whose
-// messages follow the same request/ack/dump rules), with pipelined requests and their acks.
+// messages follow the same request/ack/dump rules; NETLINK_NETFILTER for nf_tables batches,
+// transact()), with pipelined requests and their acks.
 //
 // A netlink socket stays bound to the network namespace it was opened in, whatever the thread
 // does afterwards, so one NlSocket per namespace lets a single thread configure many
@@ -24,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/unique_fd.h"
@@ -73,6 +75,14 @@ class NlSocket {
   // Dump request (NLM_F_DUMP): every message up to NLMSG_DONE goes to on_reply. An interrupted
   // dump (NLM_F_DUMP_INTR, the table changed meanwhile) fails with EAGAIN; the caller retries.
   Status dump(NlMsg msg, const std::string& what, const ReplyFn& on_reply);
+
+  // One nfnetlink batch (NFNL_MSG_BATCH_BEGIN ... NFNL_MSG_BATCH_END, netlink/nft_message.h)
+  // in one sendmsg, which the kernel applies as one transaction, all or nothing. Each message
+  // gets a sequence number of ours, and each between begin and end NLM_F_ACK; `what[i]` names
+  // the i-th message (begin included) in an error. Waits (kTimeout) for the ack of every one of
+  // them; a failure is the first failing message's, or the commit's (acked on the begin
+  // message). Only on a socket with nothing outstanding (the bus NETLINK_NETFILTER).
+  Status transact(std::vector<uint8_t> batch, const std::vector<std::string>& what);
 
   // A libnl-3 NETLINK_ROUTE socket in this socket's network namespace, for the dumps that
   // libnl-route's caches parse (netlink/dump.h). Opened on first use inside that namespace

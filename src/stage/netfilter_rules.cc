@@ -2,6 +2,8 @@
 #include "stage/netfilter_rules.h"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/netlink.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -23,6 +25,8 @@
 #include "core/paths.h"
 #include "core/spawn.h"
 #include "core/unique_fd.h"
+#include "netlink/netns.h"
+#include "netlink/socket.h"
 #include "stage/calibration.h"
 
 namespace tb::stage {
@@ -186,7 +190,67 @@ void drop_empty_table(const std::string& netns, const std::string& family) {
     (void)run_tool(netns, "nft", {"delete", "table", family, kLossTable});
 }
 
+// Whether `iptables` here is iptables-nft (xtables-nft-multi, however the distribution links
+// it): then rules made over nf_tables netlink in its own encoding are the ones it lists and
+// deletes (netlink/nft_message.h). An iptables-legacy host keeps iptables' rules in x_tables,
+// where `iptables -S` never sees nf_tables ones, so there — and only there — the NFQUEUE rules
+// still go through iptables-restore. Read once per process.
+bool iptables_is_nft() {
+  static const bool nft = [] {
+    const std::string tool = find_tool("iptables");
+    char real[PATH_MAX];
+    if (tool.empty() || ::realpath(tool.c_str(), real) == nullptr) return false;
+    return std::string_view(real).ends_with("/xtables-nft-multi");
+  }();
+  return nft;
+}
+
+// `rules` (and `probe`'s rule last) in one nf_tables transaction in `netns` ("" here).
+Status add_queue_rules_netlink(const std::string& netns, const std::vector<MarkedQueue>& rules,
+                               const ProbeRule* probe, const std::string& where) {
+  auto batch = queue_rules_batch(rules, probe);
+  if (!batch) return std::unexpected(with_context(batch.error(), where));
+  // A socket opened inside the namespace stays bound to it (ScopedNetns on this thread only).
+  auto sock = [&]() -> Result<netlink::NlSocket> {
+    if (netns.empty()) return netlink::NlSocket::open(NETLINK_NETFILTER);
+    auto fd = netlink::open_named_netns(netns);
+    if (!fd) return std::unexpected(fd.error());
+    return netlink::NlSocket::open_in(fd->get(), NETLINK_NETFILTER);
+  }();
+  if (!sock) return std::unexpected(with_context(sock.error(), where));
+  if (auto r = sock->transact(std::move(batch->bytes), batch->what); !r)
+    return std::unexpected(with_context(r.error(), where));
+  return {};
+}
+
+// The same rules through `iptables-restore --noflush` (one transaction): iptables-legacy hosts.
+Status add_queue_rules_tool(const std::string& netns, const std::vector<MarkedQueue>& rules,
+                            const ProbeRule* probe, const std::string& what) {
+  const std::string script = queue_restore_script(rules, probe);
+  auto r = run_checked(netns, what, "iptables-restore", {"-w", "5", "--noflush"}, &script);
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+// NFQUEUE rules, all or none: over netlink where iptables is iptables-nft, else the tool.
+Status add_queue_rules(const std::string& netns, const std::vector<MarkedQueue>& rules,
+                       const ProbeRule* probe, const std::string& what) {
+  if (!iptables_is_nft()) return add_queue_rules_tool(netns, rules, probe, what);
+  return add_queue_rules_netlink(netns, rules, probe,
+                                 what + (netns.empty() ? "" : " in netns " + netns));
+}
+
 }  // namespace
+
+Result<netlink::NftBatch> queue_rules_batch(const std::vector<MarkedQueue>& rules,
+                                            const ProbeRule* probe, uint32_t first_seq) {
+  std::vector<netlink::XtQueueRule> xt;
+  for (const auto& [rule, marker] : rules)
+    xt.push_back({rule.ifname, rule.egress, std::nullopt, marker, rule.queue});
+  // probe_rule_args: POSTROUTING -o lo -m mark --mark M.
+  if (probe) xt.push_back({"lo", true, probe->mark, probe->marker, probe->queue});
+  return netlink::xt_queue_batch(xt, first_seq);
+}
 
 uint32_t loss_ppm(double percent) {
   if (!(percent > 0)) return 0;
@@ -388,11 +452,8 @@ Result<std::vector<MarkedRule>> parse_nft_rules(const std::string& json_text,
 
 Status add_queue_rule(const std::string& netns, const QueueRule& rule, const std::string& marker) {
   TB_TRY(check_marker(marker));
-  auto r =
-      run_checked(netns, "add NFQUEUE " + std::to_string(rule.queue) + " rule on " + rule.ifname,
-                  "iptables", queue_rule_args(rule, marker, true));
-  if (!r) return std::unexpected(r.error());
-  return {};
+  return add_queue_rules(netns, {{rule, marker}}, nullptr,
+                         "add NFQUEUE " + std::to_string(rule.queue) + " rule on " + rule.ifname);
 }
 
 Status remove_queue_rule(const std::string& netns, const QueueRule& rule,
@@ -427,10 +488,9 @@ Status remove_probe_rule(const std::string& netns, uint16_t queue, uint32_t mark
 Status add_probe_rule(const std::string& netns, uint16_t queue, uint32_t mark,
                       const std::string& marker) {
   TB_TRY(remove_probe_rule(netns, queue, mark, marker));
-  auto r = run_checked(netns, "add the release probe's NFQUEUE " + std::to_string(queue) + " rule",
-                       "iptables", probe_rule_args(queue, mark, marker, true));
-  if (!r) return std::unexpected(r.error());
-  return {};
+  const ProbeRule probe{queue, mark, marker};
+  return add_queue_rules(netns, {}, &probe,
+                         "add the release probe's NFQUEUE " + std::to_string(queue) + " rule");
 }
 
 Status add_rules(const NetnsRules& rules) {
@@ -443,13 +503,9 @@ Status add_rules(const NetnsRules& rules) {
   }
   if (!rules.queue.empty() || rules.release_probe) {
     const ProbeRule probe{kProbeQueue, kProbeMark, kProbeMarker};
-    const std::string script =
-        queue_restore_script(rules.queue, rules.release_probe ? &probe : nullptr);
-    auto r = run_checked(rules.netns,
-                         "add " + std::to_string(rules.queue.size()) + " NFQUEUE rule(s)" +
-                             (rules.release_probe ? " and the release probe's" : ""),
-                         "iptables-restore", {"-w", "5", "--noflush"}, &script);
-    if (!r) return std::unexpected(r.error());
+    TB_TRY(add_queue_rules(rules.netns, rules.queue, rules.release_probe ? &probe : nullptr,
+                           "add " + std::to_string(rules.queue.size()) + " NFQUEUE rule(s)" +
+                               (rules.release_probe ? " and the release probe's" : "")));
   }
   if (const std::string script = loss_rules_script(rules.loss); !script.empty()) {
     auto r = run_checked(rules.netns, "add loss rule(s)", "nft", {"-f", "-"}, &script);

@@ -1,11 +1,17 @@
 // The netfilter side of the delay stage: the rules that steer a link direction's packets into
 // an NFQUEUE queue, and nftables loss rules, inside a named network namespace.
 //
-// This is the one place that runs iptables and nft. No library interface builds iptables-nft's
-// xtables-compat NFQUEUE target (nft's own `queue` statement does not work on our kernels,
-// research/limits.md 4), and nft's expression compiler lives in the nft tool, so we fork, enter
-// /run/netns/NAME (setns) and exec the tool, bounded by a timeout; a refusal returns the tool's
-// stderr.
+// The NFQUEUE rules are iptables rules (table ip mangle) because nft's own `queue` statement
+// does not work on our kernels (research/limits.md 4) while iptables-nft's xtables-compat
+// NFQUEUE target (nft_compat) does. Adding them is one nf_tables netlink transaction per
+// namespace, built with libmnl in iptables-nft's exact encoding (netlink/nft_message.h), so the
+// iptables tool lists and deletes them as its own; no process is started (issue 34: a tool run
+// cost ~9 ms of CPU a namespace at `up`). Only where `iptables` is iptables-legacy (whose
+// rules live in x_tables, out of nf_tables' sight) do they go through iptables-restore.
+// Listing and removing rules, and the loss rules (nft's expression compiler lives in the nft
+// tool), still run the tools: we spawn them inside /run/netns/NAME (core/spawn.h), bounded by
+// a timeout; a refusal returns the tool's stderr. A netlink refusal names the message and
+// carries the kernel's errno text and extended ack.
 //
 // Rules, each tagged with a comment that is the owner marker the caller passes:
 //   iptables -t mangle -A PREROUTING -i IFNAME -m comment --comment MARKER
@@ -41,7 +47,8 @@
 // A rule belongs to a marker when its comment starts with it (apply/marker.h's rule), so a lab
 // marker selects all of a lab's rules and a longer per-link marker selects one link's.
 //
-// `netns` "" means the caller's own namespace. Thread-safe (each call forks its own child).
+// `netns` "" means the caller's own namespace. Thread-safe (each call forks its own child or
+// opens its own netlink socket).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +56,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "netlink/nft_message.h"
 
 namespace tb::stage {
 
@@ -125,6 +133,12 @@ struct ProbeRule {
 };
 std::string queue_restore_script(const std::vector<MarkedQueue>& rules,
                                  const ProbeRule* probe = nullptr);
+// The same rules as one nf_tables netlink batch, in iptables-nft's own encoding
+// (netlink/nft_message.h): what add_rules sends where iptables is iptables-nft. Bad input (an
+// interface name iptables would not take as an exact name) names the rule.
+Result<netlink::NftBatch> queue_rules_batch(const std::vector<MarkedQueue>& rules,
+                                            const ProbeRule* probe = nullptr,
+                                            uint32_t first_seq = 0);
 // One nft transaction adding every loss rule with a ppm above 0, with the tables and chains
 // they need (idempotent adds), one statement a line. "" when there is none.
 std::string loss_rules_script(const std::vector<MarkedLoss>& rules);
@@ -153,16 +167,16 @@ Status add_probe_rule(const std::string& netns, uint16_t queue, uint32_t mark,
 Status remove_probe_rule(const std::string& netns, uint16_t queue, uint32_t mark,
                          const std::string& marker);
 
-// Installs the NFQUEUE rule (no --queue-bypass: fail-closed).
+// Installs the NFQUEUE rule (no --queue-bypass: fail-closed), the way add_rules does.
 Status add_queue_rule(const std::string& netns, const QueueRule& rule, const std::string& marker);
 // Removes that exact rule; one that is not there is success.
 Status remove_queue_rule(const std::string& netns, const QueueRule& rule,
                          const std::string& marker);
-// Installs every rule of `rules.netns`: one iptables-restore for the NFQUEUE rules, one nft for
-// the loss rules, each all or nothing. Checks every marker and rule first (bad input: nothing
-// installed).
+// Installs every rule of `rules.netns`: one nf_tables netlink transaction for the NFQUEUE rules
+// (iptables-restore on an iptables-legacy host), one nft for the loss rules, each all or
+// nothing. Checks every marker and rule first (bad input: nothing installed).
 Status add_rules(const NetnsRules& rules);
-// add_rules for every namespace in `all`, at most `parallel` tools running at once. Every
+// add_rules for every namespace in `all`, at most `parallel` namespaces at once. Every
 // namespace is tried; the error is the first failure in `all`'s order (with how many failed).
 Status add_rules(const std::vector<NetnsRules>& all, int parallel);
 // Installs a loss rule (creating table and chain when missing). ppm == 0 adds nothing.
