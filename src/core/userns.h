@@ -24,8 +24,10 @@
 // working directory to the namespace's root; the join restores it.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -54,6 +56,36 @@ int run_keeper(int ready_fd);
 // two verbs never start two. Must be called while the process has one thread. Sets
 // paths::kKeeperEnv to the keeper's pid for this process and its children.
 Result<KeeperId> join_keeper(const std::string& self_exe);
+
+// After join_keeper: this process stays outside the keeper's pid namespace (setns never moves the
+// caller), so it forks, and the child — the first of its processes inside — returns nullopt and
+// runs the verb, whose every descendant is then in that namespace and dies with the keeper. This
+// process waits, forwards what another process signals it (SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+// SIGUSR1, SIGUSR2; the terminal's own signals reach the child's process group without it), and
+// returns the child's exit code, or ends by the signal that ended the child. It touches no /proc
+// after the join (the keeper's /proc there knows only the namespace's processes).
+std::optional<int> fork_into_keeper();
+
+// Root's view of users' keepers: /run/user/<uid>/ directories owned by their uid with a
+// testbedctl/keeper.pid, that uid known to the password database.
+struct UserRuntime {
+  unsigned uid = 0, gid = 0;
+  std::string user, home, runtime;  // runtime: /run/user/<uid>
+};
+std::vector<UserRuntime> users_runtimes(const std::string& run_user = "/run/user");
+
+// Runs fn inside `u`'s keeper, never starting one: a fork takes the user's uid, gid and no
+// supplementary group (so it can do nothing there the user could not), checks the pid file as
+// that user (pid, start time from /proc/PID/stat, owner: a reused or forged pid is never joined),
+// joins the user, mount, network and pid namespaces and forks once more, the child running fn
+// with the write end of a pipe whose text comes back. `ran` is false when that user has no
+// live keeper (nothing of the user's runs); an error when one runs and could not be entered.
+struct AsUser {
+  bool ran = false;
+  int rc = 0;
+  std::string text;
+};
+Result<AsUser> as_user_in_keeper(const UserRuntime& u, const std::function<int(int)>& fn);
 
 // Can this user make a user namespace? Tried in a forked child (unshare(CLONE_NEWUSER)); the
 // text names the sysctls that decide it where it cannot.
