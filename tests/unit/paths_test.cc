@@ -3,9 +3,11 @@
 #include "core/paths.h"
 
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "core/userns.h"
@@ -141,6 +143,36 @@ TEST(Userns, PidFileAndStartTime) {
   auto threads = userns::thread_count();
   ASSERT_TRUE(threads);
   EXPECT_GE(*threads, 1);
+}
+
+// Root's walk over users' keepers lists a /run/user/<uid> only when that uid owns it, holds a
+// testbedctl/keeper.pid there and is in the password database; never root's own, never a name
+// that is not a uid.
+TEST(Userns, UsersRuntimesListsOnlyDirectoriesTheirUidOwnsWithAPidFile) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: chowns directories to another uid";
+  const passwd* nobody = ::getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no user nobody";
+  const unsigned uid = nobody->pw_uid;
+  TempDir d;
+  auto make = [&](const std::string& name, unsigned owner, bool pid_file) {
+    const std::string dir = d.path() + "/" + name;
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    ASSERT_EQ(::mkdir((dir + "/testbedctl").c_str(), 0700), 0);
+    if (pid_file) std::ofstream(dir + "/testbedctl/keeper.pid") << "1 1\n";
+    ASSERT_EQ(::chown(dir.c_str(), owner, static_cast<gid_t>(-1)), 0);
+  };
+  make(std::to_string(uid), uid, true);      // listed
+  make(std::to_string(uid + 1), uid, true);  // not owned by its uid
+  make("0", 0, true);                        // root's own: never
+  make("abc", uid, true);                    // no uid
+  auto rt = userns::users_runtimes(d.path());
+  ASSERT_EQ(rt.size(), 1u);
+  EXPECT_EQ(rt[0].uid, uid);
+  EXPECT_EQ(rt[0].user, nobody->pw_name);
+  EXPECT_EQ(rt[0].runtime, d.path() + "/" + std::to_string(uid));
+  std::filesystem::remove(d.path() + "/" + std::to_string(uid) + "/testbedctl/keeper.pid");
+  EXPECT_TRUE(userns::users_runtimes(d.path()).empty());  // no pid file: no keeper
+  EXPECT_TRUE(userns::users_runtimes(d.path() + "/missing").empty());
 }
 
 }  // namespace
