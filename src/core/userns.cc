@@ -432,13 +432,23 @@ Result<KeeperId> join_keeper(const std::string& self_exe) {
 
 std::optional<int> fork_into_keeper() {
   std::fflush(nullptr);
+  // The forwarded signals held from before the fork until the relay's handlers are in place, so
+  // none ends the relay and orphans the verb in between.
+  sigset_t fwd, old;
+  sigemptyset(&fwd);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&fwd, sig);
+  ::sigprocmask(SIG_BLOCK, &fwd, &old);
   const pid_t child = ::fork();
   if (child < 0) {
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
     std::fprintf(stderr, "testbedctl: fork into the keeper's pid namespace: %s\n",
                  std::strerror(errno));
     return kExitFailed;
   }
-  if (child == 0) return std::nullopt;
+  if (child == 0) {
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    return std::nullopt;
+  }
   relay_child = child;
   struct sigaction sa {};
   sa.sa_sigaction = forward_signal;
@@ -446,6 +456,7 @@ std::optional<int> fork_into_keeper() {
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2})
     ::sigaction(sig, &sa, nullptr);
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
   int status = 0;
   while (::waitpid(child, &status, 0) < 0)
     if (errno != EINTR) return kExitFailed;
@@ -466,12 +477,16 @@ std::vector<UserRuntime> users_runtimes(const std::string& run_user) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(run_user, ec)) {
     const std::string name = e.path().filename();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (name.empty() || name.size() > 10 ||
+        name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    const unsigned long long id = std::stoull(name);
+    if (id > 0xFFFFFFFEull) continue;  // no uid
     struct stat st {};
     const std::string pid_file = e.path().string() + "/testbedctl/" + kPidFile;
     // Only a directory its uid owns, holding a pid file: the rest is checked as that user.
     if (::lstat(e.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-    const unsigned uid = static_cast<unsigned>(std::stoul(name));
+    const unsigned uid = static_cast<unsigned>(id);
     if (uid == 0 || st.st_uid != uid || ::lstat(pid_file.c_str(), &st) != 0) continue;
     const passwd* pw = ::getpwuid(uid);
     if (pw == nullptr) continue;

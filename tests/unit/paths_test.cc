@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 #include <pwd.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -173,6 +175,43 @@ TEST(Userns, UsersRuntimesListsOnlyDirectoriesTheirUidOwnsWithAPidFile) {
   std::filesystem::remove(d.path() + "/" + std::to_string(uid) + "/testbedctl/keeper.pid");
   EXPECT_TRUE(userns::users_runtimes(d.path()).empty());  // no pid file: no keeper
   EXPECT_TRUE(userns::users_runtimes(d.path() + "/missing").empty());
+}
+
+// The relay a joined verb leaves outside the keeper's pid namespace (userns::fork_into_keeper,
+// here without a keeper: the fork and the relay are the same): the child runs on and its exit
+// code comes back; a signal another process sends the relay reaches the child, and the relay
+// ends by the signal that ended the child.
+TEST(Userns, ForkIntoKeeperRelaysTheExitCodeAndForwardsSignals) {
+  auto run_relay = [](bool wait_for_signal, int ready_fd) {
+    const pid_t relay = ::fork();
+    if (relay != 0) return relay;
+    auto rc = userns::fork_into_keeper();
+    if (rc) ::_exit(*rc);  // the relay
+    // The verb's process.
+    if (!wait_for_signal) ::_exit(7);
+    [[maybe_unused]] ssize_t n = ::write(ready_fd, "r", 1);
+    ::pause();
+    ::_exit(0);
+  };
+  int st = 0;
+  pid_t relay = run_relay(false, -1);
+  ASSERT_GT(relay, 0);
+  ASSERT_EQ(::waitpid(relay, &st, 0), relay);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 7);
+
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  relay = run_relay(true, p[1]);
+  ASSERT_GT(relay, 0);
+  char c = 0;
+  ASSERT_EQ(::read(p[0], &c, 1), 1);  // the verb's process is waiting
+  ::close(p[0]);
+  ::close(p[1]);
+  ASSERT_EQ(::kill(relay, SIGTERM), 0);
+  ASSERT_EQ(::waitpid(relay, &st, 0), relay);
+  ASSERT_TRUE(WIFSIGNALED(st)) << "status " << st;
+  EXPECT_EQ(WTERMSIG(st), SIGTERM);
 }
 
 }  // namespace
