@@ -272,6 +272,13 @@ std::optional<KeeperId> live_keeper(const std::string& pid_file, unsigned euid) 
   auto k = read_pid_file(pid_file);
   if (!k) return std::nullopt;
   if (start_time(k->pid) != k->start_time) return std::nullopt;
+  // A keeper killed but not yet reaped (a zombie: its parent is whatever adopted it, which reaps
+  // in its own time) keeps its stat but has no namespaces left to join: gone.
+  const std::string stat = read_text("/proc/" + std::to_string(k->pid) + "/stat");
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z' ||
+      stat[close + 2] == 'X')
+    return std::nullopt;
   struct stat st {};
   if (::stat(("/proc/" + std::to_string(k->pid)).c_str(), &st) != 0 || st.st_uid != euid)
     return std::nullopt;

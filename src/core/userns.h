@@ -44,8 +44,9 @@ Result<int> thread_count();
 std::optional<unsigned long long> start_time(int pid);
 // keeper.pid's "PID START_TIME\n"; nullopt when absent or unreadable.
 std::optional<KeeperId> read_pid_file(const std::string& path);
-// The running keeper the pid file names: the process exists with that start time and belongs to
-// this user (its /proc directory's owner is `euid`).
+// The running keeper the pid file names: the process exists with that start time, is no zombie
+// (a killed keeper not yet reaped has no namespaces left) and belongs to this user (its /proc
+// directory's owner is `euid`).
 std::optional<KeeperId> live_keeper(const std::string& pid_file, unsigned euid);
 
 // The keeper's main: returns only on failure (before it is ready) or once told to leave. It

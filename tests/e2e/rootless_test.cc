@@ -343,6 +343,14 @@ TEST_F(Rootless, KillingTheKeeperLeavesNoProcessNamespaceOrInterface) {
   EXPECT_GE(processes_of(user.uid()).size(), 3u) << "keeper, init, supervisor at least";
   ASSERT_EQ(::kill(keeper, SIGKILL), 0);
   expect_nothing_left(user.uid(), netns, "kill -9 of the keeper");
+  // The account's next verb starts a fresh keeper (the killed one may still be a zombie: its
+  // pid file names a process with no namespaces left), and the lab is gone from its view.
+  auto r = user.testbedctl("status " + lab);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "does not exist for this user")) << r.out;
+  EXPECT_NE(user.keeper(), keeper) << "no fresh keeper";
+  r = user.testbedctl("status");
+  EXPECT_EQ(r.rc, 0) << r.out;
 }
 
 // R3: every process of the account killed at once (one pass over /proc by uid, as root): the
