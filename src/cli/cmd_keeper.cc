@@ -36,7 +36,7 @@ std::optional<int> join_keeper_first(int argc, char** argv) {
   }
   exe[n] = '\0';
   auto k = userns::join_keeper(exe);
-  if (k) return std::nullopt;
+  if (k) return userns::fork_into_keeper();  // the child: nullopt, on to the verb
   // These run without a lab: outside the user namespace they still validate, plan, graph
   // (assuming a host), and doctor says why the namespace cannot be had (its userns row).
   if (verb == "validate" || verb == "plan" || verb == "graph" || verb == "doctor") {

@@ -1,6 +1,7 @@
 // Verbs that change or inspect a live lab: up, down, clean, status, exec. Each calls its use
 // case in lab/ (up.h, down.h, status.h, exec.h) and prints the result.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -24,7 +25,8 @@ namespace {
 struct StatusFlags {
   std::string lab;  // "": every lab, one line each
   bool json = false;
-  bool names = false;  // names only: the labs, or the lab's nodes (scripts, shell completion)
+  bool names = false;      // names only: the labs, or the lab's nodes (scripts, shell completion)
+  bool all_users = false;  // root: every user's labs (lab/status.h summarize_all_users)
 };
 
 int cmd_up(lab::UpOptions o) {
@@ -50,6 +52,9 @@ int cmd_clean(const lab::CleanOptions& o) {
   const int n = r->namespaces;
   std::printf("removed %d namespace%s%s\n", n, n == 1 ? "" : "s",
               o.all ? " of all labs" : (" of lab " + o.lab).c_str());
+  for (const auto& u : r->users)
+    std::printf("user %s: took down %d lab%s, removed %d leftover namespace%s\n", u.user.c_str(),
+                u.labs, u.labs == 1 ? "" : "s", u.namespaces, u.namespaces == 1 ? "" : "s");
   return kExitOk;
 }
 
@@ -63,6 +68,16 @@ int print_lab_list(bool json) {
 }
 
 int cmd_status(const StatusFlags& f) {
+  if (f.all_users) {
+    auto all = lab::summarize_all_users();
+    if (!all) return report(all.error());
+    if (f.json)
+      std::cout << report::labs_by_user_json(*all).dump(1) << "\n";
+    else
+      std::cout << report::labs_by_user_text(*all);
+    return std::ranges::any_of(*all, [](const auto& u) { return !u.error.empty(); }) ? kExitFailed
+                                                                                     : kExitOk;
+  }
   if (f.names) {
     if (f.lab.empty()) {
       for (const auto& l : lab::summarize_labs()) std::cout << l.lab << "\n";
@@ -131,7 +146,11 @@ void add_clean(CLI::App& app, int& rc) {
   auto* clean =
       app.add_subcommand("clean", "remove leftovers by owner marker when state is lost (root)");
   auto* lab = clean->add_option("LAB", o->lab)->check(lab_name());
-  clean->add_flag("--all", o->all, "every lab's leftovers")->excludes(lab);
+  clean
+      ->add_flag("--all", o->all,
+                 "every lab's leftovers (root: also takes down every user's labs, inside each "
+                 "user's keeper)")
+      ->excludes(lab);
   clean->callback([o, &rc] { rc = cmd_clean(*o); });
 }
 
@@ -139,8 +158,12 @@ void add_status(CLI::App& app, int& rc) {
   auto f = std::make_shared<StatusFlags>();
   auto* status = app.add_subcommand(
       "status", "servers, GPUs, interfaces, addresses, links, backends, congestion counters");
-  status->add_option("LAB", f->lab)->check(lab_name());
+  auto* lab = status->add_option("LAB", f->lab)->check(lab_name());
   status->add_flag("--json", f->json);
+  status
+      ->add_flag("--all-users", f->all_users,
+                 "root: every user's labs (user, lab, state), each read inside that user's keeper")
+      ->excludes(lab);
   status->add_flag("--names", f->names,
                    "names only, one per line: the labs, or with LAB its nodes (for scripts and "
                    "shell completion)");

@@ -37,7 +37,8 @@ void add_exercise(CLI::App& app, int& rc);   // cmd_exercise.cc
 void add_keeper(CLI::App& app, int& rc);     // cmd_keeper.cc (internal: a user's keeper)
 
 // A user who is not root joins (or starts) that user's keeper: call first thing in main, while
-// the process has one thread. An exit code when the verb cannot go on.
+// the process has one thread. An exit code when the verb cannot go on, or, in the process that
+// stayed outside the keeper's pid namespace, the verb's (userns::fork_into_keeper).
 std::optional<int> join_keeper_first(int argc, char** argv);
 
 }  // namespace tb::cli

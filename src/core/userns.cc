@@ -1,23 +1,29 @@
 #include "core/userns.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <net/if.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -30,6 +36,8 @@ namespace {
 constexpr const char* kPidFile = "keeper.pid";
 constexpr const char* kLockFile = "keeper.lock";
 constexpr int kReadyTimeoutMs = 10000;
+// as_user_in_keeper's child: no live keeper of that user (and one above: it could not enter).
+constexpr int kNoKeeperExit = 201;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -78,6 +86,9 @@ Status enter(const KeeperId& k) {
   if (!mnt) return sys_fail("open the keeper's mount namespace " + base + "mnt");
   UniqueFd net(::open((base + "net").c_str(), O_RDONLY | O_CLOEXEC));
   if (!net) return sys_fail("open the keeper's network namespace " + base + "net");
+  // Opened before the mount namespace changes: there /proc is the keeper's pid namespace's.
+  UniqueFd pid(::open((base + "pid_for_children").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!pid) return sys_fail("open the keeper's pid namespace " + base + "pid_for_children");
   // The descriptors are the namespaces now; the pid must still be the keeper we checked.
   if (start_time(k.pid) != k.start_time)
     return fail("keeper " + std::to_string(k.pid) + " left while being joined", ESRCH);
@@ -89,6 +100,9 @@ Status enter(const KeeperId& k) {
     return sys_fail("join the keeper's mount namespace (setns " + base + "mnt)");
   if (::setns(net.get(), CLONE_NEWNET) != 0)
     return sys_fail("join the keeper's network namespace (setns " + base + "net)");
+  // This process stays where it is; its next child is the first of it inside (fork_into_keeper).
+  if (::setns(pid.get(), CLONE_NEWPID) != 0)
+    return sys_fail("join the keeper's pid namespace (setns " + base + "pid_for_children)");
   // setns(CLONE_NEWNS) moved the working directory to the namespace's root.
   if (have_cwd && ::chdir(cwd) != 0)
     return sys_fail(std::string("return to the working directory ") + cwd +
@@ -162,6 +176,60 @@ Status loopback_up() {
   return {};
 }
 
+// The keeper's pid namespace's init (pid 1 there), a fork of the keeper: SIGKILL when the keeper
+// dies (PR_SET_PDEATHSIG: the keeper has one thread, so its death is the parent thread's), and a
+// pipe whose write end only the keeper holds, read once after the prctl for a keeper that died
+// before it and then polled with the children's SIGCHLD. It mounts the namespace's own /proc in
+// the keeper's mount namespace (so that a pid a lab's process reads or records is one /proc
+// knows there), reaps every orphan (a lab's supervisor, once `up` has left) and leaves when the
+// keeper does; its end makes the kernel SIGKILL every process of the namespace.
+int run_init(int alive_fd, int ready_fd) {
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+    say(ready_fd, std::string("prctl(PR_SET_PDEATHSIG): ") + std::strerror(errno));
+    return 1;
+  }
+  pollfd gone{alive_fd, POLLIN, 0};
+  if (::poll(&gone, 1, 0) != 0) return 0;  // the keeper already left
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+    say(ready_fd, std::string("mount the keeper's pid namespace's /proc: ") + std::strerror(errno));
+    return 1;
+  }
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  UniqueFd sig(::signalfd(-1, &chld, SFD_CLOEXEC));
+  if (!sig) {
+    say(ready_fd, std::string("signalfd: ") + std::strerror(errno));
+    return 1;
+  }
+  say(ready_fd, "ok");
+  ::close(ready_fd);
+  for (;;) {
+    pollfd p[2] = {{alive_fd, POLLIN, 0}, {sig.get(), POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return 1;
+    }
+    if (p[0].revents != 0) return 0;  // the keeper left
+    if (p[1].revents != 0) {
+      signalfd_siginfo si{};
+      [[maybe_unused]] ssize_t n = ::read(sig.get(), &si, sizeof si);
+      while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+      }
+    }
+  }
+}
+
+// The relay's child (forwarded signals: see fork_into_keeper).
+volatile sig_atomic_t relay_child = 0;
+
+void forward_signal(int sig, siginfo_t* info, void*) {
+  // One a process sent (kill, sigqueue, tgkill) goes on; one the terminal sent (SI_KERNEL)
+  // reached the child's process group, the child included, already.
+  if (info != nullptr && info->si_code <= 0 && relay_child > 0) ::kill(relay_child, sig);
+}
+
 unsigned long read_ulong(const std::string& path, bool& found) {
   std::ifstream in(path);
   unsigned long v = 0;
@@ -204,6 +272,13 @@ std::optional<KeeperId> live_keeper(const std::string& pid_file, unsigned euid) 
   auto k = read_pid_file(pid_file);
   if (!k) return std::nullopt;
   if (start_time(k->pid) != k->start_time) return std::nullopt;
+  // A keeper killed but not yet reaped (a zombie: its parent is whatever adopted it, which reaps
+  // in its own time) keeps its stat but has no namespaces left to join: gone.
+  const std::string stat = read_text("/proc/" + std::to_string(k->pid) + "/stat");
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z' ||
+      stat[close + 2] == 'X')
+    return std::nullopt;
   struct stat st {};
   if (::stat(("/proc/" + std::to_string(k->pid)).c_str(), &st) != 0 || st.st_uid != euid)
     return std::nullopt;
@@ -221,6 +296,7 @@ int run_keeper(int ready_fd) {
   auto roots = paths::decide(paths::env_of_process());
   if (!roots) return fail_with(roots.error().message);
   const std::string dir = roots->keeper;
+  bool init_gone = false;
   if (auto d = prepare_keeper_dir(dir, uid); !d) return fail_with(d.error().message);
 
   sigset_t leave;
@@ -228,15 +304,16 @@ int run_keeper(int ready_fd) {
   sigaddset(&leave, SIGTERM);
   sigaddset(&leave, SIGINT);
   sigaddset(&leave, SIGHUP);
+  sigaddset(&leave, SIGCHLD);  // the pid namespace's init left
   ::sigprocmask(SIG_BLOCK, &leave, nullptr);
   UniqueFd sig(::signalfd(-1, &leave, SFD_CLOEXEC));
   if (!sig) return fail_with(std::string("signalfd: ") + std::strerror(errno));
 
-  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET) != 0) {
+  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID) != 0) {
     const int e = errno;
-    return fail_with(std::string("unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET): ") +
-                     std::strerror(e) + " (" + userns_sysctls() +
-                     "; `testbedctl doctor` shows the userns row)");
+    return fail_with(
+        std::string("unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID): ") +
+        std::strerror(e) + " (" + userns_sysctls() + "; `testbedctl doctor` shows the userns row)");
   }
   if (auto s = write_proc("/proc/self/setgroups", "deny"); !s) return fail_with(s.error().message);
   if (auto s = write_proc("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1\n"); !s)
@@ -271,6 +348,44 @@ int run_keeper(int ready_fd) {
     return fail_with(std::string("mount a tmpfs on /dev/shm: ") + std::strerror(errno));
   if (::chdir("/") != 0) return fail_with(std::string("chdir /: ") + std::strerror(errno));
 
+  // The pid namespace's init: every process a joined verb starts is in its namespace, so
+  // whatever of a lab runs dies with it, and it with the keeper.
+  int alive[2], init_ready[2];
+  if (::pipe2(alive, O_CLOEXEC) != 0 || ::pipe2(init_ready, O_CLOEXEC) != 0)
+    return fail_with(std::string("pipe for the pid namespace's init: ") + std::strerror(errno));
+  const pid_t init = ::fork();
+  if (init < 0)
+    return fail_with(std::string("fork the pid namespace's init: ") + std::strerror(errno));
+  if (init == 0) {
+    ::close(alive[1]);
+    ::close(init_ready[0]);
+    if (ready_fd >= 0) ::close(ready_fd);
+    sig.reset();
+    ::_exit(run_init(alive[0], init_ready[1]));
+  }
+  ::close(alive[0]);
+  ::close(init_ready[1]);
+  UniqueFd keep_alive(alive[1]);
+  {
+    UniqueFd from_init(init_ready[0]);
+    std::string answer;
+    char buf[256];
+    ssize_t got;
+    while ((got = ::read(from_init.get(), buf, sizeof buf)) != 0) {
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) break;
+      answer.append(buf, static_cast<std::size_t>(got));
+      if (answer == "ok") break;
+    }
+    if (answer != "ok") {
+      ::kill(init, SIGKILL);
+      ::waitpid(init, nullptr, 0);
+      ::unlinkat(host_dir.get(), kPidFile, 0);
+      return fail_with(
+          answer.empty() ? std::string("the pid namespace's init exited without a word") : answer);
+    }
+  }
+
   say(ready_fd, "ok");
   ::close(ready_fd);
   for (;;) {
@@ -279,9 +394,19 @@ int run_keeper(int ready_fd) {
     if (n < 0 && errno == EINTR) continue;
     if (n != sizeof si) break;
     if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) break;
+    if (si.ssi_signo == SIGCHLD && ::waitpid(init, nullptr, WNOHANG) == init) {
+      init_gone = true;  // killed: every process of the namespace went with it
+      break;
+    }
     // SIGHUP (the session's terminal went away): the keeper stays.
   }
+  // The pid file first, so that no verb joins a keeper on its way out; then the init, and with
+  // it every process of the pid namespace, before the keeper returns.
   ::unlinkat(host_dir.get(), kPidFile, 0);
+  if (!init_gone) {
+    ::kill(init, SIGKILL);
+    ::waitpid(init, nullptr, 0);
+  }
   return 0;
 }
 
@@ -310,6 +435,124 @@ Result<KeeperId> join_keeper(const std::string& self_exe) {
   }
   TB_TRY(enter(*k));
   return *k;
+}
+
+std::optional<int> fork_into_keeper() {
+  std::fflush(nullptr);
+  // The forwarded signals held from before the fork until the relay's handlers are in place, so
+  // none ends the relay and orphans the verb in between.
+  sigset_t fwd, old;
+  sigemptyset(&fwd);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&fwd, sig);
+  ::sigprocmask(SIG_BLOCK, &fwd, &old);
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    std::fprintf(stderr, "testbedctl: fork into the keeper's pid namespace: %s\n",
+                 std::strerror(errno));
+    return kExitFailed;
+  }
+  if (child == 0) {
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    return std::nullopt;
+  }
+  relay_child = child;
+  struct sigaction sa {};
+  sa.sa_sigaction = forward_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2})
+    ::sigaction(sig, &sa, nullptr);
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) return kExitFailed;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  const int sig = WTERMSIG(status);
+  // Killed: this process ends the same way, so its caller sees what the verb's process saw.
+  ::signal(sig, SIG_DFL);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  ::sigprocmask(SIG_UNBLOCK, &one, nullptr);
+  ::raise(sig);
+  return 128 + sig;
+}
+
+std::vector<UserRuntime> users_runtimes(const std::string& run_user) {
+  std::vector<UserRuntime> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(run_user, ec)) {
+    const std::string name = e.path().filename();
+    if (name.empty() || name.size() > 10 ||
+        name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    const unsigned long long id = std::stoull(name);
+    if (id > 0xFFFFFFFEull) continue;  // no uid
+    struct stat st {};
+    const std::string pid_file = e.path().string() + "/testbedctl/" + kPidFile;
+    // Only a directory its uid owns, holding a pid file: the rest is checked as that user.
+    if (::lstat(e.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    const unsigned uid = static_cast<unsigned>(id);
+    if (uid == 0 || st.st_uid != uid || ::lstat(pid_file.c_str(), &st) != 0) continue;
+    const passwd* pw = ::getpwuid(uid);
+    if (pw == nullptr) continue;
+    out.push_back({uid, pw->pw_gid, pw->pw_name, pw->pw_dir, e.path().string()});
+  }
+  std::ranges::sort(out, {}, &UserRuntime::uid);
+  return out;
+}
+
+Result<AsUser> as_user_in_keeper(const UserRuntime& u, const std::function<int(int)>& fn) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return sys_fail("pipe for user " + u.user + "'s answer");
+  UniqueFd rd(p[0]), wr(p[1]);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) return sys_fail("fork to enter user " + u.user + "'s keeper");
+  if (child == 0) {
+    rd.reset();
+    // That user, with that user's powers and no more: a pid file the user wrote can name no
+    // namespace the user could not join (the kernel refuses another's), and a file of the
+    // user's is read with the user's rights.
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(u.gid, u.gid, u.gid) != 0 ||
+        ::setresuid(u.uid, u.uid, u.uid) != 0)
+      ::_exit(kNoKeeperExit + 1);
+    ::setenv("XDG_RUNTIME_DIR", u.runtime.c_str(), 1);
+    ::setenv("HOME", u.home.c_str(), 1);
+    ::setenv("USER", u.user.c_str(), 1);
+    for (const char* v : {"XDG_STATE_HOME", "TESTBEDCTL_RUN_DIR", "TESTBEDCTL_RESULTS_DIR",
+                          "TESTBEDCTL_EXERCISE_STATE", "XTABLES_LOCKFILE", paths::kKeeperEnv})
+      ::unsetenv(v);
+    auto k = live_keeper(u.runtime + "/testbedctl/" + kPidFile, u.uid);
+    if (!k) ::_exit(kNoKeeperExit);  // no keeper: nothing of this user's runs
+    if (auto e = enter(*k); !e) {
+      say(wr.get(), e.error().message);
+      ::_exit(kNoKeeperExit + 1);
+    }
+    if (auto rc = fork_into_keeper()) ::_exit(*rc);
+    const int rc = fn(wr.get());
+    std::fflush(nullptr);
+    ::_exit(rc);
+  }
+  wr.reset();
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t got = ::read(rd.get(), buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    text.append(buf, static_cast<std::size_t>(got));
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) return sys_fail("wait for user " + u.user + "'s keeper's answer");
+  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (rc == kNoKeeperExit) return AsUser{false, 0, ""};
+  if (rc == kNoKeeperExit + 1)
+    return fail("enter user " + u.user + "'s keeper: " +
+                (text.empty() ? std::string("could not take that user's ids") : text));
+  return AsUser{true, rc, text};
 }
 
 std::string userns_sysctls() {

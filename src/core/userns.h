@@ -24,8 +24,10 @@
 // working directory to the namespace's root; the join restores it.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -42,8 +44,9 @@ Result<int> thread_count();
 std::optional<unsigned long long> start_time(int pid);
 // keeper.pid's "PID START_TIME\n"; nullopt when absent or unreadable.
 std::optional<KeeperId> read_pid_file(const std::string& path);
-// The running keeper the pid file names: the process exists with that start time and belongs to
-// this user (its /proc directory's owner is `euid`).
+// The running keeper the pid file names: the process exists with that start time, is no zombie
+// (a killed keeper not yet reaped has no namespaces left) and belongs to this user (its /proc
+// directory's owner is `euid`).
 std::optional<KeeperId> live_keeper(const std::string& pid_file, unsigned euid);
 
 // The keeper's main: returns only on failure (before it is ready) or once told to leave. It
@@ -54,6 +57,36 @@ int run_keeper(int ready_fd);
 // two verbs never start two. Must be called while the process has one thread. Sets
 // paths::kKeeperEnv to the keeper's pid for this process and its children.
 Result<KeeperId> join_keeper(const std::string& self_exe);
+
+// After join_keeper: this process stays outside the keeper's pid namespace (setns never moves the
+// caller), so it forks, and the child — the first of its processes inside — returns nullopt and
+// runs the verb, whose every descendant is then in that namespace and dies with the keeper. This
+// process waits, forwards what another process signals it (SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+// SIGUSR1, SIGUSR2; the terminal's own signals reach the child's process group without it), and
+// returns the child's exit code, or ends by the signal that ended the child. It touches no /proc
+// after the join (the keeper's /proc there knows only the namespace's processes).
+std::optional<int> fork_into_keeper();
+
+// Root's view of users' keepers: /run/user/<uid>/ directories owned by their uid with a
+// testbedctl/keeper.pid, that uid known to the password database.
+struct UserRuntime {
+  unsigned uid = 0, gid = 0;
+  std::string user, home, runtime;  // runtime: /run/user/<uid>
+};
+std::vector<UserRuntime> users_runtimes(const std::string& run_user = "/run/user");
+
+// Runs fn inside `u`'s keeper, never starting one: a fork takes the user's uid, gid and no
+// supplementary group (so it can do nothing there the user could not), checks the pid file as
+// that user (pid, start time from /proc/PID/stat, owner: a reused or forged pid is never joined),
+// joins the user, mount, network and pid namespaces and forks once more, the child running fn
+// with the write end of a pipe whose text comes back. `ran` is false when that user has no
+// live keeper (nothing of the user's runs); an error when one runs and could not be entered.
+struct AsUser {
+  bool ran = false;
+  int rc = 0;
+  std::string text;
+};
+Result<AsUser> as_user_in_keeper(const UserRuntime& u, const std::function<int(int)>& fn);
 
 // Can this user make a user namespace? Tried in a forked child (unshare(CLONE_NEWUSER)); the
 // text names the sysctls that decide it where it cannot.

@@ -1,12 +1,17 @@
 #include "lab/down.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "apply/netlink_kernel.h"
+#include "core/paths.h"
+#include "core/userns.h"
 #include "lab/lab.h"
 #include "lab/up.h"
 #include "plan/plan.h"
@@ -93,6 +98,11 @@ Result<DownReport> take_down(const DownOptions& o) {
         "; run down --host " + o.host + " on host " + o.host);
   DownReport r{*lab, st.has_value()};
   apply::NetlinkKernel kernel;
+  // Rootless, a name with neither state nor namespaces here is no lab of this user's (another
+  // user's lab of that name lives in that user's namespaces): exit 2, as status and exec say.
+  // Root's down stays idempotent.
+  if (!st && paths::rootless() && !known_labs(kernel).contains(*lab))
+    return bad_input(st.error().message);
   TB_TRY(down(*lab, kernel));
   return r;
 }
@@ -101,6 +111,51 @@ Result<CleanReport> clean_up(const CleanOptions& o) {
   if (o.lab.empty() == !o.all) return bad_input("clean needs either a lab name or --all");
   TB_TRY(require_root("clean"));
   apply::NetlinkKernel kernel;
+  if (o.all && !paths::rootless()) {
+    // Root: its own labs, then every user's (each inside its keeper, as that user).
+    auto own = clean_all(kernel);
+    std::vector<UserClean> users;
+    std::string errors;
+    for (const auto& u : userns::users_runtimes()) {
+      auto r = userns::as_user_in_keeper(u, [](int fd) {
+        apply::NetlinkKernel k;
+        int labs = 0, rc = 0;
+        std::string why;
+        for (const auto& lab : known_labs(k)) {
+          if (auto d = down(lab, k))
+            ++labs;
+          else
+            why += (why.empty() ? "" : "; ") + d.error().message;
+        }
+        int ns = 0;
+        if (auto c = clean_all(k))
+          ns = c->namespaces;
+        else
+          why += (why.empty() ? "" : "; ") + c.error().message;
+        if (!why.empty()) rc = 1;
+        const std::string text = std::to_string(labs) + " " + std::to_string(ns) + " " + why;
+        return ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) ? rc : 1;
+      });
+      UserClean uc{u.user, 0, 0, ""};
+      if (!r) {
+        uc.error = r.error().message;
+      } else if (!r->ran) {
+        continue;
+      } else {
+        std::istringstream in(r->text);
+        in >> uc.labs >> uc.namespaces;
+        std::getline(in >> std::ws, uc.error);
+        if (r->rc != 0 && uc.error.empty())
+          uc.error = "exit " + std::to_string(r->rc) + " inside its keeper";
+      }
+      if (!uc.error.empty()) errors += (errors.empty() ? "" : "; ") + u.user + ": " + uc.error;
+      users.push_back(std::move(uc));
+    }
+    if (!own) return std::unexpected(own.error());
+    own->users = std::move(users);
+    if (!errors.empty()) return fail("users' labs: " + errors);
+    return own;
+  }
   if (o.all) return clean_all(kernel);
   auto lock = LabLock::acquire(o.lab);
   if (!lock) return std::unexpected(lock.error());

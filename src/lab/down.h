@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -31,8 +32,19 @@ struct CleanOptions {
   bool all = false;  // ... or every lab's; exactly one of the two (exit code 2 otherwise)
 };
 
+// Root's clean --all also takes down every user's labs: inside each live keeper (core/userns.h
+// as_user_in_keeper, that user's ids), every lab of that user's is taken down as that user's
+// `down` would, then its leftovers cleaned.
+struct UserClean {
+  std::string user;
+  int labs = 0;        // taken down
+  int namespaces = 0;  // leftovers removed after
+  std::string error;   // what failed, if anything
+};
+
 struct CleanReport {
-  int namespaces = 0;  // how many were removed
+  int namespaces = 0;            // how many were removed
+  std::vector<UserClean> users;  // root's --all: each user with a live keeper
 };
 
 Result<CleanReport> clean_up(const CleanOptions& o);

@@ -48,7 +48,15 @@ std::vector<std::string> list_labs() {
 Result<LabState> load_state(const std::string& lab) {
   const std::string path = lab_dir(lab) + "/state.json";
   std::ifstream in(path);
-  if (!in) return fail("lab \"" + lab + "\" is not up (no " + path + ")", ENOENT);
+  if (!in) {
+    // A user's labs are that user's alone (its keeper's namespaces): another user's lab of that
+    // name is not "down", it does not exist here.
+    if (paths::rootless())
+      return fail("lab \"" + lab + "\" does not exist for this user (no " + path +
+                      "; a user sees only the labs that user brought up)",
+                  ENOENT);
+    return fail("lab \"" + lab + "\" is not up (no " + path + ")", ENOENT);
+  }
   auto j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded()) return fail("lab \"" + lab + "\": " + path + " is unreadable");
   try {

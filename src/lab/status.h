@@ -38,4 +38,16 @@ struct LabSummary {
 // Every lab with readable state, in list_labs() order.
 std::vector<LabSummary> summarize_labs();
 
+// Root's `status --all-users`: root's own labs (user "root"), then each user's with a live
+// keeper (core/userns.h users_runtimes: /run/user/<uid>/testbedctl/keeper.pid), read inside that
+// keeper with that user's ids (userns::as_user_in_keeper). A user whose keeper runs but could not
+// be entered is listed with the reason and no labs. Exit code 2 unless root.
+struct UserLabs {
+  std::string user;
+  unsigned uid = 0;
+  std::vector<LabSummary> labs;
+  std::string error;  // could not be read: why
+};
+Result<std::vector<UserLabs>> summarize_all_users();
+
 }  // namespace tb::lab

@@ -378,4 +378,35 @@ nlohmann::json labs_json(const std::vector<lab::LabSummary>& labs) {
   return {{"labs", j}};
 }
 
+std::string labs_by_user_text(const std::vector<lab::UserLabs>& users) {
+  std::string s;
+  std::size_t n = 0;
+  for (const auto& u : users) {
+    if (!u.error.empty()) s += fmt::format("{} (uid {}): {}\n", pad(u.user, 12), u.uid, u.error);
+    for (const auto& st : u.labs) {
+      s += fmt::format("{} {} {} {:4} nodes {:4} links  {}\n", pad(u.user, 12), pad(st.lab, 10),
+                       pad(st.phase, 9), st.nodes, st.links, st.scenario);
+      ++n;
+    }
+  }
+  if (n == 0) s += "no labs are up for any user\n";
+  return s;
+}
+
+nlohmann::json labs_by_user_json(const std::vector<lab::UserLabs>& users) {
+  nlohmann::json j = nlohmann::json::array(), errors = nlohmann::json::array();
+  for (const auto& u : users) {
+    if (!u.error.empty()) errors.push_back({{"user", u.user}, {"uid", u.uid}, {"error", u.error}});
+    for (const auto& st : u.labs)
+      j.push_back({{"user", u.user},
+                   {"uid", u.uid},
+                   {"lab", st.lab},
+                   {"phase", st.phase},
+                   {"scenario", st.scenario},
+                   {"nodes", st.nodes},
+                   {"links", st.links}});
+  }
+  return {{"labs", j}, {"errors", errors}};
+}
+
 }  // namespace tb::report

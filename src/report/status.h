@@ -53,5 +53,9 @@ nlohmann::json status_json(const lab::LabState& s, const LiveState* live,
 // Every lab that is up, one line each ("no labs are up" when none), and {"labs": [...]}.
 std::string labs_text(const std::vector<lab::LabSummary>& labs);
 nlohmann::json labs_json(const std::vector<lab::LabSummary>& labs);
+// status --all-users: one line per lab, its user first; a user whose keeper could not be
+// entered is one line with the reason.
+std::string labs_by_user_text(const std::vector<lab::UserLabs>& users);
+nlohmann::json labs_by_user_json(const std::vector<lab::UserLabs>& users);
 
 }  // namespace tb::report

@@ -181,13 +181,23 @@ std::string method_text(const Settings& s) {
          std::to_string(verify::kMaxReadings) +
          " readings; the last is judged, the earlier shown beside. A class still out of "
          "tolerance with the host stalled is NOT JUDGED (exit 2: verify again when the host is "
-         "quieter); out of tolerance with the host fine, FAIL\n";
+         "quieter); out of tolerance with the host fine, FAIL. Without real-time priority (a "
+         "rootless lab without RLIMIT_RTPRIO: stages or verify's threads at SCHED_OTHER), a "
+         "class whose only misses are delay or jitter checks of a delay under " +
+         fmt::format("{:.0f}", verify::kSubMsDelayMs) +
+         " ms is treated as one on a stalled host, its reason said\n";
 }
 
 // The line under a class or path left NOT JUDGED after `readings` readings, the last stalled
 // (`timed_out`: its failed steps ran out of time, rather than a check out of tolerance).
 std::string not_judged_line(size_t readings, const std::string& stall, const char* what,
                             bool timed_out) {
+  // verify::without_realtime's reason: no stall, a rootless lab's scheduling.
+  if (!timed_out && stall.starts_with("no real-time priority"))
+    return fmt::format(
+        "      => NOT JUDGED: out of tolerance in {} reading{}, the last with {}; the miss may "
+        "be the scheduling's, not the {}'s: verify as root or with RLIMIT_RTPRIO\n",
+        readings, readings == 1 ? "" : "s", stall, what);
   return fmt::format(
       "      => NOT JUDGED: {} in {} reading{}, the last while the host stalled ({}); the miss "
       "may be the host's, not the {}'s: verify again when the host is quieter\n",

@@ -73,6 +73,28 @@ std::string host_stall(const Measurement& m, const std::optional<HostLoad>& host
   return s;
 }
 
+std::string without_realtime(const std::vector<Check>& checks,
+                             const std::optional<HostLoad>& host) {
+  if (!host || !missed(checks)) return "";
+  bool sub_ms = false;
+  for (const auto& c : checks) {
+    if (c.name == "delay") sub_ms = c.configured < kSubMsDelayMs;
+    if (c.verdict == Verdict::kFail && c.name != "delay" && c.name != "jitter") return "";
+  }
+  if (!sub_ms) return "";
+  std::string who;
+  for (const auto& t : host->scheduling)
+    if (t.starts_with("SCHED_OTHER")) {
+      who = "the delay stages ran " + t;
+      break;
+    }
+  if (who.empty() && host->promptness && host->promptness->scheduling.starts_with("SCHED_OTHER"))
+    who = "verify's threads ran " + host->promptness->scheduling;
+  if (who.empty()) return "";
+  return "no real-time priority for a sub-millisecond delay: " + who +
+         " (a user needs RLIMIT_RTPRIO, a limits.conf rtprio line; doctor's rtprio row)";
+}
+
 ClassVerdict judge(const Reading& r) {
   return verdict_of(r.outcome, missed(r.checks), r.stall);
 }

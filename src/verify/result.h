@@ -53,6 +53,15 @@ inline constexpr double kPromptStallShare = 0.02;
 // (m.base) and the host's state over the reading (`host`: sample_host before and after). Pure.
 std::string host_stall(const Measurement& m, const std::optional<HostLoad>& host);
 
+// A rootless lab's timing without real-time priority (docs/design-rootless.md Risks): when every
+// check out of tolerance is a delay or jitter check of a sub-millisecond delay and the delay
+// stages or verify's own threads ran SCHED_OTHER (`host`: the stages' and the promptness
+// watcher's scheduling), the reason, in words, that such a miss says more about the missing
+// priority than about the link; "" otherwise. The readings take it as they take host_stall():
+// measured again, and NOT JUDGED with this reason if it stays. Pure.
+inline constexpr double kSubMsDelayMs = 1.0;
+std::string without_realtime(const std::vector<Check>& checks, const std::optional<HostLoad>& host);
+
 // One measurement of a class and its checks, with the host's state over it.
 struct Reading {
   MeasureOutcome outcome;

@@ -3,9 +3,13 @@
 #include "core/paths.h"
 
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "core/userns.h"
@@ -141,6 +145,73 @@ TEST(Userns, PidFileAndStartTime) {
   auto threads = userns::thread_count();
   ASSERT_TRUE(threads);
   EXPECT_GE(*threads, 1);
+}
+
+// Root's walk over users' keepers lists a /run/user/<uid> only when that uid owns it, holds a
+// testbedctl/keeper.pid there and is in the password database; never root's own, never a name
+// that is not a uid.
+TEST(Userns, UsersRuntimesListsOnlyDirectoriesTheirUidOwnsWithAPidFile) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: chowns directories to another uid";
+  const passwd* nobody = ::getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no user nobody";
+  const unsigned uid = nobody->pw_uid;
+  TempDir d;
+  auto make = [&](const std::string& name, unsigned owner, bool pid_file) {
+    const std::string dir = d.path() + "/" + name;
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    ASSERT_EQ(::mkdir((dir + "/testbedctl").c_str(), 0700), 0);
+    if (pid_file) std::ofstream(dir + "/testbedctl/keeper.pid") << "1 1\n";
+    ASSERT_EQ(::chown(dir.c_str(), owner, static_cast<gid_t>(-1)), 0);
+  };
+  make(std::to_string(uid), uid, true);      // listed
+  make(std::to_string(uid + 1), uid, true);  // not owned by its uid
+  make("0", 0, true);                        // root's own: never
+  make("abc", uid, true);                    // no uid
+  auto rt = userns::users_runtimes(d.path());
+  ASSERT_EQ(rt.size(), 1u);
+  EXPECT_EQ(rt[0].uid, uid);
+  EXPECT_EQ(rt[0].user, nobody->pw_name);
+  EXPECT_EQ(rt[0].runtime, d.path() + "/" + std::to_string(uid));
+  std::filesystem::remove(d.path() + "/" + std::to_string(uid) + "/testbedctl/keeper.pid");
+  EXPECT_TRUE(userns::users_runtimes(d.path()).empty());  // no pid file: no keeper
+  EXPECT_TRUE(userns::users_runtimes(d.path() + "/missing").empty());
+}
+
+// The relay a joined verb leaves outside the keeper's pid namespace (userns::fork_into_keeper,
+// here without a keeper: the fork and the relay are the same): the child runs on and its exit
+// code comes back; a signal another process sends the relay reaches the child, and the relay
+// ends by the signal that ended the child.
+TEST(Userns, ForkIntoKeeperRelaysTheExitCodeAndForwardsSignals) {
+  auto run_relay = [](bool wait_for_signal, int ready_fd) {
+    const pid_t relay = ::fork();
+    if (relay != 0) return relay;
+    auto rc = userns::fork_into_keeper();
+    if (rc) ::_exit(*rc);  // the relay
+    // The verb's process.
+    if (!wait_for_signal) ::_exit(7);
+    [[maybe_unused]] ssize_t n = ::write(ready_fd, "r", 1);
+    ::pause();
+    ::_exit(0);
+  };
+  int st = 0;
+  pid_t relay = run_relay(false, -1);
+  ASSERT_GT(relay, 0);
+  ASSERT_EQ(::waitpid(relay, &st, 0), relay);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 7);
+
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  relay = run_relay(true, p[1]);
+  ASSERT_GT(relay, 0);
+  char c = 0;
+  ASSERT_EQ(::read(p[0], &c, 1), 1);  // the verb's process is waiting
+  ::close(p[0]);
+  ::close(p[1]);
+  ASSERT_EQ(::kill(relay, SIGTERM), 0);
+  ASSERT_EQ(::waitpid(relay, &st, 0), relay);
+  ASSERT_TRUE(WIFSIGNALED(st)) << "status " << st;
+  EXPECT_EQ(WTERMSIG(st), SIGTERM);
 }
 
 }  // namespace

@@ -537,6 +537,36 @@ TEST(VerifyStall, TheBaseOverLoOrLateStagesShowAStallBusyCpusDoNot) {
   EXPECT_EQ(early.wakeups, 1);
 }
 
+TEST(VerifyStall, ASubMsDelayMissedWithoutRealTimePriorityIsNotTheLinks) {
+  // Without real-time priority (a rootless lab): a sub-ms delay missed is not the link's fault.
+  std::vector<Check> checks = {{.name = "rate", .verdict = Verdict::kPass},
+                               {.name = "delay", .configured = 0.25, .verdict = Verdict::kFail}};
+  HostLoad rt;
+  rt.scheduling = {"SCHED_FIFO 10"};
+  EXPECT_EQ(without_realtime(checks, rt), "");  // real-time: a miss is a miss
+  HostLoad other;
+  other.scheduling = {"SCHED_OTHER (SCHED_FIFO 10 refused: Operation not permitted)"};
+  EXPECT_NE(without_realtime(checks, other)
+                .find("no real-time priority for a sub-millisecond "
+                      "delay: the delay stages ran SCHED_OTHER"),
+            std::string::npos);
+  EXPECT_EQ(without_realtime(checks, std::nullopt), "");
+  checks[1].configured = 25;  // a WAN delay: SCHED_OTHER's wake-ups are within its tolerance
+  EXPECT_EQ(without_realtime(checks, other), "");
+  checks[1].configured = 0.25;
+  checks[0].verdict = Verdict::kFail;  // a rate miss alongside is judged as before
+  EXPECT_EQ(without_realtime(checks, other), "");
+  checks[0].verdict = Verdict::kPass;
+  checks[1].verdict = Verdict::kPass;  // nothing missed
+  EXPECT_EQ(without_realtime(checks, other), "");
+  HostLoad watcher;  // no stage packet, verify's own thread at SCHED_OTHER
+  watcher.promptness = Promptness{};
+  watcher.promptness->scheduling = "SCHED_OTHER (SCHED_FIFO 11 refused: Operation not permitted)";
+  checks[1].verdict = Verdict::kFail;
+  EXPECT_NE(without_realtime(checks, watcher).find("verify's threads ran SCHED_OTHER"),
+            std::string::npos);
+}
+
 // The decision, readings in, verdict out.
 TEST(VerifyStall, AReadingIsJudgedOnItsChecksAndTheHost) {
   EXPECT_EQ(judge(reading(0)), ClassVerdict::kPass);
