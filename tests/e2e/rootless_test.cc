@@ -425,6 +425,37 @@ for = "800ms"
   EXPECT_EQ(r.rc, 2) << "run --down left the lab up: " << r.out;
 }
 
+// R4: a student without sudo runs the classroom exercises: start (the copy and the measurements
+// file under the account's own state root), a file check (exercise 1: FAIL naming what is
+// missing, exit 1), a bench check (exercise 2 as started: FAIL, the frontend cannot carry the
+// target on any host, exit 1), and stop (lab down, the exercise state gone).
+TEST_F(Rootless, ExercisesStartCheckAndStopWithoutRoot) {
+  ThrowawayAccount user("tbrx" + std::to_string(::getpid()));
+  ASSERT_TRUE(user.ok()) << "could not make the throwaway account";
+  const std::string state = user.home() + "/.local/state/testbedctl/exercises/";
+  const std::string one = unique_lab("rx"), two = unique_lab("ry");
+  auto r = user.testbedctl("exercise start 1 --name " + one);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, state + one + "/measurements.toml")) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(state + one + "/scenario.toml"));
+  r = user.testbedctl("exercise check 1 --name " + one);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "no tier given")) << r.out;
+  r = user.testbedctl("exercise stop 1 --name " + one);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(state + one)) << "stop left the exercise state";
+  EXPECT_EQ(user.testbedctl("status " + one).rc, 2) << "stop left the lab up";
+  r = user.testbedctl("exercise start 2 --name " + two);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = user.testbedctl("exercise check 2 --name " + two);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, ": FAIL")) << r.out;
+  EXPECT_TRUE(contains(r.out, "crossed the frontend")) << r.out;
+  r = user.testbedctl("exercise stop 2 --name " + two);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(user.testbedctl("status " + two).rc, 2) << "stop left the lab up";
+}
+
 // R5: a second account can neither see nor touch the first's lab: its status, exec, link and
 // down say the lab does not exist for it (exit 2), its clean --all removes nothing of the
 // first's, nsenter into the first's keeper is refused, ip netns lists none of the first's; the
