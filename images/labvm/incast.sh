@@ -73,7 +73,7 @@ incast_check() { # PREFIX
 # marked them.
 red_marked() { ip netns exec "tb-$1-dc-vpc" tc -s qdisc show | awk '/^qdisc red/ {n++} /marked/ {for (i = 1; i < NF; i++) if ($i == "marked") s += $(i + 1)} END {print n + 0, s + 0}'; }
 ecn_check() { # PREFIX
-  local lab=$1e dst sp pids=() s k nred marks ce by
+  local lab=$1e dst sp pids=() s k nred marks ce by cc dctcp
   if ! testbedctl up images/labvm/incast.toml --name "$lab" --rdma none >/tmp/ecn-up.txt 2>&1; then
     cat /tmp/ecn-up.txt
     bad "ecn: up of images/labvm/incast.toml failed"
@@ -91,6 +91,9 @@ ecn_check() { # PREFIX
     done
   done
   wait "${pids[@]}"
+  # The TCP toward the VPC: dctcp where the guest's kernel has it (doctor's dctcp row).
+  cc=$(ip -n "tb-$lab-dc-s0" route show | grep -o 'congctl [a-z]*' | sort -u | tr '\n' ' ')
+  dctcp=$(testbedctl doctor 2>/dev/null | awk '$1 == "dctcp" {print $2}')
   read -r nred marks <<<"$(red_marked "$lab")"
   testbedctl status "$lab" --json >/tmp/ecn-status.json 2>/dev/null
   # The JSON is indented: one line first, then the totals' count and who marked at each end.
@@ -100,7 +103,11 @@ ecn_check() { # PREFIX
   kill "$sp" 2>/dev/null
   wait "$sp" 2>/dev/null
   testbedctl down "$lab" >/dev/null 2>&1
-  echo "check: ecn on the VPC: $nred red qdisc(s), RED marked $marks, status CE marks $ce, $by"
+  echo "check: ecn on the VPC: $nred red qdisc(s), RED marked $marks, status CE marks $ce, $by; doctor dctcp: $dctcp; s0's routes: $cc"
+  if [ "$dctcp" = yes ]; then
+    [ "$cc" = "congctl dctcp " ] && pass "ecn on the VPC: the servers' routes name dctcp (doctor: the kernel has it)" ||
+      bad "ecn on the VPC: the kernel has dctcp but s0's routes name '$cc'"
+  fi
   [ "$nred" -gt 0 ] 2>/dev/null && [ "$marks" -gt 0 ] 2>/dev/null && [ "${ce:-0}" -gt 0 ] 2>/dev/null &&
     grep -q '"red"' <<<"$by" && ! grep -q '"stage"' <<<"$by" &&
     pass "ecn on the VPC: the kernel's RED marked $marks packets CE, status counts $ce" ||

@@ -13,7 +13,7 @@
 namespace tb::capability {
 namespace {
 
-constexpr int kVersion = 2;  // 2: red
+constexpr int kVersion = 3;  // 2: red, 3: dctcp
 
 std::string first_line(const char* path) {
   std::ifstream in(path);
@@ -67,6 +67,8 @@ std::optional<plan::HostCaps> read_host_cache(const std::string& dir, const std:
     h.tbf = j.at("tbf").get<bool>();
     h.htb = j.at("htb").get<bool>();
     h.red = j.at("red").get<bool>();
+    h.dctcp = j.at("dctcp").get<bool>();
+    h.dctcp = j.at("dctcp").get<bool>();
     h.nfqueue = j.at("nfqueue").get<bool>();
     h.rxe_checked = j.at("rxe_checked").get<bool>();
     h.rxe = j.at("rxe").get<bool>();
@@ -81,11 +83,17 @@ std::optional<plan::HostCaps> read_host_cache(const std::string& dir, const std:
 
 void write_host_cache(const std::string& dir, const std::string& key, const plan::HostCaps& h) {
   if (dir.empty() || !h.probed) return;
-  const nlohmann::json j = {{"version", kVersion},  {"key", key},
-                            {"netem", h.netem},     {"tbf", h.tbf},
-                            {"htb", h.htb},         {"red", h.red},
-                            {"nfqueue", h.nfqueue}, {"rxe_checked", h.rxe_checked},
-                            {"rxe", h.rxe},         {"rxe_detail", h.rxe_detail}};
+  const nlohmann::json j = {{"version", kVersion},
+                            {"key", key},
+                            {"netem", h.netem},
+                            {"tbf", h.tbf},
+                            {"htb", h.htb},
+                            {"red", h.red},
+                            {"dctcp", h.dctcp},
+                            {"nfqueue", h.nfqueue},
+                            {"rxe_checked", h.rxe_checked},
+                            {"rxe", h.rxe},
+                            {"rxe_detail", h.rxe_detail}};
   auto root = SafeDir::open_root(dir);
   if (root) (void)root->write(kHostCacheFile, j.dump() + "\n");
 }
@@ -106,6 +114,7 @@ bool* shaping_field(plan::HostCaps& h, std::string_view name) {
          : name == "tbf"     ? &h.tbf
          : name == "htb"     ? &h.htb
          : name == "red"     ? &h.red
+         : name == "dctcp"   ? &h.dctcp
          : name == "nfqueue" ? &h.nfqueue
                              : nullptr;
 }

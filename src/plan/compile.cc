@@ -58,7 +58,7 @@ class Compiler {
     // Congestion models (issue 32): each lossless queue's figures before shaping sizes it.
     TB_TRY(congestion_plan(plan_, s_));
     for (auto& c : congestion_sysctls(plan_)) sysctls_.push_back(std::move(c));
-    set_ecn_congctl(plan_, addrs_, routes_);
+    set_ecn_congctl(plan_, addrs_, routes_, host.dctcp ? kEcnCongctlDctcp : kEcnCongctl);
     // Of the topology every host plans alike (the congestion figures too; not what depends on
     // this host's kernel, which comes below).
     plan_.digest = digest(plan_.lab, plan_.hosts, plan_.vxlan_port, plan_.topo);

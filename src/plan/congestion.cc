@@ -383,7 +383,8 @@ std::set<std::string> ecn_regions(const Plan& p) {
 
 }  // namespace
 
-void set_ecn_congctl(const Plan& p, std::vector<Op>& addrs, std::vector<Op>& routes) {
+void set_ecn_congctl(const Plan& p, std::vector<Op>& addrs, std::vector<Op>& routes,
+                     const std::string& congctl) {
   const auto regions = ecn_regions(p);
   if (regions.empty()) return;
   std::set<std::string> netns;
@@ -392,7 +393,7 @@ void set_ecn_congctl(const Plan& p, std::vector<Op>& addrs, std::vector<Op>& rou
       netns.insert(n.netns);
   for (auto& op : routes)
     if (auto* r = std::get_if<AddRoute>(&op); r && r->dst.len == 0 && netns.contains(r->netns))
-      r->congctl = kEcnCongctl;
+      r->congctl = congctl;
   // Their VPC ports (the GPU and server ends of frontend links): the kernel's connected route
   // for the subnet would carry no congctl, and server to server the VPC is that subnet.
   std::set<std::pair<std::string, std::string>> vpc_ports;
@@ -409,7 +410,7 @@ void set_ecn_congctl(const Plan& p, std::vector<Op>& addrs, std::vector<Op>& rou
     // through the port, scope link, the address as source, metric 0), with the congctl; before
     // the namespace's first route, as the kernel's came with the address.
     AddRoute subnet{a->netns, a->addr.network(), {{a->ifname, std::nullopt}}, a->addr.addr};
-    subnet.congctl = kEcnCongctl;
+    subnet.congctl = congctl;
     auto first = std::ranges::find_if(routes, [&](const Op& o) {
       const auto* r = std::get_if<AddRoute>(&o);
       return r && r->netns == a->netns;

@@ -66,18 +66,23 @@ std::vector<SetSysctl> congestion_sysctls(const Plan& p);
 // default (net.ipv4.tcp_congestion_control in a namespace may only name the host's allowed
 // list, "reno bbr" here) and a host's default may ignore CE (bbr does: design-congestion.md
 // "P7 built"), but a route's RTAX_CC_ALGO may name any algorithm the kernel has. cubic is built
-// into Debian's kernels; dctcp, DCQCN's TCP analogue, is not in this one (doctor's dctcp row).
+// into Debian's kernels; dctcp, DCQCN's TCP analogue (a window cut in proportion to the share of
+// marked packets), is used instead where the kernel has it (HostCaps::dctcp, doctor's dctcp
+// row; not this one). A route naming dctcp also turns ECN on for its connections
+// (TCP_CONG_NEEDS_ECN).
 inline constexpr const char* kEcnCongctl = "cubic";
+inline constexpr const char* kEcnCongctlDctcp = "dctcp";
 
-// In the GPU and server namespaces of every region with an ecn switch port: sets `congctl` to
-// kEcnCongctl on the default routes (0.0.0.0/0: a server's via fe, a GPU's via nvl, both toward
-// the VPC), and gives each VPC port's address (a GPU or server end of a frontend link: the
-// servers' fe) IFA_F_NOPREFIXROUTE and the plan a route of its own for that subnet in its place
-// (through the port, scope link, the address as source, metric 0, congctl kEcnCongctl), put
-// before the namespace's first route in `routes`: server to server the VPC is one subnet, which
-// the kernel's connected route would serve with the namespace's default TCP. The rails' and
-// NVLink's routes keep the namespace's default; regions without an ecn port are left as they
-// are. `link up` puts the subnet route back with the plan's others (fault/link_ops.h).
-void set_ecn_congctl(const Plan& p, std::vector<Op>& addrs, std::vector<Op>& routes);
+// In the GPU and server namespaces of every region with an ecn switch port: sets `congctl`
+// (kEcnCongctl, or kEcnCongctlDctcp where the host has it) on the default routes (0.0.0.0/0: a
+// server's via fe, a GPU's via nvl, both toward the VPC), and gives each VPC port's address (a GPU
+// or server end of a frontend link: the servers' fe) IFA_F_NOPREFIXROUTE and the plan a route of
+// its own for that subnet in its place (through the port, scope link, the address as source, metric
+// 0, congctl kEcnCongctl), put before the namespace's first route in `routes`: server to server the
+// VPC is one subnet, which the kernel's connected route would serve with the namespace's default
+// TCP. The rails' and NVLink's routes keep the namespace's default; regions without an ecn port are
+// left as they are. `link up` puts the subnet route back with the plan's others (fault/link_ops.h).
+void set_ecn_congctl(const Plan& p, std::vector<Op>& addrs, std::vector<Op>& routes,
+                     const std::string& congctl = kEcnCongctl);
 
 }  // namespace tb::plan

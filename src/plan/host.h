@@ -17,6 +17,7 @@ namespace tb::plan {
 struct HostCaps {
   bool netem = false, tbf = false, htb = false;
   bool red = false;      // sch_red with ECN: ecn ports mark in the kernel (issue 32)
+  bool dctcp = false;    // tcp_dctcp: an ecn region's TCP is DCTCP rather than cubic
   bool nfqueue = false;  // the userspace delay stage can run
   bool rxe = false;      // Soft-RoCE carries RC traffic between namespaces
   // How these were found: "probed", or "assumed (not root: nothing probed)".

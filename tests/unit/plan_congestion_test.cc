@@ -545,6 +545,23 @@ TEST(CongestionPlan, WithRedTheKernelMarksAndNoStageDoes) {
   }
 }
 
+// Where the host has dctcp, an ecn region's routes toward the VPC name it instead of cubic (the
+// same routes, the same digest: the TCP is this host's, not the topology's).
+TEST(CongestionPlan, WithDctcpTheVpcRoutesNameIt) {
+  HostCaps caps = assumed_host("test host");
+  caps.dctcp = true;
+  auto p = compile(cong_load(kHead), caps, PlanOptions{"", "tbf", "none", ""});
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->digest, cong_plan(cong_load(kHead)).digest);
+  int named = 0;
+  for (const auto& op : p->ops)
+    if (const auto* r = std::get_if<AddRoute>(&op); r && !r->congctl.empty()) {
+      EXPECT_EQ(r->congctl, kEcnCongctlDctcp) << to_text(op);
+      ++named;
+    }
+  EXPECT_GT(named, 0);
+}
+
 // The figures survive the lab's state (topology JSON) and the journal (SetShape JSON).
 TEST(CongestionPlan, FiguresRoundTripThroughJson) {
   Plan p = cong_plan(cong_load(kHead));
