@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -47,6 +49,27 @@ inline std::string tbctl() {
 }
 inline std::string scenario(const std::string& name) {
   return std::string(TB_SOURCE_DIR) + "/scenarios/" + name;
+}
+// scenarios/mini.toml with a blackhole and a link-down on its timeline (the Run.* tests' and the
+// rootless run's scenario, before their own [expect]).
+inline std::string mini_with_two_faults() {
+  std::ifstream in(scenario("mini.toml"));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  return text + R"(
+[[fault]]
+at = "1500ms"
+kind = "blackhole"
+a = "dc/s0/g0"
+b = "dc/tor0"
+for = "800ms"
+
+[[fault]]
+at = "3s"
+kind = "link-down"
+a = "dc/s1/g1"
+b = "dc/tor0"
+for = "800ms"
+)";
 }
 inline CmdResult testbedctl(const std::string& args) {
   return sh(tbctl() + " " + args);

@@ -388,23 +388,7 @@ TEST_F(Rootless, VerifyBenchAndAFaultRunWorkWithoutRoot) {
   EXPECT_EQ(r.rc, 0) << r.out;
 
   // run: mini with a blackhole and a link-down on its timeline (as Run.* does), --down after.
-  std::ifstream in(scenario("mini.toml"));
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  text += R"(
-[[fault]]
-at = "1500ms"
-kind = "blackhole"
-a = "dc/s0/g0"
-b = "dc/tor0"
-for = "800ms"
-
-[[fault]]
-at = "3s"
-kind = "link-down"
-a = "dc/s1/g1"
-b = "dc/tor0"
-for = "800ms"
-)";
+  const std::string text = mini_with_two_faults();
   const std::string path = user.home() + "/run.toml";
   std::ofstream(path) << text;
   ASSERT_EQ(::chown(path.c_str(), user.uid(), static_cast<gid_t>(-1)), 0);

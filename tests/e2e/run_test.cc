@@ -27,26 +27,7 @@ class Run : public testing::Test {
   }
   // mini with a blackhole and a link-down on the timeline, and `expect` appended.
   std::string scenario_with(const std::string& expect) {
-    std::ifstream in(scenario("mini.toml"));
-    std::string text((std::istreambuf_iterator<char>(in)), {});
-    text += R"(
-[[fault]]
-at = "1500ms"
-kind = "blackhole"
-a = "dc/s0/g0"
-b = "dc/tor0"
-for = "800ms"
-
-[[fault]]
-at = "3s"
-kind = "link-down"
-a = "dc/s1/g1"
-b = "dc/tor0"
-for = "800ms"
-
-[expect]
-)" + expect +
-            "\n";
+    const std::string text = mini_with_two_faults() + "\n[expect]\n" + expect + "\n";
     const std::string path = dir_ + "/run.toml";
     std::ofstream(path) << text;
     return path;

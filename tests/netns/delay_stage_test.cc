@@ -314,13 +314,7 @@ class DelayStageTest : public NetnsTest {
     a_ = ns("da");
     b_ = ns("db");
     mk_ = marker("delay");
-    for (const auto& op : std::vector<plan::Op>{
-             plan::CreateNetns{a_, "a", mk_ + "node=a"}, plan::CreateNetns{b_, "b", mk_ + "node=b"},
-             plan::CreateVeth{{a_, "e0", mk_ + "a-b", ""}, {b_, "e0", mk_ + "b-a", ""}, 1500},
-             plan::AddAddr{a_, "e0", *parse_prefix("198.18.0.0/31")},
-             plan::AddAddr{b_, "e0", *parse_prefix("198.18.0.1/31")}})
-      ASSERT_TRUE(kernel_->submit(op)) << "setup";
-    ASSERT_TRUE(kernel_->sync());
+    ASSERT_EQ(apply(veth_pair(a_, b_, mk_)), "") << "setup";
     dir_ = "/tmp/tb-t" + std::to_string(getpid()) + "-delay";
     std::filesystem::create_directories(dir_);
     stats_ = dir_ + "/stats.json";

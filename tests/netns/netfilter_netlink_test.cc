@@ -34,13 +34,7 @@ class NetfilterNetlinkTest : public NetnsTest {
     a_ = ns("nfa");
     b_ = ns("nfb");
     mk_ = marker("nfnl");
-    for (const auto& op : std::vector<plan::Op>{
-             plan::CreateNetns{a_, "a", mk_ + "node=a"}, plan::CreateNetns{b_, "b", mk_ + "node=b"},
-             plan::CreateVeth{{a_, "e0", mk_ + "a-b", ""}, {b_, "e0", mk_ + "b-a", ""}, 1500},
-             plan::AddAddr{a_, "e0", *parse_prefix("198.18.0.0/31")},
-             plan::AddAddr{b_, "e0", *parse_prefix("198.18.0.1/31")}})
-      ASSERT_TRUE(kernel_->submit(op)) << "setup";
-    ASSERT_TRUE(kernel_->sync());
+    ASSERT_EQ(apply(veth_pair(a_, b_, mk_)), "") << "setup";
   }
 
   std::string rules_of(const std::string& netns) {

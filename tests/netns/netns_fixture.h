@@ -90,6 +90,16 @@ class NetnsTest : public ::testing::Test {
     return "testbedctl lab=t" + std::to_string(getpid()) + lab + " ";
   }
 
+  // Namespaces `a` and `b` (node names "a" and "b", owner marker `mk`) joined by a veth, e0 at
+  // each end, 198.18.0.0 and 198.18.0.1/31: the ops for apply().
+  static std::vector<plan::Op> veth_pair(const std::string& a, const std::string& b,
+                                         const std::string& mk) {
+    return {plan::CreateNetns{a, "a", mk + "node=a"}, plan::CreateNetns{b, "b", mk + "node=b"},
+            plan::CreateVeth{{a, "e0", mk + "a-b", ""}, {b, "e0", mk + "b-a", ""}, 1500},
+            plan::AddAddr{a, "e0", *parse_prefix("198.18.0.0/31")},
+            plan::AddAddr{b, "e0", *parse_prefix("198.18.0.1/31")}};
+  }
+
   // Submits every op, then syncs; the first failure as text ("" when all went well).
   std::string apply(const std::vector<plan::Op>& ops) {
     for (const auto& op : ops)

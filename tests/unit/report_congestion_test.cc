@@ -118,6 +118,24 @@ TEST(ReportCongestion, StatusShowsPausesSentAndReceivedPerLinkEndAndSaysWhereFro
 
 // An ecn port on mini's VPC (P7): a CE MARKS column ("N of M" ECT packets), its row, the
 // sentence under the table, and links[].congestion's ce_marks for that end.
+// The status text's row of link end `end` ("" when there is none).
+std::string row_of(const std::string& t, const std::string& end) {
+  const auto p = t.find("\n" + end + " ");
+  if (p == std::string::npos) return "";
+  return t.substr(p + 1, t.find('\n', p + 1) - p - 1);
+}
+// status JSON's links[].congestion of the link with end `end`, and that end's object; nulls
+// when no link has it.
+std::pair<const nlohmann::json*, const nlohmann::json*> congestion_end(const nlohmann::json& j,
+                                                                       const std::string& end) {
+  for (const auto& l : j["links"])
+    for (const char* side : {"a", "b"})
+      if (l["congestion"].contains(side) && l["congestion"][side].is_object() &&
+          l["congestion"][side]["end"] == end)
+        return {&l["congestion"], &l["congestion"][side]};
+  return {nullptr, nullptr};
+}
+
 TEST(ReportCongestion, StatusShowsCeMarksOfAnEcnPort) {
   const Mini m = mini();
   auto s = congestion::AgentStats{};
@@ -130,25 +148,18 @@ TEST(ReportCongestion, StatusShowsCeMarksOfAnEcnPort) {
   c.path = "/run/testbedctl/mini/stages/congestion.stats.json";
   const std::string t = report::status_text(m.st, nullptr, {}, &c);
   EXPECT_NE(t.find("CE MARKS"), std::string::npos) << t;
-  const auto p = t.find("\ndc/vpc:s1 ");
-  ASSERT_NE(p, std::string::npos) << t;
-  const std::string row = t.substr(p + 1, t.find('\n', p + 1) - p - 1);
+  const std::string row = row_of(t, "dc/vpc:s1");
+  ASSERT_FALSE(row.empty()) << t;
   EXPECT_NE(row.find("321 of 1200"), std::string::npos) << row;
   EXPECT_NE(t.find("CE MARKS: ECT packets the delay stage just after an ecn port marked CE"),
             std::string::npos)
       << t;
   const auto j = report::status_json(m.st, nullptr, {}, &c);
-  bool found = false;
-  for (const auto& l : j["links"])
-    for (const char* side : {"a", "b"})
-      if (l["congestion"].contains(side) && l["congestion"][side].is_object() &&
-          l["congestion"][side]["end"] == "dc/vpc:s1") {
-        found = true;
-        EXPECT_EQ(l["congestion"]["model"], "ecn");
-        EXPECT_EQ(l["congestion"][side]["ce_marks"], 321);
-        EXPECT_EQ(l["congestion"][side]["ect_packets"], 1200);
-      }
-  EXPECT_TRUE(found) << j.dump();
+  const auto [link, end] = congestion_end(j, "dc/vpc:s1");
+  ASSERT_NE(end, nullptr) << j.dump();
+  EXPECT_EQ((*link)["model"], "ecn");
+  EXPECT_EQ((*end)["ce_marks"], 321);
+  EXPECT_EQ((*end)["ect_packets"], 1200);
   EXPECT_EQ(j["congestion"]["totals"]["ce_marks"], 321);
   EXPECT_EQ(report::congestion_window_line(c).rfind("PFC/ECN (lossless and ecn links): ", 0), 0u);
 }
@@ -168,20 +179,13 @@ TEST(ReportCongestion, RedMarksShowAsTheKernelsCount) {
   auto c = congestion::counters_from_stats(back);
   c.path = "/run/testbedctl/mini/stages/congestion.stats.json";
   const std::string t = report::status_text(m.st, nullptr, {}, &c);
-  const auto p = t.find("\ndc/vpc:s1 ");
-  ASSERT_NE(p, std::string::npos) << t;
-  const std::string row = t.substr(p + 1, t.find('\n', p + 1) - p - 1);
+  const std::string row = row_of(t, "dc/vpc:s1");
+  ASSERT_FALSE(row.empty()) << t;
   EXPECT_NE(row.find("2903 (RED)"), std::string::npos) << row;
   const auto j = report::status_json(m.st, nullptr, {}, &c);
-  bool found = false;
-  for (const auto& l : j["links"])
-    for (const char* side : {"a", "b"})
-      if (l["congestion"].contains(side) && l["congestion"][side].is_object() &&
-          l["congestion"][side]["end"] == "dc/vpc:s1") {
-        found = true;
-        EXPECT_EQ(l["congestion"][side]["marked_by"], "red");
-      }
-  EXPECT_TRUE(found) << j.dump();
+  const auto end = congestion_end(j, "dc/vpc:s1").second;
+  ASSERT_NE(end, nullptr) << j.dump();
+  EXPECT_EQ((*end)["marked_by"], "red");
   EXPECT_NE(
       report::congestion_window_line(c).find("2903 CE marks at 1 ecn port(s) (the kernel's RED)"),
       std::string::npos)
