@@ -50,12 +50,14 @@ inline Page open_in_chromium(const std::string& html, const std::string& shot_na
       "timeout 120 chromium --headless --no-sandbox --disable-gpu "
       "--no-first-run --user-data-dir=" +
       profile;
-  auto dom = sh(base + " --dump-dom file://" + html + " 2>/dev/null");
-  p.dom = dom.out;
+  // One browser for both: headless Chromium writes the screenshot and prints the DOM of one load
+  // (each start costs 3-5 s here; two per page were ~45 s of the e2e tier's serial group).
   const std::filesystem::path shots = std::filesystem::path(TB_BINARY_DIR) / "artifacts";
   std::filesystem::create_directories(shots);
-  sh(base + " --window-size=1200,2600 --screenshot=" + (shots / shot_name).string() + " file://" +
-     html + " >/dev/null 2>&1");
+  auto dom =
+      sh("(" + base + " --window-size=1200,2600 --screenshot=" + (shots / shot_name).string() +
+         " --dump-dom file://" + html + " 2>/dev/null)");
+  p.dom = dom.out;
   std::filesystem::remove_all(profile);
   std::smatch m;
   if (std::regex_search(p.dom, m, std::regex("<body[^>]*>"))) {

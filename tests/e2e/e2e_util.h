@@ -14,10 +14,13 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -32,8 +35,21 @@ struct CmdResult {
   std::string out;  // stdout and stderr together
 };
 
+// With TB_E2E_TRACE set to a file, each command's wall time, exit status and the test it ran in
+// are appended to it ("12.345 s rc 0 Suite.Test: cmd"): where a slow test spends its time.
+inline void trace_command(const std::string& cmd, double seconds, int rc) {
+  const char* path = std::getenv("TB_E2E_TRACE");
+  if (!path || !*path) return;
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::ofstream(path, std::ios::app)
+      << std::fixed << std::setprecision(3) << seconds << " s rc " << rc << " "
+      << (info ? std::string(info->test_suite_name()) + "." + info->name() : std::string("-"))
+      << ": " << cmd.substr(0, 300) << "\n";
+}
+
 inline CmdResult sh(const std::string& cmd) {
   CmdResult r;
+  const auto t0 = std::chrono::steady_clock::now();
   FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
@@ -41,6 +57,8 @@ inline CmdResult sh(const std::string& cmd) {
   while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
   int status = ::pclose(p);
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  trace_command(cmd, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                r.rc);
   return r;
 }
 
