@@ -99,11 +99,14 @@ class NetlinkKernel final : public Kernel {
   Result<int> allocate(Ns& ns, const std::string& ifname);
   // Reads every outstanding ack; keeps the earliest failure for the next sync().
   void settle();
+  bool submitted_ = false;  // a submit() since the last settle()
   void note_failure();
 
   std::unordered_map<std::string, std::unique_ptr<Ns>> ns_;
   // netns -> whether its loopback carries the owner marker, checked by prepare_undo().
   std::unordered_map<std::string, bool> marked_;
+  // netns -> its loopback's alias, as owned_netns() last read it (cleared by submit()).
+  std::unordered_map<std::string, std::string> lo_alias_;
   // Whether `netns` exists and its loopback alias carries `marker` (nullopt: no such netns).
   Result<std::optional<bool>> carries_marker(const std::string& netns, const std::string& marker);
   std::optional<netlink::AckError> deferred_;

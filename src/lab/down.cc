@@ -90,7 +90,7 @@ Result<DownReport> take_down(const DownOptions& o) {
   auto lab = resolve_lab(o.target);
   if (!lab) return std::unexpected(lab.error());
   TB_TRY(require_root("down"));
-  auto st = load_state(*lab);
+  auto st = load_state(*lab, StateParts::kBrief);
   if (!o.host.empty() && st && st->host != o.host)
     return bad_input(
         "down --host " + o.host + ": lab " + *lab + " here is " +

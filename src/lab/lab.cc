@@ -217,7 +217,7 @@ Result<int> clean(const std::string& lab, apply::Kernel& kernel) {
     // Soft-RoCE devices before their netdevs (deleting the namespace would also unregister them),
     // and after every process that may hold one open has gone (rxe cannot take a device from
     // its users: the removal would wait for them).
-    if (auto st = load_state(l); st && !st->rxe.empty()) {
+    if (auto st = load_state(l, StateParts::kBrief); st && !st->rxe.empty()) {
       await_stopping();
       if (auto r = remove_lab_rxe(st->rxe); !r) note(r.error().message);
     }
@@ -241,7 +241,7 @@ Result<int> clean(const std::string& lab, apply::Kernel& kernel) {
     if (auto r = remove_shm_files(shm_lab_prefix(l)); !r) note(r.error().message);
   for (const auto& l : list_labs()) {
     if (!lab.empty() && l != lab) continue;
-    auto st = load_state(l);
+    auto st = load_state(l, StateParts::kBrief);
     if (st && pid_alive(st->pid) && st->pid != ::getpid() && st->phase == "building") continue;
     if (auto r = remove_state(l); !r) note(r.error().message);
   }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "core/paths.h"
@@ -45,9 +46,9 @@ std::vector<std::string> list_labs() {
   return labs;
 }
 
-Result<LabState> load_state(const std::string& lab) {
+Result<LabState> load_state(const std::string& lab, StateParts parts) {
   const std::string path = lab_dir(lab) + "/state.json";
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) {
     // A user's labs are that user's alone (its keeper's namespaces): another user's lab of that
     // name is not "down", it does not exist here.
@@ -57,7 +58,15 @@ Result<LabState> load_state(const std::string& lab) {
                   ENOENT);
     return fail("lab \"" + lab + "\" is not up (no " + path + ")", ENOENT);
   }
-  auto j = nlohmann::json::parse(in, nullptr, false);
+  // Read whole, then parsed from memory (nlohmann's stream input reads a character at a time).
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const bool brief = parts == StateParts::kBrief;
+  const nlohmann::json::parser_callback_t skip_big =
+      [brief](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        return !(brief && depth == 1 && event == nlohmann::json::parse_event_t::key &&
+                 (parsed == "topology" || parsed == "stages"));
+      };
+  auto j = nlohmann::json::parse(text, brief ? skip_big : nullptr, false);
   if (j.is_discarded()) return fail("lab \"" + lab + "\": " + path + " is unreadable");
   try {
     LabState s;
@@ -66,10 +75,11 @@ Result<LabState> load_state(const std::string& lab) {
     s.phase = j.at("phase");
     s.created_unix = j.at("created_unix");
     s.pid = j.at("pid");
-    s.topo = plan::topology_from_json(j.at("topology"));
+    if (!brief) s.topo = plan::topology_from_json(j.at("topology"));
     s.shaping = j.value("shaping", "");
-    for (const auto& st : j.value("stages", nlohmann::json::array()))
-      s.stages.push_back(plan::stage_from_json(st));
+    if (!brief)
+      for (const auto& st : j.value("stages", nlohmann::json::array()))
+        s.stages.push_back(plan::stage_from_json(st));
     s.rdma = j.value("rdma", "none");
     s.rdma_why = j.value("rdma_why", "");
     s.host = j.value("host", "");

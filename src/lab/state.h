@@ -54,7 +54,10 @@ Result<SafeDir> open_lab_dir(const std::string& lab);
 
 // Labs with a state directory.
 std::vector<std::string> list_labs();
-Result<LabState> load_state(const std::string& lab);
+// kBrief leaves out the topology and the stages (most of a large lab's state: 2.6 MB for 1,024
+// GPUs); `down` and `clean` need only the phase, pid, host and Soft-RoCE devices.
+enum class StateParts { kAll, kBrief };
+Result<LabState> load_state(const std::string& lab, StateParts parts = StateParts::kAll);
 Status save_state(const LabState& s);
 Status remove_state(const std::string& lab);
 

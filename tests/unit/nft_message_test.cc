@@ -20,7 +20,7 @@ namespace {
 // What iptables-restore v1.8.9 (nf_tables) sent, on Linux 6.18, into a fresh namespace (so it
 // made table ip mangle and both chains), captured with
 //   ip netns add h18-cap
-//   ip netns exec h18-cap strace -f -e trace=sendmsg -e write=3 -s 65535 \
+//   ip netns exec h18-cap strace -f -e trace=sendmsg -e write=3 -s 65535
 //       iptables-restore -w 5 --noflush < in.txt
 // (fd 3 is its nf_tables socket; the hex dump of its one batch sendmsg, sequence numbers 1-10)
 // with in.txt, queue_restore_script's text for the rules in kRules below:
