@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -37,12 +38,19 @@ using Clock = std::chrono::steady_clock;
 constexpr int kKillGraceMs = 1000;
 constexpr int kAfterFailureGraceMs = 5000;  // beyond the ranks' own timeout
 
+// Unique per run: the second, the collective and the pid, and from a process's second bench on
+// its sequence number. Two benches of one process in one second (an exercise check measuring
+// twice) had one run id, so one results directory and one rendezvous store: the second run's
+// rank 1 read rank 0's port from the first run's file before rank 0 wrote its own, and was
+// refused (bench-exercises, 2026-12-05, exercise 2 with four students).
 std::string new_run_id(const BenchOptions& o) {
+  static std::atomic<int> runs{0};
+  const int n = ++runs;
   char ts[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", std::gmtime(&now));
   return std::string("bench-") + ts + "-" + std::string(collective::name(o.spec.coll)) + "-" +
-         std::to_string(::getpid());
+         std::to_string(::getpid()) + (n > 1 ? "-" + std::to_string(n) : "");
 }
 
 // Reads the lines a rank appended since last time.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -66,11 +67,15 @@ std::optional<std::string> resolve_program(const std::string& name) {
   return std::nullopt;
 }
 
+// As bench's (bench_run.cc): a process's second launch in one second gets a run id of its own.
 std::string new_run_id() {
+  static std::atomic<int> runs{0};
+  const int n = ++runs;
   char ts[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", std::gmtime(&now));
-  return std::string("launch-") + ts + "-" + std::to_string(::getpid());
+  return std::string("launch-") + ts + "-" + std::to_string(::getpid()) +
+         (n > 1 ? "-" + std::to_string(n) : "");
 }
 
 std::string server_of(const plan::Node& g) {

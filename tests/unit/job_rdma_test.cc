@@ -171,6 +171,17 @@ TEST(BenchFlags, TransportRdmaMarksTheRailPairsOfALabWithRxe) {
   EXPECT_EQ(workload::count_rdma_pairs(*tcp).rdma, 0);
 }
 
+// Two benches of one process in one second: each its own run id, so its own results directory
+// and rendezvous store (one shared store let a rank read the earlier run's port).
+TEST(BenchFlags, TwoJobsOfOneProcessHaveTheirOwnRunIdAndStore) {
+  auto a = launch::prepare_job(mini_lab(false), bench_options(kTcp));
+  auto b = launch::prepare_job(mini_lab(false), bench_options(kTcp));
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a->run_id, b->run_id);
+  EXPECT_NE(a->store_dir, b->store_dir);
+  EXPECT_NE(a->results_dir, b->results_dir);
+}
+
 TEST(BenchFlags, TransportFlagsAreChecked) {
   const auto lab = mini_lab(true);
   const auto foo = workload::parse_transport_flag("foo");
