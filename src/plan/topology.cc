@@ -48,9 +48,30 @@ const char* to_string(Tier t) {
   return "?";
 }
 
-const Node* Topology::node(const std::string& name) const {
+void NodeIndex::rebuild(const std::vector<Node>& nodes) const {
+  positions_.clear();
+  positions_.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) positions_.emplace(nodes[i].name, i);  // first wins
+  size_ = nodes.size();
+}
+
+const Node* NodeIndex::find(const std::vector<Node>& nodes, const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  auto hit = [&]() -> const Node* {
+    auto it = positions_.find(name);
+    if (it == positions_.end() || it->second >= nodes.size()) return nullptr;
+    const Node& n = nodes[it->second];
+    return n.name == name ? &n : nullptr;
+  };
+  if (size_ != nodes.size()) rebuild(nodes);
+  if (const Node* n = hit()) return n;
+  // A miss, or a node renamed or replaced in place since the index was built: a walk, as every
+  // lookup was before the index; a node found so makes the index stale.
   for (const auto& n : nodes)
-    if (n.name == name) return &n;
+    if (n.name == name) {
+      rebuild(nodes);
+      return &n;
+    }
   return nullptr;
 }
 
