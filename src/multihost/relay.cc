@@ -18,6 +18,10 @@ std::string seconds_text(milliseconds limit) {
   return std::to_string(limit.count() / 1000) + " s";
 }
 
+}  // namespace
+
+namespace detail {
+
 // The thread that turns a relay in the background: `turn` under the caller's lock every few ms.
 class Turner {
  public:
@@ -43,7 +47,7 @@ class Turner {
   std::thread thread_;
 };
 
-}  // namespace
+}  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 // The coordinator's side.
@@ -64,7 +68,7 @@ struct CoordinatorRelay::State {
   bool keep_appended = false;
   std::function<void(const std::vector<RankEnd>&)> on_ends;
   NowNs now = [] { return monotonic_ns(); };
-  Turner turner;
+  detail::Turner turner;
 
   bool all_bye() const {
     for (const auto& h : coord.hosts())
@@ -367,7 +371,7 @@ struct PeerRelay::State {
   std::string gone_why;
   int clocks_answered = 0;
   NowNs now = [] { return monotonic_ns(); };
-  Turner turner;
+  detail::Turner turner;
 
   const std::string& coordinator() const { return peer.coordinator(); }
 
