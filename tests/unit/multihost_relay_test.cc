@@ -18,7 +18,7 @@
 #include "multihost/session.h"
 #include "multihost/wire.h"
 
-namespace tb::multihost {
+namespace tb::multihost::relay_test {
 namespace {
 using std::chrono::milliseconds;
 
@@ -265,4 +265,4 @@ TEST(MultihostRelay, TheFirstHostWithAPartCoordinates) {
 }
 
 }  // namespace
-}  // namespace tb::multihost
+}  // namespace tb::multihost::relay_test
