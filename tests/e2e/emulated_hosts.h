@@ -62,6 +62,11 @@ inline std::string hzbj_over_hosts(const std::string& lab, const std::string& pa
   return path;
 }
 
+class EmulatedHosts;
+inline bool wait_converged(const EmulatedHosts& h, size_t i, const std::string& lab,
+                           const std::string& from, const std::string& to, double below_ms,
+                           std::string* last = nullptr);
+
 class EmulatedHosts {
  public:
   // `tag`: a few characters unique to the test (a pid is added); `names`: the hosts (valid
@@ -216,5 +221,26 @@ class EmulatedHosts {
   bool ok_ = false;
   std::string error_;
 };
+
+// Routing between hosts converges a few seconds after the last host's `up`: the regions learn
+// each other's routes over BGP sessions across the tunnels (connect retry 1 s), and `up` waits
+// only for the routers on its own host (it cannot wait for a host not up yet). A test that needs
+// the regions to reach each other over the primary link waits for exactly that, bounded (about
+// 30 s), instead of racing BGP: GPU `from` (on host i) pings `to` by name and the reply comes
+// within `below_ms` (the primary WAN link's round trip; over the backup alone it is slower).
+// `last`: the last ping's output, for a failure message.
+inline bool wait_converged(const EmulatedHosts& h, size_t i, const std::string& lab,
+                           const std::string& from, const std::string& to, double below_ms,
+                           std::string* last) {
+  for (int t = 0; t < 40; ++t) {
+    CmdResult r = h.testbedctl(i, "exec " + lab + " " + from + " -- ping -n -c1 -W1 " + to);
+    if (last) *last = r.out;
+    const size_t at = r.out.find("time=");
+    if (r.rc == 0 && at != std::string::npos && std::stod(r.out.substr(at + 5)) < below_ms)
+      return true;
+    ::usleep(500'000);
+  }
+  return false;
+}
 
 }  // namespace tb::e2e

@@ -46,6 +46,9 @@ class MultihostBench : public testing::Test {
       CmdResult u = hosts_->testbedctl(i, "up " + file_ + " --host " + hosts_->name(i));
       ASSERT_EQ(u.rc, 0) << u.out;
     }
+    // Every test starts on a converged lab: hz and bj reach each other over Express Connect.
+    std::string last;
+    ASSERT_TRUE(wait_converged(*hosts_, 0, lab_, "hz/s0/g0", "bj-s0-g0", 56, &last)) << last;
   }
   void TearDown() override {
     if (hosts_)

@@ -91,6 +91,11 @@ class MultihostRun : public testing::Test {
       up_ok_ = u.rc == 0;
       if (!up_ok_) *up_error_ = u.out;
     }
+    // Every run starts on a converged lab: hz and bj reach each other over Express Connect.
+    if (up_ok_ && !wait_converged(*hosts_, 0, *lab_, "hz/s0/g0", "bj-s0-g0", 56, up_error_)) {
+      up_ok_ = false;
+      *up_error_ = "hz and bj never reached each other over Express Connect: " + *up_error_;
+    }
   }
   static void TearDownTestSuite() {
     if (hosts_ && lab_)
