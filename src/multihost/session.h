@@ -25,7 +25,8 @@
 
 namespace tb::multihost {
 
-inline constexpr int kProtocol = 1;
+// 2: relay.h's messages (t0 on each host's clock, one verdict shape), long messages in pieces.
+inline constexpr int kProtocol = 2;
 // The coordinator's TCP port unless the verb's --rendezvous-port says another.
 inline constexpr int kDefaultPort = 29411;
 
