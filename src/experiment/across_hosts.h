@@ -9,22 +9,23 @@
 // Each host resolves every fault on the whole lab (the same faults, probes and timeline
 // everywhere) and fires the steps of those it holds a part of (fires_here: a link end, a node of
 // it), on its own part (fault/link_ops.h EndsHere), so a WAN link-down acts on both tunnel ends
-// at the same moment: the coordinator fixes t0 and gives each host "t0 is in N ns" (clocks of
-// real hosts differ). Each host starts its own ranks (their store files and rows relayed as for
-// bench), its route monitors and the probes whose ends are here (every host's servers listen
-// before any client sends); the coordinator tells the others the workload's stop iteration
-// (workload::stop_path); each joining host then sends its part — lab events, route changes,
-// probe logs, errors — which the coordinator moves onto its own clock (an offset measured by a
-// few round trips at the start: the one with the shortest round trip), merges, analyses and
-// judges; the joining hosts exit with its verdict.
+// at the same moment: the coordinator measures each host's clock offset (multihost/relay.h's
+// clock exchange, a few round trips, the shortest taken), fixes t0 on its own clock and gives
+// each host t0 on that host's clock, so a host fires on time however late the message reaches
+// it (clocks of real hosts differ; the offset and its error are in summary.json). Each host starts
+// its own ranks (their store files and rows relayed as for bench), its route monitors and the
+// probes whose ends are here (every host's servers listen before any client sends); the coordinator
+// tells the others the workload's stop iteration (workload::stop_path); each joining host then
+// sends its part — lab events, route changes, probe logs, errors — which the coordinator moves onto
+// its own clock by the same offset, merges, analyses and judges; the joining hosts exit with its
+// verdict.
 //
 // Not across hosts yet (exit 2, named): --resilient, checkpoint, command and training
 // workloads, --transport rdma between hosts.
 //
-// Messages on the session (beside launch/across_hosts.h's put/append/exit): coordinator → host
-// {"job": {run_id, results_dir}}, {"clock": t}, {"start": {"in_ns"}}, {"stop": iter},
-// {"done": {"ok", "results_dir"}}; host → coordinator {"clock": {"t", "host_ns"}},
-// {"ready": true}, {"part": ...}.
+// Messages on the session (beside multihost/relay.h's job, put/append/exit, clock, start and
+// done): coordinator → host {"stop": iter}; host → coordinator {"ready": true}, {"part": ...}
+// (a long part goes in pieces: multihost/wire.h).
 #pragma once
 
 #include <atomic>
@@ -64,14 +65,9 @@ Status check_across_hosts(const scenario::Scenario& s, const lab::LabState& st,
 // nullptr: none), the options, the faults and [expect]. Pure.
 std::string run_digest(const scenario::Scenario& s, const RunOptions& o, const workload::Job* job);
 
-// One round trip of the clock exchange: sent and received on the coordinator's clock, the
-// other host's clock when it answered.
-struct ClockSample {
-  int64_t sent_ns = 0, host_ns = 0, received_ns = 0;
-};
-// The other host's clock minus the coordinator's, from the sample with the shortest round trip
-// (its answer taken as half-way); 0 without samples. Pure.
-int64_t clock_offset(const std::vector<ClockSample>& samples);
+// The clock exchange's arithmetic (multihost/session.h).
+using multihost::clock_offset;
+using multihost::ClockSample;
 
 // The whole run over several hosts, this host's role (run_scenario calls it once check_run
 // passed on a lab that spans hosts). A joining host's result has `gathered_on` set and the

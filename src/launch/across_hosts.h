@@ -14,10 +14,12 @@
 // across the seam). A rank's progress board (collective/progress.h) counts the ranks of its own
 // host only.
 //
-// Messages, coordinator → host: {"job": job.json}, {"put": chunk} (a store file), {"kill":
-// grace_ms}, {"done": {"ok": bool}}; host → coordinator: {"put": chunk}, {"append": chunk} (its
-// ranks' rows and logs), {"exit": {"rank", "code", "how"}}, {"bye": true} once its ranks have
-// all exited and their files are sent.
+// The session, the job, the file relay and the verdict are multihost/relay.h's; what is bench's
+// or launch's own is here: the job message (bench: job.json; launch: its run id), a joining
+// host's results under its own results root with the coordinator's run id (job_here), bench's
+// rank group fed the other hosts' exits (pump), launch's log chunks turned into lines.
+// Messages: multihost/relay.h's {"job"}, {"put"}, {"append"}, {"exit"}, {"bye"}, {"kill":
+// grace_ms}, {"done"}.
 // Not thread-safe.
 #pragma once
 
@@ -34,19 +36,18 @@
 #include "launch/command.h"
 #include "launch/rank_group.h"
 #include "multihost/mirror.h"
+#include "multihost/relay.h"
 #include "multihost/session.h"
 #include "workload/job.h"
 
 namespace tb::launch {
 
 // How long the coordinator waits for the other hosts to join, and a host for the coordinator.
-inline constexpr std::chrono::seconds kJoinTimeout{60};
+inline constexpr std::chrono::seconds kJoinTimeout = multihost::kJoinTimeout;
 
-struct JobHosts {
-  std::string me;           // this host ("" : the lab is on one host)
-  std::string coordinator;  // "" : the lab is on one host
-  Ipv4 coordinator_addr;
-  std::vector<std::string> peers;      // hosts with ranks other than the coordinator
+// The roles (multihost/session.h: the first [[host]] with a selected rank coordinates) and,
+// per rank, its host and whether it runs here.
+struct JobHosts : multihost::Roles {
   std::vector<std::string> rank_host;  // per rank
   std::vector<char> local;             // per rank: on this host
 
@@ -59,6 +60,8 @@ struct JobHosts {
   std::string summary() const;
 };
 
+// The lab's hosts as the session names them.
+std::vector<multihost::HostAddr> lab_hosts(const lab::LabState& lab);
 // The roles for ranks on `nodes` (in rank order) on the host whose state `lab` is.
 Result<JobHosts> hosts_of(const lab::LabState& lab, const std::vector<std::string>& nodes);
 // The roles for `job` on the host whose state `lab` is. A lab on one host: every rank local.
@@ -69,59 +72,31 @@ Result<JobHosts> job_hosts(const lab::LabState& lab, const workload::Job& job);
 std::string job_digest(const workload::Job& job);
 std::string job_digest(const CommandJob& job);
 
-// One turn of the coordinator's relay: the other hosts' ranks that ended, the bytes of their
-// files that arrived (already written here), whether anything arrived.
-struct RelayTurn {
-  bool activity = false;
-  std::vector<RemoteEnd> ends;
-  std::vector<multihost::Chunk> appended;
-  // Messages the relay does not know (a verb's own: `run`'s "ready", "part", "clock"), in order.
-  std::vector<multihost::Message> other;
-};
+// The coordinator's job as this host runs it: the coordinator's run id (it names the run on
+// every host), but this host's own results root — never the coordinator's absolute paths,
+// which need not exist, or mean the same, here. `mine`: the job this host prepared.
+workload::Job job_here(const workload::Job& theirs, const workload::Job& mine);
+// The same for `launch`: `mine` with the coordinator's run id, under this host's results root.
+CommandJob command_here(CommandJob mine, const std::string& run_id);
 
-// The coordinator's side, inside the verb's wait loop.
-class CoordinatorRelay {
- public:
-  // Waits for every peer to join (exit 2 on a mismatch, a host that does not come, a port in
-  // use), then hands each the job.
-  static Result<CoordinatorRelay> open(const workload::Job& job, const JobHosts& hosts,
-                                       const std::string& verb, const std::string& plan_digest,
-                                       int port, const std::atomic<bool>& stop);
-  // The same for any job: `job_msg` is what the hosts get as {"job": ...}; `store_dir` "" : none.
-  static Result<CoordinatorRelay> open(const multihost::Hello& hello, const JobHosts& hosts,
-                                       const nlohmann::json& job_msg, const std::string& store_dir,
-                                       const std::string& results_dir, int port,
-                                       const std::atomic<bool>& stop);
-  RelayTurn turn(int wait_ms = 0);
-  // Relays store files both ways, takes the peers' rows and logs and their ranks' exits; a host
-  // that goes away fails its running ranks. True when something arrived.
-  bool pump(RankGroup& group, int wait_ms = 0);
-  // Tells every host to kill its ranks.
-  void kill(int grace_ms);
-  // A verb's own message to every host, or to one.
-  void broadcast(const nlohmann::json& msg) { coord_.broadcast(msg); }
-  Status send(const std::string& host, const nlohmann::json& msg) { return coord_.send(host, msg); }
-  // After the ranks ended: waits (at most `limit`) for every host's last files and exits.
-  void finish(RankGroup& group, std::chrono::milliseconds limit);
-  // The same without a group: every turn's files to `on_turn`.
-  void finish(const std::function<void(const RelayTurn&)>& on_turn,
-              std::chrono::milliseconds limit);
-  // The verdict, to every host; they exit with it.
-  void done(bool ok);
-  // What went wrong on the way (a host gone, a file that could not be written).
-  const std::vector<std::string>& errors() const { return errors_; }
-
- private:
-  CoordinatorRelay(multihost::Coordinator c, JobHosts hosts, const std::string& store_dir,
-                   const std::string& results_dir);
-  bool all_bye() const;
-  multihost::Coordinator coord_;
-  JobHosts hosts_;
-  std::optional<multihost::DirMirror> store_;
-  multihost::DirMirror results_;
-  std::vector<std::string> byes_;
-  std::vector<std::string> errors_;
-};
+// The coordinator's side of bench and launch, inside the verb's wait loop: waits for every
+// peer to join (exit 2 on a mismatch, a host that does not come, a port in use), makes the
+// directories, relays them (`store_dir` "" : none) and hands each host {"job": job_msg}.
+Result<multihost::CoordinatorRelay> open_relay(const multihost::Hello& hello, const JobHosts& hosts,
+                                               const nlohmann::json& job_msg,
+                                               const std::string& store_dir,
+                                               const std::string& results_dir, int port,
+                                               const std::atomic<bool>& stop);
+Result<multihost::CoordinatorRelay> open_relay(const workload::Job& job, const JobHosts& hosts,
+                                               const std::string& verb,
+                                               const std::string& plan_digest, int port,
+                                               const std::atomic<bool>& stop);
+// One turn of the relay; other hosts' rank ends into `group`. True when something arrived.
+bool pump(multihost::CoordinatorRelay& relay, RankGroup& group, int wait_ms = 0);
+// After the ranks ended: every host's last files and exits (at most `limit`); a rank of a host
+// without its last word is failed.
+void finish(multihost::CoordinatorRelay& relay, RankGroup& group, const JobHosts& hosts,
+            std::chrono::milliseconds limit);
 
 struct PeerOutcome {
   bool ok = false;  // the coordinator's verdict

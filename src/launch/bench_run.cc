@@ -289,9 +289,9 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
 
   auto hosts = job_hosts(lab, job);
   if (!hosts) return std::unexpected(hosts.error());
-  std::optional<CoordinatorRelay> relay;
+  std::optional<multihost::CoordinatorRelay> relay;
   if (hosts->coordinates()) {
-    auto r = CoordinatorRelay::open(job, *hosts, "bench", lab.digest, o.rendezvous_port, stop);
+    auto r = open_relay(job, *hosts, "bench", lab.digest, o.rendezvous_port, stop);
     if (!r) return std::unexpected(r.error());
     relay.emplace(std::move(*r));
     res.hosts = hosts->summary();
@@ -300,7 +300,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
   if (!group) {
     if (relay) {
       relay->kill(kKillGraceMs);
-      relay->done(false);
+      relay->done({false, 1, job.results_dir});
     }
     return std::unexpected(group.error());
   }
@@ -330,7 +330,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
                  progress_board_path(job), n);
   for (;;) {
     bool activity = group->poll();
-    if (relay) activity = relay->pump(*group) || activity;
+    if (relay) activity = pump(*relay, *group) || activity;
     for (int r = 0; r < n; ++r) {
       auto& f = feeds[static_cast<size_t>(r)];
       const size_t before = f.lines.size();
@@ -391,7 +391,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
   }
   if (relay) {
     // The other hosts' last rows, logs and exits (they kill their ranks when told).
-    relay->finish(*group, std::chrono::milliseconds(kKillGraceMs + 15000));
+    finish(*relay, *group, *hosts, std::chrono::milliseconds(kKillGraceMs + 15000));
     for (const auto& e : relay->errors()) res.errors.push_back(e);
   }
   for (auto& f : feeds) f.read_more();
@@ -414,7 +414,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
     res.errors.push_back(msg);
   }
   res.complete = res.rows.size() == points.size();
-  if (relay) relay->done(res.ok());
+  if (relay) relay->done({res.ok(), res.ok() ? 0 : 1, job.results_dir});
   return res;
 }
 

@@ -37,6 +37,57 @@ std::string digest(std::string_view text) {
   return buf;
 }
 
+Roles choose_roles(const std::string& me, const std::vector<HostAddr>& hosts,
+                   const std::function<bool(const std::string&)>& has_part) {
+  Roles r;
+  r.me = me;
+  if (me.empty() || hosts.empty()) return r;
+  for (const auto& h : hosts) {
+    if (!has_part(h.name)) continue;
+    r.parts.push_back(h.name);
+    if (r.coordinator.empty()) {
+      r.coordinator = h.name;
+      r.coordinator_addr = h.underlay;
+    } else {
+      r.peers.push_back(h.name);
+    }
+  }
+  return r;
+}
+
+nlohmann::json to_json(const Verdict& v) {
+  return {{"ok", v.ok}, {"rc", v.rc}, {"where", v.where}};
+}
+
+Verdict verdict_from_json(const nlohmann::json& j) {
+  Verdict v;
+  if (!j.is_object()) return v;
+  v.ok = j.value("ok", false);
+  v.rc = j.value("rc", v.ok ? 0 : 1);
+  v.where = j.value("where", "");
+  return v;
+}
+
+namespace {
+const ClockSample* shortest(const std::vector<ClockSample>& samples) {
+  const ClockSample* best = nullptr;
+  for (const auto& c : samples)
+    if (!best || c.received_ns - c.sent_ns < best->received_ns - best->sent_ns) best = &c;
+  return best;
+}
+}  // namespace
+
+int64_t clock_offset(const std::vector<ClockSample>& samples) {
+  const ClockSample* best = shortest(samples);
+  if (!best) return 0;
+  return best->host_ns - (best->sent_ns + (best->received_ns - best->sent_ns) / 2);
+}
+
+int64_t clock_error(const std::vector<ClockSample>& samples) {
+  const ClockSample* best = shortest(samples);
+  return best ? (best->received_ns - best->sent_ns + 1) / 2 : 0;
+}
+
 nlohmann::json to_json(const Hello& h) {
   return {{"hello", kProtocol},
           {"lab", h.lab},
@@ -163,7 +214,9 @@ std::vector<Message> Coordinator::receive(int wait_ms) {
     for (auto& g : got) out.push_back({host, std::move(g)});
     if (conn.closed() && !reported_closed_[host]) {
       reported_closed_[host] = true;
-      out.push_back({host, {{"closed", true}}});
+      nlohmann::json c = {{"closed", true}};
+      if (!conn.closed_why().empty()) c["why"] = conn.closed_why();
+      out.push_back({host, std::move(c)});
     }
   }
   return out;
@@ -228,7 +281,9 @@ Result<std::vector<nlohmann::json>> Peer::receive(int wait_ms) {
   if (auto r = conn_.receive(got, got.empty() ? wait_ms : 0); !r) return std::unexpected(r.error());
   if (conn_.closed() && !told_closed_) {
     told_closed_ = true;
-    got.push_back({{"closed", true}});
+    nlohmann::json c = {{"closed", true}};
+    if (!conn_.closed_why().empty()) c["why"] = conn_.closed_why();
+    got.push_back(std::move(c));
   }
   return got;
 }

@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -23,12 +25,57 @@
 
 namespace tb::multihost {
 
-inline constexpr int kProtocol = 1;
+// 2: relay.h's messages (t0 on each host's clock, one verdict shape), long messages in pieces.
+inline constexpr int kProtocol = 2;
 // The coordinator's TCP port unless the verb's --rendezvous-port says another.
 inline constexpr int kDefaultPort = 29411;
 
+// How long the coordinator waits for the other hosts to join, and a host for the coordinator.
+inline constexpr std::chrono::seconds kJoinTimeout{60};
+
 // A digest two hosts compare: FNV-1a 64 of `text`, as 16 hex digits.
 std::string digest(std::string_view text);
+
+// A host of the lab as every host's state names it.
+struct HostAddr {
+  std::string name;
+  Ipv4 underlay;
+};
+
+// Who does what in one verb's session, worked out alike on every host: the hosts with a part,
+// [[host]] order; the first of them coordinates, listening on its underlay address; the others
+// join it.
+struct Roles {
+  std::string me;           // this host ("" : the lab is on one host)
+  std::string coordinator;  // "" : no host has a part, or the lab is on one host
+  Ipv4 coordinator_addr;
+  std::vector<std::string> peers;  // hosts with a part other than the coordinator
+  std::vector<std::string> parts;  // every host with a part, [[host]] order
+};
+// `hosts` in [[host]] order; `has_part` says which take part. Pure.
+Roles choose_roles(const std::string& me, const std::vector<HostAddr>& hosts,
+                   const std::function<bool(const std::string&)>& has_part);
+
+// The coordinator's verdict, the last message every joining host gets: {"done": {"ok", "rc",
+// "where"}} (rc: the verb's exit code; where: where the report or results are).
+struct Verdict {
+  bool ok = false;
+  int rc = 1;
+  std::string where;
+};
+nlohmann::json to_json(const Verdict& v);
+Verdict verdict_from_json(const nlohmann::json& j);
+
+// One round trip of the clock exchange: sent and received on the coordinator's clock, the
+// other host's clock when it answered.
+struct ClockSample {
+  int64_t sent_ns = 0, host_ns = 0, received_ns = 0;
+};
+// The other host's clock minus the coordinator's, from the sample with the shortest round trip
+// (its answer taken as half-way); 0 without samples. Pure.
+int64_t clock_offset(const std::vector<ClockSample>& samples);
+// The largest error of clock_offset's answer: half the shortest round trip; 0 without samples.
+int64_t clock_error(const std::vector<ClockSample>& samples);
 
 struct Hello {
   std::string lab, host, verb;

@@ -86,9 +86,28 @@ Result<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
-Status Conn::send(const nlohmann::json& msg, std::chrono::milliseconds limit) {
-  if (closed_) return fail("send to " + peer_ + ": the connection is closed");
-  const std::string line = msg.dump() + "\n";
+void tune_socket(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  int idle = kKeepIdleS, intvl = kKeepIntvlS, cnt = kSilentMs / 1000 / kKeepIntvlS;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+  // tcp(7): with keepalive on, it also bounds how long probes may go unanswered.
+  unsigned int user_timeout = kSilentMs;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+}
+
+void Conn::end(const std::string& why) {
+  if (!closed_) {
+    closed_ = true;
+    closed_why_ = why;
+  }
+  if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+Status Conn::send_line(const std::string& line, std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   size_t done = 0;
   while (done < line.size()) {
@@ -99,17 +118,63 @@ Status Conn::send(const nlohmann::json& msg, std::chrono::milliseconds limit) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-      closed_ = true;
+      const int e = errno;
+      end(std::string("send failed: ") + std::strerror(e));
+      errno = e;
       return sys_fail("send to " + peer_);
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0)
-      return fail("send to " + peer_ + ": it took nothing for " + std::to_string(limit.count()) +
-                  " ms");
+    if (left.count() <= 0) {
+      // Part of the line may be on the wire: nothing may follow it, the connection ends.
+      const std::string why = "it took " + std::to_string(done) + " of " +
+                              std::to_string(line.size()) + " bytes of a message in " +
+                              std::to_string(limit.count()) + " ms";
+      end(why);
+      return fail("send to " + peer_ + ": " + why + "; the connection is ended");
+    }
     pollfd p{fd_.get(), POLLOUT, 0};
     ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 100)));
   }
+  return {};
+}
+
+Status Conn::send(const nlohmann::json& msg, std::chrono::milliseconds limit) {
+  if (closed_) return fail("send to " + peer_ + ": the connection is closed");
+  const std::string text = msg.dump();
+  if (text.size() <= kMaxPiece) return send_line(text + "\n", limit);
+  if (text.size() > kMaxMessage)
+    return fail("send to " + peer_ + ": a message of " + std::to_string(text.size()) +
+                " bytes (at most " + std::to_string(kMaxMessage) + ")");
+  const size_t of = (text.size() + kMaxPiece - 1) / kMaxPiece;
+  for (size_t n = 0; n < of; ++n) {
+    const nlohmann::json piece = {
+        {"piece", {{"n", n}, {"of", of}, {"text", text.substr(n * kMaxPiece, kMaxPiece)}}}};
+    TB_TRY(send_line(piece.dump() + "\n", limit));
+  }
+  return {};
+}
+
+Status Conn::take(nlohmann::json j, std::vector<nlohmann::json>& out) {
+  if (!j.contains("piece")) {
+    out.push_back(std::move(j));
+    return {};
+  }
+  const auto& p = j["piece"];
+  const size_t n = p.value("n", size_t{0}), of = p.value("of", size_t{0});
+  const auto* text = p.contains("text") && p["text"].is_string()
+                         ? p["text"].get_ptr<const std::string*>()
+                         : nullptr;
+  if (!text || n != piece_next_ || n >= of || pieces_.size() + text->size() > kMaxMessage)
+    return fail("receive from " + peer_ + ": a piece out of order or too long");
+  pieces_ += *text;
+  if (++piece_next_ < of) return {};
+  auto whole = nlohmann::json::parse(pieces_, nullptr, false);
+  pieces_.clear();
+  piece_next_ = 0;
+  if (whole.is_discarded() || !whole.is_object())
+    return fail("receive from " + peer_ + ": pieces that are not a JSON object");
+  out.push_back(std::move(whole));
   return {};
 }
 
@@ -135,8 +200,11 @@ Status Conn::receive(std::vector<nlohmann::json>& out, int wait_ms) {
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    closed_ = true;
-    break;  // a reset: the lines already read still count
+    // A reset, or the kernel gave up on a silent peer: the lines already read still count.
+    end(errno == ETIMEDOUT ? "no answer from it for " + std::to_string(kSilentMs / 1000) +
+                                 " s (its machine down, or the underlay between cut)"
+                           : std::string(std::strerror(errno)));
+    break;
   }
   size_t start = 0;
   for (size_t nl; (nl = in_.find('\n', start)) != std::string::npos; start = nl + 1) {
@@ -144,7 +212,7 @@ Status Conn::receive(std::vector<nlohmann::json>& out, int wait_ms) {
                                    in_.begin() + static_cast<std::ptrdiff_t>(nl), nullptr, false);
     if (j.is_discarded() || !j.is_object())
       return fail("receive from " + peer_ + ": a line that is not a JSON object");
-    out.push_back(std::move(j));
+    TB_TRY(take(std::move(j), out));
   }
   in_.erase(0, start);
   return {};
@@ -174,8 +242,7 @@ Result<Conn> connect_to(Ipv4 addr, int port, std::chrono::steady_clock::time_poi
       }
     }
     if (rc == 0) {
-      int one = 1;
-      ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      tune_socket(fd.get());
       return Conn(std::move(fd), where(addr, port));
     }
     last = errno;
@@ -216,8 +283,7 @@ Result<std::optional<Conn>> Listener::accept(int wait_ms) {
     if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) return std::optional<Conn>{};
     return sys_fail("accept");
   }
-  int one = 1;
-  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  tune_socket(fd.get());
   return std::optional<Conn>(
       Conn(std::move(fd), where(Ipv4{ntohl(sa.sin_addr.s_addr)}, ntohs(sa.sin_port))));
 }

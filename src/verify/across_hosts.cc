@@ -180,20 +180,13 @@ bool VerifyHosts::has_part() const {
 VerifyHosts verify_hosts(const lab::LabState& st, const std::vector<LinkClass>& classes) {
   VerifyHosts h;
   h.me = st.host;
-  if (st.host.empty() || st.hosts.empty()) return h;
-  for (const auto& host : st.hosts) {
-    const bool part = std::ranges::any_of(classes, [&](const LinkClass& c) {
-      return c.host == host.name || c.serve_host == host.name;
-    });
-    if (!part) continue;
-    h.parts.push_back(host.name);
-    if (h.coordinator.empty()) {
-      h.coordinator = host.name;
-      h.coordinator_addr = host.underlay;
-    } else {
-      h.peers.push_back(host.name);
-    }
-  }
+  std::vector<multihost::HostAddr> hosts;
+  for (const auto& host : st.hosts) hosts.push_back({host.name, host.underlay});
+  static_cast<multihost::Roles&>(h) =
+      multihost::choose_roles(st.host, hosts, [&](const std::string& name) {
+        return std::ranges::any_of(
+            classes, [&](const LinkClass& c) { return c.host == name || c.serve_host == name; });
+      });
   return h;
 }
 
@@ -208,35 +201,20 @@ Result<VerifyCoordinator> VerifyCoordinator::open(const lab::LabState& st, const
                                                   const std::string& digest, int port,
                                                   const std::atomic<bool>& stop) {
   const multihost::Hello hello{st.lab, hosts.me, "verify", st.digest, digest};
-  auto c = multihost::Coordinator::gather(hello, hosts.coordinator_addr, port, hosts.peers,
-                                          kVerifyJoinTimeout, stop);
-  if (!c) return std::unexpected(c.error());
-  return VerifyCoordinator(std::move(*c), hosts.me);
+  auto r = multihost::CoordinatorRelay::open(hello, hosts, port, kVerifyJoinTimeout, stop);
+  if (!r) return std::unexpected(r.error());
+  return VerifyCoordinator(std::move(*r), hosts.me);
 }
 
 Result<nlohmann::json> VerifyCoordinator::await(
     const std::string& host, const std::string& key, std::chrono::seconds limit,
     const std::atomic<bool>& stop, const std::function<void(int, const std::string&)>& on_again) {
-  const auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline) {
-    if (gone_.contains(host)) return fail("host " + host + " went away");
-    if (stop.load()) return fail("interrupted");
-    for (auto& m : coord_.receive(200)) {
-      if (m.body.contains("closed")) {
-        gone_.insert(m.host);
-        continue;
-      }
-      if (m.host != host) continue;  // other hosts speak only when asked
-      if (m.body.contains("again")) {
-        const auto& a = m.body["again"];
-        on_again(a.value("n", 0), again_text(host, a.value("why", "")));
-      } else if (m.body.contains(key)) {
-        return m.body[key];
-      }
-    }
-  }
-  return fail("host " + host + " did not answer \"" + key + "\" within " +
-              std::to_string(limit.count()) + " s");
+  // Other messages of `host` are dropped: hosts speak only when asked.
+  return relay_.await(host, key, limit, stop, [&](const nlohmann::json& m) {
+    if (!m.contains("again")) return;
+    const auto& a = m["again"];
+    on_again(a.value("n", 0), again_text(host, a.value("why", "")));
+  });
 }
 
 ClassResult VerifyCoordinator::measure(
@@ -253,7 +231,7 @@ ClassResult VerifyCoordinator::measure(
     remote = s->end;
     served.emplace(std::move(*s));
   } else if (remote_serve) {
-    auto got = coord_.send(cls.serve_host, {{"serve", n}});
+    auto got = relay_.send(cls.serve_host, {{"serve", n}});
     auto ans = got ? await(cls.serve_host, "serving", std::chrono::seconds(30), stop, on_again)
                    : Result<nlohmann::json>(std::unexpected(got.error()));
     if (ans && ans->contains("error")) ans = fail((*ans)["error"].get<std::string>());
@@ -270,7 +248,7 @@ ClassResult VerifyCoordinator::measure(
   } else {
     nlohmann::json ask = {{"measure", n}};
     if (remote) ask["end"] = to_json(*remote);
-    auto sent = coord_.send(cls.host, ask);
+    auto sent = relay_.send(cls.host, ask);
     auto ans = sent ? await(cls.host, "result",
                             class_limit(l, ctx.settings) + std::chrono::seconds(30), stop, on_again)
                     : Result<nlohmann::json>(std::unexpected(sent.error()));
@@ -279,7 +257,7 @@ ClassResult VerifyCoordinator::measure(
     r = got ? std::move(*got)
             : unmeasured(ctx, cls, "measured on host " + cls.host + ": " + got.error().message);
   }
-  if (remote_serve && coord_.send(cls.serve_host, {{"unserve", n}})) {
+  if (remote_serve && relay_.send(cls.serve_host, {{"unserve", n}})) {
     auto ans = await(cls.serve_host, "unserved", std::chrono::seconds(15), stop, on_again);
     if (!ans)
       r.outcome.notes.push_back("stopping the server on host " + cls.serve_host + ": " +
@@ -289,7 +267,7 @@ ClassResult VerifyCoordinator::measure(
 }
 
 void VerifyCoordinator::done(int rc, const std::string& where) {
-  coord_.broadcast({{"done", {{"rc", rc}, {"where", where}}}});
+  relay_.done({rc == 0, rc, where});
 }
 
 Result<PeerVerdict> serve_verify(const ClassContext& ctx, const std::vector<LinkClass>& classes,
@@ -298,8 +276,7 @@ Result<PeerVerdict> serve_verify(const ClassContext& ctx, const std::vector<Link
                                  const std::atomic<bool>& stop) {
   const auto& st = *ctx.st;
   const multihost::Hello hello{st.lab, hosts.me, "verify", st.digest, digest};
-  auto peer = multihost::Peer::join(hello, hosts.coordinator, hosts.coordinator_addr, port,
-                                    kVerifyJoinTimeout, stop);
+  auto peer = multihost::PeerRelay::join(hello, hosts, port, kVerifyJoinTimeout, stop);
   if (!peer) return std::unexpected(peer.error());
   say("joined host " + hosts.coordinator +
       "; it walks the classes and asks this host for its part");
@@ -315,62 +292,63 @@ Result<PeerVerdict> serve_verify(const ClassContext& ctx, const std::vector<Link
     if (!i.is_number_unsigned() || i.get<size_t>() >= classes.size()) return std::nullopt;
     return i.get<size_t>();
   };
-  while (Clock::now() < deadline) {
-    if (stop.load()) return fail("interrupted");
-    auto got = peer->receive(200);
-    if (!got) return std::unexpected(got.error());
-    for (const auto& m : *got) {
-      if (m.contains("closed"))
-        return fail("host " + hosts.coordinator + " went away before its verdict");
-      if (m.contains("refused"))
-        return bad_input("host " + hosts.coordinator + ": " + m["refused"].get<std::string>());
-      if (m.contains("done")) {
-        v.rc = m["done"].value("rc", 2);
-        v.where = m["done"].value("where", "");
-        return v;
-      }
-      if (m.contains("serve")) {
-        served.reset();
-        const auto i = index(m, "serve");
-        nlohmann::json ans = {{"class", m["serve"]}};
-        if (!i) {
-          ans["error"] = "no class " + m["serve"].dump() + " here (testbedctl versions differ?)";
+  for (int rounds = 0; rounds < 1'000'000 && Clock::now() < deadline; ++rounds) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto next = peer->next(std::max(left, std::chrono::milliseconds(1)), stop);
+    if (!next) {
+      if (Clock::now() >= deadline) break;
+      if (stop.load()) return fail("interrupted");
+      return fail(next.error().message + " before its verdict");
+    }
+    const nlohmann::json& m = *next;
+    if (m.contains("done")) {
+      const auto verdict = multihost::verdict_from_json(m["done"]);
+      v.rc = verdict.rc;
+      v.where = verdict.where;
+      return v;
+    }
+    if (m.contains("serve")) {
+      served.reset();
+      const auto i = index(m, "serve");
+      nlohmann::json ans = {{"class", m["serve"]}};
+      if (!i) {
+        ans["error"] = "no class " + m["serve"].dump() + " here (testbedctl versions differ?)";
+      } else {
+        say("serving B's end of " + classes[*i].name() + " for host " + classes[*i].host);
+        auto s = serve_here(ctx, classes[*i], *i, stop);
+        if (s) {
+          ans["end"] = to_json(s->end);
+          served.emplace(std::move(*s));
+          ++v.served;
         } else {
-          say("serving B's end of " + classes[*i].name() + " for host " + classes[*i].host);
-          auto s = serve_here(ctx, classes[*i], *i, stop);
-          if (s) {
-            ans["end"] = to_json(s->end);
-            served.emplace(std::move(*s));
-            ++v.served;
-          } else {
-            ans["error"] = s.error().message;
-          }
+          ans["error"] = s.error().message;
         }
-        TB_TRY(peer->send({{"serving", ans}}));
-      } else if (m.contains("unserve")) {
-        served.reset();
-        TB_TRY(peer->send({{"unserved", m["unserve"]}}));
-      } else if (m.contains("measure")) {
-        const auto i = index(m, "measure");
-        if (!i)
-          return fail("host " + hosts.coordinator + " asked for class " + m["measure"].dump() +
-                      ", which this host does not have");
-        std::optional<RemoteEnd> end;
-        if (m.contains("end")) {
-          auto e = remote_end_from_json(m["end"]);
-          if (!e) return std::unexpected(e.error());
-          end = *e;
-        }
-        say("measuring " + classes[*i].name() + " (" + classes[*i].where() + ")");
-        ClassResult r =
-            measure_here(ctx, classes[*i], *i, end, stop, [&](int k, const std::string& why) {
-              say(classes[*i].name() + ": measuring it again (reading " + std::to_string(k) + ": " +
-                  why + ")");
-              (void)peer->send({{"again", {{"class", *i}, {"n", k}, {"why", why}}}});
-            });
-        TB_TRY(peer->send({{"result", {{"class", *i}, {"result", class_to_wire(r)}}}}));
-        ++v.measured;
       }
+      TB_TRY(peer->send({{"serving", ans}}));
+    } else if (m.contains("unserve")) {
+      served.reset();
+      TB_TRY(peer->send({{"unserved", m["unserve"]}}));
+    } else if (m.contains("measure")) {
+      const auto i = index(m, "measure");
+      if (!i)
+        return fail("host " + hosts.coordinator + " asked for class " + m["measure"].dump() +
+                    ", which this host does not have");
+      std::optional<RemoteEnd> end;
+      if (m.contains("end")) {
+        auto e = remote_end_from_json(m["end"]);
+        if (!e) return std::unexpected(e.error());
+        end = *e;
+      }
+      say("measuring " + classes[*i].name() + " (" + classes[*i].where() + ")");
+      ClassResult r =
+          measure_here(ctx, classes[*i], *i, end, stop, [&](int k, const std::string& why) {
+            say(classes[*i].name() + ": measuring it again (reading " + std::to_string(k) + ": " +
+                why + ")");
+            (void)peer->send({{"again", {{"class", *i}, {"n", k}, {"why", why}}}});
+          });
+      TB_TRY(peer->send({{"result", {{"class", *i}, {"result", class_to_wire(r)}}}}));
+      ++v.measured;
     }
   }
   return fail("no verdict from host " + hosts.coordinator + " within " +

@@ -35,6 +35,7 @@
 #include "core/error.h"
 #include "core/ipv4.h"
 #include "lab/state.h"
+#include "multihost/relay.h"
 #include "multihost/session.h"
 #include "verify/paths.h"
 #include "verify/result.h"
@@ -42,7 +43,7 @@
 namespace tb::verify {
 
 // How long the coordinator waits for the other hosts to join, and a host for the coordinator.
-inline constexpr std::chrono::seconds kVerifyJoinTimeout{60};
+inline constexpr std::chrono::seconds kVerifyJoinTimeout = multihost::kJoinTimeout;
 
 // The figures in force on each link of this host's lab: the scenario's, or the last `link set`
 // made here.
@@ -83,12 +84,7 @@ std::chrono::seconds class_limit(const plan::Link& l, const Settings& s);
 
 // Who does what (pure): the hosts with a part in `classes` (a representative's A host, or its
 // B host for one between hosts), the first of them in [[host]] order coordinating.
-struct VerifyHosts {
-  std::string me;           // this host ("" : the lab is on one host)
-  std::string coordinator;  // "" : the lab is on one host
-  Ipv4 coordinator_addr;
-  std::vector<std::string> peers;  // hosts with a part other than the coordinator
-  std::vector<std::string> parts;  // every host with a part, [[host]] order
+struct VerifyHosts : multihost::Roles {
   bool across() const { return !me.empty() && !peers.empty(); }
   bool coordinates() const { return across() && me == coordinator; }
   bool joins() const { return across() && me != coordinator && has_part(); }
@@ -115,16 +111,14 @@ class VerifyCoordinator {
   void done(int rc, const std::string& where);
 
  private:
-  explicit VerifyCoordinator(multihost::Coordinator c, std::string me)
-      : coord_(std::move(c)), me_(std::move(me)) {}
-  // The next message from `host` with `key` (others from it are dropped, from other hosts kept
-  // for nothing: they speak only when asked), within `limit`.
+  explicit VerifyCoordinator(multihost::CoordinatorRelay r, std::string me)
+      : relay_(std::move(r)), me_(std::move(me)) {}
+  // The next message from `host` with `key` ({"again"} from it to `on_again`), within `limit`.
   Result<nlohmann::json> await(const std::string& host, const std::string& key,
                                std::chrono::seconds limit, const std::atomic<bool>& stop,
                                const std::function<void(int, const std::string&)>& on_again);
-  multihost::Coordinator coord_;
+  multihost::CoordinatorRelay relay_;
   std::string me_;
-  std::set<std::string> gone_;  // hosts whose connection ended
 };
 
 struct PeerVerdict {

@@ -12,7 +12,9 @@
 //                    controller's address: slurmctld and srun run in this namespace)
 //   tbmh<tag>-<h>    host h: "ul0" with 198.19.254.(1+i)/24 (i = the host's index), lo up;
 //                    a holder process (sleep) inside it keeps its private mount and UTS
-//                    namespaces
+//                    namespaces, and with `clock_ahead_s` a time namespace of its own whose
+//                    CLOCK_MONOTONIC runs that many seconds ahead of this machine's (as a
+//                    separate machine's would: booted at another time)
 //
 // Every address is in 198.19.254.0/24, inside the benchmarking range and only inside these
 // namespaces; every name starts with "tbmh<tag>", the owner of everything it makes. The
@@ -60,14 +62,23 @@ inline std::string hzbj_over_hosts(const std::string& lab, const std::string& pa
   return path;
 }
 
+class EmulatedHosts;
+inline bool wait_converged(const EmulatedHosts& h, size_t i, const std::string& lab,
+                           const std::string& from, const std::string& to, double below_ms,
+                           std::string* last = nullptr);
+
 class EmulatedHosts {
  public:
   // `tag`: a few characters unique to the test (a pid is added); `names`: the hosts (valid
-  // hostnames); `controller`: give the switch namespace controller_address().
-  EmulatedHosts(const std::string& tag, std::vector<std::string> names, bool controller = false)
+  // hostnames); `controller`: give the switch namespace controller_address(); `clock_ahead_s`:
+  // per host, how far its monotonic clock runs ahead (seconds; missing or 0: this machine's).
+  EmulatedHosts(const std::string& tag, std::vector<std::string> names, bool controller = false,
+                std::vector<int> clock_ahead_s = {})
       : prefix_("tbmh" + tag + std::to_string(::getpid() % 100000)),
         names_(std::move(names)),
-        controller_(controller) {
+        controller_(controller),
+        ahead_(std::move(clock_ahead_s)) {
+    ahead_.resize(names_.size(), 0);
     ok_ = build();
   }
   EmulatedHosts(const EmulatedHosts&) = delete;
@@ -89,10 +100,11 @@ class EmulatedHosts {
   // The prefix of every name this object makes ("tbmh<tag><pid>").
   const std::string& prefix() const { return prefix_; }
 
-  // `cmd` (a shell command line) inside host i: its network, mount and UTS namespaces.
+  // `cmd` (a shell command line) inside host i: its network, mount and UTS namespaces (and its
+  // time namespace when its clock runs ahead).
   CmdResult run(size_t i, const std::string& cmd) const {
-    return sh("nsenter -t " + std::to_string(holders_[i]) + " -n -m -u -- sh -c " +
-              shell_quote(cmd));
+    return sh("nsenter -t " + std::to_string(holders_[i]) + " -n -m -u" + (ahead_[i] ? " -T" : "") +
+              " -- sh -c " + shell_quote(cmd));
   }
   // `cmd` in the switch namespace (network only: the root's mounts and hostname).
   CmdResult run_switch(const std::string& cmd) const {
@@ -163,9 +175,11 @@ class EmulatedHosts {
       const std::string inner = "hostname " + shell_quote(names_[i]) + " && mkdir -p " + dirs +
                                 " && for d in " + dirs + "; do mount -t tmpfs -o mode=0755 " +
                                 prefix_ + " $d || exit 1; done && exec sleep 100000";
+      const std::string time_ns =
+          ahead_[i] ? " -T --monotonic " + std::to_string(ahead_[i]) : std::string();
       CmdResult r =
-          sh("nsenter --net=/run/netns/" + h + " unshare -m -u --propagation private sh -c " +
-             shell_quote(inner) + " >/dev/null 2>&1 & echo $!");
+          sh("nsenter --net=/run/netns/" + h + " unshare -m -u" + time_ns +
+             " --propagation private sh -c " + shell_quote(inner) + " >/dev/null 2>&1 & echo $!");
       const pid_t pid = static_cast<pid_t>(std::atoi(r.out.c_str()));
       if (pid <= 0) {
         error_ = "no holder for " + h + ": " + r.out;
@@ -201,10 +215,32 @@ class EmulatedHosts {
   std::string prefix_;
   std::vector<std::string> names_;
   bool controller_ = false;  // the switch namespace has controller_address()
+  std::vector<int> ahead_;   // per host: its monotonic clock's offset (s)
   std::vector<pid_t> holders_;
   std::vector<std::string> made_;  // namespaces this object made, deleted in reverse
   bool ok_ = false;
   std::string error_;
 };
+
+// Routing between hosts converges a few seconds after the last host's `up`: the regions learn
+// each other's routes over BGP sessions across the tunnels (connect retry 1 s), and `up` waits
+// only for the routers on its own host (it cannot wait for a host not up yet). A test that needs
+// the regions to reach each other over the primary link waits for exactly that, bounded (about
+// 30 s), instead of racing BGP: GPU `from` (on host i) pings `to` by name and the reply comes
+// within `below_ms` (the primary WAN link's round trip; over the backup alone it is slower).
+// `last`: the last ping's output, for a failure message.
+inline bool wait_converged(const EmulatedHosts& h, size_t i, const std::string& lab,
+                           const std::string& from, const std::string& to, double below_ms,
+                           std::string* last) {
+  for (int t = 0; t < 40; ++t) {
+    CmdResult r = h.testbedctl(i, "exec " + lab + " " + from + " -- ping -n -c1 -W1 " + to);
+    if (last) *last = r.out;
+    const size_t at = r.out.find("time=");
+    if (r.rc == 0 && at != std::string::npos && std::stod(r.out.substr(at + 5)) < below_ms)
+      return true;
+    ::usleep(500'000);
+  }
+  return false;
+}
 
 }  // namespace tb::e2e

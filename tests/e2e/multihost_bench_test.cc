@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -45,6 +46,9 @@ class MultihostBench : public testing::Test {
       CmdResult u = hosts_->testbedctl(i, "up " + file_ + " --host " + hosts_->name(i));
       ASSERT_EQ(u.rc, 0) << u.out;
     }
+    // Every test starts on a converged lab: hz and bj reach each other over Express Connect.
+    std::string last;
+    ASSERT_TRUE(wait_converged(*hosts_, 0, lab_, "hz/s0/g0", "bj-s0-g0", 56, &last)) << last;
   }
   void TearDown() override {
     if (hosts_)
@@ -54,10 +58,12 @@ class MultihostBench : public testing::Test {
     if (!file_.empty()) std::filesystem::remove(file_);
   }
 
-  // The same bench on both hosts at once (as srun starts it): {a's result, b's result}.
-  std::pair<CmdResult, CmdResult> bench_both(const std::string& args_a, const std::string& args_b) {
+  // The same bench on both hosts at once (as srun starts it): {a's result, b's result}. `env_b`:
+  // variables for b's testbedctl ("NAME=value ").
+  std::pair<CmdResult, CmdResult> bench_both(const std::string& args_a, const std::string& args_b,
+                                             const std::string& env_b = "") {
     CmdResult rb;
-    std::thread t([&] { rb = hosts_->testbedctl(1, "bench " + lab_ + " " + args_b); });
+    std::thread t([&] { rb = hosts_->run(1, env_b + tbctl() + " bench " + lab_ + " " + args_b); });
     CmdResult ra = hosts_->testbedctl(0, "bench " + lab_ + " " + args_a);
     t.join();
     return {ra, rb};
@@ -65,17 +71,21 @@ class MultihostBench : public testing::Test {
 
   std::unique_ptr<EmulatedHosts> hosts_;
   std::string lab_ = unique_lab("mb");
+  CmdResult ra_;
   std::string file_;
 };
 
 // hz's GPUs on host a, bj's on host b, one allreduce over the WAN tunnel: the values are right
-// on every rank, the rows are on a (with b's ranks' logs), b says where.
+// on every rank, the rows are on a (with b's ranks' logs), b says where. b keeps its results
+// under a root of its own (TESTBEDCTL_RESULTS_DIR, as another machine's or another user's
+// would differ): its copy of the run is there, under a's run id — never at a's absolute path.
 TEST_F(MultihostBench, AllreduceAcrossTheSeamIsCorrectAndGatheredOnTheCoordinator) {
   const std::string args =
       "allreduce -b 64K -e 256K -n 3 -w 1 -c 1 --ranks hz/s0/g0,hz/s0/g1,bj/s0/g0,bj/s0/g1 "
       "--json /tmp/" +
       lab_ + "-bench.json";
-  auto [a, b] = bench_both(args, args);
+  const std::string b_root = "/var/lib/testbedctl/results-of-b";
+  auto [a, b] = bench_both(args, args, "TESTBEDCTL_RESULTS_DIR=" + b_root + " ");
   ASSERT_EQ(a.rc, 0) << a.out << "\n--- host b:\n" << b.out;
   EXPECT_EQ(b.rc, 0) << b.out;
   EXPECT_TRUE(contains(a.out, "ranks on hosts a (2), b (2)")) << a.out;
@@ -92,13 +102,18 @@ TEST_F(MultihostBench, AllreduceAcrossTheSeamIsCorrectAndGatheredOnTheCoordinato
   EXPECT_EQ(bj["wrong"], 0) << j.out;
   EXPECT_EQ(bj["errors"].size(), 0u) << j.out;
   EXPECT_TRUE(bj["ok"].get<bool>()) << j.out;
-  // b's ranks' logs and rows were gathered into a's results directory; b kept its own copies.
+  // b's ranks' logs and rows were gathered into a's results directory; b kept its own copies
+  // under its own root, and made nothing at a's path.
   const std::string dir = bj["results_dir"];
   EXPECT_EQ(
       hosts_->run(0, "test -s " + dir + "/rank2.jsonl && test -e " + dir + "/logs/rank3.log").rc,
       0);
-  EXPECT_EQ(hosts_->run(1, "test -s " + dir + "/rank2.jsonl").rc, 0);
-  EXPECT_NE(hosts_->run(1, "test -e " + dir + "/bench.json").rc, 0);
+  const std::string run_id = dir.substr(dir.rfind('/') + 1);
+  const std::string b_dir = b_root + "/" + lab_ + "/" + run_id;
+  EXPECT_EQ(hosts_->run(1, "test -s " + b_dir + "/rank2.jsonl").rc, 0) << b.out;
+  EXPECT_TRUE(contains(b.out, "this host's copy in " + b_dir)) << b.out;
+  EXPECT_NE(hosts_->run(1, "test -e " + dir).rc, 0) << b.out;
+  EXPECT_NE(hosts_->run(1, "test -e " + b_dir + "/bench.json").rc, 0);
   // No rank is left running on either host.
   for (size_t h = 0; h < 2; ++h)
     for (const auto& p : hosts_->processes(h)) EXPECT_FALSE(contains(p, "tb-rank")) << p;
@@ -161,6 +176,47 @@ TEST_F(MultihostBench, LaunchRunsEachHostsRanksAndGathersTheirLines) {
   EXPECT_TRUE(contains(ra.out, "rank 1 (bj/s0/g0) exit 3")) << ra.out;
   for (size_t h = 0; h < 2; ++h)
     for (const auto& p : hosts_->processes(h)) EXPECT_FALSE(contains(p, "sleep")) << p;
+}
+
+// A host that stops answering mid-job (its underlay cut, as a machine powered off) is noticed
+// within seconds by the keepalive of the session's connection (multihost/wire.h kSilentMs),
+// not after the job's own limits: a launch whose ranks would sleep 60 s ends on a with exit 1
+// naming host b well within 30 s of the cut; b, cut off from a, ends its own ranks too.
+TEST_F(MultihostBench, AHostWhoseUnderlayIsCutIsNoticedWithinSeconds) {
+  const std::string cmd = "launch " + lab_ +
+                          " --ranks hz/s0/g0,bj/s0/g0 --grace 2s --timeout 120s -- sh -c "
+                          "'echo started; exec sleep 60'";
+  CmdResult rb;
+  std::thread t([&] { rb = hosts_->testbedctl(1, cmd); });
+  std::chrono::steady_clock::time_point cut{}, a_done{};
+  std::thread ta([&] {
+    ra_ = hosts_->testbedctl(0, cmd);
+    a_done = std::chrono::steady_clock::now();
+  });
+  // Both hosts' ranks said they started (their logs, each on its own host): then cut b off the
+  // underlay.
+  const std::string logs = "/var/lib/testbedctl/results/" + lab_ + "/launch-*/logs/";
+  bool started = false;
+  for (int i = 0; i < 300 && !started; ++i) {
+    started = hosts_->run(0, "grep -qs started " + logs + "rank0.log").rc == 0 &&
+              hosts_->run(1, "grep -qs started " + logs + "rank1.log").rc == 0;
+    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(started);
+  cut = std::chrono::steady_clock::now();
+  CmdResult down = hosts_->run(1, "ip link set ul0 down");
+  EXPECT_EQ(down.rc, 0) << down.out;
+  ta.join();
+  t.join();
+  EXPECT_EQ(hosts_->run(1, "ip link set ul0 up").rc, 0);
+  const double noticed_s = std::chrono::duration<double>(a_done - cut).count();
+  EXPECT_EQ(ra_.rc, 1) << ra_.out << "\n--- host b:\n" << rb.out;
+  EXPECT_LT(noticed_s, 30) << ra_.out;
+  EXPECT_TRUE(contains(ra_.out, "host b")) << ra_.out;
+  EXPECT_TRUE(contains(ra_.out, "no answer from it")) << ra_.out;
+  EXPECT_EQ(rb.rc, 1) << rb.out;
+  EXPECT_TRUE(contains(rb.out, "host a went away")) << rb.out;
+  std::cout << "host b cut off: host a's launch ended " << noticed_s << " s later\n";
 }
 
 // verify over both hosts at once (as srun starts it): a coordinates, every class is measured —

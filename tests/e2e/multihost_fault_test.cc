@@ -72,6 +72,9 @@ TEST_F(MultihostFault, WanTunnelDownUpDelayAndLossFromEachHost) {
   const std::string file = write_scenario();
   ASSERT_EQ(on(0, "up " + file + " --host a").rc, 0);
   ASSERT_EQ(on(1, "up " + file + " --host b").rc, 0);
+  // hz and bj reach each other over Express Connect (BGP across the tunnels has converged).
+  std::string last;
+  ASSERT_TRUE(wait_converged(*hosts_, 0, lab_, "hz/s0/g0", "bj-s0-g0", 56, &last)) << last;
   const std::string ec = " hz/tr:ec bj/tr";
 
   // What host a does not hold: a link of bj's, bj's router, a GPU of bj's: exit 2 naming b.

@@ -1,4 +1,5 @@
-// `run` on hz-bj split over two emulated hosts (issue 19): hz on host a, bj on host b. Both run
+// `run` on hz-bj split over two emulated hosts (issue 19): hz on host a, bj on host b, whose
+// monotonic clock runs 1000 s ahead of a's (a time namespace: emulated_hosts.h). Both run
 // the same `run`; a coordinates (its first workload rank), b joins; the WAN link-down fires on
 // both tunnel ends at once, the flap inside hz on a only; the workload's ranks run on both
 // hosts across the seam, and the summary, events and every rank's rows are on a, where [expect]
@@ -8,8 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <regex>
 #include <sstream>
@@ -71,11 +74,15 @@ max_recovery_ms = 1000
   return path;
 }
 
+constexpr int kAheadS = 1000;
+
 class MultihostRun : public testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!is_root()) return;
-    hosts_ = new EmulatedHosts("r", {"a", "b"});
+    // b's monotonic clock runs 1000 s ahead of a's (a time namespace of its own), as on a
+    // machine booted at another time: the run must measure that offset and use it.
+    hosts_ = new EmulatedHosts("r", {"a", "b"}, false, {0, kAheadS});
     if (!hosts_->ok()) return;
     lab_ = new std::string(unique_lab("mr"));
     file_ = new std::string(short_hzbj(*lab_, *hosts_));
@@ -84,6 +91,11 @@ class MultihostRun : public testing::Test {
       CmdResult u = hosts_->testbedctl(i, "up " + *file_ + " --host " + hosts_->name(i));
       up_ok_ = u.rc == 0;
       if (!up_ok_) *up_error_ = u.out;
+    }
+    // Every run starts on a converged lab: hz and bj reach each other over Express Connect.
+    if (up_ok_ && !wait_converged(*hosts_, 0, *lab_, "hz/s0/g0", "bj-s0-g0", 56, up_error_)) {
+      up_ok_ = false;
+      *up_error_ = "hz and bj never reached each other over Express Connect: " + *up_error_;
     }
   }
   static void TearDownTestSuite() {
@@ -146,6 +158,14 @@ TEST_F(MultihostRun, AWanLinkDownOverTwoHostsHoldsItsExpectations) {
   EXPECT_TRUE(s["ok"].get<bool>()) << sum.out;
   EXPECT_EQ(s["hosts"]["coordinator"], "a");
   EXPECT_EQ(s["hosts"]["ranks"], "a (2), b (2)");
+  // b's clock, measured: 1000 s ahead, within the exchange's error bound (loopback-like
+  // underlay: well under a millisecond; a loaded host's scheduling is in the bound).
+  const int64_t offset = s["hosts"]["clock_offset_ns"].value("b", int64_t{0});
+  const int64_t error = s["hosts"]["clock_error_ns"].value("b", int64_t{-1});
+  EXPECT_GE(error, 0) << sum.out;
+  EXPECT_LE(std::llabs(offset - int64_t{kAheadS} * 1'000'000'000), error) << sum.out;
+  std::cout << "host b's clock against a's, measured: " << offset << " ns, error bound " << error
+            << " ns (set: " << kAheadS << " s ahead)\n";
   EXPECT_GT(s["iterations"].get<int>(), 5) << sum.out;
   EXPECT_EQ(s["workload_wrong"], 0);
   ASSERT_EQ(s["recovery"]["faults"].size(), 2u) << sum.out;
