@@ -215,12 +215,17 @@ void DelayStage::on_event(const NlEvent& event) {
     on_probe_notice(p);
     return;
   }
-  auto it = lines_.find(p.queue);
+  // The packet's age is the real clock less its kernel stamp, and its arrival the monotonic clock
+  // less that age: the real clock read first, so time lost between the two reads (an interrupt,
+  // a higher-priority thread, this VM's vCPU descheduled) makes the deadline late, never early.
+  // Read the other way round, a gap made it early by as much: the likely cause of a 250 µs
+  // reading whose minimum RTT was 49 µs short (DelayStageTest, in the suite, 2026-12-05).
+  const int64_t now_real = clock_ns(CLOCK_REALTIME);
   const int64_t now = monotonic_ns();
+  auto it = lines_.find(p.queue);
   const UnstampedWait unstamped{timer_.wake_latency(), now - last_empty_ns_};
   // Not ours (a queue being torn down) or no room: drop, as the kernel would with no listener.
-  if (it == lines_.end() ||
-      !it->second.admit(p.id, p.len, now, p.stamp_ns, clock_ns(CLOCK_REALTIME), unstamped)) {
+  if (it == lines_.end() || !it->second.admit(p.id, p.len, now, p.stamp_ns, now_real, unstamped)) {
     append_verdict(verdicts_, p.queue, p.id, NF_DROP);
     return;
   }
