@@ -352,6 +352,7 @@ Status supervise(const std::vector<ChildSpec>& specs, const std::string& owner,
 // How often start_supervisor reads the status file while it waits (a small file; the wait is
 // about 0.1 s for a small lab's stages, so 20 ms steps were a fifth of it).
 constexpr int kStartPollMs = 2;
+constexpr int kStartPerChildMs = 20;  // await_children's bound grows by this per child
 
 Result<int> launch_supervisor(const std::string& lab, const std::string& lab_dir,
                               const std::string& owner, const std::vector<ChildSpec>& specs) {
@@ -384,9 +385,12 @@ Status await_children(const std::string& lab_dir, const std::vector<ChildSpec>& 
   const std::string status_path = lab_dir + "/supervisor.json";
   // Each child gets wait_ms from its own first start: FRR's bgpd starts 2 s after zebra, which
   // left it 1 s under a flat 3 s (in the lab VM's emulated CPU it missed that).
+  // And the supervisor starts its children one after another (~2.4 ms of CPU each on a quiet
+  // host, ten times that under load): a 1,024-GPU lab's 131 under a flat 3 s failed its `up`
+  // at load ~17 with its 127th stage not yet started (2026-12-05), so each child adds its share.
   int latest = 0;
   for (const auto& c : specs) latest = std::max(latest, c.delay_ms);
-  wait_ms += latest;
+  wait_ms += latest + kStartPerChildMs * static_cast<int>(specs.size());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   std::string last = "no status yet";
   while (std::chrono::steady_clock::now() < deadline) {

@@ -111,8 +111,8 @@ Result<int> fork_in_netns(const std::string& netns, const std::vector<std::strin
 
 // Starts `testbedctl supervise LAB` as a daemon (new session, its own log), with the owner
 // marker in its environment, and waits for every child in `specs` to run: up to `wait_ms` past
-// the latest child's start delay (ChildSpec::delay_ms). launch_supervisor and await_children
-// are its two halves.
+// the latest child's start delay (ChildSpec::delay_ms), plus 20 ms per child (they start one
+// after another). launch_supervisor and await_children are its two halves.
 Status start_supervisor(const std::string& lab, const std::string& lab_dir,
                         const std::string& owner, const std::vector<ChildSpec>& specs,
                         int wait_ms = 3000);
