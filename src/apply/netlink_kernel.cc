@@ -309,58 +309,19 @@ Result<std::optional<bool>> NetlinkKernel::carries_marker(const std::string& net
 void NetlinkKernel::prepare_undo(const std::vector<plan::Op>& ops) {
   pending_rules_.clear();  // never installed: nothing of theirs to undo
   // What owned_netns() read of a loopback since the last submit() answers without asking again
-  // (down scans its lab's namespaces first, then undoes their journal).
-  std::vector<const plan::CreateNetns*> asks;
+  // (down scans its lab's namespaces first, then undoes their journal); the rest are asked now.
+  std::vector<std::string> ask;
+  std::unordered_set<std::string> seen;
   for (const auto& op : ops)
-    if (const auto* n = std::get_if<plan::CreateNetns>(&op)) {
+    if (const auto* n = std::get_if<plan::CreateNetns>(&op))
+      if (!lo_alias_.contains(n->netns) && seen.insert(n->netns).second) ask.push_back(n->netns);
+  auto aliases = loopback_aliases(ask);
+  for (size_t i = 0; i < ask.size(); ++i)
+    if (aliases[i]) lo_alias_[ask[i]] = std::move(*aliases[i]);
+  for (const auto& op : ops)
+    if (const auto* n = std::get_if<plan::CreateNetns>(&op))
       if (auto it = lo_alias_.find(n->netns); it != lo_alias_.end())
         marked_[n->netns] = has_marker(it->second, n->marker);
-      else
-        asks.push_back(n);
-    }
-  if (asks.size() < 64) {
-    for (const auto* n : asks)
-      if (auto m = carries_marker(n->netns, n->marker); m && *m) marked_[n->netns] = **m;
-    return;
-  }
-  // A large lab's asks (~0.15 ms each, a setns and a socket per namespace: 0.2 s of a 1024-GPU
-  // lab's down before its first namespace went) shared by a few threads, as owned_netns() does;
-  // each opens its own handles, ns_ is only read meanwhile and takes them after the join.
-  std::vector<std::unique_ptr<Ns>> opened(asks.size());
-  std::vector<signed char> ours(asks.size(), -1);  // -1: no such namespace (or not askable)
-  auto ask = [&](size_t i) {
-    const plan::CreateNetns& n = *asks[i];
-    Ns* ns = nullptr;
-    if (auto it = ns_.find(n.netns); it != ns_.end()) {
-      ns = it->second.get();
-    } else if (auto o = open_ns(n.netns)) {
-      opened[i] = std::move(*o);
-      ns = opened[i].get();
-    } else {
-      return;
-    }
-    auto lo = nl::query_link(ns->sock, nl::kLoopbackIfindex, "netns " + n.netns);
-    ours[i] = lo && has_marker(lo->alias, n.marker) ? 1 : 0;
-  };
-  // A namespace named twice (a create journaled again) is asked once.
-  std::unordered_set<std::string> seen;
-  std::vector<size_t> todo;
-  for (size_t i = 0; i < asks.size(); ++i)
-    if (seen.insert(asks[i]->netns).second) todo.push_back(i);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < todo.size();) ask(todo[k]);
-  };
-  {
-    const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 2u, 4u);
-    std::vector<std::jthread> helpers;
-    for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);
-    work();
-  }  // joined
-  for (size_t i : todo) {
-    if (opened[i]) ns_.emplace(asks[i]->netns, std::move(opened[i]));
-    if (ours[i] >= 0) marked_[asks[i]->netns] = ours[i] == 1;
-  }
 }
 
 Status NetlinkKernel::undo_op(const plan::CreateNetns& op) {
@@ -454,6 +415,41 @@ Status NetlinkKernel::undo_op(const plan::WriteHosts& op) {
 
 // ---- queries ------------------------------------------------------------------------------
 
+std::vector<std::optional<std::string>> NetlinkKernel::loopback_aliases(
+    const std::vector<std::string>& names) {
+  // Each ask opens a socket inside the namespace (a setns on the asking thread and back) and
+  // reads its loopback: ~0.15 ms, 0.2 s for a 1024-GPU lab's 1,164 namespaces, which `down`
+  // asks before it starts — so 64 or more are shared by a few threads (each its own sockets;
+  // ns_ is only read here). A namespace that cannot be opened or asked answers nothing.
+  std::vector<std::optional<std::string>> out(names.size());
+  auto ask = [&](size_t i) {
+    std::unique_ptr<Ns> temp;
+    Ns* ns = nullptr;
+    if (auto it = ns_.find(names[i]); it != ns_.end()) {
+      ns = it->second.get();
+    } else if (auto o = open_ns(names[i])) {
+      temp = std::move(*o);
+      ns = temp.get();
+    } else {
+      return;
+    }
+    if (auto lo = nl::query_link(ns->sock, nl::kLoopbackIfindex, "netns " + names[i]))
+      out[i] = std::move(lo->alias);
+  };
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < names.size();) ask(i);
+  };
+  {
+    const unsigned threads =
+        names.size() < 64 ? 1u : std::clamp(std::thread::hardware_concurrency(), 2u, 4u);
+    std::vector<std::jthread> helpers;
+    for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);
+    work();
+  }  // joined
+  return out;
+}
+
 Result<std::vector<std::string>> NetlinkKernel::owned_netns(const std::string& marker,
                                                             const std::string& name_prefix) {
   if (marker.empty()) return bad_input("find owned namespaces: empty owner marker");
@@ -462,47 +458,12 @@ Result<std::vector<std::string>> NetlinkKernel::owned_netns(const std::string& m
   std::vector<std::string> candidates;
   for (const auto& name : *names)
     if (name.starts_with(name_prefix)) candidates.push_back(name);
-  // Whether candidate i carries the marker. A namespace we cannot open or ask is someone else's
-  // problem, not a reason to fail. Each ask opens a socket inside the namespace (a setns on the
-  // asking thread and back) and reads its loopback: ~0.15 ms, 0.2 s for a 1024-GPU lab's 1,164
-  // namespaces, which `down` asks before it starts — so a large scan is shared by a few threads
-  // (each its own sockets; ns_ is only read here).
-  std::vector<char> owned(candidates.size(), 0), asked(candidates.size(), 0);
-  std::vector<std::string> aliases(candidates.size());
-  auto ask = [&](size_t i) {
-    const std::string& name = candidates[i];
-    std::unique_ptr<Ns> temp;
-    Ns* ns = nullptr;
-    if (auto it = ns_.find(name); it != ns_.end()) {
-      ns = it->second.get();
-    } else if (auto o = open_ns(name)) {
-      temp = std::move(*o);
-      ns = temp.get();
-    } else {
-      return;
-    }
-    auto lo = nl::query_link(ns->sock, nl::kLoopbackIfindex, "netns " + name);
-    owned[i] = lo && has_marker(lo->alias, marker);
-    if (lo) {
-      asked[i] = 1;
-      aliases[i] = lo->alias;
-    }
-  };
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < candidates.size();) ask(i);
-  };
-  {
-    const unsigned threads =
-        candidates.size() < 64 ? 1u : std::clamp(std::thread::hardware_concurrency(), 2u, 4u);
-    std::vector<std::jthread> helpers;
-    for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);
-    work();
-  }  // joined
+  auto aliases = loopback_aliases(candidates);
   std::vector<std::string> out;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    if (owned[i]) out.push_back(candidates[i]);
-    if (asked[i]) lo_alias_[candidates[i]] = std::move(aliases[i]);
+    if (!aliases[i]) continue;
+    if (has_marker(*aliases[i], marker)) out.push_back(candidates[i]);
+    lo_alias_[candidates[i]] = std::move(*aliases[i]);
   }
   return out;
 }

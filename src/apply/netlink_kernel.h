@@ -107,6 +107,8 @@ class NetlinkKernel final : public Kernel {
   std::unordered_map<std::string, bool> marked_;
   // netns -> its loopback's alias, as owned_netns() last read it (cleared by submit()).
   std::unordered_map<std::string, std::string> lo_alias_;
+  // The loopback alias of each of `names` (nullopt: no such namespace, or not askable).
+  std::vector<std::optional<std::string>> loopback_aliases(const std::vector<std::string>& names);
   // Whether `netns` exists and its loopback alias carries `marker` (nullopt: no such netns).
   Result<std::optional<bool>> carries_marker(const std::string& netns, const std::string& marker);
   std::optional<netlink::AckError> deferred_;
