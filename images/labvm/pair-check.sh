@@ -13,8 +13,9 @@
 #   (lost_host below; LABVM_PAIR_LOST=0 skips it): up again, the same run on both, node2 powers
 #   off mid-run, node1's run ends within 10 s with exit 1 naming node2, down leaves nothing on
 #   node1.
-# Judged (the exit status): up, convergence, every ping, bench, launch, down and what it leaves,
-# the lost host's end.
+# Judged (the exit status): the underlay-MTU refusal first (hz/s3 moved to node2: its rail
+# tunnels' 4200-byte packets over the 1500-byte underlay), up, convergence, every ping, bench,
+# launch, down and what it leaves, the lost host's end.
 # Shown, not judged, under plain TCG: verify and run, whose bounds are timing bounds (a guest's
 # timers fire late by the host's load, docs/lab-vm.md); their exit and report are kept in
 # results/. Each step's output is results/<step>.log, its exit and seconds results/steps.tsv.
@@ -101,6 +102,22 @@ sync_or_fail() { barrier "$1" "${2:-900}" || fail "barrier $1: the other guest d
 
 say "kernel $(uname -r), boot id $(cat /proc/sys/kernel/random/boot_id), $(nproc) CPU, peers: $LABVM_PEERS"
 step doctor 300 testbedctl doctor || true
+
+# The underlay's MTU (docs/usage.md): hz's server 3 moved to node2 puts its GPUs' rail links
+# (hpn, MTU 4200) in tunnels whose 4200-byte packets the 1500-byte underlay cannot carry: up
+# refuses on each guest, naming the link and ul0's MTU, and builds nothing.
+sed '/^\[\[host\]\]/,$d' "$scn" >/tmp/hzbj-mtu.toml
+printf '[[host]]\nname = "node1"\nunderlay = "10.0.0.1"\nregions = ["hz"]\n\n[[host]]\nname = "node2"\nunderlay = "10.0.0.2"\nregions = ["bj"]\nservers = ["hz/s3"]\n' >>/tmp/hzbj-mtu.toml
+step mtu-refused 120 testbedctl up /tmp/hzbj-mtu.toml --host "$h"
+mrc=$?
+if [ "$mrc" != 2 ]; then
+  fail "up with rail tunnels over a ${LABVM_MTU}-byte underlay: exit $mrc, not 2 (mtu-refused.log)"
+  testbedctl down "$lab" --host "$h" >/dev/null 2>&1
+elif ! grep -q "mtu 4200) crosses to host" "$R/mtu-refused.log" ||
+  ! grep -q "leaves through ul0 with MTU $LABVM_MTU" "$R/mtu-refused.log"; then
+  fail "the refusal does not name the rail link's MTU 4200 and ul0's $LABVM_MTU (mtu-refused.log)"
+fi
+[ -z "$(ip netns list)" ] || fail "the refused up left namespaces: $(ip netns list | head -3)"
 
 if step up 900 testbedctl up "$scn" --host "$h"; then
   up_ok=1
