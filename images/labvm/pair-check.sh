@@ -175,7 +175,7 @@ fi
 sync_or_fail 2
 
 if [ $up_ok = 1 ]; then
-  step bench 300 testbedctl bench "$lab" allreduce --ranks hz/s0,bj/s0 -b 64K -e 1M -n 5 -w 1 ||
+  step bench 300 testbedctl bench "$lab" allreduce --ranks hz/s0,bj/s0 -b 64K -e 256K -n 3 -w 1 ||
     fail "bench allreduce across the guests (bench.log)"
   sync_or_fail 3
   # The class whose every link crosses the guests: the WAN's, measured over its tunnel.
