@@ -199,8 +199,8 @@ procs=$(ps -eo comm= | grep -E '^(tb-|testbedctl|bgpd|zebra|bfdd|watchfrr)' || t
 [ -z "$procs" ] || fail "left running after down: $procs"
 sync_or_fail 7 120
 
-# A host that dies mid-run: the lab up again on both, the same run on both; 3 s after node2's
-# run has joined node1's session, node2 powers off (sysrq o: no shutdown, no FIN, the NIC gone,
+# A host that dies mid-run: the lab up again on both, the same run on both; 2 s into node2's
+# timeline, node2 powers off (sysrq o: no shutdown, no FIN, the NIC gone,
 # as a pulled plug). node1's run must end within 10 s of node2's last answer on the underlay
 # (a ping every 0.2 s, timestamped) with exit 1 naming node2, and down leave nothing on node1.
 # node2 first sends its results and its verdict so far (as the init would), then dies.
@@ -241,11 +241,12 @@ lost_host() {
   else
     testbedctl run "$lab" --size 16K --settle 10 --timeout 20 >"$R/lost-run.log" 2>&1 &
     t0=$SECONDS
-    until grep -q coordinates "$R/lost-run.log" 2>/dev/null; do
+    # Mid-run: 2 s into the timeline (its "timeline:" line), the link-down in force.
+    until grep -q '^timeline:' "$R/lost-run.log" 2>/dev/null; do
       [ $((SECONDS - t0)) -lt 120 ] || break
       sleep 0.2
     done
-    sleep 3
+    sleep 2
     say "powering off mid-run ($(tail -n 1 "$R/lost-run.log"))"
     say "done: $(wc -l <"$R/steps.tsv") steps, $([ -f "$R/failures" ] && wc -l <"$R/failures" || echo 0) judged failure(s)"
     # What the init does after the command, then the plug pulled.

@@ -237,7 +237,8 @@ Status ScenarioRun::start_workload() {
 
 Status ScenarioRun::wait_iterating() {
   // The first iterations, bounded by twice the ranks' own timeout.
-  if (workload_ && !workload_->wait_iterating(3, int64_t{o_.timeout_ms} * 2'000'000, stop_))
+  // A host lost before them (cut_short) ends the wait at once.
+  if (workload_ && !workload_->wait_iterating(3, int64_t{o_.timeout_ms} * 2'000'000, stop_, &cut_))
     res_.errors.push_back("the workload did not start iterating");
   return {};
 }

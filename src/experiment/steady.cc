@@ -59,9 +59,10 @@ int64_t SteadyWorkload::min_completed() const {
   return m == INT64_MAX ? -1 : m;
 }
 
-bool SteadyWorkload::wait_iterating(int64_t n, int64_t timeout_ns, const std::atomic<bool>& stop) {
+bool SteadyWorkload::wait_iterating(int64_t n, int64_t timeout_ns, const std::atomic<bool>& stop,
+                                    const std::atomic<bool>* also) {
   const int64_t deadline = monotonic_ns() + timeout_ns;
-  while (monotonic_ns() < deadline && !stop.load()) {
+  while (monotonic_ns() < deadline && !stop.load() && !(also && also->load())) {
     if (max_iteration() >= n - 1) return true;
     {
       std::lock_guard lk(mu_);
