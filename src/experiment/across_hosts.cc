@@ -82,6 +82,10 @@ Result<RunResult> coordinate(const scenario::Scenario& s, lab::LabState& st, con
       for (const auto& e : ends) w->remote_exit(static_cast<size_t>(e.rank), e.code, e.how);
     });
   }
+  // A host that goes away mid-run (powered off, its network cut: noticed within the session's
+  // ~6 s keepalive) ends the run here at once, naming it, instead of after the timeline and
+  // the ranks' progress timeout (20.8 s after a guest's power-off, scripts/labvm pair-check).
+  relay->on_gone([&run](const std::string&, const std::string& what) { run.cut_short(what); });
   if (auto r = run.start_probe_servers(); !r) return failed(r.error());
   // Every host's ranks started and probe servers listening.
   if (auto r = relay->from_all("ready", milliseconds(int64_t{o.timeout_ms} * 2 + 120'000), stop);
@@ -104,6 +108,7 @@ Result<RunResult> coordinate(const scenario::Scenario& s, lab::LabState& st, con
     for (const auto& [h, p] : *parts) run.merge(h, p, offsets.at(h));
   }
   relay->halt();
+  relay->on_gone({});
   relay->on_ends({});  // the workload is summarised next
   for (const auto& e : relay->errors()) run.result().errors.push_back(e);
   RunResult res = run.summarise();

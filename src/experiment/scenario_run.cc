@@ -237,7 +237,8 @@ Status ScenarioRun::start_workload() {
 
 Status ScenarioRun::wait_iterating() {
   // The first iterations, bounded by twice the ranks' own timeout.
-  if (workload_ && !workload_->wait_iterating(3, int64_t{o_.timeout_ms} * 2'000'000, stop_))
+  // A host lost before them (cut_short) ends the wait at once.
+  if (workload_ && !workload_->wait_iterating(3, int64_t{o_.timeout_ms} * 2'000'000, stop_, &cut_))
     res_.errors.push_back("the workload did not start iterating");
   return {};
 }
@@ -332,13 +333,21 @@ void ScenarioRun::fire_timeline() {
   fire_timeline(monotonic_ns());
 }
 
+void ScenarioRun::cut_short(const std::string& why) {
+  {
+    std::lock_guard lk(cut_mu_);
+    if (cut_why_.empty()) cut_why_ = why;
+  }
+  cut_.store(true);
+}
+
 void ScenarioRun::fire_timeline(int64_t t0_ns) {
   // Over several hosts the checkpoints' cadence runs from the same t0 on every host, and no
   // replication is due at or after the timeline's end.
   if (part_)
     for (auto& c : checkpoints_) c->begin(t0_ns, t0_ns + length_ns_);
   // t0 may lie ahead (a lab over several hosts: the coordinator's t0, which every host meets).
-  for (int i = 0; i < 100000 && !stop_.load() && monotonic_ns() < t0_ns; ++i)
+  for (int i = 0; i < 100000 && !stop_.load() && !cut_.load() && monotonic_ns() < t0_ns; ++i)
     std::this_thread::sleep_for(
         std::chrono::nanoseconds(std::clamp<int64_t>(t0_ns - monotonic_ns(), 0, 20'000'000)));
   t0_ = t0_ns;
@@ -356,15 +365,25 @@ void ScenarioRun::fire_timeline(int64_t t0_ns) {
                  : " (the steps of the faults host " + st_.host + " holds a part of)"));
   apply::NetlinkKernel kernel;
   fault::Injector injector(st_, kernel);
+  // The timeline stops on the caller's stop (Ctrl-C) or a cut_short: cut_ follows stop_.
+  std::atomic<bool> fired{false};
+  std::thread follow([&] {
+    for (int i = 0; i < 100'000'000 && !fired.load(); ++i) {
+      if (stop_.load()) cut_.store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   timeline_ = fault::run_timeline(
-      injector, fire_, steps_, t0_, stop_, [&](const fault::Step& step, const Status& r) {
+      injector, fire_, steps_, t0_, cut_, [&](const fault::Step& step, const Status& r) {
         progress_(fmt::format("{:>8.3f} s  ", (monotonic_ns() - t0_) / 1e9) +
                   (step.inject ? "inject " : "revert ") + faults_[step.fault].label +
                   (r ? "" : ": FAILED " + r.error().message));
         if (!r) res_.errors.push_back(r.error().message);
       });
-  while (!stop_.load() && monotonic_ns() < t0_ + length_ns_)
+  while (!cut_.load() && monotonic_ns() < t0_ + length_ns_)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  fired.store(true);
+  follow.join();
   t_end_ = monotonic_ns();
   if (o_.clock) o_.clock->end_ns = t_end_;
   (void)append_event(fault::events_path(st_.lab), {{"event", "run_end"}, {"run", id_}});
@@ -377,7 +396,13 @@ void ScenarioRun::collect() {
 void ScenarioRun::collect(int64_t stop_iter) {
   // Over several hosts receivers stay up until every host's senders ended (the destructor).
   for (auto& c : checkpoints_) c->stop(&res_.errors, part_ != nullptr);
-  if (workload_) workload_->stop(o_.timeout_ms, &res_.errors, stop_iter);
+  const bool cut = cut_.load() && !stop_.load();
+  if (cut) {
+    std::lock_guard lk(cut_mu_);
+    res_.errors.push_back(cut_why_ + ": the run ended early");
+  }
+  // Cut short, the ranks cannot finish an iteration with the ranks that went: ended at once.
+  if (workload_) workload_->stop(cut ? -1 : o_.timeout_ms, &res_.errors, stop_iter);
   if (command_) {
     bool early = false;
     command_->stop(&res_.errors, &early);

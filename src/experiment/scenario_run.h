@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,6 +84,11 @@ class ScenarioRun {
   // minus this one's). Before summarise().
   void merge(const std::string& host, const nlohmann::json& part, int64_t offset_ns);
 
+  // Ends the run early, from any thread (a lab over several hosts: a host went away mid-run):
+  // the timeline stops as on a stop (the faults in force reverted), collect() ends the ranks at
+  // once instead of waiting for them, and `why` is one of the run's errors.
+  void cut_short(const std::string& why);
+
   const std::string& results_dir() const { return res_.results_dir; }
   const std::string& id() const { return id_; }
   SteadyWorkload* workload() { return workload_ ? &*workload_ : nullptr; }
@@ -104,6 +110,9 @@ class ScenarioRun {
   lab::LabState& st_;
   const RunOptions& o_;
   const std::atomic<bool>& stop_;
+  std::atomic<bool> cut_{false};  // stop_, or cut_short
+  std::mutex cut_mu_;
+  std::string cut_why_;
   const std::function<void(const std::string&)> progress_;
   const HostPart* part_;
 

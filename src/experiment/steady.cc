@@ -59,9 +59,10 @@ int64_t SteadyWorkload::min_completed() const {
   return m == INT64_MAX ? -1 : m;
 }
 
-bool SteadyWorkload::wait_iterating(int64_t n, int64_t timeout_ns, const std::atomic<bool>& stop) {
+bool SteadyWorkload::wait_iterating(int64_t n, int64_t timeout_ns, const std::atomic<bool>& stop,
+                                    const std::atomic<bool>* also) {
   const int64_t deadline = monotonic_ns() + timeout_ns;
-  while (monotonic_ns() < deadline && !stop.load()) {
+  while (monotonic_ns() < deadline && !stop.load() && !(also && also->load())) {
     if (max_iteration() >= n - 1) return true;
     {
       std::lock_guard lk(mu_);
@@ -156,7 +157,8 @@ void SteadyWorkload::stop(int timeout_ms, std::vector<std::string>* errors, int6
   if (auto w = write_file(workload::stop_path(job_), std::to_string(at) + "\n"); !w && errors)
     errors->push_back(w.error().message);
   if (group_) {
-    const int64_t deadline = monotonic_ns() + int64_t{timeout_ms} * 1'000'000 + 5'000'000'000;
+    const int64_t deadline =
+        timeout_ms < 0 ? 0 : monotonic_ns() + int64_t{timeout_ms} * 1'000'000 + 5'000'000'000;
     auto all_exited = [&] {
       std::lock_guard lk(mu_);  // remote exits arrive from another thread
       group_->poll();
@@ -172,7 +174,7 @@ void SteadyWorkload::stop(int timeout_ms, std::vector<std::string>* errors, int6
         if (!group_->local(r) && group_->ranks()[r].running)
           group_->remote_exit(r, 128 + 9, "no exit from its host");
       last_states_ = group_->ranks();
-      errors->push_back("workload ranks did not stop; killed");
+      if (timeout_ms >= 0) errors->push_back("workload ranks did not stop; killed");
     }
     for (size_t r = 0; r < group_->ranks().size(); ++r)
       if (group_->ranks()[r].code != 0)

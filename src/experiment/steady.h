@@ -38,11 +38,13 @@ class SteadyWorkload {
 
   Status start();
   // Waits (bounded) until some rank completed `n` iterations; false if it never did.
-  bool wait_iterating(int64_t n, int64_t timeout_ns, const std::atomic<bool>& stop);
+  // `also` (when given): a second flag that ends the wait (a run cut short).
+  bool wait_iterating(int64_t n, int64_t timeout_ns, const std::atomic<bool>& stop,
+                      const std::atomic<bool>* also = nullptr);
   // Stops at an iteration every rank is still ahead of (`stop_iter` when given: the
   // coordinator's, on a joining host), waits for the ranks (bounded by timeout_ms + 5 s), kills
-  // what is left. Errors: ranks that failed for good. `on_stop` (when set) sees the iteration
-  // chosen before this host's ranks are told.
+  // what is left; timeout_ms < 0: kills them at once (a run cut short). Errors: ranks that failed
+  // for good. `on_stop` (when set) sees the iteration chosen before this host's ranks are told.
   void stop(int timeout_ms, std::vector<std::string>* errors, int64_t stop_iter = -1);
   void on_stop(std::function<void(int64_t)> f) { on_stop_ = std::move(f); }
 

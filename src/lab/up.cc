@@ -65,6 +65,22 @@ Result<UpReport> bring_up(const UpOptions& o) {
     std::vector<capability::UnderlayPeer> peers;
     for (const auto& h : s->hosts)
       if (h.name != me->name) peers.push_back({h.name, h.underlay});
+    // Each peer's largest VXLAN packet: a tunnel's MTU + the encapsulation is its link's MTU.
+    for (const auto& l : p->topo.links) {
+      if (l.vni == 0) continue;
+      const plan::Node* a = p->topo.node(l.a.node);
+      const plan::Node* b = p->topo.node(l.b.node);
+      if (!a || !b || (a->host != me->name && b->host != me->name)) continue;
+      const std::string& other = a->host == me->name ? b->host : a->host;
+      const int need = l.emulated.mtu + plan::kVxlanOverhead;
+      for (auto& peer : peers)
+        if (peer.host == other && need > peer.mtu_needed) {
+          peer.mtu_needed = need;
+          peer.mtu_for = "link " + l.a.node + " <-> " + l.b.node +
+                         (l.wan.empty() ? "" : " " + l.wan) + " (profile \"" + l.profile +
+                         "\", mtu " + std::to_string(need) + ")";
+        }
+    }
     TB_TRY(capability::check_underlay(me->name, me->underlay, peers));
   }
   apply::NetlinkKernel kernel;

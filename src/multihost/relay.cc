@@ -67,6 +67,7 @@ struct CoordinatorRelay::State {
   std::vector<Chunk> appended;
   bool keep_appended = false;
   std::function<void(const std::vector<RankEnd>&)> on_ends;
+  std::function<void(const std::string&, const std::string&)> on_gone;
   NowNs now = [] { return monotonic_ns(); };
   detail::Turner turner;
 
@@ -110,8 +111,10 @@ struct CoordinatorRelay::State {
         gone.insert(m.host);
         if (b.contains("why")) gone_why[m.host] = b["why"].get<std::string>();
         const std::string why = b.contains("why") ? " (" + b["why"].get<std::string>() + ")" : "";
-        if (!byes.contains(m.host))
+        if (!byes.contains(m.host)) {
           errors.push_back("host " + m.host + " went away before it was done" + why);
+          if (on_gone) on_gone(m.host, "host " + m.host + " went away" + why);
+        }
         for (size_t r = 0; r < rank_host.size(); ++r)
           if (rank_host[r] == m.host)
             new_ends.push_back(
@@ -169,6 +172,11 @@ void CoordinatorRelay::on_ends(std::function<void(const std::vector<RankEnd>&)> 
   std::lock_guard lk(s_->mu);
   s_->on_ends = std::move(f);
   s_->deliver_ends();
+}
+
+void CoordinatorRelay::on_gone(std::function<void(const std::string&, const std::string&)> f) {
+  std::lock_guard lk(s_->mu);
+  s_->on_gone = std::move(f);
 }
 
 void CoordinatorRelay::keep_appended() {

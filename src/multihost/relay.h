@@ -83,6 +83,10 @@ class CoordinatorRelay {
   void attach(const Dirs& dirs, std::vector<std::string> rank_host);
   // Other hosts' rank ends as they arrive; unset: kept for take_ends().
   void on_ends(std::function<void(const std::vector<RankEnd>&)> f);
+  // A host that goes away before its bye (its machine down, the underlay cut): its name and
+  // "host X went away (why)", as it is noticed (under the relay's lock, on the thread that
+  // turns). Unset: only errors() says so.
+  void on_gone(std::function<void(const std::string& host, const std::string& what)> f);
   // Keeps the appended chunks (already written here) for take_appended().
   void keep_appended();
 

@@ -190,6 +190,8 @@ std::optional<RouteMatch> parse_route_match(const nlmsghdr* nlh) {
     std::memcpy(&v, nl_addr_get_binary_addr(src), sizeof(v));
     m.prefsrc = Ipv4{ntohl(v)};
   }
+  if (uint32_t mtu = 0; rtnl_route_get_metric(raw, RTAX_MTU, &mtu) == 0)
+    m.mtu = static_cast<int>(mtu);
   return m;
 }
 

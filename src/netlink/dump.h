@@ -61,6 +61,7 @@ struct RouteMatch {
   };
   std::vector<Hop> hops;
   std::optional<Ipv4> prefsrc;  // RTA_PREFSRC
+  int mtu = 0;                  // RTAX_MTU in RTA_METRICS (`ip route ... mtu N`); 0: none
 };
 
 // An RTM_NEWLINK message (a dump entry or a get reply).

@@ -294,5 +294,46 @@ TEST_F(MultihostHzBj, HzServersSplitOverAThirdHostReachEveryGpu) {
   down_every_host();
 }
 
+// The underlay's MTU (issue 35): a tunnel's packets are its link's MTU on the underlay (the
+// tunnel's MTU + 50 bytes of VXLAN). hz's server 3 on host b puts its GPUs' rail links (hpn,
+// MTU 4200) in tunnels between a and b; with a's underlay NIC at 1500 (an ordinary data-centre
+// NIC) or one byte short (4199), `up --host a` refuses before building anything, naming the
+// link, its profile's MTU and the device; so does b's. hz and bj alone cross only the WAN
+// (Express Connect 1500, VPN 1400), which a 1500-byte underlay carries exactly: up passes.
+TEST_F(MultihostHzBj, AnUnderlayNarrowerThanATunnelsPacketsIsRefusedAtUp) {
+  TB_REQUIRE_ROOT();
+  hosts_ = std::make_unique<EmulatedHosts>("m", std::vector<std::string>{"a", "b"});
+  ASSERT_TRUE(hosts_->ok()) << hosts_->error();
+  const std::string moved =
+      hzbj_over_hosts(lab_, "/tmp/" + lab_ + "-mtu.toml",
+                      {{{"a", hosts_->underlay(0), "regions = [\"hz\"]"},
+                        {"b", hosts_->underlay(1), "regions = [\"bj\"]\nservers = [\"hz/s3\"]"}}});
+  const std::regex rail_link(
+      "link hz/s3/g[0-3] <-> hz/tor[0-3][ab] \\(profile \"rail\", mtu 4200\\) crosses to host b");
+  for (const int mtu : {1500, 4199}) {
+    ASSERT_EQ(hosts_->run(0, "ip link set ul0 mtu " + std::to_string(mtu)).rc, 0);
+    CmdResult u = hosts_->testbedctl(0, "up " + moved + " --host a");
+    EXPECT_EQ(u.rc, 2) << u.out;
+    EXPECT_TRUE(std::regex_search(u.out, rail_link)) << u.out;
+    EXPECT_TRUE(contains(u.out, "leaves through ul0 with MTU " + std::to_string(mtu))) << u.out;
+    EXPECT_TRUE(contains(u.out, "raise the underlay's MTU to 4200")) << u.out;
+    EXPECT_EQ(hosts_->run(0, "ip netns list; ls /run/testbedctl").out, "") << "built on a";
+  }
+  ASSERT_EQ(hosts_->run(1, "ip link set ul0 mtu 1500").rc, 0);
+  CmdResult ub = hosts_->testbedctl(1, "up " + moved + " --host b");
+  EXPECT_EQ(ub.rc, 2) << ub.out;
+  EXPECT_TRUE(contains(ub.out, "crosses to host a")) << ub.out;
+  EXPECT_EQ(hosts_->run(1, "ip netns list; ls /run/testbedctl").out, "") << "built on b";
+  std::filesystem::remove(moved);
+
+  // The WAN links alone: 1500-byte packets on a 1500-byte underlay.
+  ASSERT_EQ(hosts_->run(0, "ip link set ul0 mtu 1500").rc, 0);
+  const std::string file = write_scenario();
+  CmdResult ua = hosts_->testbedctl(0, "up " + file + " --host a");
+  EXPECT_EQ(ua.rc, 0) << ua.out;
+  CmdResult d = hosts_->testbedctl(0, "down " + lab_ + " --host a");
+  EXPECT_EQ(d.rc, 0) << d.out;
+}
+
 }  // namespace
 }  // namespace tb::e2e

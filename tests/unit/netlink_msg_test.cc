@@ -343,10 +343,34 @@ TEST(NetlinkMsg, RouteMatchReadsLengthAndOutputInterface) {
   EXPECT_EQ(m->dst_len, 32);
   EXPECT_EQ(m->oif, 9);
   EXPECT_EQ(m->nexthops, 1);
+  EXPECT_EQ(m->mtu, 0);  // no mtu metric
   rtm->rtm_family = AF_INET6;
   EXPECT_FALSE(parse_route_match(nlh));
   nlh->nlmsg_type = RTM_NEWLINK;
   EXPECT_FALSE(parse_route_match(nlh));
+}
+
+// A route with an mtu metric (`ip route add ... mtu 1400`): RTAX_MTU inside RTA_METRICS, which
+// up's underlay check takes before the output device's MTU.
+TEST(NetlinkMsg, RouteMatchReadsTheRoutesMtuMetric) {
+  alignas(nlmsghdr) char buf[512] = {};
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
+  nlh->nlmsg_type = RTM_NEWROUTE;
+  auto* rtm = static_cast<rtmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(rtmsg)));
+  rtm->rtm_family = AF_INET;
+  rtm->rtm_dst_len = 24;
+  rtm->rtm_table = RT_TABLE_MAIN;
+  rtm->rtm_type = RTN_UNICAST;
+  uint32_t dst = ip("10.0.0.0");
+  mnl_attr_put(nlh, RTA_DST, 4, &dst);
+  mnl_attr_put_u32(nlh, RTA_OIF, 3);
+  nlattr* metrics = mnl_attr_nest_start(nlh, RTA_METRICS);
+  mnl_attr_put_u32(nlh, RTAX_MTU, 1400);
+  mnl_attr_nest_end(nlh, metrics);
+  auto m = parse_route_match(nlh);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->oif, 3);
+  EXPECT_EQ(m->mtu, 1400);
 }
 
 // A fibmatch answer for an ECMP route (two next hops, each with its gateway) and a preferred

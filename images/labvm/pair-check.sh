@@ -1,0 +1,267 @@
+#!/bin/bash
+# The two-guest check (`scripts/labvm pair-check`; issue 35): run on both guests of `scripts/labvm
+# pair` at once, node1 holding hz and node2 bj of hz-bj (the [[host]] names of docs/usage.md's
+# example), each on its own kernel, joined by the virtual underlay (10.0.0.0/24). In order, with a
+# barrier (pair-lib.sh) between steps so both guests run each verb together as srun would:
+#   up --host on each guest; hz and bj reach each other over Express Connect (BGP across the
+#   tunnel, bounded wait); every GPU pings every other by name from the guest that holds it;
+#   the seam's RTT (the underlay, guest to guest) and hz<->bj's over the tunnel; bench allreduce
+#   with ranks on both guests (values checked); verify across the guests; run of a short
+#   timeline (a WAN link-down of Express Connect on both tunnel ends, a flap inside hz); launch
+#   of a program with a rank on each guest (each rank pings MASTER_ADDR across the seam); down
+#   on each guest leaves no namespace, state, tunnel or lab process. Then a host lost mid-run
+#   (lost_host below; LABVM_PAIR_LOST=0 skips it): up again, the same run on both, node2 powers
+#   off mid-run, node1's run ends within 10 s with exit 1 naming node2, down leaves nothing on
+#   node1.
+# Judged (the exit status): the underlay-MTU refusal first (hz/s3 moved to node2: its rail
+# tunnels' 4200-byte packets over the 1500-byte underlay), up, convergence, every ping, bench,
+# launch, down and what it leaves, the lost host's end.
+# Shown, not judged, under plain TCG: verify and run, whose bounds are timing bounds (a guest's
+# timers fire late by the host's load, docs/lab-vm.md); their exit and report are kept in
+# results/. Each step's output is results/<step>.log, its exit and seconds results/steps.tsv.
+set -u
+# shellcheck source=images/labvm/pair-lib.sh
+. /opt/testbedctl/images/labvm/pair-lib.sh
+R=${TESTBEDCTL_RESULTS_DIR:-/opt/testbedctl/results}
+mkdir -p "$R"
+h=$LABVM_HOST
+lab=hzbj
+scn=/tmp/hzbj-2hosts.toml
+judged=0
+say() { echo "pair-check[$h]: $*"; }
+
+# hz-bj with its workload and timeline replaced by a short one whose ranks are on both guests
+# (as tests/e2e/multihost_run_test.cc's), hz on node1 and bj on node2.
+{
+  sed -n '/^\[\[workload\]\]/q;p' /opt/testbedctl/scenarios/hz-bj.toml
+  cat <<'EOF'
+[[workload]]
+name = "ar-seam"
+kind = "collective"
+op = "allreduce"
+algo = "ring"
+ranks = ["hz/s0/g0", "hz/s1/g0", "bj/s0/g0", "bj/s1/g0"]
+warmup = 1
+channels = 1
+
+[[fault]]
+at = "2s"
+kind = "link-down"
+a = "hz/tr"
+b = "bj/tr"
+link = "ec"
+for = "2s"
+
+[[fault]]
+at = "6s"
+kind = "flap"
+a = "hz/s0/g0"
+b = "hz/tor0a"
+period = "400ms"
+count = 2
+
+[expect]
+max_stall_ms = 3000
+max_detection_ms = 200
+max_recovery_ms = 1000
+
+[[host]]
+name = "node1"
+underlay = "10.0.0.1"
+regions = ["hz"]
+
+[[host]]
+name = "node2"
+underlay = "10.0.0.2"
+regions = ["bj"]
+EOF
+} >"$scn"
+cp "$scn" "$R/scenario.toml"
+
+# step NAME LIMIT CMD...: runs CMD bounded by LIMIT seconds, its output in $R/NAME.log (and on
+# the console), its exit and wall seconds in $R/steps.tsv; returns CMD's exit.
+step() {
+  local name=$1 lim=$2 t0 rc
+  shift 2
+  t0=$(date +%s.%N)
+  timeout --kill-after=10 "$lim" "$@" >"$R/$name.log" 2>&1
+  rc=$?
+  local secs
+  secs=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}')
+  sed "s/^/[$name] /" "$R/$name.log" | tail -n 40
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$secs" >>"$R/steps.tsv"
+  say "$name: exit $rc in ${secs}s"
+  return $rc
+}
+fail() {
+  judged=1
+  say "FAIL: $*"
+  echo "$*" >>"$R/failures"
+}
+sync_or_fail() { barrier "$1" "${2:-900}" || fail "barrier $1: the other guest did not reach it"; }
+
+say "kernel $(uname -r), boot id $(cat /proc/sys/kernel/random/boot_id), $(nproc) CPU, peers: $LABVM_PEERS"
+step doctor 300 testbedctl doctor || true
+
+# The underlay's MTU (docs/usage.md): hz's server 3 moved to node2 puts its GPUs' rail links
+# (hpn, MTU 4200) in tunnels whose 4200-byte packets the 1500-byte underlay cannot carry: up
+# refuses on each guest, naming the link and ul0's MTU, and builds nothing.
+sed '/^\[\[host\]\]/,$d' "$scn" >/tmp/hzbj-mtu.toml
+printf '[[host]]\nname = "node1"\nunderlay = "10.0.0.1"\nregions = ["hz"]\n\n[[host]]\nname = "node2"\nunderlay = "10.0.0.2"\nregions = ["bj"]\nservers = ["hz/s3"]\n' >>/tmp/hzbj-mtu.toml
+step mtu-refused 120 testbedctl up /tmp/hzbj-mtu.toml --host "$h"
+mrc=$?
+if [ "$mrc" != 2 ]; then
+  fail "up with rail tunnels over a ${LABVM_MTU}-byte underlay: exit $mrc, not 2 (mtu-refused.log)"
+  testbedctl down "$lab" --host "$h" >/dev/null 2>&1
+elif ! grep -q "mtu 4200) crosses to host" "$R/mtu-refused.log" ||
+  ! grep -q "leaves through ul0 with MTU $LABVM_MTU" "$R/mtu-refused.log"; then
+  fail "the refusal does not name the rail link's MTU 4200 and ul0's $LABVM_MTU (mtu-refused.log)"
+fi
+[ -z "$(ip netns list)" ] || fail "the refused up left namespaces: $(ip netns list | head -3)"
+
+if step up 900 testbedctl up "$scn" --host "$h"; then
+  up_ok=1
+else
+  up_ok=0
+  fail "up --host $h: exit (see up.log)"
+fi
+sync_or_fail 1
+
+gpus=()
+for s in 0 1 2 3; do for g in 0 1 2 3; do gpus+=("hz-s$s-g$g"); done; done
+for s in 0 1; do for g in 0 1; do gpus+=("bj-s$s-g$g"); done; done
+if [ "$h" = node1 ]; then me=hz-s0-g0 far=bj-s0-g0; else me=bj-s0-g0 far=hz-s0-g0; fi
+
+if [ $up_ok = 1 ]; then
+  # BGP across the tunnel: the routes between the regions come after both guests are up.
+  t0=$SECONDS
+  until ip netns exec "tb-$lab-$me" ping -c1 -W2 -q "$far" >/dev/null 2>&1; do
+    [ $((SECONDS - t0)) -lt 300 ] || break
+    sleep 1
+  done
+  if ip netns exec "tb-$lab-$me" ping -c1 -W2 -q "$far" >/dev/null 2>&1; then
+    say "converged: $me reaches $far after $((SECONDS - t0))s"
+  else
+    fail "$me never reached $far within 300s of both guests being up"
+  fi
+  # Every GPU this guest holds pings every other GPU by name (each target twice at most).
+  pings() {
+    local lab=$1 src dst n=0
+    shift
+    for src in "$@"; do
+      [ -e "/run/netns/tb-$lab-$src" ] || continue
+      for dst in "$@"; do
+        [ "$dst" != "$src" ] || continue
+        n=$((n + 1))
+        (ip netns exec "tb-$lab-$src" ping -c1 -W5 -q "$dst" >/dev/null 2>&1 ||
+          ip netns exec "tb-$lab-$src" ping -c1 -W5 -q "$dst" >/dev/null 2>&1 ||
+          echo "FAIL $src -> $dst") &
+      done
+      wait
+    done
+    echo "pings: $n pairs from this guest's GPUs"
+  }
+  export -f pings
+  step pings 600 bash -c 'pings "$@"' pings "$lab" "${gpus[@]}" || true
+  if grep -q '^FAIL' "$R/pings.log" || ! grep -q '^pings: [1-9]' "$R/pings.log"; then
+    fail "$(grep -c '^FAIL' "$R/pings.log") GPU pair(s) did not answer (pings.log)"
+  fi
+  # The seam: the underlay's round trip between the guests, and hz<->bj over the tunnel
+  # (Express Connect: 25 ms each way configured).
+  peer=${LABVM_PEERS%% *}
+  step seam-rtt 120 ping -c 20 -i 0.2 -q "$peer" || true
+  step wan-rtt 120 ip netns exec "tb-$lab-$me" ping -c 20 -i 0.2 -q "$far" || true
+fi
+sync_or_fail 2
+
+if [ $up_ok = 1 ]; then
+  step bench 300 testbedctl bench "$lab" allreduce --ranks hz/s0,bj/s0 -b 64K -e 256K -n 3 -w 1 ||
+    fail "bench allreduce across the guests (bench.log)"
+  sync_or_fail 3
+  # The class whose every link crosses the guests: the WAN's, measured over its tunnel.
+  step verify 300 testbedctl verify "$lab" --link hz/tr:ec bj/tr:ec ||
+    say "verify: exit $? (shown, not judged under TCG)"
+  sync_or_fail 4
+  step run 600 testbedctl run "$lab" --size 16K --settle 2 --timeout 20 ||
+    say "run: exit $? (shown, not judged under TCG: its [expect] bounds are timing bounds)"
+  sync_or_fail 5
+  # shellcheck disable=SC2016
+  step launch 300 testbedctl launch "$lab" --ranks hz/s0/g0,bj/s0/g0 -- \
+    sh -c 'ping -c1 -W5 -q "$MASTER_ADDR" >/dev/null && echo "rank $RANK of $WORLD_SIZE on $(hostname) reached $MASTER_ADDR"' ||
+    fail "launch with a rank on each guest (launch.log)"
+fi
+sync_or_fail 6
+
+step down 300 testbedctl down "$lab" --host "$h" || fail "down --host $h"
+left=$(ip netns list; ls /run/testbedctl 2>/dev/null; ip -d link show type vxlan)
+procs=$(ps -eo comm= | grep -E '^(tb-|testbedctl|bgpd|zebra|bfdd|watchfrr)' || true)
+[ -z "$left" ] || fail "left after down: $left"
+[ -z "$procs" ] || fail "left running after down: $procs"
+sync_or_fail 7 120
+
+# A host that dies mid-run: the lab up again on both, the same run on both; 2 s into node2's
+# timeline, node2 powers off (sysrq o: no shutdown, no FIN, the NIC gone,
+# as a pulled plug). node1's run must end within 10 s of node2's last answer on the underlay
+# (a ping every 0.2 s, timestamped) with exit 1 naming node2, and down leave nothing on node1.
+# node2 first sends its results and its verdict so far (as the init would), then dies.
+lost_host() {
+  step up-again 900 testbedctl up "$scn" --host "$h" || {
+    fail "up --host $h (again, for the lost host)"
+    return
+  }
+  sync_or_fail 8
+  t0=$SECONDS
+  until ip netns exec "tb-$lab-$me" ping -c1 -W2 -q "$far" >/dev/null 2>&1; do
+    [ $((SECONDS - t0)) -lt 300 ] || break
+    sleep 1
+  done
+  sync_or_fail 9
+  if [ "$h" = node1 ]; then
+    ping -D -i 0.2 -W1 "${LABVM_PEERS%% *}" >"$R/lost-ping.log" 2>&1 &
+    local pp=$! t_end last
+    step lost-run 180 testbedctl run "$lab" --size 16K --settle 10 --timeout 20
+    local rc=$?
+    t_end=$(date +%s.%N)
+    kill "$pp" 2>/dev/null
+    wait "$pp" 2>/dev/null
+    last=$(grep -o '^\[[0-9.]*\] .*bytes from' "$R/lost-ping.log" | tail -1 | sed 's/^\[\([0-9.]*\)\].*/\1/')
+    local gap
+    gap=$(awk -v a="$t_end" -v b="${last:-0}" 'BEGIN{printf "%.1f", a-b}')
+    say "lost host: run exit $rc, ${gap}s after node2's last answer on the underlay"
+    printf 'lost-host-gap\t%s\t%s\n' "$rc" "$gap" >>"$R/steps.tsv"
+    [ "$rc" = 1 ] || fail "the run with node2 powered off: exit $rc, not 1 (lost-run.log)"
+    grep -q node2 "$R/lost-run.log" || fail "the run's error does not name the lost host node2 (lost-run.log)"
+    [ -n "$last" ] && awk -v g="$gap" 'BEGIN{exit !(g <= 10)}' ||
+      fail "the run ended ${gap}s after node2's last answer (bound 10 s)"
+    step down-survivor 300 testbedctl down "$lab" --host "$h" || fail "down --host $h after losing node2"
+    left=$(ip netns list; ls /run/testbedctl 2>/dev/null; ip -d link show type vxlan)
+    procs=$(ps -eo comm= | grep -E '^(tb-|testbedctl|bgpd|zebra|bfdd|watchfrr)' || true)
+    [ -z "$left" ] || fail "left on the survivor: $left"
+    [ -z "$procs" ] || fail "left running on the survivor: $procs"
+  else
+    testbedctl run "$lab" --size 16K --settle 10 --timeout 20 >"$R/lost-run.log" 2>&1 &
+    t0=$SECONDS
+    # Mid-run: 2 s into the timeline (its "timeline:" line), the link-down in force.
+    until grep -q '^timeline:' "$R/lost-run.log" 2>/dev/null; do
+      [ $((SECONDS - t0)) -lt 120 ] || break
+      sleep 0.2
+    done
+    sleep 2
+    say "powering off mid-run ($(tail -n 1 "$R/lost-run.log"))"
+    say "done: $(wc -l <"$R/steps.tsv") steps, $([ -f "$R/failures" ] && wc -l <"$R/failures" || echo 0) judged failure(s)"
+    # What the init does after the command, then the plug pulled.
+    stty -F /dev/ttyS1 raw -echo 2>/dev/null
+    {
+      echo "LABVM-RESULTS-BEGIN"
+      tar -C "${R%/*}" -czf - "${R##*/}" | base64 -w 76
+      echo "LABVM-RESULTS-END"
+    } >/dev/ttyS1
+    echo "LABVM-EXIT rc=$judged"
+    echo o >/proc/sysrq-trigger
+    sleep 30
+  fi
+}
+[ $up_ok = 1 ] && [ "${LABVM_PAIR_LOST:-1}" = 1 ] && lost_host
+
+say "done: $(wc -l <"$R/steps.tsv") steps, $([ -f "$R/failures" ] && wc -l <"$R/failures" || echo 0) judged failure(s)"
+exit $judged
