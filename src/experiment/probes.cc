@@ -183,9 +183,10 @@ std::optional<probe::RttResult> parse_rtt_log(const std::string& text) {
   return result;
 }
 
-std::vector<std::vector<metrics::Interval>> ProbeSet::finish(std::vector<std::string>* errors) {
+std::vector<std::vector<metrics::Interval>> ProbeSet::finish(std::vector<std::string>* errors,
+                                                             bool now) {
   // The clients stop by count; give them until the deadline, then end them all.
-  while (monotonic_ns() < deadline_ns_) {
+  while (!now && monotonic_ns() < deadline_ns_) {
     bool running = false;
     for (int& pid : clients_)
       if (pid > 0) {

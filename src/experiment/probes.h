@@ -50,7 +50,10 @@ class ProbeSet {
   const std::string& client_log(size_t i) const { return client_logs_[i]; }
   // Waits for the clients (bounded), stops the servers; outages per pair, in pair order (none
   // for a pair whose client is on another host).
-  std::vector<std::vector<metrics::Interval>> finish(std::vector<std::string>* errors);
+  // `now`: the run was cut short (a host lost): the clients are ended at once instead of being
+  // given until the planned end.
+  std::vector<std::vector<metrics::Interval>> finish(std::vector<std::string>* errors,
+                                                     bool now = false);
   // Each pair's whole result (sent, lost, round trips) once finished; nullopt where its client
   // printed none.
   const std::vector<std::optional<probe::RttResult>>& results() const { return results_; }

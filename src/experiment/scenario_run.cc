@@ -409,9 +409,10 @@ void ScenarioRun::collect(int64_t stop_iter) {
     if (early) progress_("the command workload ended before the run did");
   }
   const auto changes = monitors_.stop();
-  const auto outages = probes_.finish(&res_.errors);
+  // Cut short, the probes' planned end is no longer the run's: they end now too.
+  const auto outages = probes_.finish(&res_.errors, cut);
   if (gold_) {
-    (void)gold_probe_.finish(&res_.errors);
+    (void)gold_probe_.finish(&res_.errors, cut);
     if (const auto& r = gold_probe_.results(); !r.empty() && r.front()) {
       gold_->measured = true;
       gold_->sent = r.front()->sent;

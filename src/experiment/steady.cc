@@ -76,7 +76,7 @@ bool SteadyWorkload::wait_iterating(int64_t n, int64_t timeout_ns, const std::at
 void SteadyWorkload::watch() {
   while (!stopping_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::lock_guard lk(mu_);
+    std::unique_lock lk(mu_);
     if (!group_ || stopping_.load()) continue;
     group_->poll();
     last_states_ = group_->ranks();
@@ -96,10 +96,14 @@ void SteadyWorkload::watch() {
     if (failed.empty()) continue;
     const std::string why = failed.front();
     if (!resilient_ || restarts_ >= kMaxRestarts) {
-      // The others fail on their own within their timeout; give them that, then end them.
+      // The others fail on their own within their timeout; give them that, then end them. The
+      // lock is let go while waiting: stop() (a run cut short by a lost host) and remote exits
+      // take it, and had waited out the whole timeout (20 s) behind it.
       const int64_t deadline = monotonic_ns() + int64_t{job_.timeout_ms} * 1'000'000;
       while (!group_->all_exited() && monotonic_ns() < deadline && !stopping_.load()) {
+        lk.unlock();
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        lk.lock();
         group_->poll();
       }
       group_->kill_all(1000);
@@ -147,10 +151,7 @@ std::vector<launch::RankExit> SteadyWorkload::rank_states() const {
 }
 
 void SteadyWorkload::stop(int timeout_ms, std::vector<std::string>* errors, int64_t stop_iter) {
-  {
-    std::lock_guard lk(mu_);
-    stopping_ = true;
-  }
+  stopping_ = true;  // atomic: the watcher reads it between its waits, with or without mu_
   if (watcher_.joinable()) watcher_.join();
   const int64_t at = stop_iter >= 0 ? stop_iter : max_iteration() + 3;
   if (on_stop_) on_stop_(at);

@@ -199,6 +199,48 @@ TEST_F(MultihostRun, AWanLinkDownOverTwoHostsHoldsItsExpectations) {
     }
 }
 
+// A host lost mid-run (its underlay cut, as a machine powered off) ends the run on the
+// coordinator within seconds, not after the timeline and the ranks' progress timeout: the
+// session's keepalive notices it (~6 s, multihost/wire.h), the run is cut short (its faults
+// reverted, the ranks killed) and exits 1 naming the host. Issue 35's bound: 10 s. A's ranks,
+// whose peers on b went silent, had held the workload's lock for their whole 20 s timeout, so
+// the run ended ~21 s after the cut (scripts/labvm pair-check) until the watcher let it go.
+TEST_F(MultihostRun, AHostCutOffMidRunEndsTheCoordinatorsRunWithinTenSeconds) {
+  // A long settle after the last step (the flap's, at ~7 s): the run would last ~27 s.
+  const std::string args = "run " + *lab_ + " --size 16K --settle 20 --timeout 20";
+  CmdResult ra, rb;
+  std::chrono::steady_clock::time_point cut{}, a_done{};
+  std::thread tb([&] { rb = hosts_->testbedctl(1, args); });
+  std::thread ta([&] {
+    ra = hosts_->testbedctl(0, args);
+    a_done = std::chrono::steady_clock::now();
+  });
+  // The timeline has begun on a (its first fault fired, so the ranks iterate): cut b off.
+  const std::string events = "/run/testbedctl/" + *lab_ + "/events.jsonl";
+  bool fired = false;
+  for (int i = 0; i < 600 && !fired; ++i) {
+    fired = hosts_->run(0, "grep -qs fault_inject " + events).rc == 0;
+    if (!fired) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(fired) << "the timeline never started on a";
+  cut = std::chrono::steady_clock::now();
+  EXPECT_EQ(hosts_->run(1, "ip link set ul0 down").rc, 0);
+  ta.join();
+  tb.join();
+  EXPECT_EQ(hosts_->run(1, "ip link set ul0 up").rc, 0);
+  const double ended_s = std::chrono::duration<double>(a_done - cut).count();
+  std::cout << "host b cut off mid-run: host a's run ended " << ended_s << " s later\n";
+  EXPECT_EQ(ra.rc, 1) << ra.out << "\n--- host b:\n" << rb.out;
+  EXPECT_LT(ended_s, 10) << ra.out;
+  EXPECT_TRUE(contains(ra.out, "host b went away")) << ra.out;
+  EXPECT_TRUE(contains(ra.out, "the run ended early")) << ra.out;
+  EXPECT_NE(rb.rc, 0) << rb.out;
+  // No rank is left on either host.
+  for (size_t h = 0; h < 2; ++h)
+    for (const auto& p : hosts_->processes(h))
+      EXPECT_FALSE(contains(p, "tb-rank")) << "host " << h << ": " << p;
+}
+
 // Without a workload (no host holds a rank) both hosts still fire their parts of the timeline.
 // The same lab run from a copy of its scenario whose [expect] cannot hold (no outage at all)
 // while both WAN links go down together (no backup: the probes across lose ~2 s; with the VPN
