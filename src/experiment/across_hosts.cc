@@ -83,7 +83,7 @@ Result<RunResult> coordinate(const scenario::Scenario& s, lab::LabState& st, con
     });
   }
   // A host that goes away mid-run (powered off, its network cut: noticed within the session's
-  // ~6 s keepalive) ends the run here at once, naming it, instead of after the timeline and
+  // ~3 s keepalive) ends the run here at once, naming it, instead of after the timeline and
   // the ranks' progress timeout (20.8 s after a guest's power-off, scripts/labvm pair-check).
   relay->on_gone([&run](const std::string&, const std::string& what) { run.cut_short(what); });
   if (auto r = run.start_probe_servers(); !r) return failed(r.error());

@@ -201,10 +201,10 @@ TEST_F(MultihostRun, AWanLinkDownOverTwoHostsHoldsItsExpectations) {
 
 // A host lost mid-run (its underlay cut, as a machine powered off) ends the run on the
 // coordinator within seconds, not after the timeline and the ranks' progress timeout: the
-// session's keepalive notices it (~6 s, multihost/wire.h), the run is cut short (its faults
-// reverted, the ranks killed) and exits 1 naming the host. Issue 35's bound: 10 s. A's ranks,
-// whose peers on b went silent, had held the workload's lock for their whole 20 s timeout, so
-// the run ended ~21 s after the cut (scripts/labvm pair-check) until the watcher let it go.
+// session's keepalive notices it (~3 s, multihost/wire.h kSilentMs), the run is cut short (its
+// faults reverted, the ranks killed) and exits 1 naming the host. Issue 35's bound: 10 s. A's
+// ranks, whose peers on b went silent, had held the workload's lock for their whole 20 s timeout,
+// so the run ended ~21 s after the cut (scripts/labvm pair-check) until the watcher let it go.
 TEST_F(MultihostRun, AHostCutOffMidRunEndsTheCoordinatorsRunWithinTenSeconds) {
   // A long settle after the last step (the flap's, at ~7 s): the run would last ~27 s.
   const std::string args = "run " + *lab_ + " --size 16K --settle 20 --timeout 20";
