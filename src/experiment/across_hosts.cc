@@ -154,8 +154,16 @@ Result<RunResult> join(const scenario::Scenario& s, lab::LabState& st, const Run
   // The relay's thread stops before `run` (and its workload) goes, however this returns.
   struct HaltFirst {
     multihost::PeerRelay& r;
-    ~HaltFirst() { r.halt(); }
+    ~HaltFirst() {
+      r.halt();
+      r.on_gone({});
+    }
   } halt_first{*relay};
+  // The coordinator gone mid-run (its machine down, the underlay cut: noticed within the
+  // session's ~3 s keepalive) ends the run here too, at once, naming it: this host's faults
+  // reverted and its ranks killed, not its whole timeline and the ranks' timeout (28.5 s after
+  // the cut on emulated hosts before).
+  relay->on_gone([&run](const std::string& what) { run.cut_short(what); });
   TB_TRY(run.prepare());
   const std::string wdir = workload_dir(run.results_dir());
   if (auto d = launch::open_results_dir(wdir + "/store"); !d)
@@ -194,12 +202,19 @@ Result<RunResult> join(const scenario::Scenario& s, lab::LabState& st, const Run
   run.collect(stop_at && stop_at->is_number_integer() ? stop_at->get<int64_t>() : -1);
   // This host's errors go in its part: the coordinator's verdict counts them.
   const nlohmann::json part_msg = {{"part", run.part_json()}};
-  TB_TRY(relay->finish(&part_msg));
-  auto verdict = relay->verdict(milliseconds(int64_t{o.timeout_ms} + 120'000), stop);
+  auto sent = relay->finish(&part_msg);
   RunResult out;
   out.gathered_on = hosts.coordinator;
   out.hosts = hosts.summary();
   out.results_dir = their_dir;
+  if (!sent) {
+    // No coordinator to judge them: this host's errors are said here (the run cut short names
+    // the host that went away).
+    out.errors = run.result().errors;
+    if (out.errors.empty()) out.errors.push_back(sent.error().message);
+    return out;
+  }
+  auto verdict = relay->verdict(milliseconds(int64_t{o.timeout_ms} + 120'000), stop);
   if (!verdict) {
     out.errors.push_back(verdict.error().message);
   } else if (!verdict->ok) {

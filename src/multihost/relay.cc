@@ -373,6 +373,7 @@ struct PeerRelay::State {
   std::vector<char> local, exit_sent;
   std::function<std::vector<RankState>()> ranks;
   std::function<void(int)> on_kill;
+  std::function<void(const std::string&)> on_gone;
   std::vector<nlohmann::json> inbox;
   std::vector<std::string> errors;
   bool gone = false;
@@ -383,12 +384,21 @@ struct PeerRelay::State {
 
   const std::string& coordinator() const { return peer.coordinator(); }
 
+  // The coordinator is gone (its connection ended): said once, to on_gone unless its verdict
+  // came first (then the end is the session's own).
+  void went(const std::string& why) {
+    if (gone) return;
+    gone = true;
+    gone_why = why;
+    const bool verdict =
+        std::any_of(inbox.begin(), inbox.end(), [](const auto& m) { return m.contains("done"); });
+    if (on_gone && !verdict) on_gone(gone_text());
+  }
   void send(const nlohmann::json& msg) {
     if (gone) return;
     if (auto s = peer.send(msg); !s) {
       errors.push_back(s.error().message);
-      gone = true;
-      gone_why = s.error().message;
+      went(s.error().message);
     }
   }
   void send_files(bool final) {
@@ -428,8 +438,7 @@ struct PeerRelay::State {
     auto got = peer.receive(wait_ms);
     if (!got) {
       errors.push_back(got.error().message);
-      gone = true;
-      gone_why = got.error().message;
+      went(got.error().message);
       cv.notify_all();
       return std::unexpected(got.error());
     }
@@ -445,8 +454,7 @@ struct PeerRelay::State {
       } else if (m.contains("kill")) {
         if (on_kill) on_kill(m.value("kill", 1000));
       } else if (m.contains("closed")) {
-        gone = true;
-        if (m.contains("why")) gone_why = m["why"].get<std::string>();
+        went(m.contains("why") ? m["why"].get<std::string>() : std::string());
       } else {
         inbox.push_back(std::move(m));
       }
@@ -500,6 +508,11 @@ void PeerRelay::attach(const Dirs& dirs, std::vector<char> local,
 void PeerRelay::on_kill(std::function<void(int)> f) {
   std::lock_guard lk(s_->mu);
   s_->on_kill = std::move(f);
+}
+
+void PeerRelay::on_gone(std::function<void(const std::string& what)> f) {
+  std::lock_guard lk(s_->mu);
+  s_->on_gone = std::move(f);
 }
 
 Status PeerRelay::send(const nlohmann::json& msg) {

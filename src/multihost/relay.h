@@ -153,6 +153,10 @@ class PeerRelay {
               std::function<std::vector<RankState>()> ranks = {});
   // {"kill": grace_ms} from the coordinator (unset: ignored, the verb's own limits act).
   void on_kill(std::function<void(int)> f);
+  // The coordinator gone before its verdict (its machine down, the underlay cut, its
+  // testbedctl killed): "host X went away (why)", once, as it is noticed (under the relay's
+  // lock, on the thread that turns). Unset: the next await or verdict says so.
+  void on_gone(std::function<void(const std::string& what)> f);
 
   Status send(const nlohmann::json& msg);
   // One turn: this host's new files and its ranks' ends out, the coordinator's messages in

@@ -209,8 +209,11 @@ TEST_F(MultihostRun, AHostCutOffMidRunEndsTheCoordinatorsRunWithinTenSeconds) {
   // A long settle after the last step (the flap's, at ~7 s): the run would last ~27 s.
   const std::string args = "run " + *lab_ + " --size 16K --settle 20 --timeout 20";
   CmdResult ra, rb;
-  std::chrono::steady_clock::time_point cut{}, a_done{};
-  std::thread tb([&] { rb = hosts_->testbedctl(1, args); });
+  std::chrono::steady_clock::time_point cut{}, a_done{}, b_done{};
+  std::thread tb([&] {
+    rb = hosts_->testbedctl(1, args);
+    b_done = std::chrono::steady_clock::now();
+  });
   std::thread ta([&] {
     ra = hosts_->testbedctl(0, args);
     a_done = std::chrono::steady_clock::now();
@@ -229,12 +232,19 @@ TEST_F(MultihostRun, AHostCutOffMidRunEndsTheCoordinatorsRunWithinTenSeconds) {
   tb.join();
   EXPECT_EQ(hosts_->run(1, "ip link set ul0 up").rc, 0);
   const double ended_s = std::chrono::duration<double>(a_done - cut).count();
-  std::cout << "host b cut off mid-run: host a's run ended " << ended_s << " s later\n";
+  const double b_ended_s = std::chrono::duration<double>(b_done - cut).count();
+  std::cout << "host b cut off mid-run: host a's run ended " << ended_s << " s later, b's own "
+            << b_ended_s << " s later\n";
   EXPECT_EQ(ra.rc, 1) << ra.out << "\n--- host b:\n" << rb.out;
   EXPECT_LT(ended_s, 10) << ra.out;
   EXPECT_TRUE(contains(ra.out, "host b went away")) << ra.out;
   EXPECT_TRUE(contains(ra.out, "the run ended early")) << ra.out;
+  // b, cut off from its coordinator, ends its part as soon (28.5 s: its whole timeline, settle
+  // and the ranks' timeout, before PeerRelay::on_gone), naming a.
   EXPECT_NE(rb.rc, 0) << rb.out;
+  EXPECT_LT(b_ended_s, 10) << rb.out;
+  EXPECT_TRUE(contains(rb.out, "host a went away")) << rb.out;
+  EXPECT_TRUE(contains(rb.out, "the run ended early")) << rb.out;
   // No rank is left on either host.
   for (size_t h = 0; h < 2; ++h)
     for (const auto& p : hosts_->processes(h))
