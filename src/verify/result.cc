@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace tb::verify {
 namespace {
 
@@ -93,6 +95,29 @@ std::string without_realtime(const std::vector<Check>& checks,
   if (who.empty()) return "";
   return "no real-time priority for a sub-millisecond delay: " + who +
          " (a user needs RLIMIT_RTPRIO, a limits.conf rtprio line; doctor's rtprio row)";
+}
+
+std::string outlier_stall(const std::vector<Check>& checks, const Measurement& m,
+                          const std::optional<HostLoad>& host) {
+  if (!host || !host->promptness || !m.rtt || m.rtt->summary.n == 0 || !missed(checks)) return "";
+  double jitter_ms = 0;
+  for (const auto& c : checks) {
+    if (c.verdict == Verdict::kFail && c.name != "jitter") return "";
+    if (c.name == "jitter") jitter_ms = c.configured;
+  }
+  if (jitter_ms <= 0) return "";
+  // Round trips cross the link's jitter twice: their standard deviation is sqrt(2) times it.
+  const double rtt_sd_ms = std::sqrt(2.0) * jitter_ms;
+  const auto& s = m.rtt->summary;
+  const double outlier_ms = (s.max - s.p50) / 1000;
+  const double stall_ms = host->promptness->late_max_us / 1000;
+  if (outlier_ms <= kOutlierSigmas * rtt_sd_ms || stall_ms < outlier_ms / 2) return "";
+  return fmt::format(
+      "the host stalled {:.1f} ms (verify's promptness watcher, its worst wake-up), and the "
+      "probes' worst round trip lay {:.1f} ms past their median, beyond {:.0f} standard "
+      "deviations of the configured jitter ({:.2f} ms over a round trip): a few probes held by "
+      "the host move a standard deviation",
+      stall_ms, outlier_ms, kOutlierSigmas, rtt_sd_ms);
 }
 
 ClassVerdict judge(const Reading& r) {

@@ -567,6 +567,44 @@ TEST(VerifyStall, ASubMsDelayMissedWithoutRealTimePriorityIsNotTheLinks) {
             std::string::npos);
 }
 
+// The reading of MultihostBench.VerifyOnBothHosts... that failed wan/vpn's jitter (2026-12-05):
+// 1 ms configured, +18% read; its worst round trip 17.96 ms past the median, and the host's
+// worst wake-up 16.2 ms late. Only the host's stall excuses the outlier, and only for jitter.
+TEST(VerifyStall, AJitterMissFromOutliersTheHostStalledForIsTheHosts) {
+  std::vector<Check> checks = {{.name = "rate", .verdict = Verdict::kNotChecked},
+                               {.name = "delay", .configured = 30, .verdict = Verdict::kPass},
+                               {.name = "jitter", .configured = 1, .verdict = Verdict::kFail}};
+  Measurement m;
+  m.rtt = probe::RttResult{};
+  m.rtt->summary.n = 800;
+  m.rtt->summary.p50 = 60217.5;
+  m.rtt->summary.max = 78176.5;
+  HostLoad h;
+  h.promptness = Promptness{};
+  h.promptness->late_max_us = 16218.4;
+  const std::string why = outlier_stall(checks, m, h);
+  EXPECT_NE(why.find("the host stalled 16.2 ms"), std::string::npos) << why;
+  EXPECT_NE(why.find("18.0 ms past their median"), std::string::npos) << why;
+  EXPECT_NE(why.find("beyond 5 standard deviations of the configured jitter (1.41 ms"),
+            std::string::npos)
+      << why;
+  h.promptness->late_max_us = 8000;  // stalls shorter than half the outlier: the link's tail
+  EXPECT_EQ(outlier_stall(checks, m, h), "");
+  h.promptness->late_max_us = 16218.4;
+  m.rtt->summary.max = 60217.5 + 7000;  // within 5 sd (7.07 ms): the configured jitter can
+  EXPECT_EQ(outlier_stall(checks, m, h), "");
+  m.rtt->summary.max = 78176.5;
+  checks[1].verdict = Verdict::kFail;  // a delay miss beside: not a standard deviation's matter
+  EXPECT_EQ(outlier_stall(checks, m, h), "");
+  checks[1].verdict = Verdict::kPass;
+  checks[2].verdict = Verdict::kPass;  // nothing missed
+  EXPECT_EQ(outlier_stall(checks, m, h), "");
+  checks[2].verdict = Verdict::kFail;
+  EXPECT_EQ(outlier_stall(checks, m, std::nullopt), "");
+  checks[2].configured = 0;  // no jitter configured
+  EXPECT_EQ(outlier_stall(checks, m, h), "");
+}
+
 // The decision, readings in, verdict out.
 TEST(VerifyStall, AReadingIsJudgedOnItsChecksAndTheHost) {
   EXPECT_EQ(judge(reading(0)), ClassVerdict::kPass);
