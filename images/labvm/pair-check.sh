@@ -280,7 +280,13 @@ lost_host() {
     sleep 30
   fi
 }
-[ $up_ok = 1 ] && [ "${LABVM_PAIR_LOST:-1}" = 1 ] && lost_host
+if [ $up_ok = 1 ] && [ "${LABVM_PAIR_LOST:-1}" = 1 ]; then
+  lost_host
+else
+  # The guest that reached barrier 7 last went on at once; the other may still be polling for
+  # it: answer a little longer before this guest powers off.
+  sleep 3
+fi
 
 say "done: $(wc -l <"$R/steps.tsv") steps, $([ -f "$R/failures" ] && wc -l <"$R/failures" || echo 0) judged failure(s)"
 exit $judged

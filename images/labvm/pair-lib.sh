@@ -25,8 +25,9 @@ barrier() {
 
 # slurm_start [LIMIT]: makes this guest a node of the run's Slurm cluster, as an administrator
 # would with the two files scripts/labvm handed every guest (/labvm/slurm: pair_slurm_files):
-# the munge key into /etc/munge (owner munge, mode 0400), slurm.conf into /etc/slurm; then
-# munged (as munge), slurmctld on the first guest (SlurmctldHost), slurmd on every guest. Returns
+# the munge key into /etc/munge (owner munge, mode 0400), slurm.conf and cgroup.conf into
+# /etc/slurm; then munged (as munge), slurmctld on the first guest (SlurmctldHost), slurmd on
+# every guest. Returns
 # 0 once munge answers here and sinfo shows every guest's node idle, 1 after LIMIT seconds
 # (default 300) saying what was missing (the daemons' logs: /var/log/munge, /var/log/slurm).
 slurm_start() {
@@ -39,9 +40,11 @@ slurm_start() {
   install -d -o munge -g munge -m 0755 /run/munge
   install -o munge -g munge -m 0400 "$d/munge.key" /etc/munge/munge.key
   install -d -m 0755 /etc/slurm
-  install -m 0644 "$d/slurm.conf" /etc/slurm/slurm.conf
+  install -m 0644 "$d/slurm.conf" "$d/cgroup.conf" /etc/slurm/
   install -d -o slurm -g slurm -m 0755 /var/lib/slurm /var/lib/slurm/slurmctld /var/log/slurm
   install -d -m 0755 /var/lib/slurm/slurmd
+  # Where slurmd makes its step daemons' cgroup scope (cgroup.conf: IgnoreSystemd, so not systemd).
+  install -d -m 0755 /sys/fs/cgroup/system.slice
   runuser -u munge -- /usr/sbin/munged || {
     echo "pair[$LABVM_HOST]: munged did not start ($(tail -n 3 /var/log/munge/munged.log 2>/dev/null))" >&2
     return 1
