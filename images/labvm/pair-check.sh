@@ -26,7 +26,8 @@
 # Shown, not judged, under plain TCG: verify and run, whose bounds are timing bounds (a guest's
 # timers fire late by the host's load, docs/lab-vm.md); their exit and report are kept in
 # results/. Each step's output is results/<step>.log, its exit and seconds results/steps.tsv
-# (node1's has the Slurm-driven steps; srun gathers every task's output into node1's log).
+# (node1's has the Slurm-driven steps; srun gathers every task's output into node1's log);
+# slurm.conf and cgroup.conf are kept there, the daemons' logs in results/slurm-logs/.
 set -u
 # shellcheck source=images/labvm/pair-lib.sh
 . /opt/testbedctl/images/labvm/pair-lib.sh
@@ -122,6 +123,7 @@ step slurm 420 bash -c '. /opt/testbedctl/images/labvm/pair-lib.sh && slurm_star
   slurm_ok=0
   fail "this guest did not become a node of the Slurm cluster (slurm.log)"
 }
+cp /etc/slurm/slurm.conf /etc/slurm/cgroup.conf "$R/" 2>/dev/null
 sync_or_fail 1
 
 gpus=()
@@ -288,5 +290,7 @@ else
   sleep 3
 fi
 
+mkdir -p "$R/slurm-logs"
+cp /var/log/slurm/*.log /var/log/munge/munged.log "$R/slurm-logs/" 2>/dev/null
 say "done: $(wc -l <"$R/steps.tsv") steps, $([ -f "$R/failures" ] && wc -l <"$R/failures" || echo 0) judged failure(s)"
 exit $judged

@@ -24,12 +24,12 @@ barrier() {
 }
 
 # slurm_start [LIMIT]: makes this guest a node of the run's Slurm cluster, as an administrator
-# would with the two files scripts/labvm handed every guest (/labvm/slurm: pair_slurm_files):
-# the munge key into /etc/munge (owner munge, mode 0400), slurm.conf and cgroup.conf into
+# would with the files scripts/labvm handed every guest (/labvm/slurm: pair_slurm_files): the
+# munge key into /etc/munge (owner munge, mode 0400), slurm.conf and cgroup.conf into
 # /etc/slurm; then munged (as munge), slurmctld on the first guest (SlurmctldHost), slurmd on
-# every guest. Returns
-# 0 once munge answers here and sinfo shows every guest's node idle, 1 after LIMIT seconds
-# (default 300) saying what was missing (the daemons' logs: /var/log/munge, /var/log/slurm).
+# every guest. Returns 0 once munge answers here and sinfo shows every guest's node idle, 1
+# after LIMIT seconds (default 300) saying what was missing (the daemons' logs: /var/log/munge,
+# /var/log/slurm).
 slurm_start() {
   local limit=${1:-300} t0=$SECONDS d=/labvm/slurm st="" n
   [ -f "$d/munge.key" ] && [ -f "$d/slurm.conf" ] || {
