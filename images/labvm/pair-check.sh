@@ -1,24 +1,33 @@
 #!/bin/bash
 # The two-guest check (`scripts/labvm pair-check`; issue 35): run on both guests of `scripts/labvm
 # pair` at once, node1 holding hz and node2 bj of hz-bj (the [[host]] names of docs/usage.md's
-# example), each on its own kernel, joined by the virtual underlay (10.0.0.0/24). In order, with a
-# barrier (pair-lib.sh) between steps so both guests run each verb together as srun would:
-#   up --host on each guest; hz and bj reach each other over Express Connect (BGP across the
-#   tunnel, bounded wait); every GPU pings every other by name from the guest that holds it;
-#   the seam's RTT (the underlay, guest to guest) and hz<->bj's over the tunnel; bench allreduce
-#   with ranks on both guests (values checked); verify across the guests; run of a short
-#   timeline (a WAN link-down of Express Connect on both tunnel ends, a flap inside hz); launch
-#   of a program with a rank on each guest (each rank pings MASTER_ADDR across the seam); down
-#   on each guest leaves no namespace, state, tunnel or lab process. Then a host lost mid-run
-#   (lost_host below; LABVM_PAIR_LOST=0 skips it): up again, the same run on both, node2 powers
-#   off mid-run, node1's run ends within 10 s with exit 1 naming node2, down leaves nothing on
-#   node1.
-# Judged (the exit status): the underlay-MTU refusal first (hz/s3 moved to node2: its rail
-# tunnels' 4200-byte packets over the 1500-byte underlay), up, convergence, every ping, bench,
-# launch, down and what it leaves, the lost host's end.
+# example), each on its own kernel, joined by the virtual underlay (10.0.0.0/24). First every
+# guest becomes a node of a Slurm cluster (pair-lib.sh's slurm_start: the munge key and
+# slurm.conf scripts/labvm made for this run; slurmctld on node1, slurmd on both; both idle in
+# sinfo). Then node1 drives the lab through Slurm, as docs/usage.md's "Started by Slurm" says
+# (scripts/tb-srun for the testbedctl verbs, srun with a task on each guest for the checks),
+# while node2 only serves as a Slurm node:
+#   srun runs a task on each guest's own kernel (node names and boot ids come back); up of the
+#   underlay-MTU case is refused on both; tb-srun up; hz and bj reach each other over Express
+#   Connect (BGP across the tunnel, bounded wait); every GPU pings every other by name, from the
+#   guest that holds it (a task on each); the seam's RTT (the underlay, guest to guest) and
+#   hz<->bj's over the tunnel; bench allreduce with ranks on both guests (values checked); verify
+#   across the guests; run of a short timeline (a WAN link-down of Express Connect on both
+#   tunnel ends, a flap inside hz); launch of a program with a rank on each guest (each rank
+#   pings MASTER_ADDR across the seam); tb-srun down, then no namespace, state, tunnel or lab
+#   process on either guest (a task on each looks). Then, by hand on each guest with barriers
+#   (pair-lib.sh; powering a machine off is not Slurm's), a host lost mid-run (lost_host below;
+#   LABVM_PAIR_LOST=0 skips it): up again, the same run on both, node2 powers off mid-run,
+#   node1's run ends within 10 s with exit 1 naming node2, down leaves nothing on node1.
+# Judged (the exit status): Slurm on both guests and srun's tasks on both kernels, the
+# underlay-MTU refusal (hz/s3 moved to node2: its rail tunnels' 4200-byte packets over the
+# 1500-byte underlay) leaving nothing, up, convergence, every ping, bench, launch, down and what
+# it leaves on each guest, the lost host's end.
 # Shown, not judged, under plain TCG: verify and run, whose bounds are timing bounds (a guest's
 # timers fire late by the host's load, docs/lab-vm.md); their exit and report are kept in
-# results/. Each step's output is results/<step>.log, its exit and seconds results/steps.tsv.
+# results/. Each step's output is results/<step>.log, its exit and seconds results/steps.tsv
+# (node1's has the Slurm-driven steps; srun gathers every task's output into node1's log);
+# slurm.conf and cgroup.conf are kept there, the daemons' logs in results/slurm-logs/.
 set -u
 # shellcheck source=images/labvm/pair-lib.sh
 . /opt/testbedctl/images/labvm/pair-lib.sh
@@ -26,7 +35,8 @@ R=${TESTBEDCTL_RESULTS_DIR:-/opt/testbedctl/results}
 mkdir -p "$R"
 h=$LABVM_HOST
 lab=hzbj
-scn=/tmp/hzbj-2hosts.toml
+scn=/tmp/hzbj-2hosts.toml # written on every guest: tb-srun wants the file at one path on each node
+tbsrun=/opt/testbedctl/scripts/tb-srun
 judged=0
 say() { echo "pair-check[$h]: $*"; }
 
@@ -77,6 +87,9 @@ regions = ["bj"]
 EOF
 } >"$scn"
 cp "$scn" "$R/scenario.toml"
+# The underlay-MTU case (drive, below): hz's server 3 moved to node2.
+sed '/^\[\[host\]\]/,$d' "$scn" >/tmp/hzbj-mtu.toml
+printf '[[host]]\nname = "node1"\nunderlay = "10.0.0.1"\nregions = ["hz"]\n\n[[host]]\nname = "node2"\nunderlay = "10.0.0.2"\nregions = ["bj"]\nservers = ["hz/s3"]\n' >>/tmp/hzbj-mtu.toml
 
 # step NAME LIMIT CMD...: runs CMD bounded by LIMIT seconds, its output in $R/NAME.log (and on
 # the console), its exit and wall seconds in $R/steps.tsv; returns CMD's exit.
@@ -103,101 +116,109 @@ sync_or_fail() { barrier "$1" "${2:-900}" || fail "barrier $1: the other guest d
 say "kernel $(uname -r), boot id $(cat /proc/sys/kernel/random/boot_id), $(nproc) CPU, peers: $LABVM_PEERS"
 step doctor 300 testbedctl doctor || true
 
-# The underlay's MTU (docs/usage.md): hz's server 3 moved to node2 puts its GPUs' rail links
-# (hpn, MTU 4200) in tunnels whose 4200-byte packets the 1500-byte underlay cannot carry: up
-# refuses on each guest, naming the link and ul0's MTU, and builds nothing.
-sed '/^\[\[host\]\]/,$d' "$scn" >/tmp/hzbj-mtu.toml
-printf '[[host]]\nname = "node1"\nunderlay = "10.0.0.1"\nregions = ["hz"]\n\n[[host]]\nname = "node2"\nunderlay = "10.0.0.2"\nregions = ["bj"]\nservers = ["hz/s3"]\n' >>/tmp/hzbj-mtu.toml
-step mtu-refused 120 testbedctl up /tmp/hzbj-mtu.toml --host "$h"
-mrc=$?
-if [ "$mrc" != 2 ]; then
-  fail "up with rail tunnels over a ${LABVM_MTU}-byte underlay: exit $mrc, not 2 (mtu-refused.log)"
-  testbedctl down "$lab" --host "$h" >/dev/null 2>&1
-elif ! grep -q "mtu 4200) crosses to host" "$R/mtu-refused.log" ||
-  ! grep -q "leaves through ul0 with MTU $LABVM_MTU" "$R/mtu-refused.log"; then
-  fail "the refusal does not name the rail link's MTU 4200 and ul0's $LABVM_MTU (mtu-refused.log)"
-fi
-[ -z "$(ip netns list)" ] || fail "the refused up left namespaces: $(ip netns list | head -3)"
-
-if step up 900 testbedctl up "$scn" --host "$h"; then
-  up_ok=1
-else
-  up_ok=0
-  fail "up --host $h: exit (see up.log)"
-fi
+# Slurm: every guest a node of the run's cluster (slurm_start: the munge key and slurm.conf
+# scripts/labvm handed every guest; slurmctld on node1, slurmd on each), then both idle in sinfo.
+slurm_ok=1
+step slurm 420 bash -c '. /opt/testbedctl/images/labvm/pair-lib.sh && slurm_start 360' || {
+  slurm_ok=0
+  fail "this guest did not become a node of the Slurm cluster (slurm.log)"
+}
+cp /etc/slurm/slurm.conf /etc/slurm/cgroup.conf "$R/" 2>/dev/null
 sync_or_fail 1
 
 gpus=()
 for s in 0 1 2 3; do for g in 0 1 2 3; do gpus+=("hz-s$s-g$g"); done; done
 for s in 0 1; do for g in 0 1; do gpus+=("bj-s$s-g$g"); done; done
-if [ "$h" = node1 ]; then me=hz-s0-g0 far=bj-s0-g0; else me=bj-s0-g0 far=hz-s0-g0; fi
+nodes=${LABVM_GUESTS// /,}
+# srun with one task on every guest, for what is not a testbedctl verb (tb-srun runs those).
+on_all=(srun -N "$(wc -w <<<"$LABVM_GUESTS")" -w "$nodes" --ntasks-per-node=1)
 
-if [ $up_ok = 1 ]; then
-  # BGP across the tunnel: the routes between the regions come after both guests are up.
-  t0=$SECONDS
-  until ip netns exec "tb-$lab-$me" ping -c1 -W2 -q "$far" >/dev/null 2>&1; do
-    [ $((SECONDS - t0)) -lt 300 ] || break
-    sleep 1
-  done
-  if ip netns exec "tb-$lab-$me" ping -c1 -W2 -q "$far" >/dev/null 2>&1; then
-    say "converged: $me reaches $far after $((SECONDS - t0))s"
-  else
-    fail "$me never reached $far within 300s of both guests being up"
+# node1 drives the lab, every verb through Slurm (scripts/tb-srun, as docs/usage.md's "Started by
+# Slurm"); node2 is a Slurm node only, waiting at barrier 7 until node1 is done.
+drive() {
+  local me=hz-s0-g0 far=bj-s0-g0 up_ok=1
+  # Slurm runs a task on each guest's own kernel: each answers with its node name and boot id.
+  # shellcheck disable=SC2016 # expanded on each node
+  step srun-hosts 300 "${on_all[@]}" bash -c 'echo "$SLURMD_NODENAME $(cat /proc/sys/kernel/random/boot_id)"' ||
+    fail "srun with a task on each guest (srun-hosts.log)"
+  local mine
+  mine=$(cat /proc/sys/kernel/random/boot_id)
+  if [ "$(grep -c '^node[0-9]* ' "$R/srun-hosts.log")" != 2 ] ||
+    [ "$(awk '/^node[0-9]* /{print $2}' "$R/srun-hosts.log" | sort -u | wc -l)" != 2 ] ||
+    ! grep -qx "node1 $mine" "$R/srun-hosts.log"; then
+    fail "srun's tasks did not answer from both guests' own kernels (srun-hosts.log; node1's boot id $mine)"
   fi
-  # Every GPU this guest holds pings every other GPU by name (each target twice at most).
-  pings() {
-    local lab=$1 src dst n=0
-    shift
-    for src in "$@"; do
-      [ -e "/run/netns/tb-$lab-$src" ] || continue
-      for dst in "$@"; do
-        [ "$dst" != "$src" ] || continue
-        n=$((n + 1))
-        (ip netns exec "tb-$lab-$src" ping -c1 -W5 -q "$dst" >/dev/null 2>&1 ||
-          ip netns exec "tb-$lab-$src" ping -c1 -W5 -q "$dst" >/dev/null 2>&1 ||
-          echo "FAIL $src -> $dst") &
-      done
-      wait
-    done
-    echo "pings: $n pairs from this guest's GPUs"
+
+  # The underlay's MTU (docs/usage.md): hz's server 3 moved to node2 puts its GPUs' rail links
+  # (hpn, MTU 4200) in tunnels whose 4200-byte packets the 1500-byte underlay cannot carry: up
+  # refuses on each guest, naming the link and ul0's MTU, and builds nothing on either.
+  step mtu-refused 300 "$tbsrun" up /tmp/hzbj-mtu.toml
+  local mrc=$?
+  if [ "$mrc" != 2 ]; then
+    fail "up with rail tunnels over a ${LABVM_MTU}-byte underlay: exit $mrc, not 2 (mtu-refused.log)"
+    "$tbsrun" down /tmp/hzbj-mtu.toml >/dev/null 2>&1
+  elif ! grep -q "mtu 4200) crosses to host" "$R/mtu-refused.log" ||
+    ! grep -q "leaves through ul0 with MTU $LABVM_MTU" "$R/mtu-refused.log"; then
+    fail "the refusal does not name the rail link's MTU 4200 and ul0's $LABVM_MTU (mtu-refused.log)"
+  fi
+  # shellcheck disable=SC2016 # expanded on each node
+  step mtu-left 120 "${on_all[@]}" bash -c 'ip netns list | sed "s/^/$(hostname): /"'
+  [ ! -s "$R/mtu-left.log" ] || fail "the refused up left namespaces: $(head -3 "$R/mtu-left.log")"
+
+  step up 900 "$tbsrun" up "$scn" || {
+    up_ok=0
+    fail "tb-srun up: exit (see up.log)"
   }
-  export -f pings
-  step pings 600 bash -c 'pings "$@"' pings "$lab" "${gpus[@]}" || true
-  if grep -q '^FAIL' "$R/pings.log" || ! grep -q '^pings: [1-9]' "$R/pings.log"; then
-    fail "$(grep -c '^FAIL' "$R/pings.log") GPU pair(s) did not answer (pings.log)"
+  if [ $up_ok = 1 ]; then
+    # BGP across the tunnel: the routes between the regions come after both guests are up.
+    local t0=$SECONDS
+    until ip netns exec "tb-$lab-$me" ping -c1 -W2 -q "$far" >/dev/null 2>&1; do
+      [ $((SECONDS - t0)) -lt 300 ] || break
+      sleep 1
+    done
+    if ip netns exec "tb-$lab-$me" ping -c1 -W2 -q "$far" >/dev/null 2>&1; then
+      say "converged: $me reaches $far after $((SECONDS - t0))s"
+    else
+      fail "$me never reached $far within 300s of tb-srun up"
+    fi
+    # Every GPU pings every other by name, from the guest that holds it: a task on each guest.
+    step pings 600 "${on_all[@]}" bash -c '. /opt/testbedctl/images/labvm/pair-lib.sh && pings "$@"' pings "$lab" "${gpus[@]}" || true
+    if grep -q '^FAIL' "$R/pings.log" || [ "$(grep -c '^pings: [1-9]' "$R/pings.log")" != 2 ]; then
+      fail "$(grep -c '^FAIL' "$R/pings.log") GPU pair(s) did not answer, or a guest did not report (pings.log)"
+    fi
+    # The seam: the underlay's round trip between the guests, and hz<->bj over the tunnel
+    # (Express Connect: 25 ms each way configured).
+    step seam-rtt 120 ping -c 20 -i 0.2 -q "${LABVM_PEERS%% *}" || true
+    step wan-rtt 120 ip netns exec "tb-$lab-$me" ping -c 20 -i 0.2 -q "$far" || true
+
+    step bench 300 "$tbsrun" -w "$nodes" -- bench "$lab" allreduce --ranks hz/s0,bj/s0 -b 64K -e 256K -n 3 -w 1 ||
+      fail "bench allreduce across the guests through tb-srun (bench.log)"
+    # The class whose every link crosses the guests: the WAN's, measured over its tunnel.
+    step verify 300 "$tbsrun" -w "$nodes" -- verify "$lab" --link hz/tr:ec bj/tr:ec ||
+      say "verify: exit $? (shown, not judged under TCG)"
+    step run 600 "$tbsrun" -w "$nodes" -- run "$lab" --size 16K --settle 2 --timeout 20 ||
+      say "run: exit $? (shown, not judged under TCG: its [expect] bounds are timing bounds)"
+    # shellcheck disable=SC2016
+    step launch 300 "$tbsrun" -w "$nodes" -- launch "$lab" --ranks hz/s0/g0,bj/s0/g0 -- \
+      sh -c 'ping -c1 -W5 -q "$MASTER_ADDR" >/dev/null && echo "rank $RANK of $WORLD_SIZE on $(hostname) reached $MASTER_ADDR"' ||
+      fail "launch with a rank on each guest through tb-srun (launch.log)"
   fi
-  # The seam: the underlay's round trip between the guests, and hz<->bj over the tunnel
-  # (Express Connect: 25 ms each way configured).
-  peer=${LABVM_PEERS%% *}
-  step seam-rtt 120 ping -c 20 -i 0.2 -q "$peer" || true
-  step wan-rtt 120 ip netns exec "tb-$lab-$me" ping -c 20 -i 0.2 -q "$far" || true
-fi
-sync_or_fail 2
 
-if [ $up_ok = 1 ]; then
-  step bench 300 testbedctl bench "$lab" allreduce --ranks hz/s0,bj/s0 -b 64K -e 256K -n 3 -w 1 ||
-    fail "bench allreduce across the guests (bench.log)"
-  sync_or_fail 3
-  # The class whose every link crosses the guests: the WAN's, measured over its tunnel.
-  step verify 300 testbedctl verify "$lab" --link hz/tr:ec bj/tr:ec ||
-    say "verify: exit $? (shown, not judged under TCG)"
-  sync_or_fail 4
-  step run 600 testbedctl run "$lab" --size 16K --settle 2 --timeout 20 ||
-    say "run: exit $? (shown, not judged under TCG: its [expect] bounds are timing bounds)"
-  sync_or_fail 5
-  # shellcheck disable=SC2016
-  step launch 300 testbedctl launch "$lab" --ranks hz/s0/g0,bj/s0/g0 -- \
-    sh -c 'ping -c1 -W5 -q "$MASTER_ADDR" >/dev/null && echo "rank $RANK of $WORLD_SIZE on $(hostname) reached $MASTER_ADDR"' ||
-    fail "launch with a rank on each guest (launch.log)"
+  step down 300 "$tbsrun" down "$scn" || fail "tb-srun down"
+  step left 120 "${on_all[@]}" bash -c '. /opt/testbedctl/images/labvm/pair-lib.sh && leftovers'
+  [ ! -s "$R/left.log" ] || fail "left after down: $(head -5 "$R/left.log")"
+  [ $up_ok = 1 ]
+}
+up_ok=1
+if [ "$h" = node1 ]; then
+  if [ $slurm_ok = 1 ]; then
+    drive || up_ok=0
+  else
+    up_ok=0
+  fi
 fi
-sync_or_fail 6
-
-step down 300 testbedctl down "$lab" --host "$h" || fail "down --host $h"
-left=$(ip netns list; ls /run/testbedctl 2>/dev/null; ip -d link show type vxlan)
-procs=$(ps -eo comm= | grep -E '^(tb-|testbedctl|bgpd|zebra|bfdd|watchfrr)' || true)
-[ -z "$left" ] || fail "left after down: $left"
-[ -z "$procs" ] || fail "left running after down: $procs"
-sync_or_fail 7 120
+sync_or_fail 7 1200
+if [ "$h" = node1 ]; then me=hz-s0-g0 far=bj-s0-g0; else me=bj-s0-g0 far=hz-s0-g0; fi
 
 # A host that dies mid-run: the lab up again on both, the same run on both; 2 s into node2's
 # timeline, node2 powers off (sysrq o: no shutdown, no FIN, the NIC gone,
@@ -261,7 +282,15 @@ lost_host() {
     sleep 30
   fi
 }
-[ $up_ok = 1 ] && [ "${LABVM_PAIR_LOST:-1}" = 1 ] && lost_host
+if [ $up_ok = 1 ] && [ "${LABVM_PAIR_LOST:-1}" = 1 ]; then
+  lost_host
+else
+  # The guest that reached barrier 7 last went on at once; the other may still be polling for
+  # it: answer a little longer before this guest powers off.
+  sleep 3
+fi
 
+mkdir -p "$R/slurm-logs"
+cp /var/log/slurm/*.log /var/log/munge/munged.log "$R/slurm-logs/" 2>/dev/null
 say "done: $(wc -l <"$R/steps.tsv") steps, $([ -f "$R/failures" ] && wc -l <"$R/failures" || echo 0) judged failure(s)"
 exit $judged

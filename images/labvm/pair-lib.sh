@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Helpers for scripts run on every guest of `scripts/labvm pair` (source it; pair-guest.sh set
-# LABVM_HOST, LABVM_PEERS and /etc/hosts).
+# LABVM_HOST, LABVM_PEERS and /etc/hosts): barrier, slurm_start, pings, leftovers.
 #
 # barrier N [LIMIT]: this guest has reached point N (1..126) of the script; returns 0 once every
 # other guest has reached it too, 1 after LIMIT seconds (default 600) naming who has not. Each
@@ -21,4 +21,84 @@ barrier() {
       sleep 0.3
     done
   done
+}
+
+# slurm_start [LIMIT]: makes this guest a node of the run's Slurm cluster, as an administrator
+# would with the files scripts/labvm handed every guest (/labvm/slurm: pair_slurm_files): the
+# munge key into /etc/munge (owner munge, mode 0400), slurm.conf and cgroup.conf into
+# /etc/slurm; then munged (as munge), slurmctld on the first guest (SlurmctldHost), slurmd on
+# every guest. Returns 0 once munge answers here and sinfo shows every guest's node idle, 1
+# after LIMIT seconds (default 300) saying what was missing (the daemons' logs: /var/log/munge,
+# /var/log/slurm).
+slurm_start() {
+  local limit=${1:-300} t0=$SECONDS d=/labvm/slurm st="" n
+  [ -f "$d/munge.key" ] && [ -f "$d/slurm.conf" ] || {
+    echo "pair[$LABVM_HOST]: no munge key or slurm.conf in $d (run through scripts/labvm pair)" >&2
+    return 1
+  }
+  install -d -o munge -g munge -m 0700 /etc/munge /var/lib/munge /var/log/munge
+  install -d -o munge -g munge -m 0755 /run/munge
+  install -o munge -g munge -m 0400 "$d/munge.key" /etc/munge/munge.key
+  install -d -m 0755 /etc/slurm
+  install -m 0644 "$d/slurm.conf" "$d/cgroup.conf" /etc/slurm/
+  install -d -o slurm -g slurm -m 0755 /var/lib/slurm /var/lib/slurm/slurmctld /var/log/slurm
+  install -d -m 0755 /var/lib/slurm/slurmd
+  # Where slurmd makes its step daemons' cgroup scope (cgroup.conf: IgnoreSystemd, so not systemd).
+  install -d -m 0755 /sys/fs/cgroup/system.slice
+  runuser -u munge -- /usr/sbin/munged || {
+    echo "pair[$LABVM_HOST]: munged did not start ($(tail -n 3 /var/log/munge/munged.log 2>/dev/null))" >&2
+    return 1
+  }
+  until munge -n 2>/dev/null | unmunge >/dev/null 2>&1; do
+    [ $((SECONDS - t0)) -lt "$limit" ] || {
+      echo "pair[$LABVM_HOST]: munge did not answer within ${limit}s" >&2
+      return 1
+    }
+    sleep 0.5
+  done
+  # SlurmctldHost's guest (the first) runs the controller; every guest a node daemon.
+  if grep -q "^SlurmctldHost=$LABVM_HOST(" /etc/slurm/slurm.conf; then
+    slurmctld || { echo "pair[$LABVM_HOST]: slurmctld did not start" >&2; return 1; }
+  fi
+  slurmd || { echo "pair[$LABVM_HOST]: slurmd did not start" >&2; return 1; }
+  n=$(grep -c '^NodeName=' /etc/slurm/slurm.conf)
+  until st=$(sinfo -h -N -o '%N %t' 2>/dev/null) && [ "$(grep -c ' idle$' <<<"$st")" = "$n" ]; do
+    [ $((SECONDS - t0)) -lt "$limit" ] || {
+      echo "pair[$LABVM_HOST]: not all $n nodes idle within ${limit}s; sinfo: $(paste -sd' ' <<<"${st:-nothing}")" >&2
+      return 1
+    }
+    sleep 1
+  done
+  echo "pair[$LABVM_HOST]: Slurm up after $((SECONDS - t0))s: $(paste -sd' ' <<<"$st")"
+}
+
+# pings LAB GPU...: every GPU of LAB that this guest holds pings every other GPU by name (each
+# target twice at most); prints "FAIL SRC -> DST" for each pair that did not answer, then
+# "pings: N pairs from HOST's GPUs". pair-check.sh runs it on every guest at once through srun.
+pings() {
+  local lab=$1 src dst n=0
+  shift
+  for src in "$@"; do
+    [ -e "/run/netns/tb-$lab-$src" ] || continue
+    for dst in "$@"; do
+      [ "$dst" != "$src" ] || continue
+      n=$((n + 1))
+      (ip netns exec "tb-$lab-$src" ping -c1 -W5 -q "$dst" >/dev/null 2>&1 ||
+        ip netns exec "tb-$lab-$src" ping -c1 -W5 -q "$dst" >/dev/null 2>&1 ||
+        echo "FAIL $src -> $dst") &
+    done
+    wait
+  done
+  echo "pings: $n pairs from $(hostname)'s GPUs"
+}
+
+# leftovers: what a lab left on this guest after down (namespaces, testbedctl's state, VXLAN
+# devices, lab processes), one "HOST: ..." line each; nothing when there is none.
+leftovers() {
+  local left procs
+  left=$(ip netns list; ls /run/testbedctl 2>/dev/null; ip -d link show type vxlan)
+  procs=$(ps -eo comm= | grep -E '^(tb-|testbedctl|bgpd|zebra|bfdd|watchfrr)' || true)
+  [ -z "$left" ] || echo "$left" | sed "s/^/$(hostname): left: /"
+  [ -z "$procs" ] || echo "$procs" | sed "s/^/$(hostname): running: /"
+  return 0
 }
