@@ -73,7 +73,13 @@ dev=$me-$ifn
 run rdma-link 10 ip netns exec "$me" rdma link show || true
 gid=$(testbedctl status "$lab" --json 2>/dev/null | tr -d ' \n' | grep -o "\"gid_index\":[0-9]*,\"ifname\":\"$ifn\",\"name\":\"$dev\"" | sed 's/"gid_index":\([0-9]*\),.*/\1/')
 addr=$(ip -n "$me" -4 -o addr show dev "$ifn" | awk '{print $4}' | cut -d/ -f1)
-say "$me: rail port $ifn, rxe $dev, GID index ${gid:-?}, rail address $addr, active_mtu $(cat /sys/class/infiniband/"$dev"/ports/1/active_mtu 2>/dev/null || echo ?); far end $far at $fara"
+say "$me: rail port $ifn, rxe $dev, GID index ${gid:-?}, rail address $addr; far end $far at $fara"
+# Each rail port's netdev MTU (a port whose link crosses the seam is a VXLAN device: the link's
+# MTU less 50) and its rxe device's RoCE MTU (rxe takes the largest of 1024/2048/4096 that fits
+# the netdev's MTU less its headers).
+for p in $(ip -n "$me" -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^rail'); do
+  say "$me $p: $(ip -n "$me" -d -o link show "$p" | grep -o 'mtu [0-9]*\|vxlan id [0-9]*\|veth' | tr '\n' ' ')rxe $me-$p $(ibv_devinfo -d "$me-$p" 2>/dev/null | awk '/active_mtu/{print "active_mtu", $2}')"
+done
 gid=${gid:-1}
 
 # The rail across the seam answers (the routes are the ToR's on node1: bounded wait).
@@ -84,7 +90,7 @@ until ip netns exec "$me" ping -c1 -W2 -q "$far" >/dev/null 2>&1; do
 done
 run ping-rail 40 ip netns exec "$me" ping -c10 -i0.2 -W3 "$far" || fail "$me cannot ping $far over the rail"
 run ping-rail-4000df 20 ip netns exec "$me" ping -c3 -W3 -M "do" -s 4000 "$far" || fail "4000-byte DF ping over the rail across the seam"
-say "before RoCE: $dev $(counters "$dev")"
+for p in raila railb rail; do [ -e "/sys/class/infiniband/$me-$p" ] && say "before RoCE: $me-$p $(counters "$me-$p")"; done
 barrier 2 300 || fail "barrier 2"
 
 # server/client pairs: node1's hz/s0/g0 serves, node2's hz/s3/g0 dials. Each pair: the server
@@ -113,7 +119,7 @@ pair_step send-lat 90 4 ib_send_lat -R -d "$dev" -x "$gid" -s 64 -n 200 -F -- \
   ib_send_lat -R -d "$dev" -x "$gid" -s 64 -n 200 -F
 pair_step send-bw 120 5 ib_send_bw -R -d "$dev" -x "$gid" -s 65536 -n 200 -F -m 4096 --report_gbits -- \
   ib_send_bw -R -d "$dev" -x "$gid" -s 65536 -n 200 -F -m 4096 --report_gbits
-say "after RoCE: $dev $(counters "$dev")"
+for p in raila railb rail; do [ -e "/sys/class/infiniband/$me-$p" ] && say "after RoCE: $me-$p $(counters "$me-$p")"; done
 barrier 6 300 || fail "barrier 6"
 
 # testbedctl's own: AllReduce between the two GPUs, rail pair across the seam, rdma then tcp.
