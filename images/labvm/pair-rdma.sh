@@ -3,8 +3,9 @@
 # scripts/labvm pair --underlay-mtu 9000 -- /opt/testbedctl/images/labvm/pair-rdma.sh).
 # Two guests (each its own kernel, with rdma_rxe), hz-bj with hz/s0..s2 on node1 and bj plus hz's
 # server 3 on node2, so hz/s3's GPUs' rail links (hpn, MTU 4200) are VXLAN tunnels over the
-# underlay (which must take their 4250-byte packets: a 9000-byte one). Then, between hz/s0/g0
-# (node1) and hz/s3/g0 (node2), each over its rxe device on the rail, across the seam:
+# underlay, which must take their 4200-byte packets (the tunnel's MTU 4150 plus 50 of VXLAN): a
+# 9000-byte one. Then, between hz/s0/g0 (node1) and hz/s3/g0 (node2), each over its rxe device
+# on the rail port its route takes, across the seam:
 #   rping (rdma_cm, RC, 10 round trips of 64 bytes), ib_send_lat -R and ib_send_bw -R (perftest
 #   through rdma_cm: 64 B latency, 64 KiB messages), the rxe devices' hw_counters before and
 #   after; then testbedctl bench allreduce --ranks hz/s0/g0,hz/s3/g0 over --transport rdma and
