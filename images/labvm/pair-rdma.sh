@@ -14,7 +14,7 @@
 #   figures of the emulation, not of RoCE.
 # Exit: 0 when up, the convergence, rping, both perftests and both benches exited 0 (the bench
 # with --transport rdma naming rdma in its report); else 1 (each failure named on the console
-# and in results/failures).
+# and in results/failures). With --mixed, then also a host without rxe (below).
 set -u
 # shellcheck source=images/labvm/pair-lib.sh
 . /opt/testbedctl/images/labvm/pair-lib.sh
@@ -141,5 +141,32 @@ barrier 12 600 || fail "barrier after the bench inside node1"
 run down 300 testbedctl down "$lab" --host "$h" || fail "down --host $h"
 left=$(ip netns list; ls /run/testbedctl 2>/dev/null)
 [ -z "$left" ] || fail "left after down: $left"
-# No barrier after down: the first guest to pass it powers off, and the other could not see it.
+
+# --mixed: node2 brought up without rxe (`up --rdma none`), node1 with it; bench --transport
+# rdma across them: node2 marks no pair and refuses at once (exit 2, "has no RDMA on its rail"),
+# node1 waits for it as for a host that does not join (exit 2 naming node2). Judged.
+if [ "${1:-}" = --mixed ]; then
+  barrier 13 300 || fail "barrier 13"
+  rd=()
+  [ "$h" = node2 ] && rd=(--rdma none)
+  run up-mixed 900 testbedctl up "$scn" --host "$h" "${rd[@]}" || fail "up --host $h ${rd[*]} (up-mixed.log)"
+  grep -E '^rdma' "$R/up-mixed.log" || true
+  barrier 14 900 || fail "barrier 14"
+  run bench-mixed 200 testbedctl bench "$lab" allreduce --ranks hz/s0/g0,hz/s3/g0 --transport rdma \
+    -b 64K -e 64K -n 1 -w 1 --timeout 30
+  r=$(tail -1 "$R/bench-mixed.log")
+  if [ "$h" = node2 ]; then
+    { [ "$r" = "exit 2" ] && grep -q 'has no RDMA on its rail (--rdma none)' "$R/bench-mixed.log"; } ||
+      fail "bench --transport rdma on node2 without rxe: $r, not exit 2 naming --rdma none"
+  else
+    { [ "$r" = "exit 2" ] && grep -q 'node2' "$R/bench-mixed.log"; } ||
+      fail "bench --transport rdma on node1 with node2 without rxe: $r, not exit 2 naming node2"
+  fi
+  barrier 15 300 || fail "barrier 15"
+  run down-mixed 300 testbedctl down "$lab" --host "$h" || fail "down --host $h (mixed)"
+  left=$(ip netns list; ls /run/testbedctl 2>/dev/null)
+  [ -z "$left" ] || fail "left after down (mixed): $left"
+fi
+# No barrier after the last down: the first guest to pass it powers off, and the other could
+# not see it.
 exit $rc
