@@ -124,7 +124,7 @@ int cmd_bench(const std::string& lab, const BenchFlags& f) {
   }
 
   StopSignals signals;
-  auto hosts = launch::job_hosts(*st, *job);
+  auto hosts = launch::job_hosts(*st, *job, launch::RdmaAcross::kBench);
   if (!hosts) return report(hosts.error());
   if (hosts->idle()) {
     std::fprintf(stderr,

@@ -8,6 +8,7 @@
 
 #include "core/shm_names.h"
 #include "launch/bench_run.h"
+#include "plan/rxe.h"
 #include "plan/topology.h"
 
 namespace tb::launch {
@@ -78,16 +79,52 @@ Result<JobHosts> hosts_of(const lab::LabState& lab, const std::vector<std::strin
   return h;
 }
 
-Result<JobHosts> job_hosts(const lab::LabState& lab, const workload::Job& job) {
+Result<JobHosts> job_hosts(const lab::LabState& lab, const workload::Job& job, RdmaAcross rdma) {
   std::vector<std::string> nodes;
   for (const auto& r : job.ranks) nodes.push_back(r.node);
   auto h = hosts_of(lab, nodes);
   if (!h) return h;
-  if (!h->peers.empty() && job.transport.kind == workload::Transport::kRdma)
+  if (!h->peers.empty() && job.transport.kind == workload::Transport::kRdma &&
+      rdma == RdmaAcross::kRefused)
     return bad_input("--transport rdma: the selected ranks are on hosts " + h->summary() +
-                     "; RDMA over the VXLAN seam between hosts is not supported yet: use "
-                     "--transport tcp, or --ranks on one host");
+                     "; this verb does not run RDMA between hosts yet (`bench --transport rdma` "
+                     "does): use --transport tcp, or ranks on one host");
   return h;
+}
+
+std::vector<apply::RxeDevice> rxe_for_marks(const lab::LabState& lab) {
+  std::vector<apply::RxeDevice> out = lab.rxe;
+  if (lab.host.empty() || lab.hosts.empty() || lab.rdma != "rxe") return out;
+  for (const auto& nic : plan::rail_nics(lab.topo)) {
+    const plan::Node* n = lab.topo.node(nic.node);
+    if (!n || n->host.empty() || n->host == lab.host) continue;
+    out.push_back({nic.node, nic.netns, nic.ifname, plan::rxe_name(nic.netns, nic.ifname), -1, ""});
+  }
+  return out;
+}
+
+std::string rdma_marks_differ(const workload::Job& theirs, const workload::Job& mine,
+                              const JobHosts& hosts) {
+  const size_t n = mine.ranks.size();
+  auto mark = [](const workload::Job& j, size_t a, size_t b) {
+    return a < j.rdma.size() && b < j.rdma[a].size() && j.rdma[a][b] != 0;
+  };
+  auto host_of = [&](size_t r) { return r < hosts.rank_host.size() ? hosts.rank_host[r] : "?"; };
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) {
+      const bool t = mark(theirs, i, j), m = mark(mine, i, j);
+      if (t == m) continue;
+      const auto pair = "ranks " + std::to_string(i) + " (" + mine.ranks[i].node + ", host " +
+                        host_of(i) + ") and " + std::to_string(j) + " (" + mine.ranks[j].node +
+                        ", host " + host_of(j) + ")";
+      return "--transport rdma: host " + hosts.coordinator + " runs " + pair + " over " +
+             (t ? "RDMA" : "TCP") + ", this host (" + hosts.me + ") over " + (m ? "RDMA" : "TCP") +
+             ": a host takes a rail pair over RDMA when it made rxe devices (`up` on a kernel "
+             "with rdma_rxe: `testbedctl status` on each host says rdma) and holds one for its "
+             "own rank, and counts on the other hosts having made theirs; bring the lab up with "
+             "rxe on every host (the same kernel support), or use --transport tcp";
+    }
+  return "";
 }
 
 Result<JobHosts> command_hosts(const lab::LabState& lab, const CommandJob& job) {
@@ -192,6 +229,7 @@ Result<PeerOutcome> serve_job(const workload::Job& mine, const JobHosts& hosts,
       return std::unexpected(with_context(j.error(), "the job from host " + hosts.coordinator));
     if (j->ranks.size() != mine.ranks.size() || job_digest(*j) != job_digest(mine))
       return bad_input("host " + hosts.coordinator + " sent another job than this host prepared");
+    if (auto why = rdma_marks_differ(*j, mine, hosts); !why.empty()) return bad_input(why);
     out.results_dir = j->results_dir;  // where the rows are gathered
     job = job_here(*j, mine);
   }

@@ -64,9 +64,28 @@ struct JobHosts : multihost::Roles {
 std::vector<multihost::HostAddr> lab_hosts(const lab::LabState& lab);
 // The roles for ranks on `nodes` (in rank order) on the host whose state `lab` is.
 Result<JobHosts> hosts_of(const lab::LabState& lab, const std::vector<std::string>& nodes);
+// Whether a verb runs --transport rdma between hosts: bench does (its marks from
+// rxe_for_marks, checked by every joining host: rdma_marks_differ); `run` not yet.
+enum class RdmaAcross { kRefused, kBench };
 // The roles for `job` on the host whose state `lab` is. A lab on one host: every rank local.
-// A rank on a node of no known host, or --transport rdma across hosts: exit 2.
-Result<JobHosts> job_hosts(const lab::LabState& lab, const workload::Job& job);
+// A rank on a node of no known host, or --transport rdma across hosts under kRefused: exit 2.
+Result<JobHosts> job_hosts(const lab::LabState& lab, const workload::Job& job,
+                           RdmaAcross rdma = RdmaAcross::kRefused);
+
+// The rxe devices the RDMA marks of a job count on (launch::mark_rdma_pairs), the same on every
+// host of a lab whose hosts all made rxe devices: this host's own (lab.rxe) and, when this host
+// made some (lab.rdma "rxe") in a lab over several hosts, the ones `up` makes on every other
+// host's GPU rail NICs (plan/rxe.h: one per GPU rail NIC wherever the kernel carries rxe) —
+// assumed there, not seen: each joining host checks its marks against the coordinator's
+// (rdma_marks_differ) before it starts a rank. A lab on one host: lab.rxe.
+std::vector<apply::RxeDevice> rxe_for_marks(const lab::LabState& lab);
+
+// "" when the coordinator's job (`theirs`) marks the same rank pairs RDMA as this host's
+// (`mine`, from rxe_for_marks here); else why not, naming the first pair that differs, its
+// ranks' hosts and what to do (exit 2 on the joining host: a pair one end dials over RDMA and
+// the other over TCP would never meet).
+std::string rdma_marks_differ(const workload::Job& theirs, const workload::Job& mine,
+                              const JobHosts& hosts);
 
 // What every host of a job must agree on (FNV-1a 64 of job.json without the run's own names).
 std::string job_digest(const workload::Job& job);

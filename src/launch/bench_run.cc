@@ -193,7 +193,7 @@ Result<Job> prepare_job(const lab::LabState& lab, const BenchOptions& o) {
   job.timeout_ms = o.timeout_ms;
   job.bench = o.spec;
   TB_TRY(place_ranks(job, lab.topo, *gpus, o.tier == "frontend"));
-  mark_rdma_pairs(job, lab.rxe);
+  mark_rdma_pairs(job, rxe_for_marks(lab));  // far hosts' devices assumed: across_hosts.h
   if (o.transport.spread_ports && bind_ports(job, lab.topo, *gpus) == 0)
     return bad_input("--ports spread: no pair of --ranks " + o.ranks + " in lab " + lab.lab +
                      " has two GPUs whose NICs have several rail ports on the same ToRs (a "
@@ -287,7 +287,7 @@ Result<BenchResult> run_job(const Job& job, const lab::LabState& lab, const Benc
   res.spec = job.bench;
   for (const auto& r : job.ranks) res.nodes.push_back(r.node);
 
-  auto hosts = job_hosts(lab, job);
+  auto hosts = job_hosts(lab, job, RdmaAcross::kBench);
   if (!hosts) return std::unexpected(hosts.error());
   std::optional<multihost::CoordinatorRelay> relay;
   if (hosts->coordinates()) {
