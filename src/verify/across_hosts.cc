@@ -158,9 +158,7 @@ ClassResult measure_here(const ClassContext& ctx, const LinkClass& cls, size_t n
     r.host = host_load(before, sample_host(ctx.stage_files));
     r.host->promptness = watch.stop();
     r.checks = evaluate(c.link.emulated, r.outcome.m);
-    r.stall = host_stall(r.outcome.m, r.host);
-    if (r.stall.empty()) r.stall = without_realtime(r.checks, r.host);
-    if (r.stall.empty()) r.stall = outlier_stall(r.checks, r.outcome.m, r.host);
+    r.stall = reading_stall(r.checks, r.outcome.m, r.host);
     return r;
   };
   measure_class(

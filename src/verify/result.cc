@@ -120,6 +120,13 @@ std::string outlier_stall(const std::vector<Check>& checks, const Measurement& m
       stall_ms, outlier_ms, kOutlierSigmas, rtt_sd_ms);
 }
 
+std::string reading_stall(const std::vector<Check>& checks, const Measurement& m,
+                          const std::optional<HostLoad>& host) {
+  if (auto s = host_stall(m, host); !s.empty()) return s;
+  if (auto s = without_realtime(checks, host); !s.empty()) return s;
+  return outlier_stall(checks, m, host);
+}
+
 ClassVerdict judge(const Reading& r) {
   return verdict_of(r.outcome, missed(r.checks), r.stall);
 }

@@ -73,6 +73,11 @@ inline constexpr double kOutlierSigmas = 5;
 std::string outlier_stall(const std::vector<Check>& checks, const Measurement& m,
                           const std::optional<HostLoad>& host);
 
+// A class reading's stall, wherever it is judged (the host that measured it, or the coordinator
+// reading it off the wire): host_stall, else without_realtime, else outlier_stall. Pure.
+std::string reading_stall(const std::vector<Check>& checks, const Measurement& m,
+                          const std::optional<HostLoad>& host);
+
 // One measurement of a class and its checks, with the host's state over it.
 struct Reading {
   MeasureOutcome outcome;

@@ -102,8 +102,7 @@ Reading reading_from(const nlohmann::json& j, const plan::EmulatedFigures& figur
   r.outcome.m.loss_pace_bps = j.at("loss_pace_bps");
   r.host = optional_from<HostLoad>(j.at("host"), host_load_from_json);
   r.checks = evaluate(figures, r.outcome.m);
-  r.stall = host_stall(r.outcome.m, r.host);
-  if (r.stall.empty()) r.stall = without_realtime(r.checks, r.host);
+  r.stall = reading_stall(r.checks, r.outcome.m, r.host);
   return r;
 }
 

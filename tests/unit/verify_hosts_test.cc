@@ -298,6 +298,44 @@ TEST(VerifyHosts, AClassResultCrossesTheWireAndIsJudgedAlike) {
   EXPECT_NE(missing.error().message.find("malformed class result"), std::string::npos);
 }
 
+// A jitter reading a host stall spoiled (verify/result.h outlier_stall) is the host's on the
+// coordinator too: measured on host b, it arrives NOT JUDGED, not a FAIL (the coordinator had
+// re-derived the stall without that rule).
+TEST(VerifyHosts, AJitterReadingTheHostStalledForStaysTheHostsAcrossTheWire) {
+  const auto p = hosts_plan_of(std::string(kHead) + kBjWan + kTwoHosts);
+  const auto classes = link_classes(p.topo);
+  const auto wan = std::ranges::find_if(classes, [](const LinkClass& c) { return c.crosses(); });
+  ASSERT_NE(wan, classes.end());
+  ClassResult c;
+  c.cls = *wan;
+  c.link = p.topo.links[wan->link];
+  c.link.emulated.rate = Rate{0};
+  c.link.emulated.loss_pct = 0;
+  c.link.emulated.delay = Duration{30'000'000};
+  c.link.emulated.jitter = Duration{1'000'000};
+  c.request = plan_request(c.link, c.target, settings(true));
+  Reading r;
+  r.outcome.m.base = hosts_rtt(160, 30);
+  // 1.66 ms of round-trip sd (+18% one way) from two probes held 16-18 ms.
+  r.outcome.m.rtt = hosts_rtt(60'217, 1'664);
+  r.outcome.m.rtt->summary.n = 800;
+  r.outcome.m.rtt->summary.max = 78'176;
+  r.host = HostLoad{};
+  r.host->promptness = Promptness{18'000, 18.4, 48, 16'218, 0.006, "SCHED_FIFO 11"};
+  r.checks = evaluate(c.link.emulated, r.outcome.m);
+  r.stall = reading_stall(r.checks, r.outcome.m, r.host);
+  ASSERT_NE(r.stall.find("the host stalled 16.2 ms"), std::string::npos) << r.stall;
+  ASSERT_EQ(judge(r), ClassVerdict::kNotJudged);
+  c.outcome = r.outcome;
+  c.checks = r.checks;
+  c.host = r.host;
+  c.stall = r.stall;
+  auto back = class_from_wire(nlohmann::json::parse(class_to_wire(c).dump()), *wan);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->stall, c.stall);
+  EXPECT_EQ(back->verdict(), ClassVerdict::kNotJudged);
+}
+
 TEST(VerifyHosts, TheServedEndCrossesTheWire) {
   RemoteEnd e{"b", *parse_ipv4("10.1.0.2"), "ec", "B's address on this link", {"raised"}};
   auto back = remote_end_from_json(nlohmann::json::parse(to_json(e).dump()));
