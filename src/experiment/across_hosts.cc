@@ -1,6 +1,7 @@
 #include "experiment/across_hosts.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -151,6 +152,7 @@ Result<RunResult> join(const scenario::Scenario& s, lab::LabState& st, const Run
     return fail("host " + hosts.coordinator + " sent a run without its id");
   TB_TRY(relay->answer_clocks(std::chrono::seconds(60), stop));
   ScenarioRun run(s, st, o, stop, progress, &part);
+  std::atomic<bool> cut{false};  // the coordinator ended the session before this host's part
   // The relay's thread stops before `run` (and its workload) goes, however this returns.
   struct HaltFirst {
     multihost::PeerRelay& r;
@@ -160,10 +162,13 @@ Result<RunResult> join(const scenario::Scenario& s, lab::LabState& st, const Run
     }
   } halt_first{*relay};
   // The coordinator gone mid-run (its machine down, the underlay cut: noticed within the
-  // session's ~3 s keepalive) ends the run here too, at once, naming it: this host's faults
-  // reverted and its ranks killed, not its whole timeline and the ranks' timeout (28.5 s after
-  // the cut on emulated hosts before).
-  relay->on_gone([&run](const std::string& what) { run.cut_short(what); });
+  // session's ~3 s keepalive), or ending it early (it failed on its side), ends the run here
+  // too, at once, naming it: this host's faults reverted and its ranks killed, not its whole
+  // timeline and the ranks' timeout (28.5 s after the cut on emulated hosts before).
+  relay->on_gone([&run, &cut](const std::string& what) {
+    cut.store(true);
+    run.cut_short(what);
+  });
   TB_TRY(run.prepare());
   const std::string wdir = workload_dir(run.results_dir());
   if (auto d = launch::open_results_dir(wdir + "/store"); !d)
@@ -207,11 +212,14 @@ Result<RunResult> join(const scenario::Scenario& s, lab::LabState& st, const Run
   out.gathered_on = hosts.coordinator;
   out.hosts = hosts.summary();
   out.results_dir = their_dir;
-  if (!sent) {
+  if (!sent || cut.load()) {
     // No coordinator to judge them: this host's errors are said here (the run cut short names
-    // the host that went away).
+    // the host that went away or ended it), and why the part could not be sent.
     out.errors = run.result().errors;
-    if (out.errors.empty()) out.errors.push_back(sent.error().message);
+    if (!sent && std::ranges::none_of(out.errors, [&](const std::string& e) {
+          return e.find(sent.error().message) != std::string::npos;
+        }))
+      out.errors.push_back(sent.error().message);
     return out;
   }
   auto verdict = relay->verdict(milliseconds(int64_t{o.timeout_ms} + 120'000), stop);

@@ -384,15 +384,21 @@ struct PeerRelay::State {
 
   const std::string& coordinator() const { return peer.coordinator(); }
 
-  // The coordinator is gone (its connection ended): said once, to on_gone unless its verdict
-  // came first (then the end is the session's own).
+  // This host sent its part and bye (finish): an end from here on is the session's own.
+  bool finished = false;
+  bool told = false;  // on_gone said it
+  // The coordinator ended the session before this host finished (went away, or sent its
+  // verdict early: it failed on its side): said once, to on_gone.
+  void tell(const std::string& what) {
+    if (!on_gone || finished || told) return;
+    told = true;
+    on_gone(what);
+  }
   void went(const std::string& why) {
     if (gone) return;
     gone = true;
     gone_why = why;
-    const bool verdict =
-        std::any_of(inbox.begin(), inbox.end(), [](const auto& m) { return m.contains("done"); });
-    if (on_gone && !verdict) on_gone(gone_text());
+    tell(gone_text());
   }
   void send(const nlohmann::json& msg) {
     if (gone) return;
@@ -456,6 +462,8 @@ struct PeerRelay::State {
       } else if (m.contains("closed")) {
         went(m.contains("why") ? m["why"].get<std::string>() : std::string());
       } else {
+        if (m.contains("done"))
+          tell("host " + coordinator() + " ended the run before this host's part (see its output)");
         inbox.push_back(std::move(m));
       }
     }
@@ -599,6 +607,7 @@ int64_t PeerRelay::t0_of(const nlohmann::json& start) const {
 Status PeerRelay::finish(const nlohmann::json* tail) {
   halt();
   std::lock_guard lk(s_->mu);
+  s_->finished = true;
   s_->send_files(true);
   s_->send_exits(true);
   s_->send({{"bye", true}});

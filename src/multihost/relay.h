@@ -153,9 +153,10 @@ class PeerRelay {
               std::function<std::vector<RankState>()> ranks = {});
   // {"kill": grace_ms} from the coordinator (unset: ignored, the verb's own limits act).
   void on_kill(std::function<void(int)> f);
-  // The coordinator gone before its verdict (its machine down, the underlay cut, its
-  // testbedctl killed): "host X went away (why)", once, as it is noticed (under the relay's
-  // lock, on the thread that turns). Unset: the next await or verdict says so.
+  // The coordinator gone before this host finished (its machine down, the underlay cut, its
+  // testbedctl killed: "host X went away (why)"), or its verdict come before it (it failed on
+  // its side: "host X ended the run before this host's part ..."): said once, as it is noticed
+  // (under the relay's lock, on the thread that turns). Unset: the next await or verdict says so.
   void on_gone(std::function<void(const std::string& what)> f);
 
   Status send(const nlohmann::json& msg);

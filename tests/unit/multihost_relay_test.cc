@@ -9,8 +9,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "core/clock.h"
 #include "launch/across_hosts.h"
@@ -111,6 +114,69 @@ TEST(MultihostRelay, AJoiningHostsT0IsTheCoordinatorsOnItsOwnClock) {
   // b's t0 on the coordinator's clock: the same moment, within the offset's error.
   EXPECT_LE(std::llabs(t0_b - kSkew - t0), error)
       << "b fires " << (t0_b - kSkew - t0) << " ns late";
+}
+
+// A joining host hears of its coordinator's end before its own part once (PeerRelay::on_gone,
+// which cuts a run short there): the coordinator's verdict before this host finished (it failed
+// on its side), or its connection gone; never a verdict after this host's part and bye, however
+// the connection ends after it.
+TEST(MultihostRelay, AJoinerIsToldOnceWhenItsCoordinatorEndsBeforeItsPart) {
+  for (const std::string how : {"early verdict", "gone", "normal end"}) {
+    SCOPED_TRACE(how);
+    std::atomic<bool> stop{false};
+    const int port = test_port(3);
+    std::vector<std::string> told;
+    std::mutex told_mu;
+    std::string b_error;
+    std::thread b([&] {
+      auto p =
+          PeerRelay::join(hello("b"), roles_of("b", {"b"}), port, std::chrono::seconds(20), stop);
+      if (!p) {
+        b_error = p.error().message;
+        return;
+      }
+      p->on_gone([&](const std::string& what) {
+        std::lock_guard lk(told_mu);
+        told.push_back(what);
+      });
+      auto job = p->await_job(stop);
+      if (!job) {
+        b_error = job.error().message;
+        return;
+      }
+      p->run_in_background();
+      if (how == "normal end") {
+        (void)p->finish();
+        (void)p->verdict(std::chrono::seconds(10), stop);
+      } else {
+        (void)p->await("start", std::chrono::seconds(10), stop);  // never comes
+      }
+      std::this_thread::sleep_for(milliseconds(200));  // the connection's end read too
+      p->halt();
+    });
+    {
+      auto c = CoordinatorRelay::open(hello("a"), roles_of("a", {"b"}), port,
+                                      std::chrono::seconds(20), stop);
+      ASSERT_TRUE(c) << c.error().message;
+      c->broadcast({{"job", {{"run_id", "r1"}}}});
+      if (how == "early verdict") c->done({false, 1, "/r"});
+      if (how == "normal end") {
+        c->finish(std::chrono::seconds(10));
+        c->done({true, 0, "/r"});
+      }
+    }  // the coordinator's end closes the connection
+    b.join();
+    ASSERT_EQ(b_error, "");
+    std::lock_guard lk(told_mu);
+    if (how == "normal end") {
+      EXPECT_TRUE(told.empty()) << told[0];
+    } else {
+      ASSERT_EQ(told.size(), 1u);
+      EXPECT_NE(told[0].find(how == "gone" ? "host a went away" : "host a ended the run before"),
+                std::string::npos)
+          << told[0];
+    }
+  }
 }
 
 // Risk 3: with three hosts, the coordinator sends the job once the last has joined, up to its
