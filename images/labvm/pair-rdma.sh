@@ -159,7 +159,7 @@ if [ "${1:-}" = --mixed ]; then
     { [ "$r" = "exit 2" ] && grep -q 'has no RDMA on its rail (--rdma none)' "$R/bench-mixed.log"; } ||
       fail "bench --transport rdma on node2 without rxe: $r, not exit 2 naming --rdma none"
   else
-    { [ "$r" = "exit 2" ] && grep -q 'node2' "$R/bench-mixed.log"; } ||
+    { [ "$r" = "exit 2" ] && grep -q 'node2 did not join' "$R/bench-mixed.log"; } ||
       fail "bench --transport rdma on node1 with node2 without rxe: $r, not exit 2 naming node2"
   fi
   barrier 15 300 || fail "barrier 15"

@@ -39,10 +39,14 @@ inline constexpr size_t kMaxMessage = 256u << 20;
 // How long a peer's kernel may leave our bytes unacknowledged, or our keepalive probes
 // unanswered, before the connection ends (TCP_USER_TIMEOUT; keepalive after kKeepIdleS s idle,
 // every kKeepIntvlS s).
-// 3 s: a live peer's kernel acknowledges within milliseconds even when its testbedctl is busy
-// or its receive buffer full (zero-window probes are answered, tcp(7)), so only a machine that
-// is gone or cut off stays silent that long; 6 s until 2026-12-05 left a run over two lab VMs
-// ending 11.4 s after one powered off (issue 35's bound: 10 s).
+// 3 s: a live peer's kernel acknowledges within milliseconds even when its testbedctl is busy,
+// so a machine that is gone or cut off is what stays silent that long; 6 s until 2026-12-05
+// left a run over two lab VMs ending 11.4 s after one powered off (issue 35's bound: 10 s).
+// One more way to end it: since Linux 5.11 (9d9b1ee0b2d1) a zero window that lasts the user
+// timeout ends the connection even while the peer answers the window probes, so a peer that
+// reads nothing for 3 s while more than its socket buffers hold is sent to it is taken as gone.
+// The session's messages while a side is not reading (the job, clocks, store files before a
+// joiner's relay thread runs) are a few KB; a relay thread reads from then on.
 inline constexpr int kSilentMs = 3000;
 inline constexpr int kKeepIdleS = 1;
 inline constexpr int kKeepIntvlS = 1;
