@@ -10,6 +10,12 @@ namespace tb::verify {
 namespace {
 
 constexpr uint64_t kMinBuffer = uint64_t{256} << 10;
+// Below ~8 Mbit/s (a rate verify does not check: tolerance.h), the floor is what the link
+// carries in this long instead, at least kMinSlowBuffer: 256 KiB would queue seconds of data
+// that the transfer then waits to drain (4 s at 1 Mbit/s, hz-bj's VPN) and still be tens of
+// times its bandwidth-delay product.
+constexpr double kSlowFloorS = 0.25;
+constexpr uint64_t kMinSlowBuffer = uint64_t{16} << 10;
 constexpr uint64_t kMaxBuffer = uint64_t{256} << 20;
 constexpr double kQueueAllowanceS = 0.002;
 
@@ -171,7 +177,9 @@ uint64_t tcp_buffer_bytes(Rate rate, Duration delay) {
   const double bps = rate.bps > 0 ? rate.bps : plan::kHostVethRate.bps;
   const double rtt_s = 2 * delay.seconds() + kQueueAllowanceS;
   const double bdp = bps * rtt_s / 8;
-  return std::clamp(static_cast<uint64_t>(2 * bdp), kMinBuffer, kMaxBuffer);
+  const uint64_t floor =
+      std::clamp(static_cast<uint64_t>(bps * kSlowFloorS / 8), kMinSlowBuffer, kMinBuffer);
+  return std::clamp(static_cast<uint64_t>(2 * bdp), floor, kMaxBuffer);
 }
 
 }  // namespace tb::verify

@@ -76,8 +76,9 @@ Result<ProbeTarget> probe_target(const plan::Topology& t, const plan::Link& l,
 
 // SO_SNDBUF/SO_RCVBUF for a transfer over a link: twice the bandwidth-delay product (research/
 // limits.md 4b) over a round trip of 2 x delay + 2 ms for queueing and scheduling, at the
-// configured rate (the host's ~20 Gbit/s when the link is not rate-limited); at least 256 KiB,
-// at most 256 MiB.
+// configured rate (the host's ~20 Gbit/s when the link is not rate-limited); at least 256 KiB
+// (below ~8 Mbit/s, what the rate carries in 0.25 s, at least 16 KiB: a slow link's transfer
+// would otherwise wait seconds for a queue to drain), at most 256 MiB.
 uint64_t tcp_buffer_bytes(Rate rate, Duration delay);
 
 }  // namespace tb::verify

@@ -368,6 +368,12 @@ TEST(VerifyTargets, AddressOnTheLinkOrTheBridge) {
 
 TEST(VerifyTargets, BufferIsTwiceTheBdpWithinBounds) {
   EXPECT_EQ(tcp_buffer_bytes(Rate{25e6}, ms(0.25)), uint64_t{256} << 10);  // floor
+  EXPECT_EQ(tcp_buffer_bytes(Rate{10e6}, ms(0.25)), uint64_t{256} << 10);  // the lowest checked
+  // A slow link (rate not checked): what it carries in 0.25 s, not seconds of queue.
+  EXPECT_EQ(tcp_buffer_bytes(Rate{1e6}, ms(30)), uint64_t{31250});  // hz-bj's VPN
+  EXPECT_EQ(tcp_buffer_bytes(Rate{100e3}, ms(1)), uint64_t{16} << 10);
+  // ... but never below twice its bandwidth-delay product.
+  EXPECT_NEAR(static_cast<double>(tcp_buffer_bytes(Rate{1e6}, ms(200))), 2 * 1e6 * 0.402 / 8, 1);
   // 1 Gbit/s, 30 ms: 2 x 1e9 x 0.062 / 8 = 15.5 MB.
   EXPECT_NEAR(static_cast<double>(tcp_buffer_bytes(Rate{1e9}, ms(30))), 15.5e6, 1e3);
   EXPECT_EQ(tcp_buffer_bytes(Rate{400e9}, ms(25)), uint64_t{256} << 20);  // cap
