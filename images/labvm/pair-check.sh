@@ -32,14 +32,9 @@
 set -u
 # shellcheck source=images/labvm/pair-lib.sh
 . /opt/testbedctl/images/labvm/pair-lib.sh
-R=${TESTBEDCTL_RESULTS_DIR:-/opt/testbedctl/results}
-mkdir -p "$R"
-h=$LABVM_HOST
-lab=hzbj
+pair_begin pair-check # R, h, lab, judged; say, fail and step (a row of steps.tsv each)
 scn=/tmp/hzbj-2hosts.toml # written on every guest: tb-srun wants the file at one path on each node
 tbsrun=/opt/testbedctl/scripts/tb-srun
-judged=0
-say() { echo "pair-check[$h]: $*"; }
 
 # hz-bj with its workload and timeline replaced by a short one whose ranks are on both guests
 # (as tests/e2e/multihost_run_test.cc's), hz on node1 and bj on node2.
@@ -76,42 +71,16 @@ max_stall_ms = 3000
 max_detection_ms = 200
 max_recovery_ms = 1000
 
-[[host]]
-name = "node1"
-underlay = "10.0.0.1"
-regions = ["hz"]
-
-[[host]]
-name = "node2"
-underlay = "10.0.0.2"
-regions = ["bj"]
 EOF
+  pair_hosts
 } >"$scn"
 cp "$scn" "$R/scenario.toml"
 # The underlay-MTU case (drive, below): hz's server 3 moved to node2.
-sed '/^\[\[host\]\]/,$d' "$scn" >/tmp/hzbj-mtu.toml
-printf '[[host]]\nname = "node1"\nunderlay = "10.0.0.1"\nregions = ["hz"]\n\n[[host]]\nname = "node2"\nunderlay = "10.0.0.2"\nregions = ["bj"]\nservers = ["hz/s3"]\n' >>/tmp/hzbj-mtu.toml
+{
+  sed '/^\[\[host\]\]/,$d' "$scn"
+  pair_hosts hz/s3
+} >/tmp/hzbj-mtu.toml
 
-# step NAME LIMIT CMD...: runs CMD bounded by LIMIT seconds, its output in $R/NAME.log (and on
-# the console), its exit and wall seconds in $R/steps.tsv; returns CMD's exit.
-step() {
-  local name=$1 lim=$2 t0 rc
-  shift 2
-  t0=$(date +%s.%N)
-  timeout --kill-after=10 "$lim" "$@" >"$R/$name.log" 2>&1
-  rc=$?
-  local secs
-  secs=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}')
-  sed "s/^/[$name] /" "$R/$name.log" | tail -n 40
-  printf '%s\t%s\t%s\n' "$name" "$rc" "$secs" >>"$R/steps.tsv"
-  say "$name: exit $rc in ${secs}s"
-  return $rc
-}
-fail() {
-  judged=1
-  say "FAIL: $*"
-  echo "$*" >>"$R/failures"
-}
 sync_or_fail() { barrier "$1" "${2:-900}" || fail "barrier $1: the other guest did not reach it"; }
 
 say "kernel $(uname -r), boot id $(cat /proc/sys/kernel/random/boot_id), $(nproc) CPU, peers: $LABVM_PEERS"
