@@ -17,8 +17,9 @@
 #   pings MASTER_ADDR across the seam); tb-srun down, then no namespace, state, tunnel or lab
 #   process on either guest (a task on each looks). Then, by hand on each guest with barriers
 #   (pair-lib.sh; powering a machine off is not Slurm's), a host lost mid-run (lost_host below;
-#   LABVM_PAIR_LOST=0 skips it): up again, the same run on both, node2 powers off mid-run,
-#   node1's run ends within 10 s with exit 1 naming node2, down leaves nothing on node1.
+#   LABVM_PAIR_LOST=0 skips it, and so does node1 when up or Slurm failed, telling node2 over
+#   the underlay): up again, the same run on both, node2 powers off mid-run, node1's run ends
+#   within 10 s with exit 1 naming node2, down leaves nothing on node1.
 # Judged (the exit status): Slurm on both guests and srun's tasks on both kernels, the
 # underlay-MTU refusal (hz/s3 moved to node2: its rail tunnels' 4200-byte packets over the
 # 1500-byte underlay) leaving nothing, up, convergence, every ping, bench, launch, down and what
@@ -31,14 +32,9 @@
 set -u
 # shellcheck source=images/labvm/pair-lib.sh
 . /opt/testbedctl/images/labvm/pair-lib.sh
-R=${TESTBEDCTL_RESULTS_DIR:-/opt/testbedctl/results}
-mkdir -p "$R"
-h=$LABVM_HOST
-lab=hzbj
+pair_begin pair-check # R, h, lab, judged; say, fail and step (a row of steps.tsv each)
 scn=/tmp/hzbj-2hosts.toml # written on every guest: tb-srun wants the file at one path on each node
 tbsrun=/opt/testbedctl/scripts/tb-srun
-judged=0
-say() { echo "pair-check[$h]: $*"; }
 
 # hz-bj with its workload and timeline replaced by a short one whose ranks are on both guests
 # (as tests/e2e/multihost_run_test.cc's), hz on node1 and bj on node2.
@@ -75,42 +71,16 @@ max_stall_ms = 3000
 max_detection_ms = 200
 max_recovery_ms = 1000
 
-[[host]]
-name = "node1"
-underlay = "10.0.0.1"
-regions = ["hz"]
-
-[[host]]
-name = "node2"
-underlay = "10.0.0.2"
-regions = ["bj"]
 EOF
+  pair_hosts
 } >"$scn"
 cp "$scn" "$R/scenario.toml"
 # The underlay-MTU case (drive, below): hz's server 3 moved to node2.
-sed '/^\[\[host\]\]/,$d' "$scn" >/tmp/hzbj-mtu.toml
-printf '[[host]]\nname = "node1"\nunderlay = "10.0.0.1"\nregions = ["hz"]\n\n[[host]]\nname = "node2"\nunderlay = "10.0.0.2"\nregions = ["bj"]\nservers = ["hz/s3"]\n' >>/tmp/hzbj-mtu.toml
+{
+  sed '/^\[\[host\]\]/,$d' "$scn"
+  pair_hosts hz/s3
+} >/tmp/hzbj-mtu.toml
 
-# step NAME LIMIT CMD...: runs CMD bounded by LIMIT seconds, its output in $R/NAME.log (and on
-# the console), its exit and wall seconds in $R/steps.tsv; returns CMD's exit.
-step() {
-  local name=$1 lim=$2 t0 rc
-  shift 2
-  t0=$(date +%s.%N)
-  timeout --kill-after=10 "$lim" "$@" >"$R/$name.log" 2>&1
-  rc=$?
-  local secs
-  secs=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}')
-  sed "s/^/[$name] /" "$R/$name.log" | tail -n 40
-  printf '%s\t%s\t%s\n' "$name" "$rc" "$secs" >>"$R/steps.tsv"
-  say "$name: exit $rc in ${secs}s"
-  return $rc
-}
-fail() {
-  judged=1
-  say "FAIL: $*"
-  echo "$*" >>"$R/failures"
-}
 sync_or_fail() { barrier "$1" "${2:-900}" || fail "barrier $1: the other guest did not reach it"; }
 
 say "kernel $(uname -r), boot id $(cat /proc/sys/kernel/random/boot_id), $(nproc) CPU, peers: $LABVM_PEERS"
@@ -209,6 +179,11 @@ drive() {
   [ ! -s "$R/left.log" ] || fail "left after down: $(head -5 "$R/left.log")"
   [ $up_ok = 1 ]
 }
+# Only node1 knows whether the lab came up and the checks ran: before barrier 7 it raises point
+# 10 (the lost-host step follows) or 11 (it does not: the lab did not come up, Slurm did not, or
+# LABVM_PAIR_LOST=0), and node2 reads which once past the barrier, so both skip the step together
+# instead of node2 waiting out the step's barriers alone.
+lost_go=10 lost_skip=11
 up_ok=1
 if [ "$h" = node1 ]; then
   if [ $slurm_ok = 1 ]; then
@@ -216,8 +191,29 @@ if [ "$h" = node1 ]; then
   else
     up_ok=0
   fi
+  if [ $up_ok = 1 ] && [ "${LABVM_PAIR_LOST:-1}" = 1 ]; then
+    mark $lost_go
+  else
+    say "the lost-host step is skipped (node2 told: point $lost_skip)"
+    mark $lost_skip
+  fi
 fi
-sync_or_fail 7 1200
+if ! barrier 7 1200; then
+  fail "barrier 7: the other guest did not reach it"
+  up_ok=0
+elif [ "$h" != node1 ]; then
+  case $(first_mark node1 60 $lost_go $lost_skip) in
+  "$lost_go") ;;
+  "$lost_skip")
+    say "node1 skips the lost-host step: so does $h"
+    up_ok=0
+    ;;
+  *)
+    fail "node1 did not say within 60 s whether the lost-host step follows (points $lost_go, $lost_skip)"
+    up_ok=0
+    ;;
+  esac
+fi
 if [ "$h" = node1 ]; then me=hz-s0-g0 far=bj-s0-g0; else me=bj-s0-g0 far=hz-s0-g0; fi
 
 # A host that dies mid-run: the lab up again on both, the same run on both; 2 s into node2's
@@ -286,7 +282,8 @@ if [ $up_ok = 1 ] && [ "${LABVM_PAIR_LOST:-1}" = 1 ]; then
   lost_host
 else
   # The guest that reached barrier 7 last went on at once; the other may still be polling for
-  # it: answer a little longer before this guest powers off.
+  # it (and node2 then reads node1's point 10 or 11): answer a little longer before this guest
+  # powers off.
   sleep 3
 fi
 

@@ -1,25 +1,112 @@
 # shellcheck shell=bash
 # Helpers for scripts run on every guest of `scripts/labvm pair` (source it; pair-guest.sh set
-# LABVM_HOST, LABVM_PEERS and /etc/hosts): barrier, slurm_start, pings, leftovers.
-#
+# LABVM_HOST, LABVM_PEERS and /etc/hosts): pair_begin, say, fail, step, pair_hosts (what every
+# pair script starts with), barrier, mark, first_mark, slurm_start, pings, leftovers.
+
+# pair_begin NAME: the prelude of a pair script (pair-check.sh, pair-rdma.sh, pair-mtu.sh). Sets
+# R, the results directory (TESTBEDCTL_RESULTS_DIR, default /opt/testbedctl/results: the init
+# sends it back), made here; h, this guest's name; lab, the lab's name (hzbj); judged, the exit
+# status so far (0; fail makes it 1); say's prefix NAME; and step's settings to pair-check.sh's:
+# step_tail=40 (the log's last lines shown on the console), step_kill=10 (seconds from timeout's
+# TERM to its KILL), step_exit_line=0 (a row of $R/steps.tsv per step; 1: "exit N" as the log's
+# last line instead, which pair-rdma.sh and pair-mtu.sh read back with tail -1).
+pair_begin() {
+  pair_name=$1
+  R=${TESTBEDCTL_RESULTS_DIR:-/opt/testbedctl/results}
+  mkdir -p "$R"
+  # shellcheck disable=SC2034 # read by the scripts that source this
+  h=$LABVM_HOST lab=hzbj
+  judged=0 step_tail=40 step_kill=10 step_exit_line=0
+}
+
+# say WORDS: a line on the console, "NAME[HOST]: WORDS".
+say() { echo "${pair_name}[$LABVM_HOST]: $*"; }
+
+# fail WHAT: a judged failure: the exit status (judged) becomes 1, WHAT goes to the console and
+# to $R/failures (scripts/labvm prints each guest's).
+fail() {
+  # shellcheck disable=SC2034 # the sourcing script's exit status
+  judged=1
+  say "FAIL: $*"
+  echo "$*" >>"$R/failures"
+}
+
+# step NAME LIMIT CMD...: runs CMD bounded by LIMIT seconds, its output in $R/NAME.log, the log's
+# last step_tail lines on the console (each "[NAME] "); then its exit and wall seconds as a row
+# of $R/steps.tsv and a line on the console or, with step_exit_line=1, "exit N" appended to the
+# log (before it is shown). Returns CMD's exit.
+step() {
+  local name=$1 lim=$2 t0 rc secs
+  shift 2
+  t0=$(date +%s.%N)
+  timeout --kill-after="$step_kill" "$lim" "$@" >"$R/$name.log" 2>&1
+  rc=$?
+  if [ "$step_exit_line" = 1 ]; then
+    echo "exit $rc" >>"$R/$name.log"
+    sed "s/^/[$name] /" "$R/$name.log" | tail -n "$step_tail"
+  else
+    secs=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}')
+    sed "s/^/[$name] /" "$R/$name.log" | tail -n "$step_tail"
+    printf '%s\t%s\t%s\n' "$name" "$rc" "$secs" >>"$R/steps.tsv"
+    say "$name: exit $rc in ${secs}s"
+  fi
+  return $rc
+}
+
+# pair_hosts [SERVER]: the [[host]] tables of hz-bj over the two guests, hz on node1 and bj on
+# node2 (with SERVER, e.g. hz/s3, also on node2).
+pair_hosts() {
+  printf '[[host]]\nname = "node1"\nunderlay = "10.0.0.1"\nregions = ["hz"]\n\n'
+  printf '[[host]]\nname = "node2"\nunderlay = "10.0.0.2"\nregions = ["bj"]\n'
+  [ -z "${1:-}" ] || printf 'servers = ["%s"]\n' "$1"
+}
+
 # barrier N [LIMIT]: this guest has reached point N (1..126) of the script; returns 0 once every
 # other guest has reached it too, 1 after LIMIT seconds (default 600) naming who has not. Each
 # point is an address, 10.0.(128+N).<guest's number>/32 on ul0, that the others ping: no
 # daemon, nothing but the underlay, and a guest that went on keeps answering for the rest.
 barrier() {
-  local n=$1 limit=${2:-600} t0=$SECONDS me p ip
-  me=$(awk -v h="$LABVM_HOST" '$2 == h { split($1, a, "."); print a[4] }' /etc/hosts)
-  ip route replace 10.0.128.0/17 dev ul0 scope link 2>/dev/null
-  ip addr replace "10.0.$((128 + n)).$me/32" dev ul0
+  local n=$1 limit=${2:-600} t0=$SECONDS p
+  mark "$n"
   for p in $LABVM_PEERS; do
-    ip=$(awk -v h="$p" '$2 == h { split($1, a, "."); print a[4] }' /etc/hosts)
-    until ping -c1 -W1 -q "10.0.$((128 + n)).$ip" >/dev/null 2>&1; do
+    until ping -c1 -W1 -q "$(point_ip "$n" "$p")" >/dev/null 2>&1; do
       if [ $((SECONDS - t0)) -ge "$limit" ]; then
         echo "pair[$LABVM_HOST]: barrier $n: $p did not reach it within ${limit}s" >&2
         return 1
       fi
       sleep 0.3
     done
+  done
+}
+
+# point_ip N HOST: the address of point N on guest HOST (its number: the last octet of its
+# underlay address in /etc/hosts).
+point_ip() {
+  echo "10.0.$((128 + $1)).$(awk -v h="$2" '$2 == h { split($1, a, "."); print a[4] }' /etc/hosts)"
+}
+
+# mark N: raises point N on this guest and returns at once (barrier N without the wait). A
+# guest says which way it goes by the point it raises; the others read it with first_mark.
+mark() {
+  ip route replace 10.0.128.0/17 dev ul0 scope link 2>/dev/null
+  ip addr replace "$(point_ip "$1" "$LABVM_HOST")/32" dev ul0
+}
+
+# first_mark PEER LIMIT N...: waits until guest PEER answers at one of the points N... (raised
+# by its mark or barrier) and prints that N; 1 after LIMIT seconds, printing nothing.
+first_mark() {
+  local peer=$1 limit=$2 t0=$SECONDS n
+  shift 2
+  ip route replace 10.0.128.0/17 dev ul0 scope link 2>/dev/null
+  while :; do
+    for n in "$@"; do
+      if ping -c1 -W1 -q "$(point_ip "$n" "$peer")" >/dev/null 2>&1; then
+        echo "$n"
+        return 0
+      fi
+    done
+    [ $((SECONDS - t0)) -lt "$limit" ] || return 1
+    sleep 0.3
   done
 }
 

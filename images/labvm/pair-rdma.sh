@@ -18,35 +18,16 @@
 set -u
 # shellcheck source=images/labvm/pair-lib.sh
 . /opt/testbedctl/images/labvm/pair-lib.sh
-R=${TESTBEDCTL_RESULTS_DIR:-/opt/testbedctl/results}
-mkdir -p "$R"
-h=$LABVM_HOST
-lab=hzbj
+pair_begin pair-rdma
+# Each step's exit as its log's last line, read back with tail -1; fewer of its lines shown.
+step_exit_line=1 step_tail=30 step_kill=5
 scn=/tmp/hzbj-rdma.toml
 ns1=tb-$lab-hz-s0-g0 ns2=tb-$lab-hz-s3-g0
-rc=0
-say() { echo "pair-rdma[$h]: $*"; }
-fail() {
-  rc=1
-  say "FAIL: $*"
-  echo "$*" >>"$R/failures"
-}
 {
   sed -n '/^\[\[workload\]\]/q;p' /opt/testbedctl/scenarios/hz-bj.toml
-  printf '[[host]]\nname = "node1"\nunderlay = "10.0.0.1"\nregions = ["hz"]\n\n'
-  printf '[[host]]\nname = "node2"\nunderlay = "10.0.0.2"\nregions = ["bj"]\nservers = ["hz/s3"]\n'
+  pair_hosts hz/s3
 } >"$scn"
 cp "$scn" "$R/scenario.toml"
-# run NAME LIMIT CMD...: output to $R/NAME.log and the console, exit in the log's last line.
-run() {
-  local name=$1 lim=$2 r
-  shift 2
-  timeout --kill-after=5 "$lim" "$@" >"$R/$name.log" 2>&1
-  r=$?
-  echo "exit $r" >>"$R/$name.log"
-  sed "s/^/[$name] /" "$R/$name.log" | tail -n 30
-  return $r
-}
 # The rxe hw_counters of the device on NS's rail that moved packets or retried.
 counters() {
   local d=/sys/class/infiniband/$1/ports/1/hw_counters f out=""
@@ -58,9 +39,9 @@ counters() {
 }
 
 say "kernel $(uname -r), ul0 MTU $(cat /sys/class/net/ul0/mtu), $(nproc) vCPU, accel $(cat /labvm/accel 2>/dev/null)"
-run doctor 300 testbedctl doctor || true
+step doctor 300 testbedctl doctor || true
 grep -E '^(rdma_netlink|rdma_rxe) ' "$R/doctor.log" || true
-run up 900 testbedctl up "$scn" --host "$h" || fail "up --host $h (up.log)"
+step up 900 testbedctl up "$scn" --host "$h" || fail "up --host $h (up.log)"
 grep -E '^rdma' "$R/up.log" || true
 barrier 1 900 || fail "barrier 1: the other guest's up did not end"
 
@@ -71,7 +52,7 @@ if [ "$h" = node1 ]; then me=$ns1 far=hz-s3-g0; else me=$ns2 far=hz-s0-g0; fi
 fara=$(ip netns exec "$me" getent hosts "$far" | awk '{print $1}')
 ifn=$(ip -n "$me" route get "$fara" | grep -o 'dev [^ ]*' | head -1 | cut -d' ' -f2)
 dev=$me-$ifn
-run rdma-link 10 ip netns exec "$me" rdma link show || true
+step rdma-link 10 ip netns exec "$me" rdma link show || true
 gid=$(testbedctl status "$lab" --json 2>/dev/null | tr -d ' \n' | grep -o "\"gid_index\":[0-9]*,\"ifname\":\"$ifn\",\"name\":\"$dev\"" | sed 's/"gid_index":\([0-9]*\),.*/\1/')
 addr=$(ip -n "$me" -4 -o addr show dev "$ifn" | awk '{print $4}' | cut -d/ -f1)
 say "$me: rail port $ifn, rxe $dev, GID index ${gid:-?}, rail address $addr; far end $far at $fara"
@@ -89,8 +70,8 @@ until ip netns exec "$me" ping -c1 -W2 -q "$far" >/dev/null 2>&1; do
   [ $((SECONDS - t0)) -lt 180 ] || break
   sleep 1
 done
-run ping-rail 40 ip netns exec "$me" ping -c10 -i0.2 -W3 "$far" || fail "$me cannot ping $far over the rail"
-run ping-rail-4000df 20 ip netns exec "$me" ping -c3 -W3 -M "do" -s 4000 "$far" || fail "4000-byte DF ping over the rail across the seam"
+step ping-rail 40 ip netns exec "$me" ping -c10 -i0.2 -W3 "$far" || fail "$me cannot ping $far over the rail"
+step ping-rail-4000df 20 ip netns exec "$me" ping -c3 -W3 -M "do" -s 4000 "$far" || fail "4000-byte DF ping over the rail across the seam"
 for p in raila railb rail; do [ -e "/sys/class/infiniband/$me-$p" ] && say "before RoCE: $me-$p $(counters "$me-$p")"; done
 barrier 2 300 || fail "barrier 2"
 
@@ -103,7 +84,7 @@ pair_step() { # NAME LIMIT N SERVER-CMD... -- CLIENT-CMD... (the client gets the
   shift
   cli=("$@")
   if [ "$h" = node1 ]; then
-    run "$name-server" "$lim" ip netns exec "$me" "${srv[@]}" &
+    step "$name-server" "$lim" ip netns exec "$me" "${srv[@]}" &
     local p=$!
     sleep 1
     barrier "$n" 120 || fail "barrier $n ($name)"
@@ -111,7 +92,7 @@ pair_step() { # NAME LIMIT N SERVER-CMD... -- CLIENT-CMD... (the client gets the
   else
     barrier "$n" 120 || fail "barrier $n ($name)"
     sleep 2
-    run "$name-client" "$((lim - 5))" ip netns exec "$me" "${cli[@]}" "$fara" ||
+    step "$name-client" "$((lim - 5))" ip netns exec "$me" "${cli[@]}" "$fara" ||
       fail "$name client: $(tail -1 "$R/$name-client.log")"
   fi
 }
@@ -125,7 +106,7 @@ barrier 6 300 || fail "barrier 6"
 
 # testbedctl's own: AllReduce between the two GPUs, rail pair across the seam, rdma then tcp.
 for tr in rdma tcp; do
-  run "bench-$tr" 400 testbedctl bench "$lab" allreduce --ranks hz/s0/g0,hz/s3/g0 --transport "$tr" \
+  step "bench-$tr" 400 testbedctl bench "$lab" allreduce --ranks hz/s0/g0,hz/s3/g0 --transport "$tr" \
     -b 64K -e 1M -f 4 -n 5 -w 1 --timeout 60 || fail "bench --transport $tr across the seam: $(tail -1 "$R/bench-$tr.log")"
   grep -E '^# +transport|^#  transport' "$R/bench-$tr.log" | head -3
   barrier $((7 + ${#tr})) 600 || fail "barrier after bench $tr"
@@ -135,10 +116,10 @@ if [ "$h" = node1 ] && grep -q '^exit 0' "$R/bench-rdma.log" && ! grep -q 'trans
 fi
 # For scale: the same bench between two GPUs inside node1 (hz/s0/g0, hz/s1/g0: a rail pair
 # through node1's own ToR, no seam); node2 holds neither and says so.
-run bench-rdma-inside 300 testbedctl bench "$lab" allreduce --ranks hz/s0/g0,hz/s1/g0 --transport rdma \
+step bench-rdma-inside 300 testbedctl bench "$lab" allreduce --ranks hz/s0/g0,hz/s1/g0 --transport rdma \
   -b 64K -e 1M -f 4 -n 5 -w 1 --timeout 60 || fail "bench --transport rdma inside node1: $(tail -1 "$R/bench-rdma-inside.log")"
 barrier 12 600 || fail "barrier after the bench inside node1"
-run down 300 testbedctl down "$lab" --host "$h" || fail "down --host $h"
+step down 300 testbedctl down "$lab" --host "$h" || fail "down --host $h"
 left=$(ip netns list; ls /run/testbedctl 2>/dev/null)
 [ -z "$left" ] || fail "left after down: $left"
 
@@ -149,10 +130,10 @@ if [ "${1:-}" = --mixed ]; then
   barrier 13 300 || fail "barrier 13"
   rd=()
   [ "$h" = node2 ] && rd=(--rdma none)
-  run up-mixed 900 testbedctl up "$scn" --host "$h" "${rd[@]}" || fail "up --host $h ${rd[*]} (up-mixed.log)"
+  step up-mixed 900 testbedctl up "$scn" --host "$h" "${rd[@]}" || fail "up --host $h ${rd[*]} (up-mixed.log)"
   grep -E '^rdma' "$R/up-mixed.log" || true
   barrier 14 900 || fail "barrier 14"
-  run bench-mixed 200 testbedctl bench "$lab" allreduce --ranks hz/s0/g0,hz/s3/g0 --transport rdma \
+  step bench-mixed 200 testbedctl bench "$lab" allreduce --ranks hz/s0/g0,hz/s3/g0 --transport rdma \
     -b 64K -e 64K -n 1 -w 1 --timeout 30
   r=$(tail -1 "$R/bench-mixed.log")
   if [ "$h" = node2 ]; then
@@ -163,10 +144,10 @@ if [ "${1:-}" = --mixed ]; then
       fail "bench --transport rdma on node1 with node2 without rxe: $r, not exit 2 naming node2"
   fi
   barrier 15 300 || fail "barrier 15"
-  run down-mixed 300 testbedctl down "$lab" --host "$h" || fail "down --host $h (mixed)"
+  step down-mixed 300 testbedctl down "$lab" --host "$h" || fail "down --host $h (mixed)"
   left=$(ip netns list; ls /run/testbedctl 2>/dev/null)
   [ -z "$left" ] || fail "left after down (mixed): $left"
 fi
 # No barrier after the last down: the first guest to pass it powers off, and the other could
 # not see it.
-exit $rc
+exit $judged
