@@ -142,7 +142,7 @@ std::string warmup_text() {
 std::string method_text(const Settings& s) {
   return "how:  rtt     " + std::to_string(s.probes) +
          " UDP probes (32 B payload, 74 B on the wire) every " + std::to_string(s.interval_us) +
-         " us (longer on slow links: probes use <= 5% of the rate) from A, bound to its port on "
+         " us (longer on slow links: probes use <= 15% of the rate) from A, bound to its port on "
          "the link (SO_BINDTODEVICE), to tb-probe serve in B, after " +
          warmup_text() +
          "\n"

@@ -65,7 +65,7 @@ struct MeasureRequest {
   bool remote_server = false;
 };
 
-// Pure: the request for one link. The probe interval is stretched so probes use at most 5%
+// Pure: the request for one link. The probe interval is stretched so probes use at most 15%
 // of a slow link; waits and drains grow with the configured delay and the buffer.
 MeasureRequest plan_request(const plan::Link& l, const ProbeTarget& t, const Settings& s);
 // Pure: the request for a path whose out and back delays and jitters sum to the figures given;

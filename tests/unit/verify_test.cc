@@ -391,12 +391,13 @@ TEST(VerifyPlan, RequestBoundsAndSlowLinks) {
   EXPECT_GE(r.wait_ms, 1000 + 8 * 25);
   EXPECT_GT(r.serve_seconds, 2 * (1 + r.wait_ms / 1000) + r.goodput_seconds + r.drain_ms / 1000);
   EXPECT_EQ(r.buffer, tcp_buffer_bytes(ec.emulated.rate, ec.emulated.delay));
-  // The VPN is 1 Gbit/s / 1000 = 1 Mbit/s: probes stretched to use at most 5% of it
-  // (74 B x 8 bits / 50 kbit/s = 11.84 ms), the wait covers 30 ms + 4 x 1 ms jitter.
+  // The VPN is 1 Gbit/s / 1000 = 1 Mbit/s: probes stretched to use at most 15% of it
+  // (74 B x 8 bits / 150 kbit/s = 3.95 ms), then to 4 sigma of its 1 ms jitter (4 ms); the wait
+  // covers 30 ms + 4 x 1 ms jitter.
   const auto& vpn = t.links[*find_link(t, parse_endpoint("hz/tr:vpn"), parse_endpoint("bj/tr"))];
   ASSERT_EQ(vpn.emulated.rate.bps, 1e6);
   auto slow = plan_request(vpn, target, settings(true));
-  EXPECT_EQ(slow.interval_us, 11840);
+  EXPECT_EQ(slow.interval_us, 4000);
   EXPECT_GE(slow.wait_ms, 1000 + 8 * 34);
   EXPECT_EQ(settings(true).probes, 200);
   // Its 1 ms jitter is checked: 800 probes over the link for the sigma, the base over lo at the
@@ -405,6 +406,10 @@ TEST(VerifyPlan, RequestBoundsAndSlowLinks) {
   EXPECT_EQ(slow.probes, kJitterProbes);
   EXPECT_EQ(slow.base_probes, 200);
   EXPECT_EQ(r.base_probes, 0);
+  // Without the jitter, the probe share alone spaces them: ceil(3946.7 us).
+  auto still = vpn;
+  still.emulated.jitter = Duration{0};
+  EXPECT_EQ(plan_request(still, target, settings(true)).interval_us, 3947);
 }
 
 TEST(VerifyPlan, PathProbesAreSpacedBeyondTheJitter) {
