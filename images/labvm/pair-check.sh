@@ -18,8 +18,9 @@
 #   process on either guest (a task on each looks). Then, by hand on each guest with barriers
 #   (pair-lib.sh; powering a machine off is not Slurm's), a host lost mid-run (lost_host below;
 #   LABVM_PAIR_LOST=0 skips it, and so does node1 when up or Slurm failed, telling node2 over
-#   the underlay): up again, the same run on both, node2 powers off mid-run, node1's run ends
-#   within 10 s with exit 1 naming node2, down leaves nothing on node1.
+#   the underlay; a guest whose up again fails gives it up, telling the other, which gives up
+#   at its next barrier): up again, the same run on both, node2 powers off mid-run, node1's
+#   run ends within 10 s with exit 1 naming node2, down leaves nothing on node1.
 # Judged (the exit status): Slurm on both guests and srun's tasks on both kernels, the
 # underlay-MTU refusal (hz/s3 moved to node2: its rail tunnels' 4200-byte packets over the
 # 1500-byte underlay) leaving nothing, up, convergence, every ping, bench, launch, down and what
@@ -221,18 +222,54 @@ if [ "$h" = node1 ]; then me=hz-s0-g0 far=bj-s0-g0; else me=bj-s0-g0 far=hz-s0-g
 # as a pulled plug). node1's run must end within 10 s of node2's last answer on the underlay
 # (a ping every 0.2 s, timestamped) with exit 1 naming node2, and down leave nothing on node1.
 # node2 first sends its results and its verdict so far (as the init would), then dies.
+#
+# The step's barriers (8 and 9) wait up to 900 s each. A guest that gives the step up (its up
+# again failed, or the other did not reach a barrier in time) raises point 12; after a failed up
+# it stays until the other answers there too. The other's waits at barriers 8 and 9 watch point
+# 12 as well (pair-lib.sh's barrier_or), so it gives up as soon as it gets there — a line, not a
+# failure: the failure is the first guest's — and raises 12 in turn. Both are off within
+# seconds of the later one's barrier, not after two 900 s waits.
+lost_quit=12
+peer=${LABVM_PEERS%% *}
+# lost_sync N: barrier N of the lost-host step; 1 when this guest gives the step up instead: the
+# other gave it up first (its point 12), or did not come within 900 s (a judged failure).
+lost_sync() {
+  local who
+  who=$(barrier_or "$1" $lost_quit 900)
+  case $? in
+  0) return 0 ;;
+  2) say "$who gave up the lost-host step (its point $lost_quit) before barrier $1: so does $h" ;;
+  *) fail "barrier $1: the other guest did not reach it" ;;
+  esac
+  mark $lost_quit
+  sleep 3 # answer at point 12 a little longer: the other may be looking for it
+  return 1
+}
+# lost_abandon WHAT: this guest gives the lost-host step up, a judged failure (WHAT): it raises
+# point 12 and waits until the other answers there too, as it does at its next barrier (8 at
+# the latest: after its own up again, 900 s and timeout's 10 s kill; bounded here at 930 s).
+lost_abandon() {
+  fail "$1"
+  mark $lost_quit
+  say "$h gives up the lost-host step (point $lost_quit): waiting for $peer to see it"
+  if first_mark "$peer" 930 $lost_quit >/dev/null; then
+    say "$peer gave it up too"
+  else
+    say "$peer did not answer at point $lost_quit within 930 s"
+  fi
+}
 lost_host() {
   step up-again 900 testbedctl up "$scn" --host "$h" || {
-    fail "up --host $h (again, for the lost host)"
+    lost_abandon "up --host $h (again, for the lost host)"
     return
   }
-  sync_or_fail 8
+  lost_sync 8 || return
   t0=$SECONDS
   until ip netns exec "tb-$lab-$me" ping -c1 -W2 -q "$far" >/dev/null 2>&1; do
     [ $((SECONDS - t0)) -lt 300 ] || break
     sleep 1
   done
-  sync_or_fail 9
+  lost_sync 9 || return
   if [ "$h" = node1 ]; then
     ping -D -i 0.2 -W1 "${LABVM_PEERS%% *}" >"$R/lost-ping.log" 2>&1 &
     local pp=$! t_end last

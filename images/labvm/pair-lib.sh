@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Helpers for scripts run on every guest of `scripts/labvm pair` (source it; pair-guest.sh set
 # LABVM_HOST, LABVM_PEERS and /etc/hosts): pair_begin, say, fail, step, pair_hosts (what every
-# pair script starts with), barrier, mark, first_mark, slurm_start, pings, leftovers.
+# pair script starts with), barrier, mark, first_mark, barrier_or, slurm_start, pings, leftovers.
 
 # pair_begin NAME: the prelude of a pair script (pair-check.sh, pair-rdma.sh, pair-mtu.sh). Sets
 # R, the results directory (TESTBEDCTL_RESULTS_DIR, default /opt/testbedctl/results: the init
@@ -107,6 +107,28 @@ first_mark() {
     done
     [ $((SECONDS - t0)) -lt "$limit" ] || return 1
     sleep 0.3
+  done
+}
+
+# barrier_or N Q [LIMIT]: barrier N, which another guest may give up instead by raising point Q
+# (mark Q) where it stops: 0 once every other guest has reached N; 2 as soon as one answers at
+# Q rather than N (printing its name); 1 after LIMIT seconds (default 600), naming who has not
+# reached N. N is looked for first: a guest that reached N and gave up later counts as there.
+barrier_or() {
+  local n=$1 q=$2 limit=${3:-600} t0=$SECONDS p
+  mark "$n"
+  for p in $LABVM_PEERS; do
+    case $(first_mark "$p" $((limit - (SECONDS - t0))) "$n" "$q") in
+    "$n") ;;
+    "$q")
+      echo "$p"
+      return 2
+      ;;
+    *)
+      echo "pair[$LABVM_HOST]: barrier $n: $p did not reach it within ${limit}s" >&2
+      return 1
+      ;;
+    esac
   done
 }
 
