@@ -41,12 +41,10 @@ step() {
   t0=$(date +%s.%N)
   timeout --kill-after="$step_kill" "$lim" "$@" >"$R/$name.log" 2>&1
   rc=$?
-  if [ "$step_exit_line" = 1 ]; then
-    echo "exit $rc" >>"$R/$name.log"
-    sed "s/^/[$name] /" "$R/$name.log" | tail -n "$step_tail"
-  else
-    secs=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}')
-    sed "s/^/[$name] /" "$R/$name.log" | tail -n "$step_tail"
+  secs=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}')
+  [ "$step_exit_line" != 1 ] || echo "exit $rc" >>"$R/$name.log"
+  sed "s/^/[$name] /" "$R/$name.log" | tail -n "$step_tail"
+  if [ "$step_exit_line" != 1 ]; then
     printf '%s\t%s\t%s\n' "$name" "$rc" "$secs" >>"$R/steps.tsv"
     say "$name: exit $rc in ${secs}s"
   fi
@@ -69,13 +67,10 @@ barrier() {
   local n=$1 limit=${2:-600} t0=$SECONDS p
   mark "$n"
   for p in $LABVM_PEERS; do
-    until ping -c1 -W1 -q "$(point_ip "$n" "$p")" >/dev/null 2>&1; do
-      if [ $((SECONDS - t0)) -ge "$limit" ]; then
-        echo "pair[$LABVM_HOST]: barrier $n: $p did not reach it within ${limit}s" >&2
-        return 1
-      fi
-      sleep 0.3
-    done
+    first_mark "$p" $((limit - (SECONDS - t0))) "$n" >/dev/null || {
+      echo "pair[$LABVM_HOST]: barrier $n: $p did not reach it within ${limit}s" >&2
+      return 1
+    }
   done
 }
 
