@@ -66,7 +66,10 @@ def main():
     for step in range(a.warmup + a.steps):
         if rank == a.fail_rank and step == a.fail_step:
             print(f"rank {rank}: failing on purpose at step {step}", flush=True)
-            sys.exit(1)
+            # At once, as a crash would: sys.exit(1) runs the interpreter's and torch's shutdown
+            # first, while its closed gloo sockets already fail a peer's allreduce; that peer
+            # could exit 1 before this rank did and be named the job's first failure.
+            os._exit(1)
         x = torch.randn(a.batch, a.features, generator=gen)
         y = torch.randint(0, 10, (a.batch,), generator=gen)
         t = time.perf_counter()
