@@ -36,22 +36,38 @@ Status exists_error(const std::string& path) {
 // or cut file without our marker, which no `down` or `clean` would remove. linkat neither
 // overwrites nor follows a symlink planted at the name: a file already there is not ours
 // (EEXIST). Where the filesystem has no O_TMPFILE, the file is created by name (O_EXCL).
-Status write_new_file(const SafeDir& dir, const std::string& name, const std::string& content) {
+// With `shared` (marker.h SharedFiles): a file of the same content written before is linked to
+// the name instead (whole already); the file written here is kept for the next.
+Status write_new_file(const SafeDir& dir, const std::string& name, const std::string& content,
+                      SharedFiles* shared) {
   const std::string path = dir.path() + "/" + name;
+  auto link_fd = [&](int fd) {
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    return ::linkat(AT_FDCWD, self.c_str(), dir.fd(), name.c_str(), AT_SYMLINK_FOLLOW);
+  };
+  if (const int same = shared ? shared->find(content) : -1; same >= 0) {
+    if (link_fd(same) == 0) return {};
+    if (errno == EEXIST) return exists_error(path);
+    // Else it is gone (ENOENT: its last name removed, an undo) or cannot take another link
+    // (EMLINK): this one gets a file of its own, which later ones share.
+  }
   UniqueFd tmp(::openat(dir.fd(), ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644));
   if (tmp) {
     if (::fchmod(tmp.get(), 0644) != 0) return sys_fail("chmod " + path);
     TB_TRY(write_all(tmp.get(), content, path));
-    const std::string self = "/proc/self/fd/" + std::to_string(tmp.get());
-    if (::linkat(AT_FDCWD, self.c_str(), dir.fd(), name.c_str(), AT_SYMLINK_FOLLOW) == 0) return {};
-    return errno == EEXIST ? exists_error(path) : sys_fail("write " + path + ": link");
+    if (link_fd(tmp.get()) != 0)
+      return errno == EEXIST ? exists_error(path) : sys_fail("write " + path + ": link");
+    if (shared) shared->keep(content, std::move(tmp));
+    return {};
   }
   if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return sys_fail("write " + path);
   // O_EXCL: a file that is already there (a symlink included) is not ours to overwrite.
   auto fd = dir.open(name, O_WRONLY | O_CREAT | O_EXCL);
   if (!fd && fd.error().sys_errno == EEXIST) return exists_error(path);
   if (!fd) return std::unexpected(fd.error());
-  return write_all(fd->get(), content, path);
+  TB_TRY(write_all(fd->get(), content, path));
+  if (shared) shared->keep(content, std::move(*fd));
+  return {};
 }
 
 // Removes `path` when its first line is `marker_line`; anything else is left alone.
@@ -71,16 +87,26 @@ Status remove_if_marked(const std::string& path, std::string_view marker_line) {
 
 }  // namespace
 
+int SharedFiles::find(const std::string& content) const {
+  auto it = by_content_.find(content);
+  return it == by_content_.end() ? -1 : it->second.get();
+}
+
+void SharedFiles::keep(const std::string& content, UniqueFd fd) {
+  by_content_.insert_or_assign(content, std::move(fd));
+}
+
 Status write_hosts_file(const std::string& etc_netns, const std::string& netns,
-                        const std::string& content) {
+                        const std::string& content, SharedFiles* shared) {
   if (netns.empty() || netns.find('/') != std::string::npos || netns == "." || netns == "..")
     return bad_input("write hosts file: \"" + netns + "\" is not a namespace name");
   auto root = SafeDir::open_root(etc_netns);
   if (!root) return std::unexpected(root.error());
   auto dir = root->sub(netns);
   if (!dir) return std::unexpected(dir.error());
-  TB_TRY(write_new_file(*dir, "hosts", content));
-  return write_new_file(*dir, "resolv.conf", std::string(first_line(content)) + "\n" + kResolvConf);
+  TB_TRY(write_new_file(*dir, "hosts", content, shared));
+  return write_new_file(*dir, "resolv.conf", std::string(first_line(content)) + "\n" + kResolvConf,
+                        shared);
 }
 
 Status remove_hosts_file_if_ours(const std::string& etc_netns, const std::string& netns,

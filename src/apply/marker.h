@@ -2,13 +2,16 @@
 // alias starts with our marker; a hosts file is ours when its first line equals the marker
 // line it was written with (plan::owner_marker builds the marker itself).
 //
-// Pure functions, and two that touch only <etc_netns>/<netns>/hosts; thread-safe.
+// Pure functions, and two that touch only <etc_netns>/<netns>/hosts; thread-safe (a
+// SharedFiles is not: one per writer).
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "core/error.h"
+#include "core/unique_fd.h"
 
 namespace tb::apply {
 
@@ -33,8 +36,28 @@ inline std::string_view first_line(std::string_view text) {
 // overwrite a file that is already there. Each file appears whole, marker line first, or not at
 // all (where the filesystem has O_TMPFILE), so a kill -9 part-way leaves nothing that
 // remove_hosts_file_if_ours would not take.
+//
+// With `shared`, a file whose content one written through the same SharedFiles already has is
+// a hard link to that file instead of a file of its own (issue 34). A lab's namespaces have few
+// distinct hosts files (one per server's GPUs, one for the switches: 34 of 300 for 256 GPUs)
+// and one resolv.conf, and every new inode costs ~0.15 ms on a journal-less ext4 that has
+// recently deleted many (this machine's /etc: ext4 skips inodes deleted within the last 5 s, or
+// 5 min while their table block is dirty, scanning past each one), where a link costs none.
+// A name that is already there is still refused; a file since removed is written anew.
+// Removing one name leaves the others; a file edited in place changes in every namespace
+// that shares it.
+class SharedFiles {
+ public:
+  // An open file of this content (-1: none yet).
+  int find(const std::string& content) const;
+  void keep(const std::string& content, UniqueFd fd);
+  size_t size() const { return by_content_.size(); }
+
+ private:
+  std::unordered_map<std::string, UniqueFd> by_content_;
+};
 Status write_hosts_file(const std::string& etc_netns, const std::string& netns,
-                        const std::string& content);
+                        const std::string& content, SharedFiles* shared = nullptr);
 // Removes <etc_netns>/<netns>/hosts and resolv.conf, each only when its first line is
 // `marker_line`, then the directory if that left it empty. A missing file, or someone else's, is
 // success.

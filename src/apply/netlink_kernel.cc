@@ -292,7 +292,7 @@ Status NetlinkKernel::submit_op(const plan::SetSysctl& op) {
 Status NetlinkKernel::submit_op(const plan::WriteHosts& op) {
   if (!nl::valid_netns_name(op.netns))
     return bad_input("write hosts file for netns " + op.netns + ": not a valid namespace name");
-  return write_hosts_file(etc_netns_dir(), op.netns, op.content);
+  return write_hosts_file(etc_netns_dir(), op.netns, op.content, &hosts_files_);
 }
 
 // ---- undo ---------------------------------------------------------------------------------

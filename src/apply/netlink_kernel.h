@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "apply/kernel.h"
+#include "apply/marker.h"
 #include "core/unique_fd.h"
 #include "netlink/socket.h"
 
@@ -112,6 +113,9 @@ class NetlinkKernel final : public Kernel {
   // Whether `netns` exists and its loopback alias carries `marker` (nullopt: no such netns).
   Result<std::optional<bool>> carries_marker(const std::string& netns, const std::string& marker);
   std::optional<netlink::AckError> deferred_;
+  // The hosts files and resolv.conf written so far, by content: a namespace whose file is the
+  // same gets a hard link (apply/marker.h SharedFiles).
+  SharedFiles hosts_files_;
   // AddStageRule ops submitted and not installed yet: sync() installs them, each namespace's
   // in one transaction per tool, namespaces in parallel (netlink_kernel_stage.cc).
   std::vector<plan::AddStageRule> pending_rules_;

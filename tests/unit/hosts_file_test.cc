@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +47,51 @@ TEST(HostsFile, SomeoneElsesFileStays) {
   EXPECT_FALSE(write_hosts_file(etc.path(), "tb-t-a", kContent));
   ASSERT_TRUE(remove_hosts_file_if_ours(etc.path(), "tb-t-a", kMarker));
   EXPECT_EQ(read_file(etc.path() + "/tb-t-a/hosts"), "127.0.0.1 mine\n");
+}
+
+ino_t inode(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+// One inode per distinct content (marker.h SharedFiles): the same hosts text in two namespaces
+// is one file with two names, every resolv.conf of a lab one file; different text its own.
+TEST(HostsFile, SameContentSharesOneFile) {
+  TempDir etc;
+  SharedFiles shared;
+  const std::string other = kMarker + "\n198.18.0.9 dc-s1-g0\n";
+  ASSERT_TRUE(write_hosts_file(etc.path(), "tb-t-a", kContent, &shared));
+  ASSERT_TRUE(write_hosts_file(etc.path(), "tb-t-b", kContent, &shared));
+  ASSERT_TRUE(write_hosts_file(etc.path(), "tb-t-c", other, &shared));
+  const std::string d = etc.path() + "/";
+  EXPECT_NE(inode(d + "tb-t-a/hosts"), 0u);
+  EXPECT_EQ(inode(d + "tb-t-a/hosts"), inode(d + "tb-t-b/hosts"));
+  EXPECT_NE(inode(d + "tb-t-a/hosts"), inode(d + "tb-t-c/hosts"));
+  EXPECT_EQ(inode(d + "tb-t-a/resolv.conf"), inode(d + "tb-t-c/resolv.conf"));
+  EXPECT_EQ(read_file(d + "tb-t-b/hosts"), kContent);
+  EXPECT_EQ(read_file(d + "tb-t-c/hosts"), other);
+  EXPECT_EQ(shared.size(), 3u);  // two hosts texts, one resolv.conf
+  // Removing one namespace's names leaves the other's file whole.
+  ASSERT_TRUE(remove_hosts_file_if_ours(etc.path(), "tb-t-a", kMarker));
+  EXPECT_FALSE(fs::exists(d + "tb-t-a"));
+  EXPECT_EQ(read_file(d + "tb-t-b/hosts"), kContent);
+  // A name already there is refused even when a shared file of that content exists.
+  EXPECT_FALSE(write_hosts_file(etc.path(), "tb-t-b", kContent, &shared)) << "overwrote a file";
+}
+
+// Once every name of a shared file is gone (an undo), the next namespace with that content
+// gets a file of its own instead of an error, and later ones share that one.
+TEST(HostsFile, AFileWhoseNamesAreGoneIsWrittenAnew) {
+  TempDir etc;
+  SharedFiles shared;
+  ASSERT_TRUE(write_hosts_file(etc.path(), "tb-t-a", kContent, &shared));
+  ASSERT_TRUE(remove_hosts_file_if_ours(etc.path(), "tb-t-a", kMarker));
+  ASSERT_TRUE(write_hosts_file(etc.path(), "tb-t-b", kContent, &shared));
+  ASSERT_TRUE(write_hosts_file(etc.path(), "tb-t-c", kContent, &shared));
+  const std::string d = etc.path() + "/";
+  EXPECT_EQ(read_file(d + "tb-t-b/hosts"), kContent);
+  EXPECT_EQ(inode(d + "tb-t-b/hosts"), inode(d + "tb-t-c/hosts"));
+  EXPECT_TRUE(read_file(d + "tb-t-c/resolv.conf").starts_with(kMarker + "\n"));
 }
 
 // Writing stops after `limit` bytes of any file (RLIMIT_FSIZE: write fails with EFBIG), in a
