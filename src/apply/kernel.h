@@ -51,6 +51,16 @@ class Kernel {
   // the kernel's asynchronous clean-up makes every netlink request wait).
   virtual void prepare_undo(const std::vector<plan::Op>& ops) { (void)ops; }
 
+  // Installs the delay stages' release-probe rules (stage/netfilter_rules.h) in each of
+  // `netns` now, ahead of sync, whose stage rules then leave them out: `up` starts the stages
+  // once their namespaces exist, while the rest of the lab is built (lab/daemons.h LabKernel),
+  // and a stage's first probes need the rule. False: this kernel does not (the stages start at
+  // sync, with the rules); the default.
+  virtual Result<bool> add_probe_rules(const std::vector<std::string>& netns) {
+    (void)netns;
+    return false;
+  }
+
   // Administrative state of one interface (a link fault or `link down|up`), synchronous.
   virtual Status set_link_up(const std::string& netns, const std::string& ifname, bool up) = 0;
   // Brings `ends` (a link's ends here) up in order, then waits at most `wait_ms` until each has

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "apply/kernel.h"
@@ -42,6 +43,7 @@ class NetlinkKernel final : public Kernel {
   Status sync() override;
   Status undo(const plan::Op& op) override;
   void prepare_undo(const std::vector<plan::Op>& ops) override;
+  Result<bool> add_probe_rules(const std::vector<std::string>& netns) override;
   Status set_link_up(const std::string& netns, const std::string& ifname, bool up) override;
   Result<int64_t> set_links_up(const std::vector<IfaceRef>& ends, int wait_ms,
                                int64_t* first_up_ns) override;
@@ -116,6 +118,8 @@ class NetlinkKernel final : public Kernel {
   // The hosts files and resolv.conf written so far, by content: a namespace whose file is the
   // same gets a hard link (apply/marker.h SharedFiles).
   SharedFiles hosts_files_;
+  // Namespaces whose release-probe rule add_probe_rules installed: sync's rules leave it out.
+  std::unordered_set<std::string> probes_added_;
   // AddStageRule ops submitted and not installed yet: sync() installs them, each namespace's
   // in one transaction per tool, namespaces in parallel (netlink_kernel_stage.cc).
   std::vector<plan::AddStageRule> pending_rules_;

@@ -47,7 +47,8 @@ Status NetlinkKernel::install_stage_rules() {
     stage::NetnsRules& g = groups[it->second];
     if (op.queue) g.queue.push_back({{op.ifname, op.queue, op.egress}, op.marker + " queue"});
     // Queues here mean a stage here (plan/shaping.cc): its release probe's rule comes along.
-    g.release_probe = g.release_probe || op.queue;
+    // add_probe_rules may have put it there already (the stage started early).
+    g.release_probe = g.release_probe || (op.queue && !probes_added_.contains(op.netns));
     if (!op.loss_ppm) continue;
     // A loss rule on a bridge port goes in the bridge family (its frames never reach IP): the
     // planner puts the loss of a direction into a bridge port there (plan/shaping.h).
@@ -69,6 +70,21 @@ Status NetlinkKernel::install_stage_rules() {
   if (auto r = stage::add_rules(groups, parallel); !r)
     return std::unexpected(with_context(r.error(), "steer links into their delay stages"));
   return {};
+}
+
+Result<bool> NetlinkKernel::add_probe_rules(const std::vector<std::string>& netns) {
+  std::vector<stage::NetnsRules> groups;
+  for (const auto& n : netns) {
+    if (probes_added_.contains(n)) continue;
+    stage::NetnsRules g{n, {}, {}};
+    g.release_probe = true;
+    groups.push_back(std::move(g));
+  }
+  const int parallel = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
+  if (auto r = stage::add_rules(groups, parallel); !r)
+    return std::unexpected(with_context(r.error(), "add the delay stages' release-probe rules"));
+  for (const auto& g : groups) probes_added_.insert(g.netns);
+  return true;
 }
 
 Status NetlinkKernel::undo_op(const plan::AddStageRule& op) {

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "congestion/episodes.h"
+#include "core/clock.h"
 #include "core/paths.h"
 #include "core/process.h"
 #include "core/realtime.h"
@@ -157,7 +158,7 @@ Result<int> launch_early_supervisor(const std::string& lab) {
 }
 
 Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& daemons,
-                     int early_supervisor) {
+                     int early_supervisor, bool stages_configured) {
   if (daemons.empty()) return {};
   auto lab_files = open_lab_dir(lab);
   if (!lab_files) return std::unexpected(lab_files.error());
@@ -190,7 +191,7 @@ Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& da
         if (!found) return std::unexpected(found.error());
         delayd = *found;
       }
-      TB_TRY(write_stage_config(lab, *st));
+      if (!stages_configured) TB_TRY(write_stage_config(lab, *st));
       specs.push_back(stage_child(lab, *st, *delayd));
     } else if (const auto* a = std::get_if<plan::Agent>(&d)) {
       failover::AgentConfig c{a->node, a->port, a->interval_ns, a->misses, {}};
@@ -252,6 +253,15 @@ void await_daemons(const StoppingDaemons& stopping) {
   await_terminated(stopping.pids, stopping.sent_ns, kDaemonGraceMs);
 }
 
+LabKernel::LabKernel(std::string lab, apply::Kernel& inner, bool daemons_ahead,
+                     std::vector<plan::Stage> early_stages)
+    : lab_(std::move(lab)),
+      inner_(inner),
+      daemons_ahead_(daemons_ahead),
+      early_stages_(daemons_ahead ? std::move(early_stages) : std::vector<plan::Stage>{}) {
+  for (const auto& st : early_stages_) awaited_netns_.insert(st.netns);
+}
+
 Status LabKernel::submit(const plan::Op& op) {
   if (std::exchange(daemons_ahead_, false)) {
     // Not journaled itself: until it has its children, a rollback or our end stops it, and
@@ -264,7 +274,43 @@ Status LabKernel::submit(const plan::Op& op) {
     pending_.push_back(d->daemon);
     return {};
   }
-  return inner_.submit(op);
+  TB_TRY(inner_.submit(op));
+  if (const auto* n = std::get_if<plan::CreateNetns>(&op)) awaited_netns_.erase(n->netns);
+  return offer_stages();
+}
+
+Status LabKernel::offer_stages() {
+  if (early_stages_.empty() || stages_offered_ || !awaited_netns_.empty() || early_supervisor_ <= 0)
+    return {};
+  // The supervisor is an exec of testbedctl (~25 ms on a quiet host): until it is ready, asked
+  // again every 5 ms of the build, not at every op.
+  const int64_t now = monotonic_ns();
+  if (now < next_offer_ns_) return {};
+  next_offer_ns_ = now + 5'000'000;
+  if (!probes_added_) {
+    std::vector<std::string> netns;
+    for (const auto& st : early_stages_) netns.push_back(st.netns);
+    auto added = inner_.add_probe_rules(netns);
+    if (!added) return std::unexpected(added.error());
+    if (!*added) {  // this kernel cannot: they start at sync, as the other daemons
+      early_stages_.clear();
+      return {};
+    }
+    probes_added_ = true;
+  }
+  if (!configs_written_) {
+    for (const auto& st : early_stages_) TB_TRY(write_stage_config(lab_, st));
+    configs_written_ = true;
+  }
+  auto delayd = delayd_path();
+  if (!delayd) return std::unexpected(delayd.error());
+  std::vector<runner::ChildSpec> specs;
+  for (const auto& st : early_stages_) specs.push_back(stage_child(lab_, st, *delayd));
+  // Not ready for SIGHUP yet (it has not written its pid): false, asked again later.
+  auto offered = runner::offer_children(early_supervisor_, lab_dir(lab_), specs);
+  if (!offered) return std::unexpected(offered.error());
+  stages_offered_ = *offered;
+  return {};
 }
 
 Status LabKernel::sync() {
@@ -272,8 +318,10 @@ Status LabKernel::sync() {
   auto daemons = std::move(pending_);
   pending_.clear();
   if (daemons.empty()) return {};
-  // Handed over (or failed, then the rollback's stop_daemons finds it by its marker).
-  return start_daemons(lab_, daemons, std::exchange(early_supervisor_, 0));
+  // Handed over (or failed, then the rollback's stop_daemons finds it by its marker). Stages
+  // offered early are in the specs again: the supervisor starts only the rest, and the wait is
+  // for all of them.
+  return start_daemons(lab_, daemons, std::exchange(early_supervisor_, 0), configs_written_);
 }
 
 void LabKernel::stop_early_supervisor() {

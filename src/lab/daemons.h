@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "apply/kernel.h"
@@ -41,8 +42,10 @@ Status check_socket_paths(const std::string& lab, const std::vector<plan::Daemon
 // routers, once BGP has every route). None: nothing to do. `early_supervisor` (a pid from
 // launch_early_supervisor): that supervisor, started with no children, is handed them
 // (runner/supervisor.h give_children) instead of a new one being started.
+// `stages_configured`: every stage's config is written already (LabKernel handed them over
+// early), so they are not written again.
 Status start_daemons(const std::string& lab, const std::vector<plan::Daemon>& daemons,
-                     int early_supervisor = 0);
+                     int early_supervisor = 0, bool stages_configured = false);
 // The lab's supervisor with no children yet, started before `up` builds anything so its start
 // overlaps the build (runner/supervisor.h give_children). Returns its pid.
 Result<int> launch_early_supervisor(const std::string& lab);
@@ -65,8 +68,13 @@ void await_daemons(const StoppingDaemons& stopping);
 // before that stops it.
 class LabKernel : public apply::Kernel {
  public:
-  LabKernel(std::string lab, apply::Kernel& inner, bool daemons_ahead = false)
-      : lab_(std::move(lab)), inner_(inner), daemons_ahead_(daemons_ahead) {}
+  // `early_stages`: the plan's delay stages, handed to the early supervisor as soon as every
+  // namespace they run in exists (all the namespace ops come first), so that their start and
+  // calibration overlap the rest of the build instead of following it; their release-probe
+  // rules go in first (Kernel::add_probe_rules). A kernel that cannot, or a supervisor not yet
+  // ready before sync: they start at sync with the other daemons, as without them.
+  LabKernel(std::string lab, apply::Kernel& inner, bool daemons_ahead = false,
+            std::vector<plan::Stage> early_stages = {});
   ~LabKernel() override { stop_early_supervisor(); }
   LabKernel(const LabKernel&) = delete;
   LabKernel& operator=(const LabKernel&) = delete;
@@ -96,6 +104,8 @@ class LabKernel : public apply::Kernel {
  private:
   // The early supervisor, while it has not been handed its children: stopped and reaped.
   void stop_early_supervisor();
+  // Hands early_stages_ to the early supervisor once their namespaces exist and it is ready.
+  Status offer_stages();
 
   std::string lab_;
   apply::Kernel& inner_;
@@ -103,6 +113,12 @@ class LabKernel : public apply::Kernel {
   bool stopped_ = false;               // undo stops them all at once
   bool daemons_ahead_ = false;         // launch the supervisor at the first op
   int early_supervisor_ = 0;           // its pid until it is handed its children
+  std::vector<plan::Stage> early_stages_;
+  std::unordered_set<std::string> awaited_netns_;  // theirs, not created yet
+  bool probes_added_ = false;                      // their release-probe rules are in
+  bool configs_written_ = false;                   // their stages/<netns>.conf
+  bool stages_offered_ = false;                    // the supervisor has them
+  int64_t next_offer_ns_ = 0;                      // not ready: ask again from then
 };
 
 // Writes `stage`'s config (rename over the old one), numbered `generation` when not 0

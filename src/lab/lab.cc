@@ -161,10 +161,11 @@ Result<UpResult> up(const plan::Plan& plan, const std::string& scenario_path, ap
   opts.interrupted = &g_interrupted;
   opts.progress = progress;
   // Daemons start once every kernel object is in place; their supervisor is launched at the
-  // first op, so its own start overlaps the build (lab/daemons.h LabKernel).
+  // first op, so its own start overlaps the build, and the delay stages are handed to it once
+  // their namespaces exist, so theirs does too (lab/daemons.h LabKernel).
   const bool daemons = std::ranges::any_of(
       plan.ops, [](const plan::Op& op) { return std::holds_alternative<plan::StartDaemon>(op); });
-  LabKernel machine(lab, kernel, daemons);
+  LabKernel machine(lab, kernel, daemons, plan.stages());
   const auto t0 = std::chrono::steady_clock::now();
   if (auto r = apply_plan(plan, machine, *journal, opts); !r) {
     (void)remove_state(lab);

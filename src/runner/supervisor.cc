@@ -421,6 +421,18 @@ Status start_supervisor(const std::string& lab, const std::string& lab_dir,
 // (an exec of testbedctl: tens of ms; seconds on a host with every core busy).
 constexpr int kTakeWaitMs = 5000;
 
+Result<bool> offer_children(int pid, const std::string& lab_dir,
+                            const std::vector<ChildSpec>& specs) {
+  // Not reaped here if it has ended: give_children's waitpid must still see it end.
+  int written = 0;
+  std::ifstream(lab_dir + "/supervisor.pid") >> written;
+  if (written != pid) return false;
+  TB_TRY(write_file(lab_dir + "/supervisor-spec.json", specs_to_json(specs).dump(1) + "\n"));
+  // An ended supervisor (a zombie until give_children reaps it) takes the signal harmlessly.
+  if (::kill(pid, SIGHUP) != 0) return sys_fail("hand the lab supervisor its processes");
+  return true;
+}
+
 Status give_children(int pid, const std::string& lab, const std::string& lab_dir,
                      const std::string& owner, const std::vector<ChildSpec>& specs, int wait_ms) {
   // Ready for SIGHUP once it has written its pid (cmd_supervise: after its handlers); before

@@ -132,5 +132,14 @@ Status await_children(const std::string& lab_dir, const std::vector<ChildSpec>& 
 Status give_children(int pid, const std::string& lab, const std::string& lab_dir,
                      const std::string& owner, const std::vector<ChildSpec>& specs,
                      int wait_ms = 3000);
+// give_children's first half, for a caller that goes on with other work while they start
+// (`up` hands the delay stages over once their namespaces exist, and builds the rest of the lab
+// meanwhile: issue 34): when the early supervisor `pid` is ready for SIGHUP now (it has written
+// its pid), rewrites its spec as `specs` and signals it, without waiting for them to run, and
+// returns true. Not ready yet: false, nothing done (ask again later). A later give_children
+// with these specs and more starts only the new ones and waits for all (supervise's `more`
+// starts only names it does not have).
+Result<bool> offer_children(int pid, const std::string& lab_dir,
+                            const std::vector<ChildSpec>& specs);
 
 }  // namespace tb::runner

@@ -1,10 +1,13 @@
 // End to end, as root: the testbedctl binary on the shipped scenarios and on generated ones.
 // Every test takes its lab down however it ends (LabGuard).
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -338,6 +341,113 @@ TEST(Lab, SigtermDuringUpRollsBack) {
   EXPECT_TRUE(marked_netns(g.lab()).empty());
   EXPECT_FALSE(std::filesystem::exists("/run/testbedctl/" + g.lab()));
   std::filesystem::remove_all(dir);
+}
+
+// The wall-clock time (ms) of the first delay stage's start in the lab's supervisor events; 0
+// when none has started.
+int64_t first_stage_start_ms(const std::string& lab) {
+  std::ifstream in(lab::lab_dir(lab) + "/events.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto e = json::parse(line, nullptr, false);
+    if (e.is_object() && e.value("event", "") == "started" &&
+        e.value("child", "").starts_with("stage "))
+      return e.value("t_unix_ms", int64_t{0});
+  }
+  return 0;
+}
+
+// Starts `up` of the 256-GPU lab (stages by --shaping tbf, whatever the kernel) and returns
+// once its first delay stage has started (bounded: 20 s).
+pid_t start_up_until_a_stage_runs(const std::string& path, const std::string& lab) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::freopen("/dev/null", "w", stdout);
+    ::execl(TB_TESTBEDCTL, TB_TESTBEDCTL, "up", path.c_str(), "--name", lab.c_str(), "--shaping",
+            "tbf", nullptr);
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline && first_stage_start_ms(lab) == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  return pid;
+}
+
+// `up` hands the delay stages to the lab's supervisor as soon as their namespaces exist, so
+// they start and calibrate while the rest of the lab is built (lab/daemons.h LabKernel; issue
+// 34): the first stage starts before the first hosts file is written, which comes after every
+// link, address, route and sysctl. Then every stage serves and the lab answers through them.
+TEST(Lab, DelayStagesStartWhileTheRestOfTheLabIsBuilt) {
+  TB_REQUIRE_ROOT();
+  LabGuard g(unique_lab("es"));
+  auto dir = std::filesystem::temp_directory_path() / ("tb-e2e-" + g.lab());
+  std::filesystem::create_directories(dir);
+  CmdResult up =
+      testbedctl("up " + big_scenario(dir, 16) + " --name " + g.lab() + " --shaping tbf");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(up.rc, 0) << up.out;
+  const int64_t started = first_stage_start_ms(g.lab());
+  ASSERT_GT(started, 0) << "no delay stage started";
+  json st = status_json(g.lab());
+  ASSERT_FALSE(st.is_null());
+  int64_t first_hosts = std::numeric_limits<int64_t>::max();
+  for (const auto& ns : netns_of(st)) {
+    struct stat sb {};
+    if (::stat(("/etc/netns/" + ns + "/hosts").c_str(), &sb) == 0)
+      first_hosts =
+          std::min(first_hosts, int64_t{sb.st_mtim.tv_sec} * 1000 + sb.st_mtim.tv_nsec / 1'000'000);
+  }
+  ASSERT_NE(first_hosts, std::numeric_limits<int64_t>::max()) << "no hosts file";
+  EXPECT_LT(started, first_hosts) << "the first stage started " << started - first_hosts
+                                  << " ms after the first hosts file: at the end of the build";
+  // Every stage serves (the supervisor counts one running once it said it is ready).
+  std::ifstream in(lab::lab_dir(g.lab()) + "/supervisor.json");
+  const json children = json::parse(in, nullptr, false);
+  ASSERT_TRUE(children.is_array());
+  size_t stages = 0;
+  for (const auto& c : children) {
+    if (!c.value("name", "").starts_with("stage ")) continue;
+    ++stages;
+    EXPECT_TRUE(c.value("running", false)) << c.dump();
+  }
+  EXPECT_EQ(stages, 18u);  // one per server, the VPC switch's and the transit router's
+  // Through a stage: a server's frontend to the VPC switch's side and back.
+  CmdResult ping = testbedctl("exec " + g.lab() + " dc/s3 -- ping -c 2 -W 2 dc-tr");
+  EXPECT_EQ(ping.rc, 0) << ping.out;
+}
+
+// A SIGTERM to `up` after its delay stages started, while it still builds, rolls them back with
+// the rest; a kill -9 then leaves them to `clean`, which finds them by the owner marker. Either
+// way nothing of the lab is left: no process, namespace, hosts file or state.
+TEST(Lab, SigtermOrKillAfterTheDelayStagesStartedLeavesNothing) {
+  TB_REQUIRE_ROOT();
+  for (int sig : {SIGTERM, SIGKILL}) {
+    LabGuard g(unique_lab(sig == SIGTERM ? "ev" : "ew"));
+    auto dir = std::filesystem::temp_directory_path() / ("tb-e2e-" + g.lab());
+    std::filesystem::create_directories(dir);
+    pid_t pid = start_up_until_a_stage_runs(big_scenario(dir, 32), g.lab());
+    const bool stage_ran = first_stage_start_ms(g.lab()) > 0;
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    std::filesystem::remove_all(dir);
+    EXPECT_TRUE(stage_ran) << "no stage started within 20 s";
+    if (sig == SIGTERM) {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0)
+          << "up finished before the signal; use a larger lab";
+    } else {
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+          << "up ended before the kill; use a larger lab";
+      CmdResult clean = testbedctl("clean " + g.lab());
+      EXPECT_EQ(clean.rc, 0) << clean.out;
+    }
+    EXPECT_TRUE(marked_netns(g.lab()).empty()) << strsignal(sig);
+    EXPECT_EQ(named_netns(g.lab()), 0u) << strsignal(sig);
+    EXPECT_TRUE(owned_processes("testbedctl lab=" + g.lab()).empty()) << strsignal(sig);
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/etc/netns", ec))
+      EXPECT_FALSE(e.path().filename().string().starts_with("tb-" + g.lab() + "-")) << e.path();
+    EXPECT_FALSE(std::filesystem::exists("/run/testbedctl/" + g.lab())) << strsignal(sig);
+  }
 }
 
 // Without root a verb runs in the user's keeper (core/userns.h, tests/e2e/rootless_test.cc),

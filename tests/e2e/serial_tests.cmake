@@ -25,6 +25,7 @@ set(TB_E2E_SERIAL_TESTS
   Fault.LossAndLatencyChangeTheLinkAndGoBack  # a: RTT window
   Lab.CleanAllTakesEachLabsLockAndLeavesABusyLabAlone  # b: clean --all
   Lab.UpRacingCleanAllEndsWholeOrGoneNeverHalfBuilt  # b: clean --all
+  Lab.DelayStagesStartWhileTheRestOfTheLabIsBuilt  # a: the stages' start before the build's end
   LaunchHz.*  # c: 16 torch ranks
   Rootless.*  # b: makes a system account; compares the root namespace's links before and after
   MultihostBench.VerifyOnBothHostsMeasuresEveryClassTheWanAcrossTheTunnel  # a: verify
