@@ -222,7 +222,7 @@ Result<int> clean(const std::string& lab, apply::Kernel& kernel) {
       await_stopping();
       if (auto r = remove_lab_rxe(st->rxe); !r) note(r.error().message);
     }
-    auto ops = Journal::read(journal_path(l));
+    auto ops = Journal::read_for_teardown(journal_path(l));
     if (ops) {
       if (auto r = teardown(*ops, kernel); !r) note(r.error().message);
     } else if (ops.error().sys_errno != ENOENT) {

@@ -2,9 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <unordered_set>
 
 #include "apply/applier.h"
+#include "plan/shaping.h"
 #include "recording_kernel.h"
+#include "scenario/loader.h"
 
 namespace tb::apply {
 namespace {
@@ -65,6 +69,52 @@ TEST_F(ApplierTest, FailureAtEveryStepRollsBackToNothing) {
       EXPECT_NE(r.error().message.find("everything made so far was removed"), std::string::npos);
       EXPECT_TRUE(k.live().empty()) << "step " << n << " left " << *k.live().begin();
     }
+}
+
+// read_for_teardown (down's reading) leaves out, without parsing them, exactly the lines
+// teardown skips: on hz-bj's shaped plan every op it returns is read()'s minus those inside a
+// namespace the journal creates, in order. Lines laid out otherwise are kept.
+TEST_F(ApplierTest, ReadForTeardownLeavesOutExactlyWhatTeardownSkips) {
+  auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/hz-bj.toml");
+  ASSERT_TRUE(s) << s.error().message;
+  auto p = plan::compile(*s);
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_TRUE(plan::add_shaping(*p, "tbf"));
+  // Hand-made lines: a veth between namespaces the journal does not create, and an address
+  // whose namespace name has an escape in it (neither may be left out).
+  p->ops.push_back(plan::CreateVeth{{"elsewhere", "x9", "a", ""}, {"other", "y9", "b", ""}, 1500});
+  p->ops.push_back(plan::AddAddr{"tb-\"odd", "x", *parse_prefix("198.18.0.0/31")});
+  auto j = Journal::create(journal_path());
+  ASSERT_TRUE(j);
+  for (const auto& op : p->ops) j->append(op);
+  ASSERT_TRUE(j->flush());
+  auto all = Journal::read(journal_path());
+  auto fast = Journal::read_for_teardown(journal_path());
+  ASSERT_TRUE(all) << all.error().message;
+  ASSERT_TRUE(fast) << fast.error().message;
+  std::unordered_set<std::string> created;
+  for (const auto& op : *all)
+    if (const auto* n = std::get_if<plan::CreateNetns>(&op)) created.insert(n->netns);
+  std::vector<std::string> want, got;
+  size_t kinds_inside = 0;
+  for (const auto& op : *all) {
+    bool inside = false;
+    if (const auto* v = std::get_if<plan::CreateVeth>(&op))
+      inside = created.contains(v->a.netns) || created.contains(v->b.netns);
+    else if (!std::holds_alternative<plan::CreateNetns>(op) &&
+             !std::holds_alternative<plan::WriteHosts>(op) &&
+             !std::holds_alternative<plan::CreateRxe>(op) &&
+             !std::holds_alternative<plan::StartDaemon>(op))
+      inside = created.contains(plan::op_netns(op));
+    kinds_inside += inside;
+    if (!inside) want.push_back(plan::to_text(op));
+  }
+  for (const auto& op : *fast) got.push_back(plan::to_text(op));
+  EXPECT_EQ(got, want);
+  EXPECT_GT(kinds_inside, all->size() / 2) << "most of a lab's ops are inside its namespaces";
+  ASSERT_GE(got.size(), 2u);
+  EXPECT_NE(got[got.size() - 2].find("x9"), std::string::npos) << got[got.size() - 2];
+  EXPECT_NE(got.back().find("odd"), std::string::npos) << got.back();
 }
 
 TEST_F(ApplierTest, InterruptRollsBack) {

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "lab/state.h"
@@ -242,6 +243,52 @@ TEST_F(LabStateFiles, SaveStateRefusesASymlinkedStateFileOrLock) {
   ASSERT_FALSE(lock);
   expect_refused_symlink(lock.error(), tmp_.path() + "/run/sealx/lock");
   EXPECT_EQ(read(victim), "precious");
+}
+
+// StateParts::kBrief (down, clean) reads only the text before "stages" and "topology", which
+// sort last in what save_state writes; it agrees with the whole load on every field it has,
+// and a file laid out otherwise is parsed whole.
+TEST_F(LabStateFiles, BriefLoadReadsOnlyWhatComesBeforeTheTopology) {
+  lab::LabState s = state();
+  s.pid = 4242;
+  s.rdma = "rxe";
+  s.rdma_why = "probed";
+  s.digest = "0123456789abcdef";
+  s.host = "a";
+  s.topo.nodes.push_back(
+      plan::Node{"dc/s0", "tb-sealx-dc-s0", plan::NodeKind::kServer, "dc", 0, -1, {}});
+  s.rxe.push_back({"dc/s0/g0", "tb-sealx-dc-s0-g0", "rail", "rxe0", 1, "fe80::1"});
+  ASSERT_TRUE(lab::save_state(s));
+  const std::string path = tmp_.path() + "/run/sealx/state.json";
+  auto whole = lab::load_state("sealx");
+  auto brief = lab::load_state("sealx", lab::StateParts::kBrief);
+  ASSERT_TRUE(whole) << whole.error().message;
+  ASSERT_TRUE(brief) << brief.error().message;
+  EXPECT_EQ(whole->topo.nodes.size(), 1u);
+  EXPECT_TRUE(brief->topo.nodes.empty());
+  for (const auto* st : {&*whole, &*brief}) {
+    EXPECT_EQ(st->pid, 4242);
+    EXPECT_EQ(st->phase, "up");
+    EXPECT_EQ(st->rdma, "rxe");
+    EXPECT_EQ(st->digest, "0123456789abcdef");
+    EXPECT_EQ(st->host, "a");
+    ASSERT_EQ(st->rxe.size(), 1u);
+    EXPECT_EQ(st->rxe[0].name, "rxe0");
+  }
+  // Only the part before "stages" is read: a topology the parser would refuse does not matter
+  // to a brief load (it does to the whole one).
+  std::string text = read(path);
+  const size_t topo = text.find("\"topology\": ");
+  ASSERT_NE(topo, std::string::npos);
+  std::ofstream(path) << text.substr(0, topo) + "\"topology\": {\"nodes\": [ broken\n}\n";
+  EXPECT_TRUE(lab::load_state("sealx", lab::StateParts::kBrief));
+  EXPECT_FALSE(lab::load_state("sealx"));
+  // The same state on one line (not save_state's layout): parsed whole, the same fields.
+  std::ofstream(path) << nlohmann::json::parse(text).dump() << "\n";
+  auto one_line = lab::load_state("sealx", lab::StateParts::kBrief);
+  ASSERT_TRUE(one_line) << one_line.error().message;
+  EXPECT_EQ(one_line->pid, 4242);
+  EXPECT_EQ(one_line->rxe.size(), 1u);
 }
 
 TEST(TempDirTest, IsPrivateAndRemovedWithAllItHoldsWhenDestroyed) {
