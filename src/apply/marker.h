@@ -40,7 +40,7 @@ inline std::string_view first_line(std::string_view text) {
 // With `shared`, a file whose content one written through the same SharedFiles already has is
 // a hard link to that file instead of a file of its own (issue 34). A lab's namespaces have few
 // distinct hosts files (one per server's GPUs, one for the switches: 34 of 300 for 256 GPUs)
-// and one resolv.conf, and every new inode costs ~0.15 ms on a journal-less ext4 that has
+// and one resolv.conf, and a new inode costs 0.03-4 ms on a journal-less ext4 that has
 // recently deleted many (this machine's /etc: ext4 skips inodes deleted within the last 5 s, or
 // 5 min while their table block is dirty, scanning past each one), where a link costs none.
 // A name that is already there is still refused; a file since removed is written anew.
