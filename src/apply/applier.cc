@@ -47,27 +47,25 @@ Status apply_plan(const plan::Plan& plan, Kernel& kernel, Journal& journal,
   return {};
 }
 
+bool goes_with_a_namespace(const plan::Op& op, const std::unordered_set<std::string>& created) {
+  if (std::holds_alternative<plan::CreateNetns>(op) ||
+      std::holds_alternative<plan::WriteHosts>(op) || std::holds_alternative<plan::CreateRxe>(op) ||
+      std::holds_alternative<plan::StartDaemon>(op))
+    return false;
+  if (auto* v = std::get_if<plan::CreateVeth>(&op))
+    return created.contains(v->a.netns) || created.contains(v->b.netns);
+  return created.contains(plan::op_netns(op));
+}
+
 Status teardown(const std::vector<plan::Op>& ops, Kernel& kernel) {
   std::unordered_set<std::string> created;
   for (const auto& op : ops)
     if (auto* n = std::get_if<plan::CreateNetns>(&op)) created.insert(n->netns);
-  auto inside_created = [&](const plan::Op& op) {
-    // Namespaces and hosts files are outside; so are rxe devices (RDMA device names are global,
-    // and a device goes before its netdev) and daemons (a process outlives its namespace).
-    if (std::holds_alternative<plan::CreateNetns>(op) ||
-        std::holds_alternative<plan::WriteHosts>(op) ||
-        std::holds_alternative<plan::CreateRxe>(op) ||
-        std::holds_alternative<plan::StartDaemon>(op))
-      return false;
-    if (auto* v = std::get_if<plan::CreateVeth>(&op))
-      return created.contains(v->a.netns) || created.contains(v->b.netns);
-    return created.contains(plan::op_netns(op));
-  };
   kernel.prepare_undo(ops);
   std::string errors;
   size_t failed = 0;
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
-    if (inside_created(*it)) continue;
+    if (goes_with_a_namespace(*it, created)) continue;
     spdlog::debug("undo {}", plan::to_text(*it));
     if (auto r = kernel.undo(*it); !r) {
       ++failed;

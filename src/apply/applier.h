@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <functional>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "apply/journal.h"
@@ -24,7 +26,13 @@ Status apply_plan(const plan::Plan& plan, Kernel& kernel, Journal& journal,
                   const ApplyOptions& opts = {});
 
 // Undoes `ops` in reverse. Ops inside a namespace that the same list creates are skipped (the
-// namespace takes them with it). Keeps going past errors and returns them all.
+// namespace takes them with it: goes_with_a_namespace). Keeps going past errors and returns
+// them all.
 Status teardown(const std::vector<plan::Op>& ops, Kernel& kernel);
+// Whether teardown skips `op` given the namespaces its list creates: an op inside one of them (a
+// veth by either end). Namespaces and hosts files are outside; so are rxe devices (RDMA device
+// names are global, and a device goes before its netdev) and daemons (a process outlives its
+// namespace).
+bool goes_with_a_namespace(const plan::Op& op, const std::unordered_set<std::string>& created);
 
 }  // namespace tb::apply

@@ -7,7 +7,6 @@
 #include <cerrno>
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <unordered_set>

@@ -26,6 +26,11 @@ Result<bool> bridge_port(netlink::NlSocket& sock, int ifindex, const std::string
   return master->kind == "bridge";
 }
 
+// Each namespace's transaction (and nft, for loss) waits on its commit: a few at once.
+int rule_parallelism() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
+}
+
 }  // namespace
 
 Status NetlinkKernel::submit_op(const plan::AddStageRule& op) {
@@ -65,9 +70,7 @@ Status NetlinkKernel::install_stage_rules() {
     }
     g.loss.push_back({{op.ifname, op.loss_ppm, op.egress, bridge}, op.marker + " loss"});
   }
-  // Each namespace's transaction (and nft, for loss) waits on its commit: a few at once.
-  const int parallel = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
-  if (auto r = stage::add_rules(groups, parallel); !r)
+  if (auto r = stage::add_rules(groups, rule_parallelism()); !r)
     return std::unexpected(with_context(r.error(), "steer links into their delay stages"));
   return {};
 }
@@ -80,8 +83,7 @@ Result<bool> NetlinkKernel::add_probe_rules(const std::vector<std::string>& netn
     g.release_probe = true;
     groups.push_back(std::move(g));
   }
-  const int parallel = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
-  if (auto r = stage::add_rules(groups, parallel); !r)
+  if (auto r = stage::add_rules(groups, rule_parallelism()); !r)
     return std::unexpected(with_context(r.error(), "add the delay stages' release-probe rules"));
   for (const auto& g : groups) probes_added_.insert(g.netns);
   return true;

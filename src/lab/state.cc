@@ -48,14 +48,14 @@ std::vector<std::string> list_labs() {
 
 namespace {
 
+// save_state's dump(1): each top-level key on a line of its own, one space in; nested ones deeper.
+constexpr const char* kStagesKey = "\n \"stages\": ";
+
 // The state without its topology and stages, parsed from the text before them alone: save_state
 // writes the keys in order (nlohmann::json's objects are sorted maps), and "stages" and
 // "topology" sort last, so for a large lab that is a few hundred bytes of megabytes (2.6 MB for
 // 1,024 GPUs, which the parser would otherwise still read through: ~15 ms a load at 256 GPUs,
 // three loads a `down`). Null when the text is not laid out so (then it is parsed whole).
-// dump(1): each top-level key on a line of its own, one space in; nested ones deeper.
-constexpr const char* kStagesKey = "\n \"stages\": ";
-
 nlohmann::json brief_part(const std::string& text) {
   const size_t at = text.find(kStagesKey);
   if (at == std::string::npos) return nullptr;

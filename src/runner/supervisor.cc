@@ -441,16 +441,14 @@ Status give_children(int pid, const std::string& lab, const std::string& lab_dir
   for (;;) {
     if (::waitpid(pid, nullptr, WNOHANG) == pid)
       return start_supervisor(lab, lab_dir, owner, specs, wait_ms);
-    int written = 0;
-    std::ifstream(lab_dir + "/supervisor.pid") >> written;
-    if (written == pid) break;
+    auto offered = offer_children(pid, lab_dir, specs);
+    if (!offered) return std::unexpected(offered.error());
+    if (*offered) break;
     if (std::chrono::steady_clock::now() >= deadline)
       return fail("the lab supervisor (pid " + std::to_string(pid) + ") did not start within " +
                   std::to_string(kTakeWaitMs) + " ms (see " + lab_dir + "/supervisor.log)");
     std::this_thread::sleep_for(std::chrono::milliseconds(kStartPollMs));
   }
-  TB_TRY(write_file(lab_dir + "/supervisor-spec.json", specs_to_json(specs).dump(1) + "\n"));
-  if (::kill(pid, SIGHUP) != 0) return sys_fail("hand the lab supervisor its processes");
   return await_children(lab_dir, specs, wait_ms);
 }
 

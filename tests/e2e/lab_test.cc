@@ -356,8 +356,8 @@ int64_t first_stage_start_ms(const std::string& lab) {
   return 0;
 }
 
-// Starts `up` of the 256-GPU lab (stages by --shaping tbf, whatever the kernel) and returns
-// once its first delay stage has started (bounded: 20 s).
+// Starts `up` of `path` (delay stages by --shaping tbf, whatever the kernel) and returns once
+// its first delay stage has started (bounded: 20 s).
 pid_t start_up_until_a_stage_runs(const std::string& path, const std::string& lab) {
   pid_t pid = ::fork();
   if (pid == 0) {

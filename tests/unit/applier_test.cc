@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <unordered_set>
 
 #include "apply/applier.h"
@@ -72,8 +71,8 @@ TEST_F(ApplierTest, FailureAtEveryStepRollsBackToNothing) {
 }
 
 // read_for_teardown (down's reading) leaves out, without parsing them, exactly the lines
-// teardown skips: on hz-bj's shaped plan every op it returns is read()'s minus those inside a
-// namespace the journal creates, in order. Lines laid out otherwise are kept.
+// teardown skips (goes_with_a_namespace): on hz-bj's shaped plan every op it returns is read()'s
+// minus those inside a namespace the journal creates, in order. Lines laid out otherwise are kept.
 TEST_F(ApplierTest, ReadForTeardownLeavesOutExactlyWhatTeardownSkips) {
   auto s = scenario::load(std::string(TB_SOURCE_DIR) + "/scenarios/hz-bj.toml");
   ASSERT_TRUE(s) << s.error().message;
@@ -98,14 +97,7 @@ TEST_F(ApplierTest, ReadForTeardownLeavesOutExactlyWhatTeardownSkips) {
   std::vector<std::string> want, got;
   size_t kinds_inside = 0;
   for (const auto& op : *all) {
-    bool inside = false;
-    if (const auto* v = std::get_if<plan::CreateVeth>(&op))
-      inside = created.contains(v->a.netns) || created.contains(v->b.netns);
-    else if (!std::holds_alternative<plan::CreateNetns>(op) &&
-             !std::holds_alternative<plan::WriteHosts>(op) &&
-             !std::holds_alternative<plan::CreateRxe>(op) &&
-             !std::holds_alternative<plan::StartDaemon>(op))
-      inside = created.contains(plan::op_netns(op));
+    const bool inside = goes_with_a_namespace(op, created);
     kinds_inside += inside;
     if (!inside) want.push_back(plan::to_text(op));
   }
