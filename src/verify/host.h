@@ -7,7 +7,11 @@
 // scheduler runs such a group only when nothing else wants a CPU and preempts it on every
 // wake-up (measured here, 2026-12-04: two busy loops in it got 5 ms of CPU in 5 s beside two
 // ordinary ones in another session — nice and SCHED_IDLE, by contrast, yield only within their
-// own autogroup). scripts/test runs the lab VM's -icount timing boot there, beside the tiers.
+// own autogroup). Not always only that: with one busy ordinary task per CPU the group took
+// 9-16% of a 0.2-0.4 s window now and then (3 of 14 runs beside the lab VM's check, 2026-12-06),
+// with two per CPU 8.4% once in 32 runs, and /proc/stat's ticks make such a window's share
+// coarse (one read 3% short); a window of ~1.5 s with two per CPU read 0.98-1.00 in 10 of 10.
+// scripts/test runs the lab VM's -icount timing boot there, beside the tiers.
 // Pure except sample_host and idle_cgroup_ns; thread-safe.
 #pragma once
 

@@ -84,11 +84,16 @@ TEST_F(Train, TensorParallelInsideAServerAndTheFrontendBetweenServers) {
   EXPECT_EQ(j[0]["tier"], "frontend");
 }
 
-// A busy loop per CPU, each bounded (timeout 120), killed by pid when the test ends.
+// Two busy loops per CPU, each bounded (timeout 120), killed by pid when the test ends.
+// Two, not one: beside scripts/test's idle cgroup (the lab VM, cpu.idle = 1) one loop per CPU
+// left that group 9-16% of a 0.2-0.4 s window in 3 of 14 runs here, and CI's run on 4185962 saw
+// 16% (busy 0.84, not flagged); with two per CPU, 0-0.9% in 20 runs and 8.4% in 1 of 12 more
+// beside the same VM (2026-12-06, docs/development.md). Why a lone loop per CPU leaves the group
+// turns was not established; the figures are what holds. The run below is also longer (see there).
 class CpuHogs {
  public:
   CpuHogs() {
-    const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+    const long n = 2 * ::sysconf(_SC_NPROCESSORS_ONLN);
     for (long i = 0; i < n; ++i) {
       const pid_t p = ::fork();
       if (p == 0) {
@@ -114,7 +119,12 @@ TEST_F(Train, TheGuardFlagsACpuBoundRun) {
   {
     CpuHogs hogs;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let them reach every CPU
-    r = train(std::string("--servers 2") + kSmall + " --json " + json);
+    // kSmall's model with 25 steps: the guard's window ~1.5 s rather than ~0.2 s, whose 40
+    // ticks of /proc/stat read 3% short of the busy loops' 100% in one run here.
+    r = train(
+        "--servers 2 --params 200000 --grad-bytes 4 --layers 2 --bucket 128K"
+        " --activation-bytes 16K --compute 20ms --compute-scale 1 --steps 25 --warmup 1 --json " +
+        json);
   }
   ASSERT_EQ(r.rc, 0) << r.out;  // the steps are right; the figure is the host's, and says so
   const auto j = read_json(json);
