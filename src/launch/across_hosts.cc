@@ -224,12 +224,19 @@ Result<PeerOutcome> serve_job(const workload::Job& mine, const JobHosts& hosts,
   PeerOutcome out;
   std::optional<workload::Job> job;
   {
+    // A refusal goes to the coordinator too, so that its output says why this host left.
+    auto refuse = [&](Error e) -> Result<PeerOutcome> {
+      relay->leave("host " + hosts.me + " refused the job: " + e.message);
+      return std::unexpected(std::move(e));
+    };
     auto j = workload::job_from_json(*msg);
-    if (!j)
-      return std::unexpected(with_context(j.error(), "the job from host " + hosts.coordinator));
+    if (!j) return refuse(with_context(j.error(), "the job from host " + hosts.coordinator));
     if (j->ranks.size() != mine.ranks.size() || job_digest(*j) != job_digest(mine))
-      return bad_input("host " + hosts.coordinator + " sent another job than this host prepared");
-    if (auto why = rdma_marks_differ(*j, mine, hosts); !why.empty()) return bad_input(why);
+      return refuse(
+          bad_input("host " + hosts.coordinator + " sent another job than this host prepared")
+              .error());
+    if (auto why = rdma_marks_differ(*j, mine, hosts); !why.empty())
+      return refuse(bad_input(why).error());
     out.results_dir = j->results_dir;  // where the rows are gathered
     job = job_here(*j, mine);
   }
@@ -237,7 +244,7 @@ Result<PeerOutcome> serve_job(const workload::Job& mine, const JobHosts& hosts,
   out.ranks = hosts.local_count();
   auto group = start_ranks(*job, tb_rank, hosts.local);
   if (!group) {
-    (void)relay->finish();
+    relay->leave("host " + hosts.me + " could not start its ranks: " + group.error().message);
     return std::unexpected(group.error());
   }
   if (say)

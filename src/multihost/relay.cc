@@ -107,10 +107,14 @@ struct CoordinatorRelay::State {
               {static_cast<int>(r), e.value("code", 1), e.value("how", std::string("exit ?"))});
       } else if (b.contains("bye")) {
         byes.insert(m.host);
+      } else if (b.contains("leaving") && b["leaving"].is_string()) {
+        gone_why[m.host] = b["leaving"].get<std::string>();  // the host's own reason comes first
       } else if (b.contains("closed")) {
         gone.insert(m.host);
-        if (b.contains("why")) gone_why[m.host] = b["why"].get<std::string>();
-        const std::string why = b.contains("why") ? " (" + b["why"].get<std::string>() + ")" : "";
+        if (b.contains("why") && !gone_why.contains(m.host))
+          gone_why[m.host] = b["why"].get<std::string>();
+        const auto said = gone_why.find(m.host);
+        const std::string why = said == gone_why.end() ? "" : " (" + said->second + ")";
         if (!byes.contains(m.host)) {
           errors.push_back("host " + m.host + " went away before it was done" + why);
           if (on_gone) on_gone(m.host, "host " + m.host + " went away" + why);
@@ -614,6 +618,12 @@ Status PeerRelay::finish(const nlohmann::json* tail) {
   if (tail) s_->send(*tail);
   if (s_->gone) return fail(s_->gone_text());
   return {};
+}
+
+void PeerRelay::leave(const std::string& why) {
+  halt();
+  std::lock_guard lk(s_->mu);
+  s_->send({{"leaving", why}});
 }
 
 Result<std::optional<Verdict>> PeerRelay::check_verdict() {

@@ -180,6 +180,9 @@ class PeerRelay {
   // Stops the background thread; this host's last files, every local rank's exit not said yet
   // (a rank still running as killed), bye; then `tail` when given.
   Status finish(const nlohmann::json* tail = nullptr);
+  // This host gives up its part before starting it (it refuses the job): `why` goes to the
+  // coordinator, which says "host X went away (why)" when the connection ends. Best effort.
+  void leave(const std::string& why);
   // The verdict if it came; an error when the coordinator went away before it.
   Result<std::optional<Verdict>> check_verdict();
   // Turns until the verdict, at most `limit`.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -313,6 +314,66 @@ TEST(MultihostRelay, BenchAndLaunchJoinersKeepTheirOwnResultsRoot) {
   const auto c = launch::command_here(cmd, "launch-a");
   EXPECT_EQ(c.run_id, "launch-a");
   EXPECT_EQ(c.results_dir, "/var/lib/b/results/lab/launch-a");
+}
+
+// A joining host that refuses the job (here: it would run rank 0 and 1's pair over TCP, the
+// coordinator over RDMA) says why to the coordinator before it leaves: the coordinator's
+// errors and the ends of that host's ranks carry the joiner's reason, not only "went away".
+TEST(MultihostRelay, AJoinerThatRefusesTheJobTellsTheCoordinatorWhy) {
+  std::atomic<bool> stop{false};
+  const int port = test_port(2);
+  char dir[] = "/tmp/tb-relay-refuse-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  workload::Job mine;
+  mine.lab = "lab";
+  mine.ranks = {{"dc/s0/g0", "tb-lab-dc-s0-g0", 0, "198.18.0.1"},
+                {"dc/s1/g0", "tb-lab-dc-s1-g0", 1, "198.18.0.2"}};
+  mine.run_id = "bench-b";
+  mine.results_dir = std::string(dir) + "/b/bench-b";
+  mine.store_dir = mine.results_dir + "/store";
+  workload::Job theirs = mine;
+  theirs.run_id = "bench-a";
+  theirs.results_dir = std::string(dir) + "/a/bench-a";
+  theirs.store_dir = theirs.results_dir + "/store";
+  theirs.rdma = {{0, 1}, {1, 0}};  // a made rxe devices; b did not
+  launch::JobHosts on_a, on_b;
+  static_cast<Roles&>(on_a) = roles_of("a", {"b"});
+  static_cast<Roles&>(on_b) = roles_of("b", {"b"});
+  on_a.rank_host = on_b.rank_host = {"a", "b"};
+  on_a.local = {1, 0};
+  on_b.local = {0, 1};
+  Result<launch::PeerOutcome> b_out = fail("not run");
+  std::thread b(
+      [&] { b_out = launch::serve_job(mine, on_b, "bench", "p1", port, "/bin/false", {}, stop); });
+  std::vector<std::string> gone;
+  std::vector<RankEnd> ends;
+  {
+    auto c = launch::open_relay(theirs, on_a, "bench", "p1", port, stop);
+    ASSERT_TRUE(c) << c.error().message;
+    c->on_gone([&](const std::string&, const std::string& what) { gone.push_back(what); });
+    c->finish(std::chrono::seconds(10));
+    ends = c->take_ends();
+    const auto errors = c->errors();
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].find("host b went away before it was done (host b refused the job: "
+                             "--transport rdma: host a runs ranks 0 (dc/s0/g0, host a) and 1 "
+                             "(dc/s1/g0, host b) over RDMA, this host (b) over TCP"),
+              std::string::npos)
+        << errors[0];
+  }
+  b.join();
+  ASSERT_FALSE(b_out);
+  EXPECT_EQ(b_out.error().exit_code, kExitBadInput) << b_out.error().message;
+  EXPECT_NE(b_out.error().message.find("over RDMA, this host (b) over TCP"), std::string::npos)
+      << b_out.error().message;
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_NE(gone[0].find("host b went away (host b refused the job: --transport rdma"),
+            std::string::npos)
+      << gone[0];
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].rank, 1);
+  EXPECT_NE(ends[0].how.find("refused the job"), std::string::npos) << ends[0].how;
+  std::filesystem::remove_all(dir);
 }
 
 // The roles every verb shares: the first host with a part coordinates, in [[host]] order.
