@@ -389,8 +389,15 @@ Result<PeerOutcome> serve_command(CommandJob mine, const JobHosts& hosts,
   if (say) say(joined_text(hosts, o.rendezvous_port));
   auto msg = relay->await_job(stop);
   if (!msg) return std::unexpected(msg.error());
+  // A refusal goes to the coordinator too, as serve_job's do.
+  auto leave = [&](Error e, const std::string& what) -> Result<PeerOutcome> {
+    relay->leave("host " + hosts.me + " " + what + ": " + e.message);
+    return std::unexpected(std::move(e));
+  };
   const std::string run_id = msg->value("run_id", "");
-  if (run_id.empty()) return fail("host " + hosts.coordinator + " sent a job without its run id");
+  if (run_id.empty())
+    return leave(fail("host " + hosts.coordinator + " sent a job without its run id").error(),
+                 "refused the job");
   // The coordinator's run id, under this host's own results root.
   mine = command_here(std::move(mine), run_id);
   PeerOutcome out;
@@ -398,7 +405,7 @@ Result<PeerOutcome> serve_command(CommandJob mine, const JobHosts& hosts,
   out.results_dir = msg->value("results_dir", "");  // where every rank's log is gathered
   out.ranks = hosts.local_count();
   if (auto d = open_results_dir(mine.results_dir); !d)
-    return std::unexpected(with_context(d.error(), "create results directory"));
+    return leave(with_context(d.error(), "create results directory"), "could not start its ranks");
   relay->attach(job_dirs("", mine.results_dir), hosts.local);
   bool killed = false;
   relay->on_kill([&](int) { killed = true; });

@@ -376,6 +376,44 @@ TEST(MultihostRelay, AJoinerThatRefusesTheJobTellsTheCoordinatorWhy) {
   std::filesystem::remove_all(dir);
 }
 
+// The same for `launch` across hosts (serve_command): a job without its run id is refused, and
+// the coordinator's error says so.
+TEST(MultihostRelay, ALaunchJoinerThatRefusesTheJobTellsTheCoordinatorWhy) {
+  std::atomic<bool> stop{false};
+  const int port = test_port(1);
+  char dir[] = "/tmp/tb-relay-refuse-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  launch::CommandJob mine;
+  mine.lab = "lab";
+  mine.run_id = "launch-b";
+  mine.results_dir = std::string(dir) + "/b/launch-b";
+  launch::JobHosts on_a, on_b;
+  static_cast<Roles&>(on_a) = roles_of("a", {"b"});
+  static_cast<Roles&>(on_b) = roles_of("b", {"b"});
+  launch::CommandOptions o;
+  o.rendezvous_port = port;
+  Result<launch::PeerOutcome> b_out = fail("not run");
+  std::thread b([&] { b_out = launch::serve_command(mine, on_b, "p1", o, {}, {}, stop); });
+  {
+    const Hello h{"lab", "a", "launch", "p1", launch::job_digest(mine)};
+    auto c = launch::open_relay(h, on_a, {{"results_dir", std::string(dir) + "/a"}}, "",
+                                std::string(dir) + "/a", port, stop);
+    ASSERT_TRUE(c) << c.error().message;
+    c->finish(std::chrono::seconds(10));
+    const auto errors = c->errors();
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].find("host b went away before it was done (host b refused the job: host "
+                             "a sent a job without its run id)"),
+              std::string::npos)
+        << errors[0];
+  }
+  b.join();
+  ASSERT_FALSE(b_out);
+  EXPECT_NE(b_out.error().message.find("sent a job without its run id"), std::string::npos)
+      << b_out.error().message;
+  std::filesystem::remove_all(dir);
+}
+
 // The roles every verb shares: the first host with a part coordinates, in [[host]] order.
 TEST(MultihostRelay, TheFirstHostWithAPartCoordinates) {
   const std::vector<HostAddr> hosts = {{"a", Ipv4{1}}, {"b", Ipv4{2}}, {"c", Ipv4{3}}};
