@@ -56,6 +56,27 @@ class Run : public testing::Test {
     return out;
   }
 
+  // The run's events around a fault, a line each, at ms from its inject_ns (effective_ns): what
+  // a failed detection bound needs to be read (which route changed when, the fault's request).
+  std::string events_around(int64_t inject_ns) {
+    std::string out;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir_))
+      if (e.path().filename() == "events.jsonl" &&
+          e.path().parent_path().filename().string().starts_with("run-")) {
+        std::ifstream in(e.path());
+        for (std::string l; std::getline(in, l);) {
+          auto j = nlohmann::json::parse(l, nullptr, false);
+          const std::string ev = j.value("event", "");
+          if (ev == "iteration" || ev.starts_with("probe")) continue;
+          const int64_t t = j.value("t_mono_ns", j.value("requested_ns", int64_t{0}));
+          char at[32];
+          std::snprintf(at, sizeof at, "%+.1f ms ", static_cast<double>(t - inject_ns) / 1e6);
+          out += at + l + "\n";
+        }
+      }
+    return out;
+  }
+
   std::string dir_, lab_;
   std::unique_ptr<LabGuard> guard_;
 };
@@ -293,8 +314,14 @@ TEST_F(Run, BfdAndBgpRerouteAGrayWanFailureWithinTheDetectionWindow) {
   // zebra's route change and their wait for a CPU on a loaded machine (research/collectives.md:
   // FRR/BFD timings); outage: the scenario's max_recovery_ms-sized 1 s.
   ASSERT_FALSE(f["detection_ms"].is_null()) << f.dump(1);
-  EXPECT_GE(f["detection_ms"].get<double>(), 100) << f.dump(1);
-  EXPECT_LE(f["detection_ms"].get<double>(), 450) << f.dump(1);
+  // Failed once in a suite here (2026-12-06): detection 0 ms by a route_add at or before
+  // inject_ns, outage 315 ms; the events say which route changed and when.
+  EXPECT_GE(f["detection_ms"].get<double>(), 100)
+      << f.dump(1) << "\n"
+      << events_around(f.value("inject_ns", int64_t{0}));
+  EXPECT_LE(f["detection_ms"].get<double>(), 450)
+      << f.dump(1) << "\n"
+      << events_around(f.value("inject_ns", int64_t{0}));
   EXPECT_LT(f["outage_ms"].get<double>(), 1000) << f.dump(1);
   auto ev = events();
   // zebra replaces the route with the VPN's next hop (an RTM_NEWROUTE), then restores it.
