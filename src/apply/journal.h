@@ -19,12 +19,12 @@ class Journal {
   static Result<Journal> create(const std::string& path);
   // Reads every complete line; a torn last line (crash mid-write) is ignored.
   static Result<std::vector<plan::Op>> read(const std::string& path);
-  // read() less the ops teardown skips (applier.h goes_with_a_namespace), which are most of a lab's: an op that lives
-  // inside a namespace the journal creates (addr, route, sysctl, shape, stage-rule, bridge; a
-  // veth by either end) goes with that namespace. Such a line is told from its text alone (the
-  // compact JSON append() writes: its one "op" key, its one "netns" key, two for a veth) and
-  // not parsed: `down` of 1,024 GPUs reads 18,613 lines, of which it parses ~2,500. A line not
-  // laid out so is parsed and kept; teardown skips it as before.
+  // read() less the ops teardown skips (applier.h goes_with_a_namespace), which are most of a
+  // lab's: an op that lives inside a namespace the journal creates (addr, route, sysctl, shape,
+  // stage-rule, bridge; a veth by either end) goes with that namespace. Such a line is told from
+  // its text alone (the compact JSON append() writes: its one "op" key, its one "netns" key, two
+  // for a veth) and not parsed: `down` of 1,024 GPUs reads 18,613 lines, of which it parses ~2,500.
+  // A line not laid out so is parsed and kept; teardown skips it as before.
   static Result<std::vector<plan::Op>> read_for_teardown(const std::string& path);
 
   // Buffers the op; flush() writes buffered lines with one write(2).

@@ -209,6 +209,21 @@ void finish(multihost::CoordinatorRelay& relay, RankGroup& group, const JobHosts
     if (!hosts.local[r]) group.remote_exit(r, 128 + 9, "no word from host " + hosts.rank_host[r]);
 }
 
+namespace {
+
+constexpr const char* kRefused = "refused the job";
+constexpr const char* kCannotStart = "could not start its ranks";
+
+// A joining host that gives up before its part: the coordinator is told why (PeerRelay::leave:
+// "host X went away (host X refused the job: ...)" in its output), then `e` is this host's.
+Result<PeerOutcome> leave(multihost::PeerRelay& relay, const JobHosts& hosts, const char* what,
+                          Error e) {
+  relay.leave("host " + hosts.me + " " + what + ": " + e.message);
+  return std::unexpected(std::move(e));
+}
+
+}  // namespace
+
 Result<PeerOutcome> serve_job(const workload::Job& mine, const JobHosts& hosts,
                               const std::string& verb, const std::string& plan_digest, int port,
                               const std::string& tb_rank,
@@ -224,29 +239,25 @@ Result<PeerOutcome> serve_job(const workload::Job& mine, const JobHosts& hosts,
   PeerOutcome out;
   std::optional<workload::Job> job;
   {
-    // A refusal goes to the coordinator too, so that its output says why this host left.
-    auto refuse = [&](Error e) -> Result<PeerOutcome> {
-      relay->leave("host " + hosts.me + " refused the job: " + e.message);
-      return std::unexpected(std::move(e));
-    };
     auto j = workload::job_from_json(*msg);
-    if (!j) return refuse(with_context(j.error(), "the job from host " + hosts.coordinator));
+    if (!j)
+      return leave(*relay, hosts, kRefused,
+                   with_context(j.error(), "the job from host " + hosts.coordinator));
     if (j->ranks.size() != mine.ranks.size() || job_digest(*j) != job_digest(mine))
-      return refuse(
-          bad_input("host " + hosts.coordinator + " sent another job than this host prepared")
-              .error());
+      return leave(*relay, hosts, kRefused,
+                   bad_input("host " + hosts.coordinator +
+                             " sent another job than this host "
+                             "prepared")
+                       .error());
     if (auto why = rdma_marks_differ(*j, mine, hosts); !why.empty())
-      return refuse(bad_input(why).error());
+      return leave(*relay, hosts, kRefused, bad_input(why).error());
     out.results_dir = j->results_dir;  // where the rows are gathered
     job = job_here(*j, mine);
   }
   out.coordinator = hosts.coordinator;
   out.ranks = hosts.local_count();
   auto group = start_ranks(*job, tb_rank, hosts.local);
-  if (!group) {
-    relay->leave("host " + hosts.me + " could not start its ranks: " + group.error().message);
-    return std::unexpected(group.error());
-  }
+  if (!group) return leave(*relay, hosts, kCannotStart, group.error());
   if (say)
     say("started " + std::to_string(out.ranks) + " rank(s) of " +
         std::to_string(job->ranks.size()) + "; results gathered on host " + hosts.coordinator +
@@ -389,15 +400,10 @@ Result<PeerOutcome> serve_command(CommandJob mine, const JobHosts& hosts,
   if (say) say(joined_text(hosts, o.rendezvous_port));
   auto msg = relay->await_job(stop);
   if (!msg) return std::unexpected(msg.error());
-  // A refusal goes to the coordinator too, as serve_job's do.
-  auto leave = [&](Error e, const std::string& what) -> Result<PeerOutcome> {
-    relay->leave("host " + hosts.me + " " + what + ": " + e.message);
-    return std::unexpected(std::move(e));
-  };
   const std::string run_id = msg->value("run_id", "");
   if (run_id.empty())
-    return leave(fail("host " + hosts.coordinator + " sent a job without its run id").error(),
-                 "refused the job");
+    return leave(*relay, hosts, kRefused,
+                 fail("host " + hosts.coordinator + " sent a job without its run id").error());
   // The coordinator's run id, under this host's own results root.
   mine = command_here(std::move(mine), run_id);
   PeerOutcome out;
@@ -405,7 +411,7 @@ Result<PeerOutcome> serve_command(CommandJob mine, const JobHosts& hosts,
   out.results_dir = msg->value("results_dir", "");  // where every rank's log is gathered
   out.ranks = hosts.local_count();
   if (auto d = open_results_dir(mine.results_dir); !d)
-    return leave(with_context(d.error(), "create results directory"), "could not start its ranks");
+    return leave(*relay, hosts, kCannotStart, with_context(d.error(), "create results directory"));
   relay->attach(job_dirs("", mine.results_dir), hosts.local);
   bool killed = false;
   relay->on_kill([&](int) { killed = true; });

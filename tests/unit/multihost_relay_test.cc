@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -21,6 +20,7 @@
 #include "multihost/relay.h"
 #include "multihost/session.h"
 #include "multihost/wire.h"
+#include "temp_dir.h"
 
 namespace tb::multihost::relay_test {
 namespace {
@@ -322,18 +322,18 @@ TEST(MultihostRelay, BenchAndLaunchJoinersKeepTheirOwnResultsRoot) {
 TEST(MultihostRelay, AJoinerThatRefusesTheJobTellsTheCoordinatorWhy) {
   std::atomic<bool> stop{false};
   const int port = test_port(2);
-  char dir[] = "/tmp/tb-relay-refuse-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const testing_util::TempDir tmp;
+  const std::string dir = tmp.path();
   workload::Job mine;
   mine.lab = "lab";
   mine.ranks = {{"dc/s0/g0", "tb-lab-dc-s0-g0", 0, "198.18.0.1"},
                 {"dc/s1/g0", "tb-lab-dc-s1-g0", 1, "198.18.0.2"}};
   mine.run_id = "bench-b";
-  mine.results_dir = std::string(dir) + "/b/bench-b";
+  mine.results_dir = dir + "/b/bench-b";
   mine.store_dir = mine.results_dir + "/store";
   workload::Job theirs = mine;
   theirs.run_id = "bench-a";
-  theirs.results_dir = std::string(dir) + "/a/bench-a";
+  theirs.results_dir = dir + "/a/bench-a";
   theirs.store_dir = theirs.results_dir + "/store";
   theirs.rdma = {{0, 1}, {1, 0}};  // a made rxe devices; b did not
   launch::JobHosts on_a, on_b;
@@ -373,7 +373,6 @@ TEST(MultihostRelay, AJoinerThatRefusesTheJobTellsTheCoordinatorWhy) {
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_EQ(ends[0].rank, 1);
   EXPECT_NE(ends[0].how.find("refused the job"), std::string::npos) << ends[0].how;
-  std::filesystem::remove_all(dir);
 }
 
 // The same for `launch` across hosts (serve_command): a job without its run id is refused, and
@@ -381,12 +380,12 @@ TEST(MultihostRelay, AJoinerThatRefusesTheJobTellsTheCoordinatorWhy) {
 TEST(MultihostRelay, ALaunchJoinerThatRefusesTheJobTellsTheCoordinatorWhy) {
   std::atomic<bool> stop{false};
   const int port = test_port(1);
-  char dir[] = "/tmp/tb-relay-refuse-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const testing_util::TempDir tmp;
+  const std::string dir = tmp.path();
   launch::CommandJob mine;
   mine.lab = "lab";
   mine.run_id = "launch-b";
-  mine.results_dir = std::string(dir) + "/b/launch-b";
+  mine.results_dir = dir + "/b/launch-b";
   launch::JobHosts on_a, on_b;
   static_cast<Roles&>(on_a) = roles_of("a", {"b"});
   static_cast<Roles&>(on_b) = roles_of("b", {"b"});
@@ -396,8 +395,7 @@ TEST(MultihostRelay, ALaunchJoinerThatRefusesTheJobTellsTheCoordinatorWhy) {
   std::thread b([&] { b_out = launch::serve_command(mine, on_b, "p1", o, {}, {}, stop); });
   {
     const Hello h{"lab", "a", "launch", "p1", launch::job_digest(mine)};
-    auto c = launch::open_relay(h, on_a, {{"results_dir", std::string(dir) + "/a"}}, "",
-                                std::string(dir) + "/a", port, stop);
+    auto c = launch::open_relay(h, on_a, {{"results_dir", dir + "/a"}}, "", dir + "/a", port, stop);
     ASSERT_TRUE(c) << c.error().message;
     c->finish(std::chrono::seconds(10));
     const auto errors = c->errors();
@@ -411,7 +409,6 @@ TEST(MultihostRelay, ALaunchJoinerThatRefusesTheJobTellsTheCoordinatorWhy) {
   ASSERT_FALSE(b_out);
   EXPECT_NE(b_out.error().message.find("sent a job without its run id"), std::string::npos)
       << b_out.error().message;
-  std::filesystem::remove_all(dir);
 }
 
 // The roles every verb shares: the first host with a part coordinates, in [[host]] order.
