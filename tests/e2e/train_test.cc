@@ -31,9 +31,10 @@ class Train : public SharedMiniLab<Train> {
 };
 
 // A small model: 2 layers, buckets small enough that several overlap the backward pass.
-const char* kSmall =
+const std::string kSmallModel =
     " --params 200000 --grad-bytes 4 --layers 2 --bucket 128K --activation-bytes 16K"
-    " --compute 20ms --compute-scale 1 --steps 3 --warmup 1";
+    " --compute 20ms --compute-scale 1";
+const std::string kSmall = kSmallModel + " --steps 3 --warmup 1";
 
 TEST_F(Train, SweepReportsOneRowPerServerCountWithCorrectGradients) {
   const std::string json = results_ + "/sweep.json";
@@ -119,12 +120,9 @@ TEST_F(Train, TheGuardFlagsACpuBoundRun) {
   {
     CpuHogs hogs;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let them reach every CPU
-    // kSmall's model with 25 steps: the guard's window ~1.5 s rather than ~0.2 s, whose 40
+    // The same model with 25 steps: the guard's window ~1.5 s rather than ~0.2 s, whose 40
     // ticks of /proc/stat read 3% short of the busy loops' 100% in one run here.
-    r = train(
-        "--servers 2 --params 200000 --grad-bytes 4 --layers 2 --bucket 128K"
-        " --activation-bytes 16K --compute 20ms --compute-scale 1 --steps 25 --warmup 1 --json " +
-        json);
+    r = train("--servers 2" + kSmallModel + " --steps 25 --warmup 1 --json " + json);
   }
   ASSERT_EQ(r.rc, 0) << r.out;  // the steps are right; the figure is the host's, and says so
   const auto j = read_json(json);
